@@ -1,0 +1,64 @@
+# qcn-p4 front door.  `make run` runs the main job, `make test` the test suite; both install
+# what they need (Debian packages, a virtual environment, the project) and are safe to rerun.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# Debian's interpreter: its `mininet` module is only visible to /usr/bin/python3.
+PYTHON_BASE ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BUILD := build
+P4_MAIN := p4src/qcn_cp.p4
+P4_SOURCES := $(shell find p4src -name '*.p4' 2>/dev/null)
+
+.PHONY: help deps sysdeps venv lint fmt test unit build ptf bench run clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+sysdeps:  ## install the Debian packages the project uses (mininet, iperf3, ...)
+	@scripts/install-deps.sh system
+
+deps: sysdeps  ## also try the p4lang toolchain (p4c, BMv2, PI) from p4lang's packages
+	@scripts/install-deps.sh p4lang
+
+$(VENV)/.installed: pyproject.toml
+	@echo "==> virtual environment $(VENV) ($(PYTHON_BASE))"
+	@[ -x $(PY) ] || $(PYTHON_BASE) -m venv --system-site-packages $(VENV)
+	@$(PY) -m pip install -q --upgrade pip
+	@$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+venv: sysdeps $(VENV)/.installed  ## create the virtual environment and install the project
+
+lint: venv  ## ruff (lint + format check) and mypy; any finding fails
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+fmt: venv  ## reformat the Python code
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+unit: venv  ## the Python test suite only
+	$(VENV)/bin/pytest
+
+test: lint  ## the whole test suite (PTF/BMv2 parts skip in one line without the toolchain)
+	@scripts/install-deps.sh status
+	$(VENV)/bin/pytest
+
+$(BUILD)/qcn_cp.json: $(P4_SOURCES)
+	@command -v p4c >/dev/null || { echo "p4c: not installed (try 'make deps'); cannot build $(P4_MAIN)"; exit 1; }
+	@mkdir -p $(BUILD)
+	p4c --target bmv2 --arch v1model --std p4-16 -I p4src \
+	    --p4runtime-files $(BUILD)/qcn_cp.p4info.txtpb -o $(BUILD) $(P4_MAIN)
+
+build: $(BUILD)/qcn_cp.json  ## compile the P4 pipeline into build/ (BMv2 JSON + P4Info)
+
+run: venv  ## the main job (the transient experiment)
+	@echo "make run will run the 'transient' experiment (seed 000) with 'qcn run transient';"
+	@echo "the experiment runner is not implemented yet (issues 6 and 7): nothing was run."
+
+clean:  ## remove build outputs and the virtual environment
+	rm -rf $(BUILD) $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

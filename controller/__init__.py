@@ -1,0 +1,1 @@
+"""The P4Runtime controller that programs the congestion points."""

@@ -1,0 +1,70 @@
+"""The ``qcn`` command line: one entry point, one subcommand per job."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from qcn import __version__
+from qcn.params import ParamError, Preset, QcnParams
+
+
+def _params_command(args: argparse.Namespace) -> int:
+    base = QcnParams.preset(args.preset)
+    params = QcnParams.load(args.file, base) if args.file else base
+    if args.write:
+        params.save(args.write)
+        print(f"wrote {args.write}")
+    elif args.check:
+        print(f"{args.file}: valid")
+    else:
+        sys.stdout.write(params.dumps())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="qcn",
+        description="IEEE 802.1Qau QCN on P4/BMv2: congestion point, controller, reaction point.",
+    )
+    parser.add_argument("--version", action="version", version=f"qcn-p4 {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser(
+        "params",
+        help="show, check or write a QCN parameter file (TOML)",
+        description="Print the parameters (spec defaults, a preset, or FILE merged over them).",
+    )
+    p.add_argument("file", nargs="?", type=Path, help="a TOML parameter file to read")
+    p.add_argument(
+        "--preset",
+        default=Preset.QCN.value,
+        choices=[x.value for x in Preset],
+        help="the base set FILE's values override (default: %(default)s)",
+    )
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--check", action="store_true", help="only validate FILE")
+    g.add_argument("--write", type=Path, metavar="OUT", help="write the result to OUT")
+    p.set_defaults(func=_params_command)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "check", False) and not args.file:
+        parser.error("--check needs a FILE")
+    try:
+        code: int = args.func(args)
+    except ParamError as e:
+        print(f"qcn: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+"""Congestion Point reference model: the P4 pipeline's per-port computation, in its integers.
+
+This is the oracle for the PTF tests and the CP of the simulator.  Each step names the
+P4 statement it mirrors (``p4src/control/congestion_point.p4``).  The encoding of
+parameters into data-plane integers (:class:`CpPortConfig.from_params`) is the one the
+controller writes into the ``cp_config`` table, so there is one encoder for both.
+
+Per data frame on a CP-enabled egress port::
+
+    qoff    = q - q_eq
+    qdelta  = q - q_old
+    fb_fp   = -(qoff * 2^4 + w_fp * qdelta)            # = 16 * Fb
+    QntzFb  = 0 if fb_fp >= 0 else (min(-fb_fp, fbmax_fp) * fb_mult) >> 32
+    sampled = Bernoulli(p_base + QntzFb * p_scale)    or byte-interval counter ran out
+    on a sample: q_old = q; a CNM iff fb_fp < 0
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from qcn.params import (
+    PROB_ONE,
+    QNTZ_FB_MAX,
+    QNTZ_SHIFT,
+    W_ONE,
+    CpParams,
+    SamplingMode,
+)
+
+#: ``random(lo, hi)`` with both bounds included, as v1model's ``random()`` draws.
+RandomInt = Callable[[int, int], int]
+
+INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
+
+
+@dataclass(frozen=True)
+class SampleInterval:
+    """One row of the byte-interval table: reload = base - jitter_span/2 + random(0, span)."""
+
+    base_bytes: int
+    jitter_span_bytes: int
+
+
+@dataclass(frozen=True)
+class CpPortConfig:
+    """The action parameters of one ``cp_config`` table entry (data-plane integers)."""
+
+    q_eq: int
+    w_fp: int
+    fbmax_fp: int
+    fb_mult: int
+    p_base_fp: int
+    p_scale_fp: int
+    sampling: SamplingMode
+    intervals: tuple[SampleInterval, ...]
+
+    @classmethod
+    def from_params(cls, cp: CpParams) -> CpPortConfig:
+        cp.validate()
+        w_fp = round(cp.w * W_ONE)
+        fbmax_fp = (2 * w_fp + W_ONE) * cp.q_eq_pkts
+        return cls(
+            q_eq=cp.q_eq_pkts,
+            w_fp=w_fp,
+            fbmax_fp=fbmax_fp,
+            # ceil, not round: with it the shift gives floor(|Fb| * 63 / Fbmax) exactly.
+            fb_mult=math.ceil(QNTZ_FB_MAX * (1 << QNTZ_SHIFT) / fbmax_fp),
+            p_base_fp=round(cp.p_base * PROB_ONE),
+            p_scale_fp=round(cp.p_scale * PROB_ONE),
+            sampling=cp.sampling,
+            intervals=tuple(
+                SampleInterval(n, 2 * math.floor(n * cp.sample_jitter))
+                for n in cp.sample_intervals_bytes
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class CpDecision:
+    """What the CP computed for one frame."""
+
+    q: int
+    qoff: int
+    qdelta: int
+    fb_fp: int
+    """16 * Fb (Fb = -(qoff + w * qdelta)); negative means congestion."""
+    qntz_fb: int
+    sampled: bool
+
+    @property
+    def cnm(self) -> bool:
+        """A CNM is sent for a sampled frame with Fb < 0."""
+        return self.sampled and self.fb_fp < 0
+
+    @property
+    def fb(self) -> float:
+        return self.fb_fp / W_ONE
+
+    @property
+    def cnm_qoff(self) -> int:
+        """cnmQOffset as the 16-bit signed field carries it (saturated)."""
+        return max(INT16_MIN, min(INT16_MAX, self.qoff))
+
+    @property
+    def cnm_qdelta(self) -> int:
+        return max(INT16_MIN, min(INT16_MAX, self.qdelta))
+
+
+def quantize(fb_fp: int, cfg: CpPortConfig) -> int:
+    """QntzFb of a scaled feedback, by multiply-and-shift as the data plane does it."""
+    if fb_fp >= 0:
+        return 0
+    magnitude = min(-fb_fp, cfg.fbmax_fp)
+    return min(QNTZ_FB_MAX, (magnitude * cfg.fb_mult) >> QNTZ_SHIFT)
+
+
+def sample_threshold(qntz_fb: int, cfg: CpPortConfig) -> int:
+    """Bernoulli mode: a frame is sampled iff random(0, PROB_ONE - 1) < this."""
+    return cfg.p_base_fp + qntz_fb * cfg.p_scale_fp
+
+
+class CongestionPoint:
+    """The state and computation of one CP (one egress port)."""
+
+    def __init__(self, cfg: CpPortConfig, rand: RandomInt) -> None:
+        self.cfg = cfg
+        self._rand = rand
+        self.q_old = 0
+        """Register ``q_old``: q at the previous sample (0 after reset, as BMv2 registers)."""
+        self.bytes_to_sample = 0
+        """Register ``bytes_to_sample``: 0 after reset, so the first frame is sampled."""
+
+    def on_frame(self, q: int, frame_bytes: int) -> CpDecision:
+        """Process one data frame that saw queue depth ``q`` (packets) on arrival."""
+        cfg = self.cfg
+        qoff = q - cfg.q_eq
+        qdelta = q - self.q_old
+        fb_fp = -(qoff * W_ONE + cfg.w_fp * qdelta)
+        qntz = quantize(fb_fp, cfg)
+        if cfg.sampling is SamplingMode.BERNOULLI:
+            sampled = self._rand(0, PROB_ONE - 1) < sample_threshold(qntz, cfg)
+        else:
+            self.bytes_to_sample -= frame_bytes
+            sampled = self.bytes_to_sample <= 0
+            if sampled:
+                row = cfg.intervals[qntz >> 3]
+                self.bytes_to_sample = (
+                    row.base_bytes
+                    - row.jitter_span_bytes // 2
+                    + self._rand(0, row.jitter_span_bytes)
+                )
+        if sampled:
+            self.q_old = q
+        return CpDecision(q, qoff, qdelta, fb_fp, qntz, sampled)

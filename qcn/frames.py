@@ -1,0 +1,203 @@
+"""802.1Qau frames as scapy layers: the CNM (EtherType 0x22E7) and the CN-TAG (0x22E9).
+
+This is the Python side's one definition of the CNM layout; the P4 side's is
+``p4src/include/headers.p4`` (a test checks both agree on sizes and EtherTypes).
+
+CNM PDU, 24 bytes, network order::
+
+    version:4 | reserved_v:6 | qntz_fb:6 | cpid:64 | qoff:16s | qdelta:16s
+    | encap_priority:3 | encap_reserved:13 | encap_da:48 | msdu_len:16
+    then msdu_len bytes of the sampled frame, from its EtherType on (after any 802.1Q tag),
+    at most 64.
+
+Importing this module binds the layers, so ``Ether(raw)`` dissects them and
+``Ether()/CNM(...)`` builds them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from scapy.fields import (
+    BitField,
+    FieldLenField,
+    MACField,
+    SignedShortField,
+    StrLenField,
+    XLongField,
+    XShortEnumField,
+    XShortField,
+)
+from scapy.layers.inet import IP
+from scapy.layers.inet6 import IPv6
+from scapy.layers.l2 import ARP, Dot1Q, Ether
+from scapy.packet import Packet, bind_layers
+
+from qcn.cp_model import CpDecision
+
+ETHERTYPE_CNM = 0x22E7
+ETHERTYPE_CNTAG = 0x22E9
+ETHERTYPE_VLAN = 0x8100
+ETH_HEADER_BYTES = 14
+VLAN_TAG_BYTES = 4
+CNM_PDU_BYTES = 24
+CNM_MAX_MSDU_BYTES = 64
+CNM_VERSION = 0
+#: The CNM header as the switch emits it: Ethernet + PDU (the MSDU follows).
+CNM_HEADER_BYTES = ETH_HEADER_BYTES + CNM_PDU_BYTES
+
+
+class CNM(Packet):
+    """Congestion Notification Message PDU (802.1Qau 33.4) with its encapsulated MSDU."""
+
+    name = "CNM"
+    fields_desc = [  # noqa: RUF012 - scapy's declaration style
+        BitField("version", CNM_VERSION, 4),
+        BitField("reserved_v", 0, 6),
+        BitField("qntz_fb", 0, 6),
+        XLongField("cpid", 0),
+        SignedShortField("qoff", 0),
+        SignedShortField("qdelta", 0),
+        BitField("encap_priority", 0, 3),
+        BitField("encap_reserved", 0, 13),
+        MACField("encap_da", "00:00:00:00:00:00"),
+        FieldLenField("msdu_len", None, length_of="msdu", fmt="!H"),
+        StrLenField("msdu", b"", length_from=lambda pkt: pkt.msdu_len),
+    ]
+
+    def extract_padding(self, s: bytes) -> tuple[bytes, bytes]:
+        # Whatever follows the MSDU (Ethernet padding) is not part of the CNM.
+        return b"", s
+
+    def mysummary(self) -> str:
+        return str(self.sprintf("CNM QntzFb=%CNM.qntz_fb% qoff=%CNM.qoff% qdelta=%CNM.qdelta%"))
+
+
+class CNTag(Packet):
+    """Congestion Notification Tag: a 16-bit Flow ID an RP puts on its frames."""
+
+    name = "CN-TAG"
+    fields_desc = [  # noqa: RUF012
+        XShortField("flow_id", 0),
+        XShortEnumField("type", 0x0800, {0x0800: "IPv4", 0x86DD: "IPv6", 0x0806: "ARP"}),
+    ]
+
+
+bind_layers(Ether, CNM, type=ETHERTYPE_CNM)
+bind_layers(Dot1Q, CNM, type=ETHERTYPE_CNM)
+bind_layers(Ether, CNTag, type=ETHERTYPE_CNTAG)
+bind_layers(Dot1Q, CNTag, type=ETHERTYPE_CNTAG)
+bind_layers(CNTag, IP, type=0x0800)
+bind_layers(CNTag, IPv6, type=0x86DD)
+bind_layers(CNTag, ARP, type=0x0806)
+
+
+def is_group_mac(mac: bytes) -> bool:
+    """The I/G bit: multicast and broadcast addresses never receive a CNM."""
+    return bool(mac[0] & 1)
+
+
+def msdu_offset(frame: bytes) -> int:
+    """Where a frame's MSDU starts for the CNM: at its EtherType, after any 802.1Q tag."""
+    type_at = 2 * 6
+    if int.from_bytes(frame[type_at : type_at + 2], "big") == ETHERTYPE_VLAN:
+        type_at += VLAN_TAG_BYTES
+    return type_at
+
+
+def frame_priority(frame: bytes) -> int:
+    """802.1p priority of a frame (PCP of its 802.1Q tag; 0 if untagged)."""
+    if msdu_offset(frame) == 12:
+        return 0
+    return frame[14] >> 5
+
+
+def expected_cnm(
+    sampled_frame: bytes, decision: CpDecision, cpid: int, cp_mac: str
+) -> Ether | None:
+    """The exact CNM a CP sends for ``sampled_frame`` (None when it must send none)."""
+    if not decision.cnm or len(sampled_frame) < ETH_HEADER_BYTES:
+        return None
+    if is_group_mac(sampled_frame[6:12]):
+        return None
+    start = msdu_offset(sampled_frame)
+    pkt: Ether = Ether(dst=sampled_frame[6:12], src=cp_mac, type=ETHERTYPE_CNM) / CNM(
+        qntz_fb=decision.qntz_fb,
+        cpid=cpid,
+        qoff=decision.cnm_qoff,
+        qdelta=decision.cnm_qdelta,
+        encap_priority=frame_priority(sampled_frame),
+        encap_da=sampled_frame[0:6],
+        msdu=sampled_frame[start : start + CNM_MAX_MSDU_BYTES],
+    )
+    return pkt
+
+
+class CnmRejectedError(ValueError):
+    """A frame that is not a well-formed CNM; ``reason`` is a short counter name."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class CnmInfo:
+    """The fields of a validated CNM that a reaction point acts on."""
+
+    cp_mac: str
+    rp_mac: str
+    qntz_fb: int
+    cpid: int
+    qoff: int
+    qdelta: int
+    encap_priority: int
+    encap_da: str
+    msdu: bytes
+
+    def encapsulated_frame(self) -> Ether:
+        """The sampled frame's first bytes, as an Ether frame (for per-flow matching)."""
+        return Ether(self.encap_da_bytes + _mac_bytes(self.rp_mac) + self.msdu)
+
+    @property
+    def encap_da_bytes(self) -> bytes:
+        return _mac_bytes(self.encap_da)
+
+
+def parse_cnm(frame: bytes) -> CnmInfo:
+    """Validate and decode a received CNM; raise CnmRejectedError(reason) for anything else."""
+    if len(frame) < ETH_HEADER_BYTES:
+        raise CnmRejectedError("truncated", f"{len(frame)} bytes")
+    start = ETH_HEADER_BYTES
+    if int.from_bytes(frame[12:14], "big") == ETHERTYPE_VLAN:
+        start += VLAN_TAG_BYTES
+    if int.from_bytes(frame[start - 2 : start], "big") != ETHERTYPE_CNM:
+        raise CnmRejectedError("not_cnm", f"EtherType 0x{frame[start - 2 : start].hex()}")
+    if len(frame) < start + CNM_PDU_BYTES:
+        raise CnmRejectedError("truncated", f"{len(frame)} bytes")
+    pdu: Any = CNM(frame[start:])
+    if pdu.version != CNM_VERSION:
+        raise CnmRejectedError("bad_version", str(pdu.version))
+    available = len(frame) - start - CNM_PDU_BYTES
+    if pdu.msdu_len > CNM_MAX_MSDU_BYTES or pdu.msdu_len > available:
+        raise CnmRejectedError("bad_msdu_len", f"{pdu.msdu_len} (frame holds {available})")
+    return CnmInfo(
+        cp_mac=_mac_str(frame[6:12]),
+        rp_mac=_mac_str(frame[0:6]),
+        qntz_fb=pdu.qntz_fb,
+        cpid=pdu.cpid,
+        qoff=pdu.qoff,
+        qdelta=pdu.qdelta,
+        encap_priority=pdu.encap_priority,
+        encap_da=str(pdu.encap_da),
+        msdu=bytes(pdu.msdu),
+    )
+
+
+def _mac_str(b: bytes) -> str:
+    return ":".join(f"{x:02x}" for x in b)
+
+
+def _mac_bytes(mac: str) -> bytes:
+    return bytes.fromhex(mac.replace(":", ""))

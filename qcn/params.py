@@ -1,0 +1,324 @@
+"""QCN parameters: every default of the spec's table, defined once, with units in the names.
+
+A parameter set is plain data (frozen dataclasses) that round-trips through TOML::
+
+    [cp]                      # congestion point, per egress port
+    q_eq_pkts = 22
+    w = 2.0
+    ...
+    [rp]                      # reaction point, per rate limiter
+    line_rate_bps = 10e9
+    ...
+
+Sources: seeds 002 and 004 unless a field's docstring says otherwise (see
+``shared/qcn-spec.md``, "Defaults").  Validation names the field and the allowed range.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import tomllib
+from dataclasses import asdict, dataclass, field, fields, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+#: Frame size of every seed's workload (bytes).  q_eq = 33 KB = 22 frames of this size.
+SEED_FRAME_BYTES = 1500
+
+#: QntzFb is a 6-bit field: 0..63.
+QNTZ_FB_MAX = 63
+
+#: The 802.1Qau byte-interval sampling table, indexed by QntzFb >> 3 (bytes; 1 KB = 1000 B).
+STANDARD_SAMPLE_INTERVALS_BYTES: tuple[int, ...] = (
+    150_000,
+    75_000,
+    50_000,
+    37_500,
+    30_000,
+    25_000,
+    21_500,
+    18_500,
+)
+
+
+class ParamError(ValueError):
+    """A parameter value outside its allowed range; ``field`` names it (e.g. ``cp.q_eq_pkts``)."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(f"{field_name}: {message}")
+        self.field = field_name
+
+
+class SamplingMode(StrEnum):
+    """How a CP picks the frames it samples."""
+
+    BERNOULLI = "bernoulli"
+    """Seeds 002/003: each frame with probability p_base + QntzFb * p_scale."""
+    BYTE_INTERVAL = "byte-interval"
+    """802.1Qau standard (seed 004): every N bytes, N from the interval table by QntzFb >> 3."""
+
+
+@dataclass(frozen=True)
+class CpParams:
+    """Congestion-point parameters of one egress port."""
+
+    q_eq_pkts: int = 22
+    """Equilibrium queue depth, packets (33 KB of 1500 B frames; seed 001 used 26 KB)."""
+    w: float = 2.0
+    """Weight of qdelta in Fb = -(qoff + w * qdelta); a multiple of 1/16 (fixed point)."""
+    p_base: float = 0.01
+    """Bernoulli sampling probability at QntzFb = 0."""
+    p_scale: float = 0.09 / 64
+    """Added sampling probability per QntzFb step (about 10 % in all at QntzFb = 63)."""
+    sampling: SamplingMode = SamplingMode.BERNOULLI
+    """Sampling mode: the seeds' Bernoulli or the standard's byte interval."""
+    sample_intervals_bytes: tuple[int, ...] = STANDARD_SAMPLE_INTERVALS_BYTES
+    """Byte-interval mode: bytes between samples for QntzFb >> 3 = 0..7."""
+    sample_jitter: float = 0.15
+    """Byte-interval mode: each interval is drawn uniformly within +/- this fraction."""
+
+    @property
+    def fb_max(self) -> float:
+        """Fbmax = (2w + 1) * q_eq: the |Fb| that quantises to 63."""
+        return (2 * self.w + 1) * self.q_eq_pkts
+
+    def validate(self) -> None:
+        _check_int("cp.q_eq_pkts", self.q_eq_pkts, 1, 2047)
+        _check_range("cp.w", self.w, 0.0, 64.0)
+        if not float(self.w * W_ONE).is_integer():
+            raise ParamError("cp.w", f"must be a multiple of 1/{W_ONE} (got {self.w})")
+        if self.fb_max * W_ONE > FB_MAX_FP_LIMIT:
+            raise ParamError(
+                "cp.q_eq_pkts",
+                f"(2w+1)*q_eq must be at most {FB_MAX_FP_LIMIT // W_ONE} for exact quantisation "
+                f"(got {self.fb_max:g})",
+            )
+        _check_range("cp.p_base", self.p_base, 0.0, 1.0)
+        _check_range("cp.p_scale", self.p_scale, 0.0, 1.0 / QNTZ_FB_MAX)
+        top = self.p_base + QNTZ_FB_MAX * self.p_scale
+        if top > 1.0 + 1e-12:
+            raise ParamError(
+                "cp.p_scale",
+                f"p_base + 63 * p_scale is a probability and must be in [0, 1] (got {top:g})",
+            )
+        if not isinstance(self.sampling, SamplingMode):
+            raise ParamError("cp.sampling", f"must be one of {[m.value for m in SamplingMode]}")
+        if len(self.sample_intervals_bytes) != 8:
+            raise ParamError("cp.sample_intervals_bytes", "must list exactly 8 intervals")
+        for i, n in enumerate(self.sample_intervals_bytes):
+            _check_int(f"cp.sample_intervals_bytes[{i}]", n, 64, 10_000_000)
+        _check_range("cp.sample_jitter", self.sample_jitter, 0.0, 0.99)
+
+
+@dataclass(frozen=True)
+class RpParams:
+    """Reaction-point parameters of one rate limiter."""
+
+    line_rate_bps: float = 10e9
+    """Rate of the host link; a limiter at this rate is released."""
+    min_rate_bps: float = 10e6
+    """MIN_RATE: CR never goes below this."""
+    rate_unit_bps: float = 1e6
+    """R_unit: granularity of rates written to a real limiter."""
+    gd: float = 1 / 128
+    """Gd: CR *= 1 - Gd * QntzFb on a CNM (at most a ~50 % cut)."""
+    bc_limit_bytes: int = 150_000
+    """BC_LIMIT: bytes in one byte-counter cycle (100 frames of 1500 B)."""
+    timer_s: float = 0.015
+    """TIMER_PERIOD: length of one timer cycle."""
+    r_ai_bps: float = 5e6
+    """R_AI: target-rate step in active increase (seed 003: 3 Mb/s; 2-QCN of seed 000: 25 Mb/s)."""
+    r_hai_bps: float = 50e6
+    """R_HAI: target-rate step unit in hyper-active increase."""
+    fast_recovery_th: int = 5
+    """FAST_RECOVERY_TH: fast-recovery cycles before active increase."""
+    jitter: float = 0.15
+    """Byte-counter and timer cycles are drawn uniformly within +/- this fraction."""
+    hai_min_frames: int = 500
+    """Frames that must be sent since the last CNM before hyper-active increase."""
+    timer_enabled: bool = True
+    """False for 2-QCN: the byte counter alone clocks the cycles."""
+    hai_enabled: bool = True
+    """False for 2-QCN: no hyper-active increase."""
+    shorten_cycles_after_fr: bool = True
+    """Halve byte-counter and timer cycles after fast recovery (False for 2-QCN)."""
+    fb_hat: bool = False
+    """Seed 000's Fb-hat cycle shrinking: 50-frame cycles while Fb-hat <= 1, else 100."""
+    frame_bytes: int = SEED_FRAME_BYTES
+    """Frame size the Fb-hat variant counts cycles in."""
+
+    def validate(self) -> None:
+        _check_range("rp.line_rate_bps", self.line_rate_bps, 1e3, 1e13)
+        _check_range("rp.min_rate_bps", self.min_rate_bps, 1.0, self.line_rate_bps)
+        _check_range("rp.rate_unit_bps", self.rate_unit_bps, 1.0, self.min_rate_bps)
+        _check_range("rp.gd", self.gd, 0.0, 1.0 / QNTZ_FB_MAX, low_open=True)
+        _check_int("rp.bc_limit_bytes", self.bc_limit_bytes, 64, 1 << 30)
+        _check_range("rp.timer_s", self.timer_s, 1e-6, 60.0)
+        _check_range("rp.r_ai_bps", self.r_ai_bps, 0.0, self.line_rate_bps)
+        _check_range("rp.r_hai_bps", self.r_hai_bps, 0.0, self.line_rate_bps)
+        _check_int("rp.fast_recovery_th", self.fast_recovery_th, 1, 100)
+        _check_range("rp.jitter", self.jitter, 0.0, 0.99)
+        _check_int("rp.hai_min_frames", self.hai_min_frames, 0, 1 << 30)
+        for name in ("timer_enabled", "hai_enabled", "shorten_cycles_after_fr", "fb_hat"):
+            if not isinstance(getattr(self, name), bool):
+                raise ParamError(f"rp.{name}", "must be true or false")
+        _check_int("rp.frame_bytes", self.frame_bytes, 60, 9216)
+
+
+class Preset(StrEnum):
+    """Named parameter sets the seeds used."""
+
+    QCN = "qcn"
+    """Full QCN (seeds 002, 004): byte counter + timer, AI and HAI."""
+    TWO_QCN = "2-qcn"
+    """The earlier 2-QCN of seed 000: byte counter only, 100-frame cycles, AI 25 Mb/s."""
+
+
+@dataclass(frozen=True)
+class QcnParams:
+    """A complete parameter set: one CP configuration and one RP configuration."""
+
+    cp: CpParams = field(default_factory=CpParams)
+    rp: RpParams = field(default_factory=RpParams)
+
+    @classmethod
+    def preset(cls, name: Preset | str) -> QcnParams:
+        try:
+            preset = Preset(name)
+        except ValueError:
+            raise ParamError("preset", f"must be one of {[p.value for p in Preset]}") from None
+        if preset is Preset.TWO_QCN:
+            return cls(
+                rp=RpParams(
+                    timer_enabled=False,
+                    hai_enabled=False,
+                    shorten_cycles_after_fr=False,
+                    r_ai_bps=25e6,
+                )
+            )
+        return cls()
+
+    def validate(self) -> QcnParams:
+        """Raise ParamError for the first invalid field; return self for chaining."""
+        self.cp.validate()
+        self.rp.validate()
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["cp"]["sampling"] = self.cp.sampling.value
+        d["cp"]["sample_intervals_bytes"] = list(self.cp.sample_intervals_bytes)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], base: QcnParams | None = None) -> QcnParams:
+        """Build from nested dicts; missing fields keep ``base``'s (default: spec) values."""
+        base = base or cls()
+        _reject_unknown("", data, ["cp", "rp"])
+        cp_in = _section(data, "cp")
+        rp_in = _section(data, "rp")
+        cp = replace(base.cp, **_coerce(CpParams, "cp", cp_in))
+        rp = replace(base.rp, **_coerce(RpParams, "rp", rp_in))
+        return cls(cp=cp, rp=rp).validate()
+
+    def dumps(self) -> str:
+        return tomli_w.dumps(self.to_dict())
+
+    def save(self, path: Path) -> None:
+        path.write_text(self.dumps())
+
+    @classmethod
+    def load(cls, path: Path, base: QcnParams | None = None) -> QcnParams:
+        """Read a TOML parameter file; errors name the file and the field."""
+        try:
+            data = tomllib.loads(path.read_text())
+        except OSError as e:
+            raise ParamError(str(path), f"cannot read: {e.strerror}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ParamError(str(path), f"not valid TOML: {e}") from None
+        try:
+            return cls.from_dict(data, base)
+        except ParamError as e:
+            raise ParamError(f"{path}: {e.field}", str(e).split(": ", 1)[1]) from None
+
+
+# Data-plane fixed-point formats.  The controller encodes parameters with these, the P4
+# pipeline computes with them, and the CP reference model (qcn.cp_model) mirrors it.
+W_FRAC_BITS = 4
+"""w is carried as w_fp = w * 2^W_FRAC_BITS; Fb is computed scaled by the same factor."""
+W_ONE = 1 << W_FRAC_BITS
+QNTZ_SHIFT = 32
+"""QntzFb = (|Fb_fp| * fb_mult) >> QNTZ_SHIFT with fb_mult = ceil(63 * 2^32 / Fbmax_fp)."""
+FB_MAX_FP_LIMIT = 1 << 16
+"""Largest Fbmax_fp for which multiply-and-shift equals floor(|Fb| * 63 / Fbmax) exactly."""
+PROB_FRAC_BITS = 24
+"""Probabilities are carried as p * 2^PROB_FRAC_BITS and compared with a random value below it."""
+PROB_ONE = 1 << PROB_FRAC_BITS
+
+
+def _section(data: dict[str, Any], name: str) -> dict[str, Any]:
+    sec = data.get(name, {})
+    if not isinstance(sec, dict):
+        raise ParamError(name, "must be a table")
+    return sec
+
+
+def _reject_unknown(prefix: str, data: dict[str, Any], known: list[str]) -> None:
+    for key in data:
+        if key not in known:
+            hint = difflib.get_close_matches(key, known, n=1)
+            did = f"; did you mean '{hint[0]}'?" if hint else f"; known: {', '.join(known)}"
+            raise ParamError(f"{prefix}{key}", f"unknown parameter{did}")
+
+
+def _coerce(cls: type, section: str, values: dict[str, Any]) -> dict[str, Any]:
+    """Type-check one TOML table against a dataclass; ints are accepted for floats."""
+    types = {f.name: f.type for f in fields(cls)}
+    _reject_unknown(f"{section}.", values, list(types))
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        name = f"{section}.{key}"
+        kind = types[key]
+        if kind == "float":
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ParamError(name, f"must be a number (got {value!r})")
+            out[key] = float(value)
+        elif kind == "int":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ParamError(name, f"must be a whole number (got {value!r})")
+            out[key] = value
+        elif kind == "bool":
+            if not isinstance(value, bool):
+                raise ParamError(name, f"must be true or false (got {value!r})")
+            out[key] = value
+        elif kind == "SamplingMode":
+            try:
+                out[key] = SamplingMode(value)
+            except ValueError:
+                allowed = ", ".join(repr(m.value) for m in SamplingMode)
+                raise ParamError(name, f"must be one of {allowed} (got {value!r})") from None
+        elif kind == "tuple[int, ...]":
+            if not isinstance(value, list) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value
+            ):
+                raise ParamError(name, "must be a list of whole numbers")
+            out[key] = tuple(value)
+        else:  # pragma: no cover - a new field type without a coercion rule
+            raise AssertionError(f"no TOML coercion for {name}: {kind}")
+    return out
+
+
+def _check_range(name: str, value: float, lo: float, hi: float, *, low_open: bool = False) -> None:
+    bad_type = isinstance(value, bool) or not isinstance(value, int | float)
+    if bad_type or math.isnan(value) or value > hi or value < lo or (low_open and value == lo):
+        left = "(" if low_open else "["
+        raise ParamError(name, f"must be in {left}{lo:g}, {hi:g}] (got {value!r})")
+
+
+def _check_int(name: str, value: int, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ParamError(name, f"must be a whole number in [{lo}, {hi}] (got {value!r})")

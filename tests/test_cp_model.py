@@ -1,0 +1,125 @@
+"""The CP reference model against the spec's formulas (shared/qcn-spec.md, "Congestion Point")."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import replace
+from fractions import Fraction
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from qcn.cp_model import CongestionPoint, CpPortConfig, quantize
+from qcn.params import PROB_ONE, CpParams, SamplingMode
+
+ALWAYS = CpParams(p_base=1.0, p_scale=0.0)
+
+
+def spec_qntz_fb(q: int, q_old: int, cp: CpParams) -> int:
+    """QntzFb exactly as the spec writes it, in rational arithmetic."""
+    w = Fraction(cp.w)
+    fb = -((q - cp.q_eq_pkts) + w * (q - q_old))
+    if fb >= 0:
+        return 0
+    fb_max = (2 * w + 1) * cp.q_eq_pkts
+    return min(63, math.floor(-fb * 63 / fb_max))
+
+
+def cp_at(cp: CpParams, q_old: int, rand: random.Random | None = None) -> CongestionPoint:
+    point = CongestionPoint(CpPortConfig.from_params(cp), (rand or random.Random(1)).randint)
+    point.q_old = q_old
+    return point
+
+
+def test_hand_computed_feedback() -> None:
+    point = cp_at(ALWAYS, q_old=22)
+    d = point.on_frame(q=30, frame_bytes=1500)
+    # qoff = 8, qdelta = 8, Fb = -(8 + 2*8) = -24, Fbmax = 5*22 = 110, 24*63/110 = 13.7
+    assert (d.qoff, d.qdelta, d.fb, d.qntz_fb, d.sampled, d.cnm) == (8, 8, -24.0, 13, True, True)
+    assert point.q_old == 30
+
+
+def test_queue_below_equilibrium_gives_no_cnm() -> None:
+    point = cp_at(ALWAYS, q_old=10)
+    d = point.on_frame(q=10, frame_bytes=1500)
+    assert d.fb == 12.0
+    assert d.qntz_fb == 0
+    assert d.sampled
+    assert not d.cnm
+
+
+def test_saturates_at_63() -> None:
+    point = cp_at(ALWAYS, q_old=0)
+    assert point.on_frame(q=1000, frame_bytes=1500).qntz_fb == 63
+
+
+def test_q_old_only_moves_on_samples() -> None:
+    point = cp_at(CpParams(p_base=0.0, p_scale=0.0), q_old=5)
+    for q in (40, 50, 60):
+        d = point.on_frame(q=q, frame_bytes=1500)
+        assert not d.sampled
+        assert d.qdelta == q - 5
+    assert point.q_old == 5
+
+
+@given(
+    q=st.integers(0, 3000),
+    q_old=st.integers(0, 3000),
+    q_eq=st.integers(1, 400),
+    w16=st.integers(0, 64),
+)
+def test_quantisation_is_exactly_the_spec_floor(q: int, q_old: int, q_eq: int, w16: int) -> None:
+    cp = CpParams(q_eq_pkts=q_eq, w=w16 / 16)
+    if cp.fb_max * 16 > 1 << 16:
+        return
+    d = cp_at(replace(cp, p_base=1.0, p_scale=0.0), q_old).on_frame(q, 1500)
+    assert d.qntz_fb == spec_qntz_fb(q, q_old, cp)
+    assert 0 <= d.qntz_fb <= 63
+    assert d.cnm == (d.fb < 0)
+
+
+@given(q_old=st.integers(0, 500), qs=st.lists(st.integers(0, 500), min_size=2, max_size=30))
+def test_qntzfb_non_decreasing_in_q(q_old: int, qs: list[int]) -> None:
+    cfg = CpPortConfig.from_params(CpParams())
+    values = [quantize(-((q - 22) * 16 + cfg.w_fp * (q - q_old)), cfg) for q in sorted(qs)]
+    assert values == sorted(values)
+
+
+def test_bernoulli_threshold_encoding() -> None:
+    cfg = CpPortConfig.from_params(CpParams())
+    assert cfg.p_base_fp == round(0.01 * PROB_ONE)
+    assert cfg.p_base_fp + 63 * cfg.p_scale_fp == pytest.approx(0.09859375 * PROB_ONE, abs=64)
+
+
+def test_bernoulli_sampling_rate() -> None:
+    point = cp_at(CpParams(p_base=0.1, p_scale=0.0), q_old=0)
+    n = 20_000
+    hits = sum(point.on_frame(q=0, frame_bytes=1500).sampled for _ in range(n))
+    sd = math.sqrt(n * 0.1 * 0.9)
+    assert abs(hits - n * 0.1) < 4 * sd
+
+
+def test_byte_interval_sampling_with_jitter() -> None:
+    cp = CpParams(sampling=SamplingMode.BYTE_INTERVAL)
+    point = cp_at(cp, q_old=0, rand=random.Random(3))
+    assert point.on_frame(q=0, frame_bytes=1500).sampled  # register starts at 0
+    gaps: list[int] = []
+    since = 0
+    for _ in range(20_000):
+        since += 1500
+        if point.on_frame(q=0, frame_bytes=1500).sampled:
+            gaps.append(since)
+            since = 0
+    # QntzFb 0 -> 150 KB +/- 15 %, rounded up to whole 1500-byte frames.
+    assert min(gaps) >= 127_500
+    assert max(gaps) <= 172_500 + 1500
+    assert max(gaps) - min(gaps) > 20_000
+
+
+def test_byte_interval_shrinks_under_congestion() -> None:
+    cp = CpParams(sampling=SamplingMode.BYTE_INTERVAL, sample_jitter=0.0)
+    point = cp_at(cp, q_old=200)
+    point.on_frame(q=200, frame_bytes=1500)  # QntzFb 63 -> interval 18.5 KB
+    assert point.bytes_to_sample == 18_500

@@ -1,0 +1,124 @@
+"""CNM and CN-TAG layers against hand-written byte dumps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from qcn.cp_model import CpDecision
+from qcn.frames import CNM, CnmRejectedError, CNTag, expected_cnm, parse_cnm
+
+# A sampled frame: dst 00:00:00:00:00:02, src 00:00:00:00:00:01, EtherType 0x88b5, 100 bytes.
+SAMPLED = bytes.fromhex("00000000000200000000000188b5") + bytes(range(100))
+CP_MAC = "02:00:00:00:00:fe"
+CPID = 0x0200000000FE0002
+
+CNM_HEX = (
+    "000000000001"  # dst: the sampled frame's source
+    "0200000000fe"  # src: the CP
+    "22e7"  # EtherType CNM
+    "000d"  # version 0, reserved 0, QntzFb 13
+    "0200000000fe0002"  # CPID
+    "0008"  # cnmQOffset +8
+    "fffd"  # cnmQDelta -3
+    "0000"  # encapsulated priority 0
+    "000000000002"  # encapsulated DA
+    "0040"  # encapsulated MSDU length 64
+    "88b5" + bytes(range(62)).hex()  # MSDU: the EtherType on, 64 bytes
+)
+
+
+def decision(qntz: int = 13, qoff: int = 8, qdelta: int = -3) -> CpDecision:
+    return CpDecision(q=30, qoff=qoff, qdelta=qdelta, fb_fp=-16, qntz_fb=qntz, sampled=True)
+
+
+def test_expected_cnm_bytes_match_hand_dump() -> None:
+    pkt = expected_cnm(SAMPLED, decision(), CPID, CP_MAC)
+    assert pkt is not None
+    assert bytes(pkt).hex() == CNM_HEX
+    assert len(bytes(pkt)) == 14 + 24 + 64
+
+
+def test_build_with_layers() -> None:
+    pkt = Ether(dst="00:00:00:00:00:01", src=CP_MAC) / CNM(
+        qntz_fb=13, cpid=CPID, qoff=8, qdelta=-3, encap_da="00:00:00:00:00:02", msdu=SAMPLED[12:76]
+    )
+    assert bytes(pkt).hex() == CNM_HEX
+
+
+def test_dissect_hand_dump() -> None:
+    pkt: Any = Ether(bytes.fromhex(CNM_HEX) + bytes(6))  # with Ethernet padding
+    assert pkt.haslayer(CNM)
+    c = pkt[CNM]
+    assert (c.version, c.qntz_fb, c.cpid, c.qoff, c.qdelta) == (0, 13, CPID, 8, -3)
+    assert c.encap_da == "00:00:00:00:00:02"
+    assert c.msdu_len == 64
+    assert c.msdu == SAMPLED[12:76]
+    info = parse_cnm(bytes.fromhex(CNM_HEX))
+    assert (info.qntz_fb, info.cp_mac, info.rp_mac) == (13, CP_MAC, "00:00:00:00:00:01")
+
+
+def test_vlan_tagged_frame_priority_and_msdu() -> None:
+    tagged = SAMPLED[:12] + bytes.fromhex("8100a00a") + SAMPLED[12:]  # PCP 5, VID 10
+    pkt = expected_cnm(tagged, decision(), CPID, CP_MAC)
+    assert pkt is not None
+    raw = bytes(pkt)
+    assert raw[14 + 14 : 14 + 16].hex() == "a000"  # priority 5 in the top 3 bits
+    assert raw[14 + 24 :] == SAMPLED[12:76]  # MSDU from the inner EtherType
+
+
+def test_short_frame_encapsulates_everything() -> None:
+    short = SAMPLED[:14] + b"abc"
+    pkt = expected_cnm(short, decision(), CPID, CP_MAC)
+    assert pkt is not None
+    assert bytes(pkt).endswith(b"\x88\xb5abc")
+    assert Ether(bytes(pkt))[CNM].msdu_len == 5
+
+
+def test_no_cnm_for_group_source_or_positive_feedback() -> None:
+    group = SAMPLED[:6] + bytes.fromhex("010000000001") + SAMPLED[12:]
+    assert expected_cnm(group, decision(), CPID, CP_MAC) is None
+    positive = CpDecision(q=1, qoff=-21, qdelta=0, fb_fp=336, qntz_fb=0, sampled=True)
+    assert expected_cnm(SAMPLED, positive, CPID, CP_MAC) is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (bytes.fromhex(CNM_HEX)[:20], "truncated"),
+        (bytes.fromhex(CNM_HEX)[:80], "bad_msdu_len"),
+        (SAMPLED, "not_cnm"),
+        (bytes.fromhex(CNM_HEX[:28] + "100d" + CNM_HEX[32:]), "bad_version"),
+        (bytes.fromhex(CNM_HEX[:72] + "0041" + CNM_HEX[76:]) + b"x", "bad_msdu_len"),
+    ],
+)
+def test_malformed_cnms_rejected(raw: bytes, reason: str) -> None:
+    Ether(raw)  # dissects without an exception
+    with pytest.raises(CnmRejectedError) as e:
+        parse_cnm(raw)
+    assert e.value.reason == reason
+
+
+@given(st.binary(max_size=200))
+def test_random_bytes_never_raise_anything_but_rejection(raw: bytes) -> None:
+    Ether(bytes.fromhex(CNM_HEX[:28]) + raw)  # any CNM payload dissects without an exception
+    for frame in (raw, bytes.fromhex(CNM_HEX[:28]) + raw):
+        try:
+            info = parse_cnm(frame)
+        except CnmRejectedError:
+            continue
+        assert len(info.msdu) <= 64
+
+
+def test_cn_tag_round_trip() -> None:
+    pkt = Ether(dst="00:00:00:00:00:02") / CNTag(flow_id=0x1234) / IP(dst="10.0.0.2") / UDP()
+    raw = bytes(pkt)
+    assert raw[12:18].hex() == "22e912340800"
+    back: Any = Ether(raw)
+    assert back[CNTag].flow_id == 0x1234
+    assert back.haslayer(UDP)

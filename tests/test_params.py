@@ -1,0 +1,95 @@
+"""Parameter sets: spec defaults, TOML round trip, and validation naming the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from qcn.params import ParamError, QcnParams, SamplingMode
+
+
+def test_defaults_are_the_spec_table() -> None:
+    p = QcnParams()
+    assert (p.cp.q_eq_pkts, p.cp.w, p.cp.p_base, p.cp.p_scale) == (22, 2.0, 0.01, 0.09 / 64)
+    r = p.rp
+    assert (r.gd, r.min_rate_bps, r.bc_limit_bytes, r.timer_s) == (1 / 128, 10e6, 150_000, 0.015)
+    assert (r.r_ai_bps, r.r_hai_bps, r.fast_recovery_th, r.jitter) == (5e6, 50e6, 5, 0.15)
+    assert r.rate_unit_bps == 1e6
+    assert p.cp.fb_max == 110
+
+
+def test_two_qcn_preset() -> None:
+    r = QcnParams.preset("2-qcn").rp
+    assert not r.timer_enabled
+    assert not r.hai_enabled
+    assert not r.shorten_cycles_after_fr
+    assert r.r_ai_bps == 25e6
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    p = QcnParams.from_dict(
+        {"cp": {"q_eq_pkts": 17, "sampling": "byte-interval"}, "rp": {"r_ai_bps": 3e6}}
+    )
+    assert p.cp.sampling is SamplingMode.BYTE_INTERVAL
+    f = tmp_path / "p.toml"
+    p.save(f)
+    assert QcnParams.load(f) == p
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"cp": {"q_eq_pkts": 0}}, "cp.q_eq_pkts"),
+        ({"cp": {"q_eq_pkts": 2.5}}, "cp.q_eq_pkts"),
+        ({"cp": {"q_eq_pkts": 1000}}, "cp.q_eq_pkts"),  # Fbmax too large for exact quantisation
+        ({"cp": {"w": -1}}, "cp.w"),
+        ({"cp": {"w": 0.3}}, "cp.w"),
+        ({"cp": {"p_base": 1.5}}, "cp.p_base"),
+        ({"cp": {"p_base": -0.1}}, "cp.p_base"),
+        ({"cp": {"p_scale": 0.5}}, "cp.p_scale"),
+        ({"cp": {"p_base": 0.5, "p_scale": 0.01}}, "cp.p_scale"),
+        ({"cp": {"sampling": "sometimes"}}, "cp.sampling"),
+        ({"cp": {"sample_intervals_bytes": [1, 2]}}, "cp.sample_intervals_bytes"),
+        ({"cp": {"sample_intervals_bytes": [150000] * 7 + [0]}}, "cp.sample_intervals_bytes[7]"),
+        ({"cp": {"sample_jitter": 1.0}}, "cp.sample_jitter"),
+        ({"cp": {"qeq": 3}}, "cp.qeq"),
+        ({"rp": {"line_rate_bps": 0}}, "rp.line_rate_bps"),
+        ({"rp": {"min_rate_bps": 20e9}}, "rp.min_rate_bps"),
+        ({"rp": {"rate_unit_bps": 0}}, "rp.rate_unit_bps"),
+        ({"rp": {"gd": 0}}, "rp.gd"),
+        ({"rp": {"gd": 0.5}}, "rp.gd"),
+        ({"rp": {"bc_limit_bytes": 0}}, "rp.bc_limit_bytes"),
+        ({"rp": {"timer_s": 0}}, "rp.timer_s"),
+        ({"rp": {"r_ai_bps": -1}}, "rp.r_ai_bps"),
+        ({"rp": {"r_hai_bps": "fast"}}, "rp.r_hai_bps"),
+        ({"rp": {"fast_recovery_th": 0}}, "rp.fast_recovery_th"),
+        ({"rp": {"jitter": 2}}, "rp.jitter"),
+        ({"rp": {"hai_min_frames": -5}}, "rp.hai_min_frames"),
+        ({"rp": {"timer_enabled": "yes"}}, "rp.timer_enabled"),
+        ({"rp": {"frame_bytes": 10}}, "rp.frame_bytes"),
+        ({"rq": {}}, "rq"),
+    ],
+)
+def test_invalid_field_refused_with_its_name(data: dict[str, object], field: str) -> None:
+    with pytest.raises(ParamError) as e:
+        QcnParams.from_dict(data)
+    assert e.value.field == field
+    assert str(e.value).startswith(field + ":")
+
+
+def test_unknown_field_suggests_nearest() -> None:
+    with pytest.raises(ParamError, match="did you mean 'q_eq_pkts'"):
+        QcnParams.from_dict({"cp": {"q_eq_pkt": 3}})
+
+
+def test_file_errors_name_the_file(tmp_path: Path) -> None:
+    f = tmp_path / "bad.toml"
+    f.write_text("[cp]\nw = -2\n")
+    with pytest.raises(ParamError, match=r"bad\.toml: cp\.w: must be in \[0, 64\]"):
+        QcnParams.load(f)
+    f.write_text("[cp\n")
+    with pytest.raises(ParamError, match="not valid TOML"):
+        QcnParams.load(f)
+    with pytest.raises(ParamError, match="cannot read"):
+        QcnParams.load(tmp_path / "missing.toml")

@@ -1,0 +1,1 @@
+"""Mininet topologies of BMv2 switches running the congestion-point pipeline."""
