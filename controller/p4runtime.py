@@ -1,0 +1,142 @@
+"""A P4Runtime connection to one switch, as primary controller, usable from plain code.
+
+finsy does the P4Runtime work (arbitration, pipeline push with VERIFY_AND_COMMIT, entity
+encoding); this wraps its asyncio ``Switch`` in a background event loop so the CLI, the PTF
+tests and the topology runner can call it synchronously, with a deadline on every call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Coroutine, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import finsy
+
+T = TypeVar("T")
+
+# finsy logs every gRPC hiccup and that BMv2 has no gNMI; our errors say what matters.
+logging.getLogger("finsy").setLevel(logging.CRITICAL)
+
+
+class P4RuntimeError(RuntimeError):
+    """A P4Runtime operation failed; the message says which and why."""
+
+
+class NotPrimaryError(P4RuntimeError):
+    """Another controller with a higher election id is primary for this switch."""
+
+
+class P4RuntimeSwitch:
+    """One switch, connected as primary, with its pipeline pushed."""
+
+    def __init__(
+        self,
+        address: str,
+        p4info: Path,
+        bmv2_json: Path,
+        *,
+        device_id: int = 1,
+        election_id: int = 10,
+        name: str = "sw",
+        timeout_s: float = 10.0,
+    ) -> None:
+        for f in (p4info, bmv2_json):
+            if not f.exists():
+                raise P4RuntimeError(f"{f} not found: build the pipeline first ('make build')")
+        self.address = address
+        self.timeout_s = timeout_s
+        self._options = finsy.SwitchOptions(
+            p4info=p4info,
+            p4blob=bmv2_json,
+            device_id=device_id,
+            initial_election_id=election_id,
+        )
+        self._name = name
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._switch: finsy.Switch | None = None
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    def open(self) -> P4RuntimeSwitch:
+        """Connect, win arbitration and push the pipeline if it differs."""
+        self._thread.start()
+        try:
+            self._switch = self._call(self._open(), what="connect")
+        except BaseException:
+            self.close()
+            raise
+        if not self._switch.is_primary:
+            primary = self._switch.primary_id
+            self.close()
+            raise NotPrimaryError(
+                f"{self.address}: not primary (election id {self._options.initial_election_id}"
+                f" < the primary's {primary}); another controller owns this switch"
+            )
+        return self
+
+    async def _open(self) -> finsy.Switch:
+        sw = finsy.Switch(self._name, self.address, self._options)
+        await sw.__aenter__()
+        return sw
+
+    def close(self) -> None:
+        if self._switch is not None:
+            sw, self._switch = self._switch, None
+            with contextlib.suppress(P4RuntimeError):
+                self._call(sw.__aexit__(None, None, None), what="disconnect")
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=self.timeout_s)
+        if not self._loop.is_running():
+            self._loop.close()
+
+    def __enter__(self) -> P4RuntimeSwitch:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- operations --------------------------------------------------------------------------
+
+    @property
+    def switch(self) -> finsy.Switch:
+        if self._switch is None:
+            raise P4RuntimeError(f"{self.address}: not connected")
+        return self._switch
+
+    def insert(self, entities: Iterable[Any]) -> None:
+        self._call(self.switch.insert(list(entities)), what="insert")
+
+    def modify(self, entities: Iterable[Any]) -> None:
+        self._call(self.switch.modify(list(entities)), what="modify")
+
+    def delete(self, entities: Iterable[Any]) -> None:
+        self._call(self.switch.delete(list(entities)), what="delete")
+
+    def read(self, entity: Any) -> list[Any]:
+        # finsy's overloads declare read() as a coroutine; it is an async generator.
+        reader: Any = self.switch.read
+
+        async def collect() -> list[Any]:
+            return [e async for e in reader(entity)]
+
+        return self._call(collect(), what="read")
+
+    def _call(self, coro: Coroutine[Any, Any, T], *, what: str) -> T:
+        fut = asyncio.run_coroutine_threadsafe(asyncio.wait_for(coro, self.timeout_s), self._loop)
+        try:
+            return fut.result(self.timeout_s + 1)
+        except TimeoutError:
+            fut.cancel()
+            raise P4RuntimeError(
+                f"{self.address}: {what} timed out after {self.timeout_s:g} s "
+                "(is simple_switch_grpc running with this gRPC address and device id?)"
+            ) from None
+        except finsy.P4ClientError as e:
+            raise P4RuntimeError(f"{self.address}: {what} failed: {e}") from None

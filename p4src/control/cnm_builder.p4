@@ -1,0 +1,49 @@
+// Turns the E2E clone of a sampled frame into its 802.1Qau CNM (shared/qcn-spec.md, "CNM
+// frame"); qcn/frames.py's expected_cnm() builds the same bytes in Python.
+//   Ethernet: dst = sampled source, src = CP MAC, type = 0x22E7
+//   CNM PDU, then the sampled frame from its EtherType on, at most 64 bytes
+// The clone still holds the sampled frame's parsed headers (E2E clones are taken before
+// deparsing, shared/bmv2-notes.md); re-emitting them after the PDU and truncating gives
+// the MSDU without copying payload bytes by hand.
+#ifndef __CNM_BUILDER_P4__
+#define __CNM_BUILDER_P4__
+
+#include "../include/headers.p4"
+
+control CnmBuilder(inout headers_t hdr,
+                   inout local_metadata_t meta,
+                   inout standard_metadata_t standard_metadata) {
+    apply {
+        bit<32> msdu_offset = MSDU_OFFSET_UNTAGGED;
+        hdr.msdu_ethertype.setValid();
+        hdr.msdu_ethertype.ether_type = hdr.ethernet.ether_type;
+        hdr.cnm.setValid();
+        hdr.cnm.encap_priority = 0;
+        if (hdr.vlan.isValid()) {
+            msdu_offset = MSDU_OFFSET_TAGGED;
+            hdr.msdu_ethertype.ether_type = hdr.vlan.ether_type;
+            hdr.cnm.encap_priority = hdr.vlan.pcp;
+            hdr.vlan.setInvalid();
+        }
+        bit<32> msdu_len = meta.cnm_sampled_bytes - msdu_offset;
+        if (msdu_len > CNM_MAX_MSDU_BYTES) {
+            msdu_len = CNM_MAX_MSDU_BYTES;
+        }
+        hdr.cnm.version = CNM_VERSION;
+        hdr.cnm.reserved_v = 0;
+        hdr.cnm.qntz_fb = (bit<6>)meta.cnm_qntz_fb;
+        hdr.cnm.cpid = meta.cnm_cpid;
+        hdr.cnm.qoff = meta.cnm_qoff;
+        hdr.cnm.qdelta = meta.cnm_qdelta;
+        hdr.cnm.encap_reserved = 0;
+        hdr.cnm.encap_da = hdr.ethernet.dst_addr;
+        hdr.cnm.msdu_len = (bit<16>)msdu_len;
+
+        hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
+        hdr.ethernet.src_addr = meta.cnm_cp_mac;
+        hdr.ethernet.ether_type = ETHERTYPE_CNM;
+        truncate(ETH_HEADER_BYTES + CNM_PDU_BYTES + msdu_len);
+    }
+}
+
+#endif  // __CNM_BUILDER_P4__

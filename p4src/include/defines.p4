@@ -1,0 +1,50 @@
+// Constants and types of the QCN Congestion Point pipeline, each defined once.
+// qcn/frames.py and qcn/params.py hold the Python side; tests/test_p4_constants.py checks
+// that both agree.
+#ifndef __DEFINES_P4__
+#define __DEFINES_P4__
+
+typedef bit<48> mac_addr_t;
+typedef bit<9>  port_t;
+
+const bit<16> ETHERTYPE_IPV4  = 0x0800;
+const bit<16> ETHERTYPE_VLAN  = 0x8100;
+const bit<16> ETHERTYPE_CNM   = 0x22E7;   // 802.1Qau Congestion Notification Message
+const bit<16> ETHERTYPE_CNTAG = 0x22E9;   // 802.1Qau Congestion Notification Tag
+
+const bit<8> IP_PROTO_TCP = 6;
+const bit<8> IP_PROTO_UDP = 17;
+
+const bit<32> ETH_HEADER_BYTES = 14;
+const bit<32> CNM_PDU_BYTES = 24;
+const bit<32> CNM_MAX_MSDU_BYTES = 64;
+const bit<4>  CNM_VERSION = 0;
+// The MSDU starts at the sampled frame's EtherType: after the two MAC addresses, or after
+// the 802.1Q tag (whose priority travels in the CNM's encapsulated-priority field).
+const bit<32> MSDU_OFFSET_UNTAGGED = 12;
+const bit<32> MSDU_OFFSET_TAGGED = 16;
+
+// Fixed-point formats shared with qcn/params.py (W_FRAC_BITS, QNTZ_SHIFT, PROB_FRAC_BITS).
+const bit<32> W_FRAC_BITS = 4;
+const bit<64> QNTZ_SHIFT = 32;
+const bit<64> QNTZ_FB_MAX = 63;
+const bit<32> PROB_ONE = 0x1000000;   // 2^24
+
+// Sampling modes (cp_config's sampling_mode parameter), as qcn.params.SamplingMode.
+const bit<8> SAMPLING_BERNOULLI = 0;
+const bit<8> SAMPLING_BYTE_INTERVAL = 1;
+
+// v1model instance types (behavioral-model docs/simple_switch.md).
+const bit<32> INSTANCE_TYPE_NORMAL = 0;
+const bit<32> INSTANCE_TYPE_EGRESS_CLONE = 2;
+const bit<32> INSTANCE_TYPE_REPLICATION = 5;
+
+// Multicast group flooding broadcast/unknown unicast.  PI implements clone session N as
+// multicast group 32768 + N, so the project's own groups stay below 32768 (bmv2-notes.md).
+const bit<16> FLOOD_MCAST_GROUP = 1;
+// CNMs leave through clone session CNM_SESSION_BASE + ingress port of the sampled frame.
+const bit<32> CNM_SESSION_BASE = 1;
+// The metadata fields an E2E clone keeps (@field_list index).
+const bit<8> CNM_FIELD_LIST = 1;
+
+#endif  // __DEFINES_P4__

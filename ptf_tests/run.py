@@ -1,0 +1,147 @@
+"""Runs the PTF tests of the CP pipeline on a real simple_switch_grpc.
+
+    python ptf_tests/run.py [--trace] [--keep-logs DIR] [TEST ...]
+
+It compiles the pipeline (``make build``), creates a network namespace holding one veth
+pair per switch port (``swN`` for BMv2, ``ptfN`` for PTF), moves itself into it, starts
+the switch there, runs ``ptf`` against it and, whatever happens (failure, Ctrl-C, SIGTERM),
+stops the switch and deletes the namespace, which takes the veths with it.  On failure it
+prints the last lines of the switch's log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import FrameType
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the runner is a script; the project may not be installed
+
+from pyroute2 import IPRoute, netns  # noqa: E402
+
+from topologies.bmv2 import Bmv2Config, Bmv2Error, Bmv2Process  # noqa: E402
+
+NUM_PORTS = 4
+GRPC_PORT = 9559
+THRIFT_PORT = 9090
+MTU = 9500  # the tests send 9000-byte frames
+
+
+def missing_tools() -> list[str]:
+    tools = ["p4c", "simple_switch_grpc"]
+    missing = [t for t in tools if shutil.which(t) is None]
+    if not ptf_binary().exists():
+        missing.append("ptf")
+    return missing
+
+
+def ptf_binary() -> Path:
+    return Path(sys.executable).parent / "ptf"
+
+
+def _terminate(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+class Namespace:
+    """A network namespace with veth pairs, entered by this process, removed on exit."""
+
+    def __init__(self, name: str, num_ports: int) -> None:
+        self.name = name
+        self.num_ports = num_ports
+
+    def __enter__(self) -> Namespace:
+        netns.create(self.name)
+        try:
+            netns.setns(self.name, flags=0)
+            # No IPv6 chatter (router solicitations, MLD) on the test ports.
+            for conf in ("all", "default"):
+                Path(f"/proc/sys/net/ipv6/conf/{conf}/disable_ipv6").write_text("1")
+            with IPRoute() as ipr:
+                ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+                for i in range(self.num_ports):
+                    ipr.link("add", ifname=f"sw{i}", kind="veth", peer={"ifname": f"ptf{i}"})
+                    for name in (f"sw{i}", f"ptf{i}"):
+                        idx = ipr.link_lookup(ifname=name)[0]
+                        ipr.link("set", index=idx, mtu=MTU, state="up")
+        except BaseException:
+            netns.remove(self.name)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        netns.remove(self.name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[1].strip())
+    parser.add_argument("tests", nargs="*", help="PTF test names (default: all)")
+    parser.add_argument("--trace", action="store_true", help="log every packet in the switch")
+    parser.add_argument("--keep-logs", type=Path, help="copy the switch log here")
+    args = parser.parse_args(argv)
+
+    missing = missing_tools()
+    if missing:
+        print(f"ptf: skipped, missing {', '.join(missing)} (see 'make deps')")
+        return 0
+    if os.geteuid() != 0:
+        print("ptf: needs root (network namespaces and veths)", file=sys.stderr)
+        return 2
+    if subprocess.run(["make", "-s", "-C", str(ROOT), "build"], check=False).returncode:
+        return 1
+    build = ROOT / "build"
+    signal.signal(signal.SIGTERM, _terminate)
+
+    workdir = Path(tempfile.mkdtemp(prefix="qcn-ptf-"))
+    switch = Bmv2Process(
+        Bmv2Config(
+            ports={i: f"sw{i}" for i in range(NUM_PORTS)},
+            log_file=workdir / "switch.log",
+            grpc_port=GRPC_PORT,
+            thrift_port=THRIFT_PORT,
+            log_level="trace" if args.trace else "warn",
+        )
+    )
+    params = ";".join(
+        [
+            f"grpc_addr='127.0.0.1:{GRPC_PORT}'",
+            f"thrift_port={THRIFT_PORT}",
+            f"p4info='{build / 'qcn_cp.p4info.txtpb'}'",
+            f"bmv2_json='{build / 'qcn_cp.json'}'",
+        ]
+    )
+    cmd = [str(ptf_binary()), "--test-dir", str(ROOT / "ptf_tests"), "--test-params", params]
+    for i in range(NUM_PORTS):
+        cmd += ["--interface", f"{i}@ptf{i}"]
+    cmd += ["--log-file", str(workdir / "ptf.log"), *args.tests]
+    rc = 1
+    try:
+        with Namespace(f"qcnptf{os.getpid()}", NUM_PORTS):
+            switch.start()
+            try:
+                rc = subprocess.run(cmd, cwd=workdir, check=False).returncode
+            finally:
+                if rc != 0:
+                    print(switch.log_tail(40), file=sys.stderr)
+                switch.stop()
+    except Bmv2Error as e:
+        print(f"ptf: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("ptf: interrupted; switch stopped and namespace removed", file=sys.stderr)
+        rc = 130
+    finally:
+        if args.keep_logs:
+            shutil.copytree(workdir, args.keep_logs, dirs_exist_ok=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""The P4 program: it compiles cleanly, and its constants agree with the Python side."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from scapy.layers.l2 import Ether
+
+from controller import entries
+from qcn import frames, params
+from tests.toolchain import requires_p4lang
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFINES = ROOT / "p4src" / "include" / "defines.p4"
+HEADERS = ROOT / "p4src" / "include" / "headers.p4"
+
+
+def p4_constants() -> dict[str, int]:
+    text = DEFINES.read_text()
+    found = re.findall(r"const bit<\d+>\s+(\w+)\s*=\s*(0x[0-9A-Fa-f]+|\d+);", text)
+    return {name: int(value, 0) for name, value in found}
+
+
+@pytest.mark.parametrize(
+    ("p4_name", "python_value"),
+    [
+        ("ETHERTYPE_CNM", frames.ETHERTYPE_CNM),
+        ("ETHERTYPE_CNTAG", frames.ETHERTYPE_CNTAG),
+        ("ETHERTYPE_VLAN", frames.ETHERTYPE_VLAN),
+        ("ETH_HEADER_BYTES", frames.ETH_HEADER_BYTES),
+        ("CNM_PDU_BYTES", frames.CNM_PDU_BYTES),
+        ("CNM_MAX_MSDU_BYTES", frames.CNM_MAX_MSDU_BYTES),
+        ("CNM_VERSION", frames.CNM_VERSION),
+        ("MSDU_OFFSET_UNTAGGED", 12),
+        ("MSDU_OFFSET_TAGGED", 12 + frames.VLAN_TAG_BYTES),
+        ("W_FRAC_BITS", params.W_FRAC_BITS),
+        ("QNTZ_SHIFT", params.QNTZ_SHIFT),
+        ("QNTZ_FB_MAX", params.QNTZ_FB_MAX),
+        ("PROB_ONE", params.PROB_ONE),
+        ("SAMPLING_BERNOULLI", entries.SAMPLING_MODE_CODES[params.SamplingMode.BERNOULLI]),
+        ("SAMPLING_BYTE_INTERVAL", entries.SAMPLING_MODE_CODES[params.SamplingMode.BYTE_INTERVAL]),
+        ("FLOOD_MCAST_GROUP", entries.FLOOD_MCAST_GROUP),
+        ("CNM_SESSION_BASE", entries.CNM_SESSION_BASE),
+    ],
+)
+def test_constant_agrees(p4_name: str, python_value: int) -> None:
+    assert p4_constants()[p4_name] == python_value
+
+
+def test_cnm_header_layouts_agree() -> None:
+    body = re.search(r"header cnm_t \{(.*?)\}", HEADERS.read_text(), re.S)
+    assert body is not None
+    widths = re.findall(r"(?:bit<(\d+)>|(mac_addr_t))\s+(\w+);", body.group(1))
+    p4_fields = [(name, 48 if mac else int(bits)) for bits, mac, name in widths]
+    scapy_fields = [
+        (f.name, f.size if hasattr(f, "size") else 8 * f.sz)
+        for f in frames.CNM.fields_desc
+        if f.name != "msdu"
+    ]
+    assert p4_fields == scapy_fields
+    assert sum(w for _, w in p4_fields) == 8 * frames.CNM_PDU_BYTES
+    assert len(Ether() / frames.CNM()) == frames.CNM_HEADER_BYTES
+
+
+@requires_p4lang()
+def test_p4c_compiles_cleanly(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [
+            "p4c",
+            "--target",
+            "bmv2",
+            "--arch",
+            "v1model",
+            "--p4runtime-files",
+            str(tmp_path / "p4info.txtpb"),
+            "-o",
+            str(tmp_path),
+            str(ROOT / "p4src" / "qcn_cp.p4"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "warning" not in r.stderr.lower(), r.stderr
+    assert (tmp_path / "qcn_cp.json").exists()

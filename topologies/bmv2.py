@@ -1,0 +1,149 @@
+"""Starting and stopping ``simple_switch_grpc``: its command line, readiness, its log.
+
+Used by the PTF runner and by the Mininet switch node, so both start BMv2 the same way:
+core options (ports, device id, Thrift port, log) before ``--``, the gRPC server address
+after it (shared/bmv2-notes.md).  Readiness is the gRPC port accepting connections; a
+switch that dies or never gets there is reported with the last lines of its log.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SIMPLE_SWITCH_GRPC = "simple_switch_grpc"
+
+
+class Bmv2Error(RuntimeError):
+    """The switch could not be started; the message carries its log's last lines."""
+
+
+@dataclass(frozen=True)
+class Bmv2Config:
+    """How to run one simple_switch_grpc."""
+
+    ports: dict[int, str]
+    """Switch port number -> interface name."""
+    log_file: Path
+    device_id: int = 1
+    grpc_port: int = 9559
+    grpc_host: str = "127.0.0.1"
+    thrift_port: int = 9090
+    log_level: str = "warn"
+    """BMv2 log level; "trace" logs every packet but cuts throughput several-fold."""
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def grpc_address(self) -> str:
+        return f"{self.grpc_host}:{self.grpc_port}"
+
+    def command(self) -> list[str]:
+        cmd = [
+            SIMPLE_SWITCH_GRPC,
+            "--device-id",
+            str(self.device_id),
+            "--thrift-port",
+            str(self.thrift_port),
+            "--log-file",
+            str(self.log_file),
+            "--log-flush",
+            "-L",
+            self.log_level,
+            "--no-p4",
+        ]
+        for num, iface in sorted(self.ports.items()):
+            cmd += ["-i", f"{num}@{iface}"]
+        cmd += [*self.extra_args, "--", "--grpc-server-addr", self.grpc_address]
+        return cmd
+
+
+def available() -> bool:
+    return shutil.which(SIMPLE_SWITCH_GRPC) is not None
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, interval_s: float = 0.05) -> bool:
+    """Poll ``condition`` until it holds or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if condition():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval_s)
+
+
+class Bmv2Process:
+    """One running simple_switch_grpc."""
+
+    def __init__(self, config: Bmv2Config) -> None:
+        self.config = config
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 20.0) -> Bmv2Process:
+        if not available():
+            raise Bmv2Error(f"{SIMPLE_SWITCH_GRPC} is not installed (try 'make deps')")
+        self.config.log_file.parent.mkdir(parents=True, exist_ok=True)
+        self.config.log_file.write_text("")
+        console = self.config.log_file.with_suffix(".console")
+        with console.open("wb") as out:
+            self._proc = subprocess.Popen(
+                self.config.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        if not wait_until(lambda: self._grpc_open() or not self.running, timeout_s):
+            self.stop()
+            raise Bmv2Error(
+                f"{SIMPLE_SWITCH_GRPC} did not open {self.config.grpc_address} within "
+                f"{timeout_s:g} s\n{self.log_tail()}"
+            )
+        if not self.running:
+            raise Bmv2Error(f"{SIMPLE_SWITCH_GRPC} exited at start\n{self.log_tail()}")
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def _grpc_open(self) -> bool:
+        try:
+            with socket.create_connection(
+                (self.config.grpc_host, self.config.grpc_port), timeout=0.2
+            ):
+                return True
+        except OSError:
+            return False
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last lines of the switch's console output and log, for error messages."""
+        parts = []
+        for f in (self.config.log_file.with_suffix(".console"), self.config.log_file):
+            if f.exists() and f.stat().st_size:
+                text = f.read_text(errors="replace").splitlines()[-lines:]
+                parts.append(f"--- last lines of {f} ---\n" + "\n".join(text))
+        return "\n".join(parts) or f"(no output in {self.config.log_file})"
+
+    def __enter__(self) -> Bmv2Process:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
