@@ -24,6 +24,15 @@ def _params_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _user_errors() -> tuple[type[Exception], ...]:
+    """Errors that are the user's to fix: reported in one line, never as a traceback."""
+    from controller.bmv2_thrift import Bmv2ThriftError  # noqa: PLC0415
+    from controller.config import ConfigError  # noqa: PLC0415
+    from controller.p4runtime import P4RuntimeError  # noqa: PLC0415
+
+    return (ParamError, ConfigError, P4RuntimeError, Bmv2ThriftError)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="qcn",
@@ -48,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--check", action="store_true", help="only validate FILE")
     g.add_argument("--write", type=Path, metavar="OUT", help="write the result to OUT")
     p.set_defaults(func=_params_command)
+
+    from controller import cli as controller_cli  # noqa: PLC0415 - keeps `qcn params` light
+
+    controller_cli.register(sub)
     return parser
 
 
@@ -56,9 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "check", False) and not args.file:
         parser.error("--check needs a FILE")
+    USER_ERRORS = _user_errors()  # noqa: N806
     try:
         code: int = args.func(args)
-    except ParamError as e:
+    except USER_ERRORS as e:
         print(f"qcn: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,0 +1,299 @@
+"""The controller's operations on one switch: bring-up, live CP tuning, read-back, queues.
+
+Bring-up reconciles: it reads what the switch holds and inserts, modifies or deletes only
+the difference, so running it twice leaves the same state and does not disturb traffic.
+Live tuning validates the new parameters first; an invalid value changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from finsy import (
+    P4CloneSessionEntry,
+    P4CounterEntry,
+    P4MulticastGroupEntry,
+    P4TableEntry,
+    P4TableMatch,
+)
+
+from controller.bmv2_thrift import Bmv2Thrift, Bmv2ThriftError
+from controller.config import ConfigError, NetworkConfig, SwitchConfig
+from controller.entries import (
+    COUNTERS,
+    CP_CONFIG_TABLE,
+    LAST_QDEPTH_REGISTER,
+    SAMPLE_INTERVAL_TABLE,
+    SAMPLING_MODE_CODES,
+    CpPort,
+    cnm_clone_session,
+    cp_config_entry,
+    cp_entries,
+    default_cpid,
+    edge_port_entry,
+    flood_group,
+    l2_entry,
+    sample_interval_entries,
+)
+from controller.p4runtime import P4RuntimeError, P4RuntimeSwitch
+from qcn.params import PROB_ONE, W_ONE, CpParams, QcnParams, SamplingMode
+
+
+@dataclass(frozen=True)
+class PortStatus:
+    """What `qcn ctl show` reports for one port."""
+
+    port: int
+    cp: CpParams | None
+    cpid: int | None
+    counters: dict[str, int]
+    last_qdepth_pkts: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "port": self.port,
+            "cp": None if self.cp is None else QcnParams(cp=self.cp).to_dict()["cp"],
+            "cpid": None if self.cpid is None else f"0x{self.cpid:016x}",
+            "counters": self.counters,
+            "last_qdepth_pkts": self.last_qdepth_pkts,
+        }
+
+
+@dataclass(frozen=True)
+class ReconcileReport:
+    inserted: int
+    modified: int
+    deleted: int
+
+
+class SwitchAgent:
+    """One switch as the controller sees it: its config, P4Runtime and Thrift."""
+
+    def __init__(self, net: NetworkConfig, name: str, *, timeout_s: float = 5.0) -> None:
+        self.net = net
+        self.cfg: SwitchConfig = net.switch(name)
+        self.timeout_s = timeout_s
+        self._p4rt: P4RuntimeSwitch | None = None
+
+    # -- connections -------------------------------------------------------------------------
+
+    def connect(self) -> P4RuntimeSwitch:
+        if self._p4rt is None:
+            self._p4rt = P4RuntimeSwitch(
+                self.cfg.grpc,
+                self.cfg.p4info,
+                self.cfg.bmv2_json,
+                device_id=self.cfg.device_id,
+                election_id=self.cfg.election_id,
+                name=self.cfg.name,
+                timeout_s=self.timeout_s,
+            ).open()
+        return self._p4rt
+
+    def thrift(self) -> Bmv2Thrift:
+        return Bmv2Thrift(self.cfg.thrift_port, self.cfg.thrift_host, self.timeout_s)
+
+    def close(self) -> None:
+        if self._p4rt is not None:
+            self._p4rt.close()
+            self._p4rt = None
+
+    def __enter__(self) -> SwitchAgent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- bring-up ----------------------------------------------------------------------------
+
+    def cp_port(self, port: int, params: CpParams | None = None) -> CpPort:
+        p = self.cfg.port(port)
+        return CpPort(
+            port, params or p.cp_params, self.cfg.cp_mac, default_cpid(self.cfg.cp_mac, port)
+        )
+
+    def desired_table_entries(self) -> list[P4TableEntry]:
+        out = [
+            l2_entry(mac, port) for mac, port in sorted(self.net.l2_ports(self.cfg.name).items())
+        ]
+        out += [edge_port_entry(p.port) for p in self.cfg.ports if p.edge]
+        for p in self.cfg.ports:
+            if p.cp:
+                out += cp_entries(self.cp_port(p.port))
+        return out
+
+    def bring_up(self) -> ReconcileReport:
+        """Push the pipeline (if it differs) and make the switch hold exactly the config."""
+        sw = self.connect()
+        ports = [p.port for p in self.cfg.ports]
+        report = self._reconcile_tables(sw, self.desired_table_entries())
+        groups = [flood_group(ports)] if ports else []
+        report = _add(
+            report, self._reconcile_ids(sw, P4MulticastGroupEntry(), groups, "multicast_group_id")
+        )
+        sessions = [cnm_clone_session(p) for p in ports]
+        report = _add(
+            report, self._reconcile_ids(sw, P4CloneSessionEntry(), sessions, "session_id")
+        )
+        self.apply_queue_shaping()
+        return report
+
+    def apply_queue_shaping(self) -> None:
+        shaped = [p for p in self.cfg.ports if p.queue_rate_pps is not None or p.queue_depth_pkts]
+        if not shaped:
+            return
+        with self.thrift() as t:
+            for p in shaped:
+                if p.queue_rate_pps is not None:
+                    t.set_queue_rate(p.queue_rate_pps, p.port)
+                if p.queue_depth_pkts is not None:
+                    t.set_queue_depth(p.queue_depth_pkts, p.port)
+
+    def _reconcile_tables(
+        self, sw: P4RuntimeSwitch, desired: list[P4TableEntry]
+    ) -> ReconcileReport:
+        schema = sw.switch.p4info
+        want = {_entry_key(e, schema): e for e in desired}
+        have = {
+            _entry_key(e, schema): e for e in sw.read(P4TableEntry()) if not e.is_default_action
+        }
+        insert = [e for k, e in want.items() if k not in have]
+        modify = [
+            e
+            for k, e in want.items()
+            if k in have and _action_bytes(e, schema) != _action_bytes(have[k], schema)
+        ]
+        delete = [e for k, e in have.items() if k not in want]
+        if delete:
+            sw.delete(delete)
+        if modify:
+            sw.modify(modify)
+        if insert:
+            sw.insert(insert)
+        return ReconcileReport(len(insert), len(modify), len(delete))
+
+    def _reconcile_ids(
+        self, sw: P4RuntimeSwitch, wildcard: Any, desired: list[Any], id_field: str
+    ) -> ReconcileReport:
+        schema = sw.switch.p4info
+        have = {getattr(e, id_field): e for e in sw.read(wildcard)}
+        want = {getattr(e, id_field): e for e in desired}
+        insert = [e for k, e in want.items() if k not in have]
+        modify = [
+            e for k, e in want.items() if k in have and e.encode(schema) != have[k].encode(schema)
+        ]
+        delete = [e for k, e in have.items() if k not in want]
+        if delete:
+            sw.delete(delete)
+        if modify:
+            sw.modify(modify)
+        if insert:
+            sw.insert(insert)
+        return ReconcileReport(len(insert), len(modify), len(delete))
+
+    # -- live tuning -------------------------------------------------------------------------
+
+    def read_cp(self, port: int) -> tuple[CpParams, int] | None:
+        """The CP parameters the switch holds for ``port`` (None: CP off) and its CPID."""
+        sw = self.connect()
+        found = sw.read(P4TableEntry(CP_CONFIG_TABLE, match=P4TableMatch(eg_port=port)))
+        if not found:
+            return None
+        args = found[0].action.args
+        modes = {code: mode for mode, code in SAMPLING_MODE_CODES.items()}
+        intervals = sw.read(P4TableEntry(SAMPLE_INTERVAL_TABLE))
+        rows = sorted(
+            (e.match["idx"], e.action.args) for e in intervals if int(e.match["eg_port"]) == port
+        )
+        params = CpParams(
+            q_eq_pkts=int(args["q_eq_pkts"]),
+            w=int(args["w_fixed"]) / W_ONE,
+            p_base=int(args["p_base_fixed"]) / PROB_ONE,
+            p_scale=int(args["p_scale_fixed"]) / PROB_ONE,
+            sampling=modes.get(int(args["sampling"]), SamplingMode.BERNOULLI),
+        )
+        if len(rows) == 8:
+            bases = tuple(int(a["base_bytes"]) for _, a in rows)
+            half = int(rows[0][1]["jitter_span_bytes"]) // 2
+            params = replace(
+                params, sample_intervals_bytes=bases, sample_jitter=round(half / bases[0], 6)
+            )
+        return params, int(args["cpid"])
+
+    def set_cp(self, port: int, **changes: Any) -> CpParams:
+        """Change some CP parameters of one port; validated before anything is written."""
+        if not self.cfg.port(port).cp:
+            raise ConfigError(
+                f"{self.cfg.name} port {port} runs no CP (set cp = true in the config)"
+            )
+        current = self.read_cp(port)
+        base = current[0] if current else self.cfg.port(port).cp_params
+        new = QcnParams.from_dict({"cp": changes}, QcnParams(cp=base)).cp  # raises ParamError
+        cp = self.cp_port(port, new)
+        sw = self.connect()
+        if current is None:
+            sw.insert(cp_entries(cp))
+            return new
+        sw.modify([cp_config_entry(cp)])
+        if {"sample_intervals_bytes", "sample_jitter"} & changes.keys():
+            sw.modify(sample_interval_entries(cp))
+        return new
+
+    def set_queue(self, port: int, rate_pps: int | None, depth_pkts: int | None) -> None:
+        self.cfg.port(port)
+        with self.thrift() as t:
+            if rate_pps is not None:
+                t.set_queue_rate(rate_pps, port)
+            if depth_pkts is not None:
+                t.set_queue_depth(depth_pkts, port)
+
+    # -- read-back ---------------------------------------------------------------------------
+
+    def counters(self, port: int) -> dict[str, int]:
+        sw = self.connect()
+        out = {}
+        for name in COUNTERS:
+            entries = sw.read(P4CounterEntry(name, index=port))
+            out[name] = entries[0].data.packet_count if entries and entries[0].data else 0
+        return out
+
+    def status(self) -> list[PortStatus]:
+        rows = []
+        try:
+            thrift: Bmv2Thrift | None = self.thrift()
+        except Bmv2ThriftError:
+            thrift = None
+        try:
+            for p in self.cfg.ports:
+                cp = self.read_cp(p.port)
+                depth = thrift.register_read(LAST_QDEPTH_REGISTER, p.port) if thrift else None
+                rows.append(
+                    PortStatus(
+                        p.port,
+                        cp[0] if cp else None,
+                        cp[1] if cp else None,
+                        self.counters(p.port),
+                        depth,
+                    )
+                )
+        finally:
+            if thrift:
+                thrift.close()
+        return rows
+
+
+def _entry_key(entry: P4TableEntry, schema: Any) -> tuple[int, bytes]:
+    te = entry.encode(schema).table_entry
+    return te.table_id, b"".join(sorted(m.SerializeToString() for m in te.match))
+
+
+def _action_bytes(entry: P4TableEntry, schema: Any) -> bytes:
+    return bytes(entry.encode(schema).table_entry.action.SerializeToString())
+
+
+def _add(a: ReconcileReport, b: ReconcileReport) -> ReconcileReport:
+    return ReconcileReport(a.inserted + b.inserted, a.modified + b.modified, a.deleted + b.deleted)
+
+
+__all__ = ["P4RuntimeError", "PortStatus", "ReconcileReport", "SwitchAgent"]

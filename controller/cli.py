@@ -1,0 +1,137 @@
+"""`qcn ctl`: the controller's command line, a thin layer over controller.agent."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from controller import config
+from controller.agent import PortStatus, SwitchAgent
+from qcn.params import SamplingMode
+
+DEFAULT_CONFIG = Path(os.environ.get("QCN_NETWORK", "qcn-network.toml"))
+
+# `qcn ctl set` options -> CpParams fields.
+SET_OPTIONS: dict[str, tuple[str, type, str]] = {
+    "q_eq": ("q_eq_pkts", int, "equilibrium queue depth, packets"),
+    "w": ("w", float, "weight of qdelta (a multiple of 1/16)"),
+    "p_base": ("p_base", float, "sampling probability at QntzFb 0"),
+    "p_scale": ("p_scale", float, "added sampling probability per QntzFb step"),
+    "sample_jitter": ("sample_jitter", float, "byte-interval mode: jitter fraction"),
+}
+
+
+def register(sub: Any) -> None:
+    ctl = sub.add_parser(
+        "ctl",
+        help="program and tune the congestion points over P4Runtime",
+        description="The P4Runtime controller. The network is described by a TOML file "
+        f"(--config, default {DEFAULT_CONFIG} or $QCN_NETWORK).",
+    )
+    ctl.add_argument("-c", "--config", type=Path, default=DEFAULT_CONFIG, help="network file")
+    ctl.add_argument("--timeout", type=float, default=5.0, help="deadline per call, seconds")
+    cmds = ctl.add_subparsers(dest="ctl_command", metavar="ACTION", required=True)
+
+    up = cmds.add_parser("up", help="push the pipeline and the configured state to switches")
+    up.add_argument("switch", nargs="*", help="only these switches (default: all)")
+    up.set_defaults(func=_up)
+
+    st = cmds.add_parser("set", help="change one port's CP parameters live")
+    st.add_argument("switch")
+    st.add_argument("port", type=int)
+    for opt, (_, kind, text) in SET_OPTIONS.items():
+        st.add_argument("--" + opt.replace("_", "-"), type=kind, help=text)
+    st.add_argument("--sampling", choices=[m.value for m in SamplingMode], help="sampling mode")
+    st.set_defaults(func=_set)
+
+    show = cmds.add_parser("show", help="read back CP entries and per-port counters")
+    show.add_argument("switch", nargs="*", help="only these switches (default: all)")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+    show.set_defaults(func=_show)
+
+    q = cmds.add_parser("queue", help="set a port's BMv2 queue rate and depth (Thrift)")
+    q.add_argument("switch")
+    q.add_argument("port", type=int)
+    q.add_argument("--rate-pps", type=int, help="service rate, packets/s (0: unlimited)")
+    q.add_argument("--depth-pkts", type=int, help="capacity, packets")
+    q.set_defaults(func=_queue)
+
+
+def _network(args: argparse.Namespace) -> config.NetworkConfig:
+    return config.load(args.config)
+
+
+def _selected(net: config.NetworkConfig, names: list[str]) -> list[str]:
+    for n in names:
+        net.switch(n)
+    return names or [s.name for s in net.switches]
+
+
+def _up(args: argparse.Namespace) -> int:
+    net = _network(args)
+    for name in _selected(net, args.switch):
+        with SwitchAgent(net, name, timeout_s=args.timeout) as agent:
+            r = agent.bring_up()
+            print(f"{name}: up ({r.inserted} inserted, {r.modified} modified, {r.deleted} deleted)")
+    return 0
+
+
+def _set(args: argparse.Namespace) -> int:
+    changes: dict[str, Any] = {
+        field: getattr(args, opt)
+        for opt, (field, _, _) in SET_OPTIONS.items()
+        if getattr(args, opt) is not None
+    }
+    if args.sampling:
+        changes["sampling"] = args.sampling
+    if not changes:
+        raise config.ConfigError("nothing to set: give at least one of --q-eq, --w, --p-base, ...")
+    net = _network(args)
+    with SwitchAgent(net, args.switch, timeout_s=args.timeout) as agent:
+        new = agent.set_cp(args.port, **changes)
+    print(
+        f"{args.switch} port {args.port}: q_eq={new.q_eq_pkts} w={new.w:g} "
+        f"p_base={new.p_base:g} p_scale={new.p_scale:g} sampling={new.sampling.value}"
+    )
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    net = _network(args)
+    report: dict[str, list[PortStatus]] = {}
+    for name in _selected(net, args.switch):
+        with SwitchAgent(net, name, timeout_s=args.timeout) as agent:
+            report[name] = agent.status()
+    if args.json:
+        print(json.dumps({n: [r.to_json() for r in rows] for n, rows in report.items()}, indent=2))
+        return 0
+    print(
+        f"{'switch':8} {'port':>4} {'CP':24} {'frames':>9} {'samples':>8} {'CNMs':>7} "
+        f"{'edge drops':>10} {'qdepth':>6}"
+    )
+    for name, rows in report.items():
+        for r in rows:
+            cp = f"q_eq={r.cp.q_eq_pkts} w={r.cp.w:g} {r.cp.sampling.value[:4]}" if r.cp else "off"
+            c = r.counters
+            depth = "-" if r.last_qdepth_pkts is None else str(r.last_qdepth_pkts)
+            print(
+                f"{name:8} {r.port:>4} {cp:24} {c['cp_frames']:>9} {c['cp_samples']:>8} "
+                f"{c['cp_cnms']:>7} {c['cnm_edge_drops']:>10} {depth:>6}"
+            )
+    return 0
+
+
+def _queue(args: argparse.Namespace) -> int:
+    if args.rate_pps is None and args.depth_pkts is None:
+        raise config.ConfigError("give --rate-pps and/or --depth-pkts")
+    for value, what in ((args.rate_pps, "--rate-pps"), (args.depth_pkts, "--depth-pkts")):
+        if value is not None and value < 0:
+            raise config.ConfigError(f"{what} must be >= 0")
+    net = _network(args)
+    with SwitchAgent(net, args.switch, timeout_s=args.timeout) as agent:
+        agent.set_queue(args.port, args.rate_pps, args.depth_pkts)
+    print(f"{args.switch} port {args.port}: queue set")
+    return 0

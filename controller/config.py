@@ -1,0 +1,342 @@
+"""The controller's network description: switches, their ports, hosts, links, QCN per port.
+
+A TOML file::
+
+    [qcn]                         # CP parameters for every CP port (qcn.params.CpParams)
+    q_eq_pkts = 22
+
+    [[switch]]
+    name = "s1"
+    grpc = "127.0.0.1:9559"       # simple_switch_grpc's --grpc-server-addr
+    device_id = 1                 # its --device-id
+    thrift_port = 9090            # its --thrift-port (queue rate/depth, registers)
+    cp_mac = "02:00:00:00:01:00"  # source MAC of its CNMs
+
+    [[switch.port]]
+    port = 1
+    edge = true                   # host-facing: CNMs arriving here are dropped
+    cp = true                     # run a congestion point on this egress port
+    queue_rate_pps = 1000         # optional BMv2 queue shaping
+    queue_depth_pkts = 100
+    qcn = { q_eq_pkts = 30 }      # optional per-port overrides
+
+    [[host]]
+    name = "h1"
+    mac = "00:00:00:00:00:01"
+    switch = "s1"
+    port = 1
+
+    [[link]]                      # switch-to-switch links, for forwarding between them
+    a = "s1:3"
+    b = "s2:3"
+
+Validation names the file, the field (``switch[0].port[1].qcn.q_eq_pkts``) and what is
+allowed; nothing is pushed from an invalid file.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections import deque
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from qcn.params import CpParams, ParamError, QcnParams
+
+MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_P4INFO = ROOT / "build" / "qcn_cp.p4info.txtpb"
+DEFAULT_BMV2_JSON = ROOT / "build" / "qcn_cp.json"
+MAX_PORT = 510  # port_t is 9 bits; 511 is BMv2's drop port
+
+
+class ConfigError(ValueError):
+    """An invalid network configuration; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class PortConfig:
+    port: int
+    edge: bool = False
+    cp: bool = False
+    cp_params: CpParams = field(default_factory=CpParams)
+    queue_rate_pps: int | None = None
+    queue_depth_pkts: int | None = None
+
+
+@dataclass(frozen=True)
+class SwitchConfig:
+    name: str
+    grpc: str
+    device_id: int = 1
+    thrift_port: int = 9090
+    cp_mac: str = "02:00:00:00:00:01"
+    election_id: int = 10
+    ports: tuple[PortConfig, ...] = ()
+    p4info: Path = DEFAULT_P4INFO
+    bmv2_json: Path = DEFAULT_BMV2_JSON
+
+    def port(self, number: int) -> PortConfig:
+        for p in self.ports:
+            if p.port == number:
+                return p
+        raise ConfigError(f"switch {self.name} has no port {number} in the configuration")
+
+    @property
+    def thrift_host(self) -> str:
+        return self.grpc.rsplit(":", 1)[0]
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    name: str
+    mac: str
+    switch: str
+    port: int
+
+
+@dataclass(frozen=True)
+class LinkConfig:
+    a: tuple[str, int]
+    b: tuple[str, int]
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    switches: tuple[SwitchConfig, ...]
+    hosts: tuple[HostConfig, ...] = ()
+    links: tuple[LinkConfig, ...] = ()
+
+    def switch(self, name: str) -> SwitchConfig:
+        for s in self.switches:
+            if s.name == name:
+                return s
+        known = ", ".join(s.name for s in self.switches)
+        raise ConfigError(f"no switch named '{name}' (known: {known})")
+
+    def l2_ports(self, switch: str) -> dict[str, int]:
+        """For every host MAC, the port of ``switch`` that leads to it (shortest path)."""
+        out: dict[str, int] = {}
+        for host in self.hosts:
+            if host.switch == switch:
+                out[host.mac] = host.port
+                continue
+            port = self._next_hop(switch, host.switch)
+            if port is not None:
+                out[host.mac] = port
+        return out
+
+    def _next_hop(self, src: str, dst: str) -> int | None:
+        adjacency: dict[str, list[tuple[str, int]]] = {}
+        for link in self.links:
+            (sa, pa), (sb, pb) = link.a, link.b
+            adjacency.setdefault(sa, []).append((sb, pa))
+            adjacency.setdefault(sb, []).append((sa, pb))
+        first: dict[str, int] = {}
+        queue = deque([src])
+        seen = {src}
+        while queue:
+            node = queue.popleft()
+            for neighbour, port in sorted(adjacency.get(node, [])):
+                if neighbour in seen:
+                    continue
+                seen.add(neighbour)
+                first[neighbour] = first.get(node, port) if node != src else port
+                if neighbour == dst:
+                    return first[neighbour]
+                queue.append(neighbour)
+        return None
+
+
+# -- loading ------------------------------------------------------------------------------
+
+
+def load(path: Path) -> NetworkConfig:
+    """Read and validate a network configuration file."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    try:
+        return parse(data, base_dir=path.parent)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+
+
+def parse(data: dict[str, Any], base_dir: Path = ROOT) -> NetworkConfig:
+    _keys("", data, {"qcn", "switch", "host", "link"})
+    base = _cp_params("qcn", data.get("qcn", {}), CpParams())
+    raw_switches = _list("switch", data.get("switch"), required=True)
+    switches = tuple(_switch(f"switch[{i}]", s, base, base_dir) for i, s in enumerate(raw_switches))
+    _unique("switch", [s.name for s in switches])
+    _unique("switch grpc address", [s.grpc for s in switches])
+    by_name = {s.name: s for s in switches}
+    hosts = tuple(
+        _host(f"host[{i}]", h, by_name) for i, h in enumerate(_list("host", data.get("host")))
+    )
+    _unique("host", [h.name for h in hosts])
+    _unique("host mac", [h.mac.lower() for h in hosts])
+    links = tuple(
+        _link(f"link[{i}]", lk, by_name) for i, lk in enumerate(_list("link", data.get("link")))
+    )
+    return NetworkConfig(switches, hosts, links)
+
+
+def _switch(where: str, s: Any, base: CpParams, base_dir: Path) -> SwitchConfig:
+    if not isinstance(s, dict):
+        raise ConfigError(f"{where}: must be a table")
+    _keys(
+        where,
+        s,
+        {
+            "name",
+            "grpc",
+            "device_id",
+            "thrift_port",
+            "cp_mac",
+            "election_id",
+            "port",
+            "p4info",
+            "bmv2_json",
+        },
+    )
+    name = _str(f"{where}.name", s.get("name"), required=True)
+    grpc = _str(f"{where}.grpc", s.get("grpc"), required=True)
+    if not re.match(r"^[\w.\-]+:\d{1,5}$", grpc):
+        raise ConfigError(f"{where}.grpc: must be HOST:PORT (got {grpc!r})")
+    ports = tuple(
+        _port(f"{where}.port[{i}]", p, base)
+        for i, p in enumerate(_list(f"{where}.port", s.get("port")))
+    )
+    _unique(f"{where}.port", [str(p.port) for p in ports])
+    out = SwitchConfig(
+        name=name,
+        grpc=grpc,
+        device_id=_int(f"{where}.device_id", s.get("device_id", 1), 0, 2**32 - 1),
+        thrift_port=_int(f"{where}.thrift_port", s.get("thrift_port", 9090), 1, 65535),
+        cp_mac=_mac(f"{where}.cp_mac", s.get("cp_mac", "02:00:00:00:00:01")),
+        election_id=_int(f"{where}.election_id", s.get("election_id", 10), 1, 2**63 - 1),
+        ports=ports,
+    )
+    if "p4info" in s:
+        out = replace(out, p4info=base_dir / _str(f"{where}.p4info", s["p4info"], required=True))
+    if "bmv2_json" in s:
+        path = _str(f"{where}.bmv2_json", s["bmv2_json"], required=True)
+        out = replace(out, bmv2_json=base_dir / path)
+    return out
+
+
+def _port(where: str, p: Any, base: CpParams) -> PortConfig:
+    if not isinstance(p, dict):
+        raise ConfigError(f"{where}: must be a table")
+    _keys(where, p, {"port", "edge", "cp", "qcn", "queue_rate_pps", "queue_depth_pkts"})
+    rate = p.get("queue_rate_pps")
+    depth = p.get("queue_depth_pkts")
+    return PortConfig(
+        port=_int(f"{where}.port", p.get("port"), 0, MAX_PORT),
+        edge=_bool(f"{where}.edge", p.get("edge", False)),
+        cp=_bool(f"{where}.cp", p.get("cp", False)),
+        cp_params=_cp_params(f"{where}.qcn", p.get("qcn", {}), base),
+        queue_rate_pps=None if rate is None else _int(f"{where}.queue_rate_pps", rate, 0, 10**7),
+        queue_depth_pkts=None
+        if depth is None
+        else _int(f"{where}.queue_depth_pkts", depth, 1, 100_000),
+    )
+
+
+def _host(where: str, h: Any, switches: dict[str, SwitchConfig]) -> HostConfig:
+    if not isinstance(h, dict):
+        raise ConfigError(f"{where}: must be a table")
+    _keys(where, h, {"name", "mac", "switch", "port"})
+    sw = _str(f"{where}.switch", h.get("switch"), required=True)
+    if sw not in switches:
+        raise ConfigError(f"{where}.switch: no switch named '{sw}' (known: {', '.join(switches)})")
+    return HostConfig(
+        name=_str(f"{where}.name", h.get("name"), required=True),
+        mac=_mac(f"{where}.mac", h.get("mac")),
+        switch=sw,
+        port=_int(f"{where}.port", h.get("port"), 0, MAX_PORT),
+    )
+
+
+def _link(where: str, lk: Any, switches: dict[str, SwitchConfig]) -> LinkConfig:
+    if not isinstance(lk, dict):
+        raise ConfigError(f"{where}: must be a table")
+    _keys(where, lk, {"a", "b"})
+    ends = []
+    for side in ("a", "b"):
+        text = _str(f"{where}.{side}", lk.get(side), required=True)
+        m = re.match(r"^([\w.\-]+):(\d+)$", text)
+        if not m or m.group(1) not in switches:
+            raise ConfigError(
+                f"{where}.{side}: must be SWITCH:PORT of a known switch (got {text!r})"
+            )
+        ends.append((m.group(1), _int(f"{where}.{side}", int(m.group(2)), 0, MAX_PORT)))
+    return LinkConfig(ends[0], ends[1])
+
+
+def _cp_params(where: str, values: Any, base: CpParams) -> CpParams:
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: must be a table of CP parameters")
+    try:
+        return QcnParams.from_dict({"cp": values}, QcnParams(cp=base)).cp
+    except ParamError as e:
+        field_name = e.field.removeprefix("cp.")
+        raise ConfigError(f"{where}.{field_name}: {str(e).split(': ', 1)[1]}") from None
+
+
+def _keys(where: str, data: dict[str, Any], known: set[str]) -> None:
+    for key in data:
+        if key not in known:
+            prefix = f"{where}." if where else ""
+            raise ConfigError(f"{prefix}{key}: unknown field (known: {', '.join(sorted(known))})")
+
+
+def _list(where: str, value: Any, *, required: bool = False) -> list[Any]:
+    if value is None:
+        if required:
+            raise ConfigError(f"{where}: at least one [[{where}]] is required")
+        return []
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: must be an array of tables ([[{where}]])")
+    return value
+
+
+def _unique(what: str, names: list[str]) -> None:
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise ConfigError(f"{what} '{n}' appears twice")
+        seen.add(n)
+
+
+def _str(where: str, value: Any, *, required: bool = False) -> str:
+    if value is None and required:
+        raise ConfigError(f"{where}: required")
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: must be a non-empty string (got {value!r})")
+    return value
+
+
+def _int(where: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ConfigError(f"{where}: must be a whole number in [{lo}, {hi}] (got {value!r})")
+    return value
+
+
+def _bool(where: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: must be true or false (got {value!r})")
+    return value
+
+
+def _mac(where: str, value: Any) -> str:
+    if not isinstance(value, str) or not MAC_RE.match(value):
+        raise ConfigError(f"{where}: must be a MAC address like 00:00:00:00:00:01 (got {value!r})")
+    if int(value[:2], 16) & 1:
+        raise ConfigError(f"{where}: must be a unicast address (got {value})")
+    return value.lower()

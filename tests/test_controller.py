@@ -1,0 +1,166 @@
+"""Controller logic without a switch: config validation and parameter -> entry encoding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller import config
+from controller.config import ConfigError
+from controller.entries import (
+    CpPort,
+    cnm_clone_session,
+    cp_config_entry,
+    default_cpid,
+    flood_group,
+    l2_entry,
+    sample_interval_entries,
+)
+from qcn.params import CpParams, SamplingMode
+
+NETWORK = """
+[qcn]
+q_eq_pkts = 20
+
+[[switch]]
+name = "s1"
+grpc = "127.0.0.1:9559"
+cp_mac = "02:00:00:00:01:00"
+
+[[switch.port]]
+port = 1
+edge = true
+
+[[switch.port]]
+port = 3
+cp = true
+queue_rate_pps = 1000
+qcn = { w = 1.5 }
+
+[[switch]]
+name = "s2"
+grpc = "127.0.0.1:9560"
+thrift_port = 9091
+
+[[switch.port]]
+port = 1
+edge = true
+
+[[switch.port]]
+port = 2
+
+[[host]]
+name = "h1"
+mac = "00:00:00:00:00:01"
+switch = "s1"
+port = 1
+
+[[host]]
+name = "h2"
+mac = "00:00:00:00:00:02"
+switch = "s2"
+port = 1
+
+[[link]]
+a = "s1:3"
+b = "s2:2"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    f = tmp_path / "net.toml"
+    f.write_text(text)
+    return f
+
+
+def test_valid_network(tmp_path: Path) -> None:
+    net = config.load(write(tmp_path, NETWORK))
+    s1 = net.switch("s1")
+    assert s1.port(3).cp_params == CpParams(q_eq_pkts=20, w=1.5)  # file default + override
+    assert s1.port(1).cp_params.q_eq_pkts == 20
+    assert net.switch("s2").thrift_port == 9091
+    # h2 is reached from s1 through the s1:3 - s2:2 link.
+    assert net.l2_ports("s1") == {"00:00:00:00:00:01": 1, "00:00:00:00:00:02": 3}
+    assert net.l2_ports("s2") == {"00:00:00:00:00:01": 2, "00:00:00:00:00:02": 1}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('grpc = "127.0.0.1:9559"', 'grpc = "localhost"', "switch[0].grpc: must be HOST:PORT"),
+        ("q_eq_pkts = 20", "q_eq_pkts = 0", "qcn.q_eq_pkts: must be a whole number in [1, 2047]"),
+        ("qcn = { w = 1.5 }", "qcn = { w = -1 }", "switch[0].port[1].qcn.w: must be in [0, 64]"),
+        ("qcn = { w = 1.5 }", "qcn = { p_base = 2 }", "switch[0].port[1].qcn.p_base"),
+        ("port = 3", "port = 600", "switch[0].port[1].port: must be a whole number in [0, 510]"),
+        ("edge = true\n\n[[switch.port]]\nport = 3", "edge = 1\n\n[[switch.port]]\nport = 3",
+         "switch[0].port[0].edge: must be true or false"),
+        ('cp_mac = "02:00:00:00:01:00"', 'cp_mac = "zz"', "switch[0].cp_mac: must be a MAC"),
+        ('cp_mac = "02:00:00:00:01:00"', 'cp_mac = "01:00:00:00:01:00"', "must be a unicast"),
+        ('switch = "s2"', 'switch = "s9"', "host[1].switch: no switch named 's9'"),
+        ('a = "s1:3"', 'a = "s7:3"', "link[0].a: must be SWITCH:PORT of a known switch"),
+        ('name = "s2"', 'name = "s1"', "switch 's1' appears twice"),
+        ("queue_rate_pps = 1000", "queue_rate_pps = -1", "queue_rate_pps: must be a whole number"),
+        ("[qcn]", "[qcn]\nbogus = 1", "qcn.bogus: unknown parameter"),
+        ('name = "h1"', 'name = "h1"\ncolour = "red"', "host[0].colour: unknown field"),
+    ],
+)
+def test_invalid_field_named(tmp_path: Path, old: str, new: str, message: str) -> None:
+    assert old in NETWORK
+    with pytest.raises(ConfigError) as e:
+        config.load(write(tmp_path, NETWORK.replace(old, new, 1)))
+    assert str(e.value).startswith(str(tmp_path / "net.toml"))
+    assert message in str(e.value)
+
+
+def test_missing_and_broken_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        config.load(tmp_path / "nope.toml")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        config.load(write(tmp_path, "[[switch]\n"))
+    with pytest.raises(ConfigError, match="at least one"):
+        config.load(write(tmp_path, "[qcn]\n"))
+
+
+def args(entry: Any) -> dict[str, Any]:
+    return dict(entry.action.args)
+
+
+def test_cp_entry_fixed_point_encoding() -> None:
+    cp = CpPort.with_default_cpid(3, CpParams(), "02:00:00:00:01:00")
+    assert cp.cpid == 0x020000000100_0003
+    entry = cp_config_entry(cp)
+    assert entry.table_id == "cp_config"
+    assert dict(entry.match or {}) == {"eg_port": 3}
+    assert args(entry) == {
+        "q_eq_pkts": 22,
+        "w_fixed": 32,  # 2.0 * 16
+        "fbmax_fixed": 1760,  # (2*32 + 16) * 22 = 16 * Fbmax
+        "fb_multiplier": 153_740_307,  # ceil(63 * 2^32 / 1760)
+        "p_base_fixed": 167_772,  # round(0.01 * 2^24)
+        "p_scale_fixed": 23_593,  # round(0.09/64 * 2^24)
+        "sampling": 0,
+        "cpid": 0x0200000001000003,
+        "cp_mac": "02:00:00:00:01:00",
+    }
+
+
+def test_sample_interval_entries() -> None:
+    cp = CpPort(2, CpParams(sampling=SamplingMode.BYTE_INTERVAL), "02:00:00:00:01:00", 7)
+    rows = sample_interval_entries(cp)
+    assert [dict(r.match or {}) for r in rows] == [{"eg_port": 2, "idx": i} for i in range(8)]
+    assert args(rows[0]) == {"base_bytes": 150_000, "jitter_span_bytes": 45_000}  # 2*22500
+    assert args(rows[7]) == {"base_bytes": 18_500, "jitter_span_bytes": 5_550}
+    assert args(cp_config_entry(cp))["sampling"] == 1
+
+
+def test_forwarding_entities() -> None:
+    assert args(l2_entry("00:00:00:00:00:02", 4)) == {"port": 4}
+    group = flood_group([3, 1, 2])
+    assert group.multicast_group_id == 1
+    assert list(group.replicas) == [(1, 1), (2, 1), (3, 1)]
+    session = cnm_clone_session(5)
+    assert session.session_id == 6
+    assert list(session.replicas) == [(5, 1)]
+    assert default_cpid("00:00:00:00:00:01", 1) == 0x0000_0000_0001_0001
