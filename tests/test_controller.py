@@ -94,8 +94,11 @@ def test_valid_network(tmp_path: Path) -> None:
         ("qcn = { w = 1.5 }", "qcn = { w = -1 }", "switch[0].port[1].qcn.w: must be in [0, 64]"),
         ("qcn = { w = 1.5 }", "qcn = { p_base = 2 }", "switch[0].port[1].qcn.p_base"),
         ("port = 3", "port = 600", "switch[0].port[1].port: must be a whole number in [0, 510]"),
-        ("edge = true\n\n[[switch.port]]\nport = 3", "edge = 1\n\n[[switch.port]]\nport = 3",
-         "switch[0].port[0].edge: must be true or false"),
+        (
+            "edge = true\n\n[[switch.port]]\nport = 3",
+            "edge = 1\n\n[[switch.port]]\nport = 3",
+            "switch[0].port[0].edge: must be true or false",
+        ),
         ('cp_mac = "02:00:00:00:01:00"', 'cp_mac = "zz"', "switch[0].cp_mac: must be a MAC"),
         ('cp_mac = "02:00:00:00:01:00"', 'cp_mac = "01:00:00:00:01:00"', "must be a unicast"),
         ('switch = "s2"', 'switch = "s9"', "host[1].switch: no switch named 's9'"),
