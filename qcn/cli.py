@@ -29,8 +29,9 @@ def _user_errors() -> tuple[type[Exception], ...]:
     from controller.bmv2_thrift import Bmv2ThriftError  # noqa: PLC0415
     from controller.config import ConfigError  # noqa: PLC0415
     from controller.p4runtime import P4RuntimeError  # noqa: PLC0415
+    from reaction_point.cli import RpUsageError  # noqa: PLC0415
 
-    return (ParamError, ConfigError, P4RuntimeError, Bmv2ThriftError)
+    return (ParamError, ConfigError, P4RuntimeError, Bmv2ThriftError, RpUsageError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     from controller import cli as controller_cli  # noqa: PLC0415 - keeps `qcn params` light
 
     controller_cli.register(sub)
+    from reaction_point import cli as rp_cli  # noqa: PLC0415
+
+    rp_cli.register(sub)
     return parser
 
 

@@ -104,7 +104,7 @@ control CongestionPoint(inout headers_t hdr,
         q_old.read(q_old_val, port);
         int<32> qoff = (int<32>)q - (int<32>)q_eq;
         int<32> qdelta = (int<32>)q - (int<32>)q_old_val;
-        int<32> fb_fp = -((qoff << 4) + (int<32>)w_fp * qdelta);
+        int<32> fb_fp = -((qoff << W_FRAC_BITS) + (int<32>)w_fp * qdelta);
 
         bit<64> qntz_fb = 0;
         if (fb_fp < 0) {
@@ -123,7 +123,7 @@ control CongestionPoint(inout headers_t hdr,
             bit<32> r;
             random(r, 0, PROB_ONE - 1);
             sampled = r < p_base_fp + (bit<32>)qntz_fb * p_scale_fp;
-        } else {
+        } else if (sampling_mode == SAMPLING_BYTE_INTERVAL) {
             int<32> left;
             bytes_to_sample.read(left, port);
             left = left - (int<32>)standard_metadata.packet_length;

@@ -25,8 +25,8 @@ const bit<32> MSDU_OFFSET_UNTAGGED = 12;
 const bit<32> MSDU_OFFSET_TAGGED = 16;
 
 // Fixed-point formats shared with qcn/params.py (W_FRAC_BITS, QNTZ_SHIFT, PROB_FRAC_BITS).
-const bit<32> W_FRAC_BITS = 4;
-const bit<64> QNTZ_SHIFT = 32;
+const bit<8>  W_FRAC_BITS = 4;
+const bit<8>  QNTZ_SHIFT = 32;   // BMv2 takes shift amounts of at most 8 bits
 const bit<64> QNTZ_FB_MAX = 63;
 const bit<32> PROB_ONE = 0x1000000;   // 2^24
 
@@ -35,7 +35,6 @@ const bit<8> SAMPLING_BERNOULLI = 0;
 const bit<8> SAMPLING_BYTE_INTERVAL = 1;
 
 // v1model instance types (behavioral-model docs/simple_switch.md).
-const bit<32> INSTANCE_TYPE_NORMAL = 0;
 const bit<32> INSTANCE_TYPE_EGRESS_CLONE = 2;
 const bit<32> INSTANCE_TYPE_REPLICATION = 5;
 

@@ -2,8 +2,7 @@
 #ifndef __SIZE_P4__
 #define __SIZE_P4__
 
-const bit<32> NUM_PORTS = 512;            // port_t is 9 bits
-#define NUM_PORTS_DEF 512
+#define NUM_PORTS_DEF 512                 // port_t is 9 bits
 #define L2_TABLE_SIZE 4096
 #define CP_CONFIG_SIZE 512
 #define SAMPLE_INTERVAL_TABLE_SIZE 4096   // 8 intervals per port

@@ -1,0 +1,141 @@
+"""`qcn rp`: run the reaction-point daemon, read its status, generate traffic."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from qcn.params import Preset, QcnParams
+from reaction_point.daemon import DEFAULT_STATUS_DIR, DaemonOptions, ReactionPoint, status_path
+from reaction_point.sources import SourceSpec, run_source
+from reaction_point.tc import TcError
+
+
+class RpUsageError(ValueError):
+    """A mistake in the `qcn rp` command line or environment, reported in one line."""
+
+
+def register(sub: Any) -> None:
+    rp = sub.add_parser(
+        "rp",
+        help="the reaction point: rate-limit this host's traffic on CNMs",
+        description="The QCN reaction-point daemon and its traffic sources.",
+    )
+    cmds = rp.add_subparsers(dest="rp_command", metavar="ACTION", required=True)
+
+    st = cmds.add_parser("start", help="run the daemon on an interface (foreground)")
+    st.add_argument("--iface", required=True, help="the host interface, e.g. h1-eth0")
+    st.add_argument("--params", type=Path, help="TOML parameter file (its [rp] table)")
+    st.add_argument("--preset", choices=[p.value for p in Preset], default=Preset.QCN.value)
+    st.add_argument("--line-rate-bps", type=float, help="override rp.line_rate_bps")
+    st.add_argument("--per-flow", action="store_true", help="one limiter per IPv4 flow")
+    st.add_argument("--csv-dir", type=Path, help="write one CSV time series per limiter here")
+    st.add_argument("--status-dir", type=Path, default=DEFAULT_STATUS_DIR)
+    st.set_defaults(func=_start)
+
+    ss = cmds.add_parser("status", help="show the daemons' limiters and counters")
+    ss.add_argument("--iface", help="only this interface's daemon")
+    ss.add_argument("--status-dir", type=Path, default=DEFAULT_STATUS_DIR)
+    ss.add_argument("--json", action="store_true")
+    ss.set_defaults(func=_status)
+
+    se = cmds.add_parser("send", help="generate traffic through the kernel limiters")
+    se.add_argument("--dst", required=True, help="destination IPv4 address(es), comma-separated")
+    se.add_argument("--pattern", choices=["constant", "bernoulli", "onoff"], default="constant")
+    se.add_argument("--rate-bps", type=float, default=10e6, help="rate (bernoulli: line rate)")
+    se.add_argument("--load", type=float, default=1.0, help="bernoulli: slot probability")
+    se.add_argument("--mean-on-ms", type=float, default=20.0, help="onoff: mean on period")
+    se.add_argument("--mean-off-ms", type=float, default=20.0, help="onoff: mean off period")
+    se.add_argument("--frame-bytes", type=int, default=1500)
+    se.add_argument("--duration", type=float, default=10.0, help="seconds")
+    se.add_argument("--port", type=int, default=5001, help="UDP destination port")
+    se.set_defaults(func=_send)
+
+
+def _start(args: argparse.Namespace) -> int:
+    if os.geteuid() != 0:
+        raise RpUsageError("qcn rp start needs root (raw sockets and traffic control)")
+    base = QcnParams.preset(args.preset)
+    params = (QcnParams.load(args.params, base) if args.params else base).rp
+    if args.line_rate_bps is not None:
+        params = QcnParams.from_dict(
+            {"rp": {"line_rate_bps": args.line_rate_bps}}, QcnParams(rp=params)
+        ).rp
+    options = DaemonOptions(
+        iface=args.iface,
+        params=params,
+        limit_by="flow" if args.per_flow else "destination",
+        csv_dir=args.csv_dir,
+        status_dir=args.status_dir,
+    )
+    daemon = ReactionPoint(options)
+    try:
+        daemon.open()
+    except (OSError, TcError) as e:
+        daemon.close()
+        raise RpUsageError(f"cannot start on {args.iface}: {e}") from None
+    print(f"qcn rp: listening for CNMs on {args.iface} ({daemon.mac}); Ctrl-C to stop", flush=True)
+    try:
+        daemon.run()
+    finally:
+        daemon.close()
+    print(f"qcn rp: stopped; counters {dict(daemon.counters)}")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    files = (
+        [status_path(args.status_dir, args.iface)]
+        if args.iface
+        else sorted(args.status_dir.glob("rp-*.json"))
+    )
+    files = [f for f in files if f.exists()]
+    if not files:
+        where = args.iface or str(args.status_dir)
+        raise RpUsageError(f"no reaction-point daemon status for {where}")
+    reports = [json.loads(f.read_text()) for f in files]
+    if args.json:
+        print(json.dumps(reports, indent=2))
+        return 0
+    for r in reports:
+        state = "running" if r["running"] else "stopped"
+        print(f"{r['iface']} (pid {r['pid']}, {state}, per {r['limit_by']})")
+        for name, value in sorted(r["counters"].items()):
+            print(f"  {name:32} {value}")
+        if r["latency_p99_ms"] is not None:
+            p50, p99 = r["latency_p50_ms"], r["latency_p99_ms"]
+            print(f"  CNM-to-kernel latency p50 {p50:.3f} ms, p99 {p99:.3f} ms")
+        for lim in r["limiters"]:
+            cr, tr = lim["current_rate_bps"] / 1e6, lim["target_rate_bps"] / 1e6
+            print(
+                f"  limiter {lim['limiter']:24} {lim['stage']:3} CR {cr:10.3f} Mb/s"
+                f"  TR {tr:10.3f} Mb/s  sent {lim['sent_bytes']} B"
+            )
+    return 0
+
+
+def _send(args: argparse.Namespace) -> int:
+    spec = SourceSpec(
+        destinations=tuple(d.strip() for d in args.dst.split(",") if d.strip()),
+        pattern=args.pattern,
+        rate_bps=args.rate_bps,
+        load=args.load,
+        mean_on_s=args.mean_on_ms / 1e3,
+        mean_off_s=args.mean_off_ms / 1e3,
+        frame_bytes=args.frame_bytes,
+        duration_s=args.duration,
+        port=args.port,
+    )
+    try:
+        spec.validate()
+    except (ValueError, OSError) as e:
+        raise RpUsageError(str(e)) from None
+    report = run_source(spec)
+    print(
+        f"sent {report.sent_frames} frames ({report.sent_bytes} B) in {spec.duration_s:g} s; "
+        f"{report.blocked} refused by a full limiter queue"
+    )
+    return 0

@@ -1,0 +1,385 @@
+"""The Reaction Point daemon: CNMs in, QCN rate rules, kernel rate limiters out.
+
+One process per host interface.  It
+
+- receives CNMs on an AF_PACKET socket bound to EtherType 0x22E7 (the kernel delivers
+  nothing else), and validates each (format, addressed to this host, about a destination
+  this host sends to); anything else is dropped and counted by reason;
+- keeps one :class:`~reaction_point.rules.RateLimiterRules` per destination (default) or
+  per IPv4 flow, and enforces its current rate with an HTB class (:mod:`reaction_point.tc`);
+- clocks the byte counter with the bytes the kernel class really sent (polled class
+  statistics) and the timer with the monotonic clock;
+- releases a limiter when its rate is back at line rate;
+- writes a status file (``qcn rp status``) and, optionally, one CSV time series per limiter;
+- on SIGINT/SIGTERM removes every tc object it created.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import random
+import select
+import signal
+import socket
+import struct
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any, Literal
+
+from pyroute2 import IPRoute
+
+from qcn.frames import ETHERTYPE_CNM, CnmInfo, CnmRejectedError, parse_cnm
+from qcn.params import RpParams
+from reaction_point.rules import RateLimiterRules
+from reaction_point.tc import DestinationMatch, FlowMatch, HtbLimiters, Match
+
+PACKET_OUTGOING = 4
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; missing from typeshed
+DEFAULT_STATUS_DIR = Path("/run/qcn")
+STATUS_INTERVAL_S = 0.2
+RECV_BATCH = 256
+NEIGHBOUR_CACHE_S = 0.5
+IPV4_ETHERTYPE = b"\x08\x00"
+
+
+def status_path(status_dir: Path, iface: str) -> Path:
+    return status_dir / f"rp-{iface}.json"
+
+
+@dataclass(frozen=True)
+class DaemonOptions:
+    iface: str
+    params: RpParams
+    limit_by: Literal["destination", "flow"] = "destination"
+    csv_dir: Path | None = None
+    status_dir: Path = DEFAULT_STATUS_DIR
+    stats_interval_s: float = 0.005
+    """How often the kernel's per-class byte counts are read (byte-counter clock)."""
+
+
+@dataclass
+class Limiter:
+    """One rate limiter: its rules, its kernel class, its bookkeeping."""
+
+    match: Match
+    rules: RateLimiterRules
+    applied_rate_bps: float
+    sent_bytes: int = 0
+    sent_packets: int = 0
+    csv_file: IO[str] | None = None
+    csv_writer: Any = None
+    changed: bool = field(default=True)
+
+    @property
+    def name(self) -> str:
+        m = self.match
+        if isinstance(m, DestinationMatch):
+            return m.mac
+        return f"{m.src_ip}:{m.sport}-{m.dst_ip}:{m.dport}/{m.proto}"
+
+
+class ReactionPoint:
+    """The daemon's state and event handlers; :meth:`run` is its loop."""
+
+    def __init__(
+        self,
+        options: DaemonOptions,
+        clock: Callable[[], float] = time.monotonic,
+        uniform: Callable[[], float] = random.random,
+    ) -> None:
+        self.opt = options
+        self.clock = clock
+        self.uniform = uniform
+        self.counters: Counter[str] = Counter()
+        self.limiters: dict[Match, Limiter] = {}
+        self.latencies_s: list[float] = []
+        """Per CNM: kernel receive time to the new rate acknowledged by the kernel."""
+        self._stop = False
+        self._sock: socket.socket | None = None
+        self._tc: HtbLimiters | None = None
+        self._ipr: IPRoute | None = None
+        self.mac = ""
+        self._started = time.time()
+        self._pending_rx: list[float] = []
+        self._neighbours: dict[str, set[str]] = {}
+        self._neighbours_expiry = 0.0
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    def open(self) -> ReactionPoint:
+        self._ipr = IPRoute()
+        links = self._ipr.link_lookup(ifname=self.opt.iface)
+        if not links:
+            self._ipr.close()
+            raise OSError(f"no interface named {self.opt.iface}")
+        self._ifindex = links[0]
+        self.mac = self._ipr.get_links(self._ifindex)[0].get_attr("IFLA_ADDRESS")
+        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETHERTYPE_CNM))
+        sock.bind((self.opt.iface, ETHERTYPE_CNM))
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        sock.setblocking(False)
+        self._sock = sock
+        self._tc = HtbLimiters(self.opt.iface).open()
+        self.opt.status_dir.mkdir(parents=True, exist_ok=True)
+        if self.opt.csv_dir:
+            self.opt.csv_dir.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def close(self) -> None:
+        for lim in self.limiters.values():
+            if lim.csv_file:
+                lim.csv_file.close()
+        self.limiters.clear()
+        if self._tc:
+            self._tc.close()
+            self._tc = None
+        if self._sock:
+            self._sock.close()
+            self._sock = None
+        if self._ipr:
+            self._ipr.close()
+            self._ipr = None
+        self.write_status(running=False)
+
+    def stop(self, _signum: int = 0, _frame: FrameType | None = None) -> None:
+        self._stop = True
+
+    def run(self) -> None:
+        """Serve until SIGINT/SIGTERM (or :meth:`stop`)."""
+        signal.signal(signal.SIGINT, self.stop)
+        signal.signal(signal.SIGTERM, self.stop)
+        assert self._sock is not None
+        next_stats = next_status = self.clock()
+        while not self._stop:
+            now = self.clock()
+            deadlines = [next_stats, next_status]
+            deadlines += [
+                lim.rules.timer_deadline
+                for lim in self.limiters.values()
+                if lim.rules.timer_deadline is not None
+            ]
+            timeout = max(0.0, min(deadlines) - now)
+            with contextlib.suppress(InterruptedError):
+                readable, _, _ = select.select([self._sock], [], [], timeout)
+                if readable:
+                    self.receive()
+            now = self.clock()
+            if now >= next_stats:
+                self.poll_stats()
+                next_stats = now + self.opt.stats_interval_s
+            for lim in self.limiters.values():
+                if lim.rules.advance(now):
+                    lim.changed = True
+            self.apply()
+            if now >= next_status:
+                self.write_status(running=True)
+                next_status = now + STATUS_INTERVAL_S
+
+    # -- CNMs --------------------------------------------------------------------------------
+
+    def receive(self) -> None:
+        """Drain the socket, then apply the resulting rates once (coalesced)."""
+        assert self._sock is not None
+        for _ in range(RECV_BATCH):
+            try:
+                data, ancdata, _, addr = self._sock.recvmsg(2048, 64)
+            except BlockingIOError:
+                break
+            if addr[2] == PACKET_OUTGOING:
+                continue
+            rx_time = _rx_timestamp(ancdata)
+            if self.handle_frame(data) and rx_time is not None:
+                self._pending_rx.append(rx_time)
+        self.apply()
+
+    def handle_frame(self, frame: bytes) -> bool:
+        """Validate one frame and act on it; return True if it was an accepted CNM."""
+        try:
+            cnm = parse_cnm(frame)
+        except CnmRejectedError as e:
+            self.counters[f"dropped_{e.reason}"] += 1
+            return False
+        if cnm.rp_mac != self.mac:
+            self.counters["dropped_not_for_us"] += 1
+            return False
+        match = self._match_for(cnm)
+        if match is None:
+            return False
+        lim = self.limiters.get(match) or self._create(match)
+        if lim is None:
+            return False
+        lim.rules.on_cnm(cnm.qntz_fb)
+        lim.changed = True
+        self.counters["cnms_accepted"] += 1
+        return True
+
+    def _match_for(self, cnm: CnmInfo) -> Match | None:
+        ips = self._neighbour_ips(cnm.encap_da)
+        if not ips:
+            # Not a destination this host has resolved, so not one it sends to.
+            self.counters["dropped_unknown_destination"] += 1
+            return None
+        if self.opt.limit_by == "destination":
+            return DestinationMatch(cnm.encap_da, tuple(sorted(ips)))
+        flow = _flow_of(cnm.msdu)
+        if flow is None or flow.dst_ip not in ips:
+            self.counters["dropped_no_flow"] += 1
+            return None
+        return flow
+
+    def _neighbour_ips(self, mac: str) -> set[str]:
+        """IPv4 addresses the kernel's neighbour table maps to ``mac`` (cached briefly)."""
+        now = self.clock()
+        if now >= self._neighbours_expiry:
+            assert self._ipr is not None
+            table: dict[str, set[str]] = {}
+            for n in self._ipr.get_neighbours(ifindex=self._ifindex, family=socket.AF_INET):
+                lladdr = n.get_attr("NDA_LLADDR")
+                if lladdr:
+                    table.setdefault(lladdr.lower(), set()).add(n.get_attr("NDA_DST"))
+            self._neighbours = table
+            self._neighbours_expiry = now + NEIGHBOUR_CACHE_S
+        return self._neighbours.get(mac, set())
+
+    def _create(self, match: Match) -> Limiter | None:
+        assert self._tc is not None
+        rules = RateLimiterRules(self.opt.params, self.clock, self.uniform)
+        rate = self._kernel_rate(rules.current_rate_bps)
+        self._tc.add(match, rate)
+        lim = Limiter(match, rules, rate)
+        if self.opt.csv_dir:
+            safe = lim.name.replace(":", "").replace("/", "_")
+            path = self.opt.csv_dir / f"rp-{self.opt.iface}-{safe}.csv"
+            lim.csv_file = path.open("a", newline="")
+            lim.csv_writer = csv.writer(lim.csv_file)
+            if path.stat().st_size == 0:
+                lim.csv_writer.writerow(["time_s", "cr_bps", "tr_bps", "stage", "sent_bytes"])
+        self.limiters[match] = lim
+        self.counters["limiters_created"] += 1
+        return lim
+
+    # -- byte counter, timer, enforcement ----------------------------------------------------
+
+    def poll_stats(self) -> None:
+        """Feed the bytes each kernel class sent since the last poll to its byte counter."""
+        if not self.limiters or self._tc is None:
+            return
+        stats = self._tc.class_stats()
+        minors = self._tc.limiters
+        for match, lim in self.limiters.items():
+            sent = stats.get(minors.get(match, -1))
+            if sent is None:
+                continue
+            nbytes, npkts = sent[0] - lim.sent_bytes, sent[1] - lim.sent_packets
+            lim.sent_bytes, lim.sent_packets = sent
+            if npkts <= 0:
+                continue
+            # Frame by frame, so that several cycles ending within one poll all count.
+            size, extra = divmod(nbytes, npkts)
+            before = (lim.rules.byte_stage, lim.rules.current_rate_bps)
+            for i in range(npkts):
+                lim.rules.on_transmit(size + (1 if i < extra else 0))
+            if (lim.rules.byte_stage, lim.rules.current_rate_bps) != before:
+                lim.changed = True
+
+    def _kernel_rate(self, rate_bps: float) -> float:
+        unit = self.opt.params.rate_unit_bps
+        return max(unit, round(rate_bps / unit) * unit)
+
+    def apply(self) -> None:
+        """Write changed rates to the kernel; release limiters back at line rate."""
+        assert self._tc is not None
+        for match, lim in list(self.limiters.items()):
+            if not lim.changed:
+                continue
+            lim.changed = False
+            self._log(lim)
+            if lim.rules.at_line_rate:
+                self._tc.remove(match)
+                if lim.csv_file:
+                    lim.csv_file.close()
+                del self.limiters[match]
+                self.counters["limiters_released"] += 1
+                continue
+            rate = self._kernel_rate(lim.rules.current_rate_bps)
+            if rate != lim.applied_rate_bps:
+                self._tc.set_rate(match, rate)
+                lim.applied_rate_bps = rate
+        if self._pending_rx:
+            now = time.time()
+            self.latencies_s.extend(now - t for t in self._pending_rx)
+            del self.latencies_s[:-10_000]
+            self._pending_rx.clear()
+
+    def _log(self, lim: Limiter) -> None:
+        if lim.csv_writer is None:
+            return
+        r = lim.rules
+        lim.csv_writer.writerow(
+            [
+                f"{time.time() - self._started:.6f}",
+                f"{r.current_rate_bps:.0f}",
+                f"{r.target_rate_bps:.0f}",
+                r.stage.value,
+                lim.sent_bytes,
+            ]
+        )
+
+    # -- status ------------------------------------------------------------------------------
+
+    def status(self, *, running: bool) -> dict[str, Any]:
+        lat = sorted(self.latencies_s)
+        return {
+            "iface": self.opt.iface,
+            "pid": os.getpid(),
+            "running": running,
+            "limit_by": self.opt.limit_by,
+            "counters": dict(self.counters),
+            "latency_p50_ms": 1e3 * lat[len(lat) // 2] if lat else None,
+            "latency_p99_ms": 1e3 * lat[int(len(lat) * 0.99)] if lat else None,
+            "limiters": [
+                {
+                    "limiter": lim.name,
+                    "current_rate_bps": lim.rules.current_rate_bps,
+                    "target_rate_bps": lim.rules.target_rate_bps,
+                    "kernel_rate_bps": lim.applied_rate_bps,
+                    "stage": lim.rules.stage.value,
+                    "byte_stage": lim.rules.byte_stage,
+                    "time_stage": lim.rules.time_stage,
+                    "sent_bytes": lim.sent_bytes,
+                }
+                for lim in self.limiters.values()
+            ],
+        }
+
+    def write_status(self, *, running: bool) -> None:
+        path = status_path(self.opt.status_dir, self.opt.iface)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.status(running=running), indent=1))
+        tmp.replace(path)
+
+
+def _rx_timestamp(ancdata: list[tuple[int, int, bytes]]) -> float | None:
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+            sec, nsec = struct.unpack("qq", data[:16])
+            return float(sec + nsec * 1e-9)
+    return None
+
+
+def _flow_of(msdu: bytes) -> FlowMatch | None:
+    """The IPv4 UDP/TCP 5-tuple of an encapsulated MSDU (EtherType first), if it has one."""
+    if msdu[:2] != IPV4_ETHERTYPE or len(msdu) < 2 + 20 + 4:
+        return None
+    ip = msdu[2:]
+    if ip[0] >> 4 != 4 or ip[0] & 0xF != 5 or ip[9] not in (6, 17):
+        return None
+    sport, dport = struct.unpack("!HH", ip[20:24])
+    return FlowMatch(socket.inet_ntoa(ip[12:16]), socket.inet_ntoa(ip[16:20]), ip[9], sport, dport)

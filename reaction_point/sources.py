@@ -1,0 +1,103 @@
+"""Traffic sources for the seeds' workloads, sending UDP through the host's kernel limiters.
+
+- constant: a fixed rate;
+- bernoulli: i.i.d. frames, each frame slot (at line rate) carries a frame with probability
+  ``load`` (seeds 002/003: "i.i.d. Bernoulli arrivals, fixed frame size 1500 B");
+- onoff: exponential on and off periods (seed 004 #5), at ``rate_bps`` while on.
+
+Each frame goes to one destination, or to one drawn uniformly from a set.  Frames are UDP
+datagrams sized so that the Ethernet frame is ``frame_bytes``; they traverse the kernel's
+egress qdisc, so the reaction point's HTB limiters shape them like any application's.
+"""
+
+from __future__ import annotations
+
+import errno
+import random
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+ETH_IP_UDP_HEADERS = 14 + 20 + 8
+Pattern = Literal["constant", "bernoulli", "onoff"]
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    destinations: tuple[str, ...]
+    """IPv4 destinations; each frame goes to one drawn uniformly."""
+    pattern: Pattern = "constant"
+    rate_bps: float = 10e6
+    """constant/onoff: sending rate; bernoulli: the line rate the slots are counted at."""
+    load: float = 1.0
+    """bernoulli: probability that a frame slot carries a frame."""
+    mean_on_s: float = 0.020
+    mean_off_s: float = 0.020
+    frame_bytes: int = 1500
+    duration_s: float = 10.0
+    port: int = 5001
+
+    def validate(self) -> None:
+        if not self.destinations:
+            raise ValueError("at least one destination is needed")
+        if self.rate_bps <= 0:
+            raise ValueError(f"rate must be positive (got {self.rate_bps})")
+        if not 0 < self.load <= 1:
+            raise ValueError(f"load must be in (0, 1] (got {self.load})")
+        if not ETH_IP_UDP_HEADERS < self.frame_bytes <= 9000:
+            raise ValueError(f"frame size must be in ({ETH_IP_UDP_HEADERS}, 9000]")
+        if self.mean_on_s <= 0 or self.mean_off_s <= 0:
+            raise ValueError("on/off means must be positive")
+        for d in self.destinations:
+            socket.inet_aton(d)
+
+
+@dataclass
+class SourceReport:
+    sent_frames: int = 0
+    sent_bytes: int = 0
+    blocked: int = 0
+    """Sends the kernel refused because the limiter's queue was full (ENOBUFS)."""
+
+
+def run_source(
+    spec: SourceSpec,
+    rng: random.Random | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> SourceReport:
+    """Send ``spec``'s traffic for its duration; return what was sent."""
+    spec.validate()
+    rng = rng or random.Random()
+    payload = bytes(spec.frame_bytes - ETH_IP_UDP_HEADERS)
+    slot_s = spec.frame_bytes * 8 / spec.rate_bps
+    report = SourceReport()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        start = clock()
+        end = start + spec.duration_s
+        t = start
+        on_until = start + rng.expovariate(1 / spec.mean_on_s) if spec.pattern == "onoff" else end
+        while t < end:
+            if spec.pattern == "onoff" and t >= on_until:
+                t = on_until + rng.expovariate(1 / spec.mean_off_s)
+                on_until = t + rng.expovariate(1 / spec.mean_on_s)
+                continue
+            if spec.pattern == "bernoulli" and rng.random() >= spec.load:
+                t += slot_s
+                continue
+            delay = t - clock()
+            if delay > 0:
+                sleep(delay)
+            dst = spec.destinations[rng.randrange(len(spec.destinations))]
+            try:
+                sock.sendto(payload, (dst, spec.port))
+                report.sent_frames += 1
+                report.sent_bytes += spec.frame_bytes
+            except OSError as e:
+                if e.errno != errno.ENOBUFS:
+                    raise
+                report.blocked += 1
+            t += slot_s
+    return report
