@@ -56,6 +56,12 @@ $(BUILD)/qcn_cp.json: $(P4_SOURCES)
 
 build: $(BUILD)/qcn_cp.json  ## compile the P4 pipeline into build/ (BMv2 JSON + P4Info)
 
+ptf: venv build  ## PTF tests of the pipeline on simple_switch_grpc (needs root and the toolchain)
+	$(PY) ptf_tests/run.py
+
+bench: venv  ## benchmarks (each prints its figures and ratios against a same-run baseline)
+	$(PY) bench/rp_bench.py
+
 run: venv  ## the main job (the transient experiment)
 	@echo "make run will run the 'transient' experiment (seed 000) with 'qcn run transient';"
 	@echo "the experiment runner is not implemented yet (issues 6 and 7): nothing was run."

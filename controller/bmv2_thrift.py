@@ -94,3 +94,6 @@ class Bmv2Thrift:
 
     def register_reset(self, name: str) -> None:
         self.standard.bm_register_reset(0, name)
+
+    def counter_reset(self, name: str) -> None:
+        self.standard.bm_counter_reset_all(0, name)

@@ -50,6 +50,12 @@ BOTTLENECK = 3
 """The egress port the tests congest."""
 DEFAULT_QUEUE_DEPTH = 64
 REGISTERS = ("QcnEgress.cp.q_old", "QcnEgress.cp.bytes_to_sample", "QcnEgress.cp.last_qdepth")
+COUNTER_PATHS = (
+    "QcnEgress.cp.cp_frames",
+    "QcnEgress.cp.cp_samples",
+    "QcnEgress.cp.cp_cnms",
+    "QcnIngress.l2.cnm_edge_drops",
+)
 ALWAYS = CpParams(p_base=1.0, p_scale=0.0)
 """Sample every frame: every frame's feedback is then visible."""
 
@@ -116,6 +122,8 @@ class QcnTest(BaseTest):  # type: ignore[misc]
         self.thrift.set_queue_depth(DEFAULT_QUEUE_DEPTH)
         for reg in REGISTERS:
             self.thrift.register_reset(reg)
+        for counter in COUNTER_PATHS:
+            self.thrift.counter_reset(counter)
         self.dataplane.flush()
 
     def tearDown(self) -> None:

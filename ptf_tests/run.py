@@ -118,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         ]
     )
     cmd = [str(ptf_binary()), "--test-dir", str(ROOT / "ptf_tests"), "--test-params", params]
+    # PTF reads 4096 bytes per frame by default; the jumbo-frame test needs more.
+    cmd += ["--socket-recv-size", str(MTU + 100)]
     for i in range(NUM_PORTS):
         cmd += ["--interface", f"{i}@ptf{i}"]
     cmd += ["--log-file", str(workdir / "ptf.log"), *args.tests]

@@ -16,6 +16,7 @@ Importing this module binds the layers, so ``Ether(raw)`` dissects them and
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,6 +166,48 @@ class CnmInfo:
         return _mac_bytes(self.encap_da)
 
 
+def _pdu_decoder() -> tuple[struct.Struct, list[tuple[str, int, int, int]]]:
+    """A struct view of the CNM PDU, derived from CNM.fields_desc (the one layout).
+
+    Returns the struct of the fixed 24 bytes and, per field, (name, struct item, shift,
+    mask): bit fields are grouped into the whole bytes they fill, then cut out.
+    """
+    codes = {"XLongField": "Q", "SignedShortField": "h", "MACField": "6s", "FieldLenField": "H"}
+    fmt, plan, bits, items = "!", [], 0, 0
+    group: list[tuple[str, int]] = []
+    for f in CNM.fields_desc:
+        if isinstance(f, BitField):
+            group.append((f.name, f.size))
+            bits += f.size
+            if bits % 8 == 0:
+                fmt += {8: "B", 16: "H", 32: "I"}[bits]
+                shift = bits
+                for name, size in group:
+                    shift -= size
+                    plan.append((name, items, shift, (1 << size) - 1))
+                bits, group, items = 0, [], items + 1
+        elif type(f).__name__ in codes:
+            fmt += codes[type(f).__name__]
+            plan.append((f.name, items, 0, -1))
+            items += 1
+    pdu = struct.Struct(fmt)
+    assert pdu.size == CNM_PDU_BYTES, fmt
+    return pdu, plan
+
+
+_PDU, _PDU_PLAN = _pdu_decoder()
+
+
+def decode_pdu(pdu: bytes) -> dict[str, Any]:
+    """The fixed CNM PDU fields of ``pdu`` (at least 24 bytes), without scapy's dissector."""
+    items = _PDU.unpack_from(pdu)
+    out: dict[str, Any] = {}
+    for name, index, shift, mask in _PDU_PLAN:
+        value = items[index]
+        out[name] = value if mask < 0 else (value >> shift) & mask
+    return out
+
+
 def parse_cnm(frame: bytes) -> CnmInfo:
     """Validate and decode a received CNM; raise CnmRejectedError(reason) for anything else."""
     if len(frame) < ETH_HEADER_BYTES:
@@ -176,27 +219,29 @@ def parse_cnm(frame: bytes) -> CnmInfo:
         raise CnmRejectedError("not_cnm", f"EtherType 0x{frame[start - 2 : start].hex()}")
     if len(frame) < start + CNM_PDU_BYTES:
         raise CnmRejectedError("truncated", f"{len(frame)} bytes")
-    pdu: Any = CNM(frame[start:])
-    if pdu.version != CNM_VERSION:
-        raise CnmRejectedError("bad_version", str(pdu.version))
+    pdu = decode_pdu(frame[start : start + CNM_PDU_BYTES])
+    if pdu["version"] != CNM_VERSION:
+        raise CnmRejectedError("bad_version", str(pdu["version"]))
     available = len(frame) - start - CNM_PDU_BYTES
-    if pdu.msdu_len > CNM_MAX_MSDU_BYTES or pdu.msdu_len > available:
-        raise CnmRejectedError("bad_msdu_len", f"{pdu.msdu_len} (frame holds {available})")
+    msdu_len = pdu["msdu_len"]
+    if msdu_len > CNM_MAX_MSDU_BYTES or msdu_len > available:
+        raise CnmRejectedError("bad_msdu_len", f"{msdu_len} (frame holds {available})")
+    msdu_at = start + CNM_PDU_BYTES
     return CnmInfo(
         cp_mac=_mac_str(frame[6:12]),
         rp_mac=_mac_str(frame[0:6]),
-        qntz_fb=pdu.qntz_fb,
-        cpid=pdu.cpid,
-        qoff=pdu.qoff,
-        qdelta=pdu.qdelta,
-        encap_priority=pdu.encap_priority,
-        encap_da=str(pdu.encap_da),
-        msdu=bytes(pdu.msdu),
+        qntz_fb=pdu["qntz_fb"],
+        cpid=pdu["cpid"],
+        qoff=pdu["qoff"],
+        qdelta=pdu["qdelta"],
+        encap_priority=pdu["encap_priority"],
+        encap_da=_mac_str(pdu["encap_da"]),
+        msdu=bytes(frame[msdu_at : msdu_at + msdu_len]),
     )
 
 
 def _mac_str(b: bytes) -> str:
-    return ":".join(f"{x:02x}" for x in b)
+    return b.hex(":")
 
 
 def _mac_bytes(mac: str) -> bytes:

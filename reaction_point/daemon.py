@@ -46,6 +46,7 @@ DEFAULT_STATUS_DIR = Path("/run/qcn")
 STATUS_INTERVAL_S = 0.2
 RECV_BATCH = 256
 NEIGHBOUR_CACHE_S = 0.5
+RCVBUF_BYTES = 4 << 20
 IPV4_ETHERTYPE = b"\x08\x00"
 
 
@@ -124,6 +125,8 @@ class ReactionPoint:
         sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETHERTYPE_CNM))
         sock.bind((self.opt.iface, ETHERTYPE_CNM))
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        # Room for a burst of CNMs while the loop is busy with the kernel.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
         sock.setblocking(False)
         self._sock = sock
         self._tc = HtbLimiters(self.opt.iface).open()

@@ -11,7 +11,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from qcn.cp_model import CpDecision
-from qcn.frames import CNM, CnmRejectedError, CNTag, expected_cnm, parse_cnm
+from qcn.frames import CNM, CnmRejectedError, CNTag, decode_pdu, expected_cnm, parse_cnm
 
 # A sampled frame: dst 00:00:00:00:00:02, src 00:00:00:00:00:01, EtherType 0x88b5, 100 bytes.
 SAMPLED = bytes.fromhex("00000000000200000000000188b5") + bytes(range(100))
@@ -122,3 +122,22 @@ def test_cn_tag_round_trip() -> None:
     back: Any = Ether(raw)
     assert back[CNTag].flow_id == 0x1234
     assert back.haslayer(UDP)
+
+
+@given(st.binary(min_size=24, max_size=24))
+def test_fast_pdu_decoder_agrees_with_scapy_layer(pdu: bytes) -> None:
+    fast = decode_pdu(pdu)
+    layer: Any = CNM(pdu)
+    for name in (
+        "version",
+        "reserved_v",
+        "qntz_fb",
+        "cpid",
+        "qoff",
+        "qdelta",
+        "encap_priority",
+        "encap_reserved",
+        "msdu_len",
+    ):
+        assert fast[name] == getattr(layer, name), name
+    assert fast["encap_da"].hex(":") == layer.encap_da

@@ -11,7 +11,7 @@ from scapy.layers.l2 import Ether
 
 from controller import entries
 from qcn import frames, params
-from tests.toolchain import requires_p4lang
+from tests.toolchain import requires_tools
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFINES = ROOT / "p4src" / "include" / "defines.p4"
@@ -65,7 +65,7 @@ def test_cnm_header_layouts_agree() -> None:
     assert len(Ether() / frames.CNM()) == frames.CNM_HEADER_BYTES
 
 
-@requires_p4lang()
+@requires_tools("p4c")
 def test_p4c_compiles_cleanly(tmp_path: Path) -> None:
     r = subprocess.run(
         [

@@ -10,15 +10,15 @@ import pytest
 P4LANG_TOOLS = ("p4c", "simple_switch_grpc")
 
 
-def missing_p4lang() -> list[str]:
-    return [t for t in P4LANG_TOOLS if shutil.which(t) is None]
+def requires_tools(*tools: str) -> pytest.MarkDecorator:
+    missing = [t for t in tools if shutil.which(t) is None]
+    return pytest.mark.skipif(
+        bool(missing), reason=f"missing {', '.join(missing)} (p4lang toolchain: make deps)"
+    )
 
 
 def requires_p4lang() -> pytest.MarkDecorator:
-    missing = missing_p4lang()
-    return pytest.mark.skipif(
-        bool(missing), reason=f"p4lang toolchain missing: {', '.join(missing)} (make deps)"
-    )
+    return requires_tools(*P4LANG_TOOLS)
 
 
 def requires_root() -> pytest.MarkDecorator:

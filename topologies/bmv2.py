@@ -89,7 +89,7 @@ class Bmv2Process:
         if not available():
             raise Bmv2Error(f"{SIMPLE_SWITCH_GRPC} is not installed (try 'make deps')")
         self.config.log_file.parent.mkdir(parents=True, exist_ok=True)
-        self.config.log_file.write_text("")
+        self.log_path.write_text("")
         console = self.config.log_file.with_suffix(".console")
         with console.open("wb") as out:
             self._proc = subprocess.Popen(
@@ -133,10 +133,15 @@ class Bmv2Process:
             proc.kill()
             proc.wait()
 
+    @property
+    def log_path(self) -> Path:
+        """BMv2 appends ".txt" to the --log-file name."""
+        return self.config.log_file.with_name(self.config.log_file.name + ".txt")
+
     def log_tail(self, lines: int = 30) -> str:
         """The last lines of the switch's console output and log, for error messages."""
         parts = []
-        for f in (self.config.log_file.with_suffix(".console"), self.config.log_file):
+        for f in (self.config.log_file.with_suffix(".console"), self.log_path):
             if f.exists() and f.stat().st_size:
                 text = f.read_text(errors="replace").splitlines()[-lines:]
                 parts.append(f"--- last lines of {f} ---\n" + "\n".join(text))
