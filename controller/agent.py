@@ -18,8 +18,8 @@ from finsy import (
     P4TableMatch,
 )
 
-from controller.bmv2_thrift import Bmv2Thrift, Bmv2ThriftError
-from controller.config import ConfigError, NetworkConfig, SwitchConfig
+from controller.bmv2_thrift import Bmv2Thrift
+from controller.config import NetworkConfig, SwitchConfig
 from controller.entries import (
     COUNTERS,
     CP_CONFIG_TABLE,
@@ -36,7 +36,8 @@ from controller.entries import (
     l2_entry,
     sample_interval_entries,
 )
-from controller.p4runtime import P4RuntimeError, P4RuntimeSwitch
+from controller.errors import Bmv2ThriftError, ConfigError, P4RuntimeError
+from controller.p4runtime import P4RuntimeSwitch
 from qcn.params import PROB_ONE, W_ONE, CpParams, QcnParams, SamplingMode
 
 

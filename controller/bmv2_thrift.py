@@ -15,15 +15,13 @@ from typing import Any
 from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
 from thrift.transport import TSocket, TTransport
 
+from controller.errors import Bmv2ThriftError
+
 _SEARCH = (
     "/usr/local/lib/python3*/site-packages",
     "/usr/local/lib/python3*/dist-packages",
     "/usr/lib/python3/dist-packages",
 )
-
-
-class Bmv2ThriftError(RuntimeError):
-    """BMv2's Thrift API is unreachable or refused a call."""
 
 
 def _import(name: str) -> ModuleType:

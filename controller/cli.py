@@ -6,11 +6,14 @@ import argparse
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller import config
-from controller.agent import PortStatus, SwitchAgent
+from controller.errors import ConfigError
 from qcn.params import SamplingMode
+
+if TYPE_CHECKING:
+    from controller.agent import PortStatus
 
 DEFAULT_CONFIG = Path(os.environ.get("QCN_NETWORK", "qcn-network.toml"))
 
@@ -71,6 +74,8 @@ def _selected(net: config.NetworkConfig, names: list[str]) -> list[str]:
 
 
 def _up(args: argparse.Namespace) -> int:
+    from controller.agent import SwitchAgent  # noqa: PLC0415 - gRPC only when needed
+
     net = _network(args)
     for name in _selected(net, args.switch):
         with SwitchAgent(net, name, timeout_s=args.timeout) as agent:
@@ -80,6 +85,8 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _set(args: argparse.Namespace) -> int:
+    from controller.agent import SwitchAgent  # noqa: PLC0415 - gRPC only when needed
+
     changes: dict[str, Any] = {
         field: getattr(args, opt)
         for opt, (field, _, _) in SET_OPTIONS.items()
@@ -88,7 +95,7 @@ def _set(args: argparse.Namespace) -> int:
     if args.sampling:
         changes["sampling"] = args.sampling
     if not changes:
-        raise config.ConfigError("nothing to set: give at least one of --q-eq, --w, --p-base, ...")
+        raise ConfigError("nothing to set: give at least one of --q-eq, --w, --p-base, ...")
     net = _network(args)
     with SwitchAgent(net, args.switch, timeout_s=args.timeout) as agent:
         new = agent.set_cp(args.port, **changes)
@@ -100,6 +107,8 @@ def _set(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from controller.agent import SwitchAgent  # noqa: PLC0415 - gRPC only when needed
+
     net = _network(args)
     report: dict[str, list[PortStatus]] = {}
     for name in _selected(net, args.switch):
@@ -125,11 +134,13 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _queue(args: argparse.Namespace) -> int:
+    from controller.agent import SwitchAgent  # noqa: PLC0415 - gRPC only when needed
+
     if args.rate_pps is None and args.depth_pkts is None:
-        raise config.ConfigError("give --rate-pps and/or --depth-pkts")
+        raise ConfigError("give --rate-pps and/or --depth-pkts")
     for value, what in ((args.rate_pps, "--rate-pps"), (args.depth_pkts, "--depth-pkts")):
         if value is not None and value < 0:
-            raise config.ConfigError(f"{what} must be >= 0")
+            raise ConfigError(f"{what} must be >= 0")
     net = _network(args)
     with SwitchAgent(net, args.switch, timeout_s=args.timeout) as agent:
         agent.set_queue(args.port, args.rate_pps, args.depth_pkts)

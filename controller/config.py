@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from controller.errors import ConfigError
 from qcn.params import CpParams, ParamError, QcnParams
 
 MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
@@ -50,10 +51,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_P4INFO = ROOT / "build" / "qcn_cp.p4info.txtpb"
 DEFAULT_BMV2_JSON = ROOT / "build" / "qcn_cp.json"
 MAX_PORT = 510  # port_t is 9 bits; 511 is BMv2's drop port
-
-
-class ConfigError(ValueError):
-    """An invalid network configuration; the message names the file and the field."""
 
 
 @dataclass(frozen=True)

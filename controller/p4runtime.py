@@ -17,18 +17,12 @@ from typing import Any, TypeVar
 
 import finsy
 
+from controller.errors import NotPrimaryError, P4RuntimeError
+
 T = TypeVar("T")
 
 # finsy logs every gRPC hiccup and that BMv2 has no gNMI; our errors say what matters.
 logging.getLogger("finsy").setLevel(logging.CRITICAL)
-
-
-class P4RuntimeError(RuntimeError):
-    """A P4Runtime operation failed; the message says which and why."""
-
-
-class NotPrimaryError(P4RuntimeError):
-    """Another controller with a higher election id is primary for this switch."""
 
 
 class P4RuntimeSwitch:

@@ -26,9 +26,7 @@ def _params_command(args: argparse.Namespace) -> int:
 
 def _user_errors() -> tuple[type[Exception], ...]:
     """Errors that are the user's to fix: reported in one line, never as a traceback."""
-    from controller.bmv2_thrift import Bmv2ThriftError  # noqa: PLC0415
-    from controller.config import ConfigError  # noqa: PLC0415
-    from controller.p4runtime import P4RuntimeError  # noqa: PLC0415
+    from controller.errors import Bmv2ThriftError, ConfigError, P4RuntimeError  # noqa: PLC0415
     from reaction_point.cli import RpUsageError  # noqa: PLC0415
 
     return (ParamError, ConfigError, P4RuntimeError, Bmv2ThriftError, RpUsageError)

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from controller import config
-from controller.config import ConfigError
 from controller.entries import (
     CpPort,
     cnm_clone_session,
@@ -18,6 +17,7 @@ from controller.entries import (
     l2_entry,
     sample_interval_entries,
 )
+from controller.errors import ConfigError
 from qcn.params import CpParams, SamplingMode
 
 NETWORK = """
