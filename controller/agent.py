@@ -260,6 +260,7 @@ class SwitchAgent:
         return out
 
     def status(self) -> list[PortStatus]:
+        self.connect()  # a switch with no ports configured must still answer
         rows = []
         try:
             thrift: Bmv2Thrift | None = self.thrift()

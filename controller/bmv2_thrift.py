@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import importlib
+import logging
 import sys
 from types import ModuleType
 from typing import Any
@@ -16,6 +17,9 @@ from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
 from thrift.transport import TSocket, TTransport
 
 from controller.errors import Bmv2ThriftError
+
+# The thrift library logs connection failures itself; Bmv2ThriftError says it once.
+logging.getLogger("thrift").setLevel(logging.CRITICAL)
 
 _SEARCH = (
     "/usr/local/lib/python3*/site-packages",

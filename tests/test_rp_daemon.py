@@ -27,6 +27,7 @@ from scapy.layers.l2 import Ether
 from qcn.frames import CNM
 from qcn.params import QcnParams, RpParams
 from reaction_point.rules import RateLimiterRules
+from tests.netns_helpers import delete_netns, run, send_frames
 from tests.toolchain import requires_root
 
 pytestmark = [
@@ -54,10 +55,6 @@ class Hosts:
     @property
     def if2(self) -> str:
         return f"{self.h2}-eth0"
-
-
-def run(*cmd: str) -> None:
-    subprocess.run(cmd, check=True, capture_output=True)
 
 
 @pytest.fixture(scope="module")
@@ -117,9 +114,7 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosts]:
         )
         yield h
     finally:
-        for ns in (h.h1, h.h2):
-            subprocess.run(["ip", "netns", "pids", ns], capture_output=True, check=False)
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+        delete_netns(h.h1, h.h2)
 
 
 class Daemon:
@@ -209,24 +204,6 @@ def cnm(qntz_fb: int, encap_da: str = H2_MAC, dst: str = H1_MAC, **kw: Any) -> b
     return bytes(
         Ether(dst=dst, src="02:00:00:00:00:fe")
         / CNM(qntz_fb=qntz_fb, encap_da=encap_da, msdu=b"\x08\x00" + msdu, **kw)
-    )
-
-
-def send_frames(ns: str, iface: str, frames: list[bytes]) -> None:
-    """Send raw frames out of ``iface`` in namespace ``ns`` (one helper process)."""
-    code = (
-        "import socket,sys\n"
-        "s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n"
-        f"s.bind(({iface!r},0))\n"
-        "for h in sys.stdin.read().split():\n"
-        "    f=bytes.fromhex(h)\n"
-        "    s.send(f) if len(f)>=14 else None\n"
-    )
-    subprocess.run(
-        ["ip", "netns", "exec", ns, sys.executable, "-c", code],
-        input="\n".join(f.hex() for f in frames),
-        text=True,
-        check=True,
     )
 
 

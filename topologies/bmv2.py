@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pyroute2 import netns
+
 SIMPLE_SWITCH_GRPC = "simple_switch_grpc"
 
 
@@ -38,13 +40,17 @@ class Bmv2Config:
     log_level: str = "warn"
     """BMv2 log level; "trace" logs every packet but cuts throughput several-fold."""
     extra_args: tuple[str, ...] = field(default_factory=tuple)
+    netns: str | None = None
+    """Run inside this network namespace (readiness is then probed from inside it)."""
 
     @property
     def grpc_address(self) -> str:
         return f"{self.grpc_host}:{self.grpc_port}"
 
     def command(self) -> list[str]:
+        prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
         cmd = [
+            *prefix,
             SIMPLE_SWITCH_GRPC,
             "--device-id",
             str(self.device_id),
@@ -114,13 +120,18 @@ class Bmv2Process:
         return self._proc.pid if self._proc else None
 
     def _grpc_open(self) -> bool:
+        addr = (self.config.grpc_host, self.config.grpc_port)
         try:
-            with socket.create_connection(
-                (self.config.grpc_host, self.config.grpc_port), timeout=0.2
-            ):
-                return True
+            if self.config.netns:
+                with netns.create_socket(self.config.netns) as sock:
+                    sock.settimeout(0.2)
+                    sock.connect(addr)
+            else:
+                with socket.create_connection(addr, timeout=0.2):
+                    pass
         except OSError:
             return False
+        return True
 
     def stop(self, timeout_s: float = 5.0) -> None:
         proc, self._proc = self._proc, None
