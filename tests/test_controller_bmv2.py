@@ -61,7 +61,7 @@ class Lab:
             assert r.returncode == 0, r.stdout + r.stderr
         return r
 
-    def show(self) -> dict[str, Any]:
+    def show(self) -> dict[int, Any]:
         ports = json.loads(self.ctl("show", "--json").stdout)["s1"]
         return {p["port"]: p for p in ports}
 
