@@ -7,6 +7,8 @@ Live tuning validates the new parameters first; an invalid value changes nothing
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -71,10 +73,14 @@ class ReconcileReport:
 class SwitchAgent:
     """One switch as the controller sees it: its config, P4Runtime and Thrift."""
 
-    def __init__(self, net: NetworkConfig, name: str, *, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, net: NetworkConfig, name: str, *, timeout_s: float = 5.0, read_only: bool = False
+    ) -> None:
         self.net = net
         self.cfg: SwitchConfig = net.switch(name)
         self.timeout_s = timeout_s
+        self.read_only = read_only
+        """Reads only: a backup connection will do (e.g. beside a running `qcn ctl run`)."""
         self._p4rt: P4RuntimeSwitch | None = None
 
     # -- connections -------------------------------------------------------------------------
@@ -89,7 +95,7 @@ class SwitchAgent:
                 election_id=self.cfg.election_id,
                 name=self.cfg.name,
                 timeout_s=self.timeout_s,
-            ).open()
+            ).open(require_primary=not self.read_only)
         return self._p4rt
 
     def thrift(self) -> Bmv2Thrift:
@@ -192,6 +198,41 @@ class SwitchAgent:
         if insert:
             sw.insert(insert)
         return ReconcileReport(len(insert), len(modify), len(delete))
+
+    def healthy(self) -> bool:
+        """True if the connection answers and the switch still holds our pipeline."""
+        if self._p4rt is None:
+            return False
+        try:
+            self._p4rt.read(P4TableEntry(CP_CONFIG_TABLE))
+        except P4RuntimeError:
+            return False
+        return True
+
+    def keep_up(
+        self, stop: Callable[[], bool], interval_s: float = 1.0, log: Callable[[str], None] = print
+    ) -> None:
+        """Hold the switch in its configured state until ``stop()``: after a lost
+        connection or a switch restart, reconnect and bring it up again."""
+        was_up = False
+        while not stop():
+            if not self.healthy():
+                if was_up:
+                    log(f"{self.cfg.name}: connection lost; reconnecting")
+                self.close()
+                try:
+                    r = self.bring_up()
+                except (P4RuntimeError, Bmv2ThriftError) as e:
+                    if was_up:
+                        log(f"{self.cfg.name}: not reachable yet ({e})")
+                    was_up = False
+                else:
+                    log(
+                        f"{self.cfg.name}: up ({r.inserted} inserted, {r.modified} modified, "
+                        f"{r.deleted} deleted)"
+                    )
+                    was_up = True
+            time.sleep(interval_s)
 
     # -- live tuning -------------------------------------------------------------------------
 

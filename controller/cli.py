@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +56,13 @@ def register(sub: Any) -> None:
     show.add_argument("switch", nargs="*", help="only these switches (default: all)")
     show.add_argument("--json", action="store_true", help="machine-readable output")
     show.set_defaults(func=_show)
+
+    rn = cmds.add_parser(
+        "run", help="keep switches in their configured state (re-push after a restart)"
+    )
+    rn.add_argument("switch", nargs="*", help="only these switches (default: all)")
+    rn.add_argument("--interval", type=float, default=1.0, help="health check period, s")
+    rn.set_defaults(func=_run)
 
     q = cmds.add_parser("queue", help="set a port's BMv2 queue rate and depth (Thrift)")
     q.add_argument("switch")
@@ -112,7 +121,7 @@ def _show(args: argparse.Namespace) -> int:
     net = _network(args)
     report: dict[str, list[PortStatus]] = {}
     for name in _selected(net, args.switch):
-        with SwitchAgent(net, name, timeout_s=args.timeout) as agent:
+        with SwitchAgent(net, name, timeout_s=args.timeout, read_only=True) as agent:
             report[name] = agent.status()
     if args.json:
         print(json.dumps({n: [r.to_json() for r in rows] for n, rows in report.items()}, indent=2))
@@ -130,6 +139,37 @@ def _show(args: argparse.Namespace) -> int:
                 f"{name:8} {r.port:>4} {cp:24} {c['cp_frames']:>9} {c['cp_samples']:>8} "
                 f"{c['cp_cnms']:>7} {c['cnm_edge_drops']:>10} {depth:>6}"
             )
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from controller.agent import SwitchAgent  # noqa: PLC0415 - gRPC only when needed
+
+    net = _network(args)
+    names = _selected(net, args.switch)
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    agents = [SwitchAgent(net, n, timeout_s=args.timeout) for n in names]
+    threads = [
+        threading.Thread(
+            target=a.keep_up,
+            args=(stopping.is_set, args.interval, lambda m: print(m, flush=True)),
+            daemon=True,
+        )
+        for a in agents
+    ]
+    for t in threads:
+        t.start()
+    print(f"qcn ctl: holding {', '.join(names)}; Ctrl-C to stop", flush=True)
+    try:
+        while not stopping.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        stopping.set()
+    for t in threads:
+        t.join(timeout=args.timeout + args.interval + 1)
+    for a in agents:
+        a.close()
     return 0
 
 

@@ -57,20 +57,23 @@ class P4RuntimeSwitch:
 
     # -- life cycle --------------------------------------------------------------------------
 
-    def open(self) -> P4RuntimeSwitch:
-        """Connect, win arbitration and push the pipeline if it differs."""
+    def open(self, *, require_primary: bool = True) -> P4RuntimeSwitch:
+        """Connect, win arbitration and push the pipeline if it differs.
+
+        With ``require_primary=False`` a backup connection is accepted (reads only).
+        """
         self._thread.start()
         try:
             self._switch = self._call(self._open(), what="connect")
         except BaseException:
             self.close()
             raise
-        if not self._switch.is_primary:
+        if require_primary and not self._switch.is_primary:
             primary = self._switch.primary_id
             self.close()
             raise NotPrimaryError(
                 f"{self.address}: not primary (election id {self._options.initial_election_id}"
-                f" < the primary's {primary}); another controller owns this switch"
+                f" is not above the primary's {primary}); another controller owns this switch"
             )
         return self
 
@@ -134,3 +137,7 @@ class P4RuntimeSwitch:
             ) from None
         except finsy.P4ClientError as e:
             raise P4RuntimeError(f"{self.address}: {what} failed: {e}") from None
+        except Exception as e:  # finsy asserts when its channel is down (switch gone)
+            raise P4RuntimeError(
+                f"{self.address}: {what} failed: {type(e).__name__} {e}".rstrip()
+            ) from None

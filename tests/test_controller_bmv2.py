@@ -256,10 +256,12 @@ def test_second_controller_with_lower_election_id_is_told_not_primary(lab: Lab) 
         assert holder.stdout is not None
         assert holder.stdout.readline().strip() == "primary"
         started = time.monotonic()
-        r = lab.ctl("--timeout", "5", "show", check=False)
+        r = lab.ctl("--timeout", "5", "set", "s1", "2", "--q-eq", "25", check=False)
         assert time.monotonic() - started < 10  # an answer, not a hang
         assert r.returncode == 2
         assert "not primary" in r.stderr
+        # Reads need no primacy: `show` works beside the other controller.
+        assert lab.show()[2]["cp"]["q_eq_pkts"] != 25
     finally:
         holder.communicate(input="", timeout=10)
 
@@ -292,3 +294,39 @@ def test_unreachable_switch_is_a_clear_error(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert "127.0.0.1:1: connect failed" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_switch_restart_restores_state(lab: Lab, tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    with log.open("w") as out:
+        holder = subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                lab.ns,
+                sys.executable,
+                "-m",
+                "qcn.cli",
+                "ctl",
+                "-c",
+                str(lab.config),
+                "run",
+                "--interval",
+                "0.2",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+    try:
+        assert wait_for(lambda: log.read_text().count("s1: up") == 1, 15), log.read_text()
+        lab.switch.stop()
+        lab.switch.start()  # a fresh switch: no pipeline, no entries
+        assert wait_for(lambda: log.read_text().count("s1: up") == 2, 30), log.read_text()
+        cp = lab.show()[2]["cp"]
+        assert cp is not None
+        assert cp["q_eq_pkts"] == 22
+    finally:
+        holder.terminate()
+        holder.wait(15)
