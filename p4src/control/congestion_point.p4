@@ -28,26 +28,17 @@ control CongestionPoint(inout headers_t hdr,
     counter(NUM_PORTS_DEF, CounterType.packets) cp_samples;
     counter(NUM_PORTS_DEF, CounterType.packets) cp_cnms;
 
-    bit<32> q_eq = 0;
-    bit<32> w_fp = 0;
-    bit<32> fbmax_fp = 0;
-    bit<64> fb_mult = 0;
-    bit<32> p_base_fp = 0;
-    bit<32> p_scale_fp = 0;
-    bit<8>  sampling_mode = SAMPLING_BERNOULLI;
-    bit<32> interval_base_bytes = 0;
-    bit<32> interval_jitter_span = 0;
 
     action set_cp(bit<32> q_eq_pkts, bit<32> w_fixed, bit<32> fbmax_fixed, bit<64> fb_multiplier,
                   bit<32> p_base_fixed, bit<32> p_scale_fixed, bit<8> sampling,
                   bit<64> cpid, mac_addr_t cp_mac) {
-        q_eq = q_eq_pkts;
-        w_fp = w_fixed;
-        fbmax_fp = fbmax_fixed;
-        fb_mult = fb_multiplier;
-        p_base_fp = p_base_fixed;
-        p_scale_fp = p_scale_fixed;
-        sampling_mode = sampling;
+        meta.cp.q_eq = q_eq_pkts;
+        meta.cp.w_fp = w_fixed;
+        meta.cp.fbmax_fp = fbmax_fixed;
+        meta.cp.fb_mult = fb_multiplier;
+        meta.cp.p_base_fp = p_base_fixed;
+        meta.cp.p_scale_fp = p_scale_fixed;
+        meta.cp.sampling_mode = sampling;
         meta.cnm_cpid = cpid;
         meta.cnm_cp_mac = cp_mac;
     }
@@ -66,8 +57,8 @@ control CongestionPoint(inout headers_t hdr,
     }
 
     action set_sample_interval(bit<32> base_bytes, bit<32> jitter_span_bytes) {
-        interval_base_bytes = base_bytes;
-        interval_jitter_span = jitter_span_bytes;
+        meta.cp.interval_base_bytes = base_bytes;
+        meta.cp.interval_jitter_span = jitter_span_bytes;
     }
 
     // Byte-interval mode: the 802.1Qau table, 8 rows per port indexed by QntzFb >> 3.
@@ -84,6 +75,73 @@ control CongestionPoint(inout headers_t hdr,
         size = SAMPLE_INTERVAL_TABLE_SIZE;
     }
 
+    // Locals shared by the actions below (the controller's parameters and the results).
+    bit<32> q;
+    int<32> qoff;
+    int<32> qdelta;
+    int<32> fb_fp;
+    bit<64> qntz_fb;
+    bool sampled;
+
+    // Fb and QntzFb of this frame in one action, with conditional expressions rather
+    // than if-statements: p4c gives BMv2 a table per straight-line block, and each table
+    // costs per packet (bench/pipeline_bench.py).
+    action compute_feedback() {
+        bit<32> port = (bit<32>)standard_metadata.egress_port;
+        q = (bit<32>)standard_metadata.enq_qdepth;
+        last_qdepth.write(port, q);
+        cp_frames.count(port);
+        bit<32> q_old_val;
+        q_old.read(q_old_val, port);
+        qoff = (int<32>)q - (int<32>)meta.cp.q_eq;
+        qdelta = (int<32>)q - (int<32>)q_old_val;
+        fb_fp = -((qoff << W_FRAC_BITS) + (int<32>)meta.cp.w_fp * qdelta);
+        bit<32> magnitude = fb_fp < 0 ? (bit<32>)(-fb_fp) : 0;
+        magnitude = magnitude > meta.cp.fbmax_fp ? meta.cp.fbmax_fp : magnitude;
+        qntz_fb = ((bit<64>)magnitude * meta.cp.fb_mult) >> QNTZ_SHIFT;
+        qntz_fb = qntz_fb > QNTZ_FB_MAX ? QNTZ_FB_MAX : qntz_fb;
+        // Bernoulli mode: p = p_base + QntzFb * p_scale, in 24-bit fixed point.
+        bit<32> r;
+        random(r, 0, PROB_ONE - 1);
+        sampled = meta.cp.sampling_mode == SAMPLING_BERNOULLI
+                  && r < meta.cp.p_base_fp + (bit<32>)qntz_fb * meta.cp.p_scale_fp;
+    }
+
+    // Byte-interval mode: count the frame down; when the counter runs out, sample and
+    // reload it from the interval table row QntzFb >> 3, +/- jitter.
+    action count_bytes(out int<32> left) {
+        bytes_to_sample.read(left, (bit<32>)standard_metadata.egress_port);
+        left = left - (int<32>)standard_metadata.packet_length;
+        sampled = left <= 0;
+        meta.sample_interval_idx = (bit<3>)(qntz_fb >> 3);
+    }
+
+    action reload_bytes(inout int<32> left) {
+        bit<32> jitter;
+        random(jitter, 0, meta.cp.interval_jitter_span);
+        left = (int<32>)(meta.cp.interval_base_bytes - (meta.cp.interval_jitter_span >> 1) + jitter);
+    }
+
+    action record_sample() {
+        bit<32> port = (bit<32>)standard_metadata.egress_port;
+        cp_samples.count(port);
+        q_old.write(port, q);
+    }
+
+    // A CNM for this frame: the E2E clone carries what CnmBuilder needs.
+    action request_cnm() {
+        cp_cnms.count((bit<32>)standard_metadata.egress_port);
+        meta.cnm_qntz_fb = (bit<8>)qntz_fb;
+        // Saturate to the 16-bit signed fields of the CNM (qoff >= -meta.cp.q_eq > -32768).
+        meta.cnm_qoff = (bit<16>)(bit<32>)(qoff > 32767 ? 32767 : qoff);
+        meta.cnm_qdelta = (bit<16>)(bit<32>)(qdelta > 32767 ? 32767
+                          : (qdelta < -32768 ? -32768 : qdelta));
+        meta.cnm_sampled_bytes = standard_metadata.packet_length;
+        clone_preserving_field_list(CloneType.E2E,
+                                    CNM_SESSION_BASE + (bit<32>)standard_metadata.ingress_port,
+                                    CNM_FIELD_LIST);
+    }
+
     apply {
         // Only well-formed unicast-sourced data frames are candidates: never a CNM, never
         // a frame the parser could not read, never a group source address.
@@ -95,64 +153,21 @@ control CongestionPoint(inout headers_t hdr,
         if (!cp_config.apply().hit) {
             return;
         }
-        bit<32> port = (bit<32>)standard_metadata.egress_port;
-        bit<32> q = (bit<32>)standard_metadata.enq_qdepth;
-        last_qdepth.write(port, q);
-        cp_frames.count(port);
-
-        bit<32> q_old_val;
-        q_old.read(q_old_val, port);
-        int<32> qoff = (int<32>)q - (int<32>)q_eq;
-        int<32> qdelta = (int<32>)q - (int<32>)q_old_val;
-        int<32> fb_fp = -((qoff << W_FRAC_BITS) + (int<32>)w_fp * qdelta);
-
-        bit<64> qntz_fb = 0;
-        if (fb_fp < 0) {
-            bit<32> magnitude = (bit<32>)(-fb_fp);
-            if (magnitude > fbmax_fp) {
-                magnitude = fbmax_fp;
-            }
-            qntz_fb = ((bit<64>)magnitude * fb_mult) >> QNTZ_SHIFT;
-            if (qntz_fb > QNTZ_FB_MAX) {
-                qntz_fb = QNTZ_FB_MAX;
-            }
-        }
-
-        bool sampled = false;
-        if (sampling_mode == SAMPLING_BERNOULLI) {
-            bit<32> r;
-            random(r, 0, PROB_ONE - 1);
-            sampled = r < p_base_fp + (bit<32>)qntz_fb * p_scale_fp;
-        } else if (sampling_mode == SAMPLING_BYTE_INTERVAL) {
+        compute_feedback();
+        if (meta.cp.sampling_mode == SAMPLING_BYTE_INTERVAL) {
             int<32> left;
-            bytes_to_sample.read(left, port);
-            left = left - (int<32>)standard_metadata.packet_length;
-            if (left <= 0) {
-                sampled = true;
-                meta.sample_interval_idx = (bit<3>)(qntz_fb >> 3);
+            count_bytes(left);
+            if (sampled) {
                 sample_interval.apply();
-                bit<32> jitter;
-                random(jitter, 0, interval_jitter_span);
-                left = (int<32>)(interval_base_bytes - (interval_jitter_span >> 1) + jitter);
+                reload_bytes(left);
             }
-            bytes_to_sample.write(port, left);
+            bytes_to_sample.write((bit<32>)standard_metadata.egress_port, left);
         }
-        if (!sampled) {
-            return;
-        }
-        cp_samples.count(port);
-        q_old.write(port, q);
-        if (fb_fp < 0) {
-            cp_cnms.count(port);
-            meta.cnm_qntz_fb = (bit<8>)qntz_fb;
-            // Saturate to the 16-bit signed fields of the CNM.
-            meta.cnm_qoff = (bit<16>)(bit<32>)(qoff > 32767 ? 32767 : qoff);
-            meta.cnm_qdelta = (bit<16>)(bit<32>)(qdelta > 32767 ? 32767
-                              : (qdelta < -32768 ? -32768 : qdelta));
-            meta.cnm_sampled_bytes = standard_metadata.packet_length;
-            clone_preserving_field_list(CloneType.E2E,
-                                        CNM_SESSION_BASE + (bit<32>)standard_metadata.ingress_port,
-                                        CNM_FIELD_LIST);
+        if (sampled) {
+            record_sample();
+            if (fb_fp < 0) {
+                request_cnm();
+            }
         }
     }
 }

@@ -89,7 +89,22 @@ struct headers_t {
     udp_t            udp;
 }
 
-// What a sampled frame hands to its CNM clone (kept by clone_preserving_field_list).
+// One egress port's CP parameters, written by cp_config's action.  Metadata starts
+// zeroed, so unlike control locals these cost no per-packet initialisation.
+struct cp_params_t {
+    bit<32> q_eq;
+    bit<32> w_fp;
+    bit<32> fbmax_fp;
+    bit<64> fb_mult;
+    bit<32> p_base_fp;
+    bit<32> p_scale_fp;
+    bit<8>  sampling_mode;
+    bit<32> interval_base_bytes;
+    bit<32> interval_jitter_span;
+}
+
+// The @field_list fields are what a sampled frame hands to its CNM clone (kept by
+// clone_preserving_field_list).
 struct local_metadata_t {
     @field_list(CNM_FIELD_LIST) bit<8>     cnm_qntz_fb;
     @field_list(CNM_FIELD_LIST) bit<16>    cnm_qoff;
@@ -98,6 +113,7 @@ struct local_metadata_t {
     @field_list(CNM_FIELD_LIST) bit<64>    cnm_cpid;
     @field_list(CNM_FIELD_LIST) mac_addr_t cnm_cp_mac;
     bit<3> sample_interval_idx;
+    cp_params_t cp;
 }
 
 #endif  // __HEADERS_P4__

@@ -1,0 +1,65 @@
+"""A throwaway network namespace with one BMv2 and veth-attached ports, for benchmarks.
+
+The benchmark process moves itself into the namespace (so gRPC on the switch's loopback
+is reachable) and the namespace, veths and switch are removed on exit, whatever happens.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pyroute2 import IPRoute, netns
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from topologies.bmv2 import Bmv2Config, Bmv2Process  # noqa: E402
+
+
+def compile_p4(source: Path, out_dir: Path) -> tuple[Path, Path]:
+    """p4c for BMv2: (P4Info text file, BMv2 JSON)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    p4info = out_dir / f"{source.stem}.p4info.txtpb"
+    subprocess.run(
+        ["p4c", "--target", "bmv2", "--arch", "v1model", "-I", str(ROOT / "p4src"),
+         "--p4runtime-files", str(p4info), "-o", str(out_dir), str(source)],
+        check=True,
+    )  # fmt: skip
+    return p4info, out_dir / f"{source.stem}.json"
+
+
+@contextmanager
+def namespace(num_ports: int) -> Iterator[str]:
+    """Enter a fresh namespace with veth pairs swN <-> hN (N < num_ports), all up."""
+    name = f"qcnbench{os.getpid()}"
+    netns.create(name)
+    try:
+        netns.setns(name, flags=0)
+        for conf in ("all", "default"):
+            Path(f"/proc/sys/net/ipv6/conf/{conf}/disable_ipv6").write_text("1")
+        with IPRoute() as ipr:
+            ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+            for i in range(num_ports):
+                ipr.link("add", ifname=f"sw{i}", kind="veth", peer={"ifname": f"h{i}"})
+                for dev in (f"sw{i}", f"h{i}"):
+                    ipr.link("set", index=ipr.link_lookup(ifname=dev)[0], state="up")
+        yield name
+    finally:
+        netns.remove(name)
+
+
+@contextmanager
+def switch(num_ports: int, workdir: Path) -> Iterator[Bmv2Process]:
+    sw = Bmv2Process(
+        Bmv2Config(ports={i: f"sw{i}" for i in range(num_ports)}, log_file=workdir / "sw.log")
+    )
+    sw.start()
+    try:
+        yield sw
+    finally:
+        sw.stop()

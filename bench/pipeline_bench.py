@@ -1,0 +1,169 @@
+"""Pipeline benchmark: packets/s of the CP pipeline vs a plain L2 program, same BMv2.
+
+    python bench/pipeline_bench.py [--frames N] [--rounds R]
+
+Both programs run on the same simple_switch_grpc build, with the same traffic: a paced
+sender offers 100-byte frames from h0 at a rate both keep up with, the receiver counts
+what comes out of h1, and the switch process's CPU time is read from /proc (its idle CPU
+rate, measured just before, subtracted).  A program's figure is packets forwarded per
+CPU-second: the rate one core of this machine sustains with it.  (Measuring under
+overload instead is no use on 2 cores: BMv2's pcap input then loses frames erratically
+and sender, receiver and switch fight for the same CPUs.)  The CP pipeline runs with a CP on the egress port (seeds'
+defaults: Bernoulli sampling at 1 %, nothing congested, so it computes Fb for every frame
+but sends no CNMs).  Rounds alternate between the programs; medians are compared.
+
+Target (issue 3): qcn / l2 >= 0.9.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lab import ROOT, compile_p4, namespace, switch
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from controller.entries import CpPort, cp_entries, l2_entry
+from controller.p4runtime import P4RuntimeSwitch
+from qcn.params import CpParams
+
+H0_MAC, H1_MAC = "00:00:00:00:00:01", "00:00:00:00:00:02"
+
+COUNTER = """
+import socket, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+s.bind(("h1", 0))
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 20)
+s.settimeout(2.0)
+n, first, last = 0, None, None
+print("ready", flush=True)
+while True:
+    try:
+        s.recv(2048)
+    except TimeoutError:
+        break
+    now = time.monotonic()
+    first = first or now
+    last = now
+    n += 1
+print(n, (n - 1) / (last - first) if n > 1 else 0.0)
+"""
+
+SENDER = """
+import socket, sys, time
+frame = bytes.fromhex(sys.argv[1])
+rate, duration = float(sys.argv[2]), float(sys.argv[3])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind(("h0", 0))
+start = time.perf_counter()
+sent = 0
+while True:
+    now = time.perf_counter() - start
+    if now >= duration:
+        break
+    due = int(now * rate)
+    while sent < due:
+        try:
+            s.send(frame)
+        except OSError:
+            pass
+        sent += 1
+    time.sleep(0.0005)
+print(sent)
+"""
+
+
+def measure(rate_pps: float, duration_s: float) -> tuple[int, float]:
+    """Offer ``rate_pps`` for ``duration_s``; return (frames offered, frames/s delivered)."""
+    frame = bytes(
+        Ether(src=H0_MAC, dst=H1_MAC) / IP(src="10.0.0.1", dst="10.0.0.2") / UDP() / bytes(58)
+    )
+    counter = subprocess.Popen([sys.executable, "-c", COUNTER], stdout=subprocess.PIPE, text=True)
+    assert counter.stdout is not None
+    counter.stdout.readline()
+    sent = subprocess.run(
+        [sys.executable, "-c", SENDER, frame.hex(), str(rate_pps), str(duration_s)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    received, pps = counter.communicate(timeout=120)[0].split()
+    return int(sent), float(pps) if int(received) > 0.5 * int(sent) else 0.0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all its threads), seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_program(
+    name: str, p4info: Path, bmv2_json: Path, workdir: Path, rate: float, seconds: float
+) -> float:
+    """Packets forwarded per CPU-second of the switch, at an offered rate it keeps up with."""
+    with switch(2, workdir) as sw, P4RuntimeSwitch("127.0.0.1:9559", p4info, bmv2_json) as p4rt:
+        entities = [l2_entry(H1_MAC, 1)]
+        if name == "qcn":
+            entities += cp_entries(CpPort.with_default_cpid(1, CpParams(), "02:00:00:00:00:fe"))
+        p4rt.insert(entities)
+        assert sw.pid is not None
+        idle_start = cpu_seconds(sw.pid)
+        time.sleep(seconds)
+        idle_rate = (cpu_seconds(sw.pid) - idle_start) / seconds
+        busy_start = cpu_seconds(sw.pid)
+        t0 = time.monotonic()
+        sent, delivered = measure(rate, seconds)
+        elapsed = time.monotonic() - t0
+        cpu = cpu_seconds(sw.pid) - busy_start - idle_rate * elapsed
+    forwarded = delivered * seconds
+    if forwarded < 0.99 * sent:
+        print(f"  {name}: only {forwarded:.0f} of {sent} forwarded; lower --rate")
+    per_cpu_s = forwarded / cpu
+    print(
+        f"  {name:4}: {per_cpu_s:9,.0f} packets per switch CPU-second "
+        f"({forwarded:.0f} packets, {cpu:.2f} CPU-s)",
+        flush=True,
+    )
+    return per_cpu_s
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rate", type=float, default=10_000, help="offered packets/s")
+    parser.add_argument("--seconds", type=float, default=3.0, help="per measurement")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("pipeline_bench: needs root (namespaces)")
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        programs = {
+            "l2": compile_p4(ROOT / "bench" / "l2_baseline.p4", work / "l2"),
+            "qcn": compile_p4(ROOT / "p4src" / "qcn_cp.p4", work / "qcn"),
+        }
+        results: dict[str, list[float]] = {"l2": [], "qcn": []}
+        with namespace(2):
+            for r in range(args.rounds):
+                print(f"round {r + 1}/{args.rounds}", flush=True)
+                for name, (p4info, bmv2_json) in programs.items():
+                    results[name].append(
+                        run_program(
+                            name, p4info, bmv2_json, work / f"{name}{r}", args.rate, args.seconds
+                        )
+                    )
+    l2, qcn = statistics.median(results["l2"]), statistics.median(results["qcn"])
+    print(f"pipeline: l2 baseline {l2:,.0f}, qcn {qcn:,.0f} packets per CPU-second (medians)")
+    print(f"pipeline: qcn / l2 = {qcn / l2:.2f} (target >= 0.9)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
