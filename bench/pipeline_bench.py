@@ -8,9 +8,10 @@ what comes out of h1, and the switch process's CPU time is read from /proc (its 
 rate, measured just before, subtracted).  A program's figure is packets forwarded per
 CPU-second: the rate one core of this machine sustains with it.  (Measuring under
 overload instead is no use on 2 cores: BMv2's pcap input then loses frames erratically
-and sender, receiver and switch fight for the same CPUs.)  The CP pipeline runs with a CP on the egress port (seeds'
-defaults: Bernoulli sampling at 1 %, nothing congested, so it computes Fb for every frame
-but sends no CNMs).  Rounds alternate between the programs; medians are compared.
+and sender, receiver and switch fight for the same CPUs.)  The CP pipeline runs with a CP
+on the egress port (seeds' defaults: Bernoulli sampling at 1 %, nothing congested, so it
+computes Fb for every frame but sends no CNMs).  Rounds alternate between the programs;
+medians are compared.
 
 Target (issue 3): qcn / l2 >= 0.9.
 """
@@ -105,9 +106,10 @@ def cpu_seconds(pid: int) -> float:
 
 
 def run_program(
-    name: str, p4info: Path, bmv2_json: Path, workdir: Path, rate: float, seconds: float
+    name: str, program: tuple[Path, Path], workdir: Path, *, rate: float, seconds: float
 ) -> float:
     """Packets forwarded per CPU-second of the switch, at an offered rate it keeps up with."""
+    p4info, bmv2_json = program
     with switch(2, workdir) as sw, P4RuntimeSwitch("127.0.0.1:9559", p4info, bmv2_json) as p4rt:
         entities = [l2_entry(H1_MAC, 1)]
         if name == "qcn":
@@ -153,10 +155,10 @@ def main() -> int:
         with namespace(2):
             for r in range(args.rounds):
                 print(f"round {r + 1}/{args.rounds}", flush=True)
-                for name, (p4info, bmv2_json) in programs.items():
+                for name, program in programs.items():
                     results[name].append(
                         run_program(
-                            name, p4info, bmv2_json, work / f"{name}{r}", args.rate, args.seconds
+                            name, program, work / f"{name}{r}", rate=args.rate, seconds=args.seconds
                         )
                     )
     l2, qcn = statistics.median(results["l2"]), statistics.median(results["qcn"])
