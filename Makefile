@@ -61,6 +61,9 @@ ptf: venv build  ## PTF tests of the pipeline on simple_switch_grpc (needs root 
 
 bench: venv  ## benchmarks (each prints its figures and ratios against a same-run baseline)
 	$(PY) bench/rp_bench.py
+	@if command -v p4c >/dev/null && command -v simple_switch_grpc >/dev/null; then \
+	    $(PY) bench/pipeline_bench.py && $(PY) bench/ctl_bench.py; \
+	else echo "bench: pipeline and controller benchmarks skipped: p4lang toolchain missing"; fi
 
 run: venv  ## the main job (the transient experiment)
 	@echo "make run will run the 'transient' experiment (seed 000) with 'qcn run transient';"

@@ -1,0 +1,69 @@
+"""Traffic sources: rates and patterns as specified, against a local UDP receiver."""
+
+from __future__ import annotations
+
+import random
+import socket
+import threading
+
+import pytest
+
+from reaction_point.sources import SourceSpec, run_source
+
+
+@pytest.fixture
+def receiver() -> tuple[int, list[int]]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(0.5)
+    got = [0]
+
+    def drain() -> None:
+        while True:
+            try:
+                sock.recv(9000)
+            except TimeoutError:
+                return
+            got[0] += 1
+
+    threading.Thread(target=drain, daemon=True).start()
+    return sock.getsockname()[1], got
+
+
+def test_constant_rate(receiver: tuple[int, list[int]]) -> None:
+    port, _ = receiver
+    spec = SourceSpec(("127.0.0.1",), rate_bps=4e6, duration_s=0.6, port=port)
+    report = run_source(spec)
+    expected = 4e6 * 0.6 / (1500 * 8)  # 200 frames
+    assert abs(report.sent_frames - expected) <= 0.05 * expected
+    assert report.sent_bytes == report.sent_frames * 1500
+
+
+def test_bernoulli_load() -> None:
+    spec = SourceSpec(("127.0.0.1",), "bernoulli", rate_bps=12e6, load=0.25, duration_s=0.5)
+    report = run_source(spec, rng=random.Random(4))
+    slots = 12e6 * 0.5 / 12000  # 500 frame slots
+    assert abs(report.sent_frames - 0.25 * slots) < 4 * (slots * 0.25 * 0.75) ** 0.5
+
+
+def test_onoff_sends_about_half_the_time() -> None:
+    spec = SourceSpec(
+        ("127.0.0.1",), "onoff", rate_bps=12e6, mean_on_s=0.01, mean_off_s=0.01, duration_s=1.0
+    )
+    report = run_source(spec, rng=random.Random(1))
+    full = 12e6 * 1.0 / 12000
+    assert 0.3 * full < report.sent_frames < 0.7 * full
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (SourceSpec(()), "destination"),
+        (SourceSpec(("127.0.0.1",), rate_bps=0), "rate"),
+        (SourceSpec(("127.0.0.1",), load=1.5), "load"),
+        (SourceSpec(("127.0.0.1",), frame_bytes=20), "frame size"),
+    ],
+)
+def test_invalid_specs_refused(spec: SourceSpec, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        spec.validate()
