@@ -161,24 +161,13 @@ class SwitchAgent:
         self, sw: P4RuntimeSwitch, desired: list[P4TableEntry]
     ) -> ReconcileReport:
         schema = sw.switch.p4info
-        want = {_entry_key(e, schema): e for e in desired}
         have = {
             _entry_key(e, schema): e for e in sw.read(P4TableEntry()) if not e.is_default_action
         }
-        insert = [e for k, e in want.items() if k not in have]
-        modify = [
-            e
-            for k, e in want.items()
-            if k in have and _action_bytes(e, schema) != _action_bytes(have[k], schema)
-        ]
-        delete = [e for k, e in have.items() if k not in want]
-        if delete:
-            sw.delete(delete)
-        if modify:
-            sw.modify(modify)
-        if insert:
-            sw.insert(insert)
-        return ReconcileReport(len(insert), len(modify), len(delete))
+        want = {_entry_key(e, schema): e for e in desired}
+        return _apply_difference(
+            sw, have, want, lambda a, b: _action_bytes(a, schema) == _action_bytes(b, schema)
+        )
 
     def _reconcile_ids(
         self, sw: P4RuntimeSwitch, wildcard: Any, desired: list[Any], id_field: str
@@ -186,18 +175,7 @@ class SwitchAgent:
         schema = sw.switch.p4info
         have = {getattr(e, id_field): e for e in sw.read(wildcard)}
         want = {getattr(e, id_field): e for e in desired}
-        insert = [e for k, e in want.items() if k not in have]
-        modify = [
-            e for k, e in want.items() if k in have and e.encode(schema) != have[k].encode(schema)
-        ]
-        delete = [e for k, e in have.items() if k not in want]
-        if delete:
-            sw.delete(delete)
-        if modify:
-            sw.modify(modify)
-        if insert:
-            sw.insert(insert)
-        return ReconcileReport(len(insert), len(modify), len(delete))
+        return _apply_difference(sw, have, want, lambda a, b: a.encode(schema) == b.encode(schema))
 
     def healthy(self) -> bool:
         """True if the connection answers and the switch still holds our pipeline."""
@@ -324,6 +302,25 @@ class SwitchAgent:
             if thrift:
                 thrift.close()
         return rows
+
+
+def _apply_difference(
+    sw: P4RuntimeSwitch,
+    have: dict[Any, Any],
+    want: dict[Any, Any],
+    same: Callable[[Any, Any], bool],
+) -> ReconcileReport:
+    """Make the switch hold ``want``: delete the extra, modify the changed, insert the new."""
+    insert = [e for k, e in want.items() if k not in have]
+    modify = [e for k, e in want.items() if k in have and not same(e, have[k])]
+    delete = [e for k, e in have.items() if k not in want]
+    if delete:
+        sw.delete(delete)
+    if modify:
+        sw.modify(modify)
+    if insert:
+        sw.insert(insert)
+    return ReconcileReport(len(insert), len(modify), len(delete))
 
 
 def _entry_key(entry: P4TableEntry, schema: Any) -> tuple[int, bytes]:

@@ -161,20 +161,24 @@ class HtbLimiters:
                 mtu=self.mtu,
             )
             for i, keys in enumerate(match.keys()[:PRIO_STRIDE]):
-                self._ipr.tc(
-                    "add-filter",
-                    "u32",
-                    self.ifindex,
-                    parent=ROOT_HANDLE,
-                    prio=minor * PRIO_STRIDE + i,
-                    protocol=match.protocol,
-                    target=classid,
-                    keys=keys,
-                )
+                self._filter("add-filter", match, minor, i, keys=keys)
         except Exception as e:
             raise TcError(f"{self.ifname}: cannot add a limiter for {match}: {e}") from e
         self._minors[match] = minor
         return minor
+
+    def _filter(self, command: str, match: Match, minor: int, index: int, **extra: object) -> None:
+        """Add or delete filter ``index`` of a limiter: its own priority, aimed at its class."""
+        self._ipr.tc(
+            command,
+            "u32",
+            self.ifindex,
+            parent=ROOT_HANDLE,
+            prio=minor * PRIO_STRIDE + index,
+            protocol=match.protocol,
+            target=ROOT_HANDLE | minor,
+            **extra,
+        )
 
     def set_rate(self, match: Match, rate_bps: float) -> None:
         minor = self._minors[match]
@@ -197,15 +201,7 @@ class HtbLimiters:
         minor = self._minors.pop(match)
         classid = ROOT_HANDLE | minor
         for i in range(len(match.keys()[:PRIO_STRIDE])):
-            self._ipr.tc(
-                "del-filter",
-                "u32",
-                self.ifindex,
-                parent=ROOT_HANDLE,
-                prio=minor * PRIO_STRIDE + i,
-                protocol=match.protocol,
-                target=classid,
-            )
+            self._filter("del-filter", match, minor, i)
         self._ipr.tc("del-class", index=self.ifindex, handle=classid, parent=ROOT_HANDLE)
 
     def class_stats(self) -> dict[int, tuple[int, int]]:

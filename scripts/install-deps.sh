@@ -48,7 +48,7 @@ status() {
   if [ ${#miss[@]} -eq 0 ]; then
     say "p4lang toolchain present: $(command -v p4c), $(command -v simple_switch_grpc)"
   else
-    say "p4lang toolchain missing: ${miss[*]} -- BMv2/PTF tests skip; the models, reaction point and simulator still work ('make deps' to install)"
+    say "p4lang toolchain missing: ${miss[*]} -- BMv2/PTF tests skip; the models, controller logic and reaction point still work ('make deps' to install)"
   fi
 }
 
