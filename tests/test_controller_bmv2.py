@@ -330,3 +330,54 @@ def test_switch_restart_restores_state(lab: Lab, tmp_path: Path) -> None:
     finally:
         holder.terminate()
         holder.wait(15)
+
+
+CAPTURE = """
+import socket, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x22E7))
+s.bind((sys.argv[1], 0x22E7))
+s.settimeout(0.2)
+print("ready", flush=True)
+end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    try:
+        print(s.recv(2048).hex(), flush=True)
+    except TimeoutError:
+        pass
+"""
+
+
+def congested_cnms(lab: Lab, seconds: float = 3.0) -> list[bytes]:
+    """CNMs h0 receives while a burst from h0 congests port 2 (200 pps service)."""
+    cap = subprocess.Popen(
+        ["ip", "netns", "exec", lab.ns, sys.executable, "-c", CAPTURE, "h0", str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert cap.stdout is not None
+    assert cap.stdout.readline().strip() == "ready"
+    send_frames(lab.ns, "h0", frames(50), gap_s=0.0005)
+    out, _ = cap.communicate(timeout=seconds + 10)
+    return [bytes.fromhex(line) for line in out.split()]
+
+
+def test_cnm_qntzfb_follows_live_q_eq_change(lab: Lab) -> None:
+    lab.ctl("up")
+    lab.ctl("set", "s1", "2", "--p-base", "1", "--q-eq", "40")
+    lab.ctl("queue", "s1", "2", "--rate-pps", "200", "--depth-pkts", "100")
+    try:
+        high = congested_cnms(lab)
+        lab.ctl("set", "s1", "2", "--q-eq", "5")
+        low = congested_cnms(lab)
+    finally:
+        lab.ctl("queue", "s1", "2", "--rate-pps", "0")
+        lab.ctl("set", "s1", "2", "--q-eq", "22")
+    # CNM byte 15's low 6 bits: QntzFb; bytes 24-25: qoff = q - q_eq.
+    q_eq_40 = [(c[15] & 0x3F, int.from_bytes(c[24:26], "big", signed=True)) for c in high]
+    q_eq_5 = [(c[15] & 0x3F, int.from_bytes(c[24:26], "big", signed=True)) for c in low]
+    assert q_eq_5, "a 50-frame burst into 200 pps congests a q_eq of 5"
+    # The same burst congests a q_eq of 5 far more: more CNMs, and the switch's qoff
+    # reports depths against the new q_eq (q = qoff + 5 never exceeds the burst).
+    assert len(q_eq_5) > len(q_eq_40)
+    assert max(q for q, _ in q_eq_5) > max((q for q, _ in q_eq_40), default=0)
+    assert all(qoff + 5 <= 50 for _, qoff in q_eq_5)
