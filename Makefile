@@ -12,7 +12,7 @@ BUILD := build
 P4_MAIN := p4src/qcn_cp.p4
 P4_SOURCES := $(shell find p4src -name '*.p4' 2>/dev/null)
 
-.PHONY: help deps sysdeps venv lint fmt test unit build ptf bench run clean
+.PHONY: help deps sysdeps venv lint fmt test unit build ptf bench run reproduce clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -60,14 +60,17 @@ ptf: venv build  ## PTF tests of the pipeline on simple_switch_grpc (needs root 
 	$(PY) ptf_tests/run.py
 
 bench: venv  ## benchmarks (each prints its figures and ratios against a same-run baseline)
+	$(PY) bench/sim_bench.py
 	$(PY) bench/rp_bench.py
 	@if command -v p4c >/dev/null && command -v simple_switch_grpc >/dev/null; then \
 	    $(PY) bench/pipeline_bench.py && $(PY) bench/ctl_bench.py; \
 	else echo "bench: pipeline and controller benchmarks skipped: p4lang toolchain missing"; fi
 
-run: venv  ## the main job (the transient experiment)
-	@echo "make run will run the 'transient' experiment (seed 000) with 'qcn run transient';"
-	@echo "the experiment runner is not implemented yet (issues 6 and 7): nothing was run."
+run: venv  ## the main job: the transient experiment (seed 000), results and plots in results/
+	$(VENV)/bin/qcn run transient
+
+reproduce: venv  ## the seeds' published numbers next to the simulator's
+	$(PY) -m simulator.reproduce
 
 clean:  ## remove build outputs and the virtual environment
 	rm -rf $(BUILD) $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

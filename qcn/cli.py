@@ -27,9 +27,10 @@ def _params_command(args: argparse.Namespace) -> int:
 def _user_errors() -> tuple[type[Exception], ...]:
     """Errors that are the user's to fix: reported in one line, never as a traceback."""
     from controller.errors import Bmv2ThriftError, ConfigError, P4RuntimeError  # noqa: PLC0415
+    from qcn.scenario import ScenarioError  # noqa: PLC0415
     from reaction_point.cli import RpUsageError  # noqa: PLC0415
 
-    return (ParamError, ConfigError, P4RuntimeError, Bmv2ThriftError, RpUsageError)
+    return (ParamError, ConfigError, P4RuntimeError, Bmv2ThriftError, RpUsageError, ScenarioError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     from reaction_point import cli as rp_cli  # noqa: PLC0415
 
     rp_cli.register(sub)
+    from qcn import run as run_cli  # noqa: PLC0415
+
+    run_cli.register(sub)
     return parser
 
 

@@ -1,0 +1,273 @@
+"""A packet-level discrete-event simulator of a scenario, at full (unscaled) rates.
+
+It runs the project's own code for both ends of the loop, imported, not rewritten:
+:class:`qcn.cp_model.CongestionPoint` at the bottleneck and one
+:class:`reaction_point.rules.RateLimiterRules` per source.
+
+Model (the seeds' single-bottleneck experiments):
+
+- Source i offers frames (Bernoulli slots at line rate, constant rate, or exponential
+  on/off) into an unbounded adapter queue; its rate limiter sends them paced at CR.  A
+  source's frames reach the bottleneck as they leave it: the whole round trip is put on the
+  CNM's way back, which leaves the loop's delay and dynamics unchanged.
+- The bottleneck is a FIFO with a buffer in packets and a service rate that follows the
+  schedule; a frame finding the buffer full is dropped.  The CP sees each accepted frame
+  with q = frames in the buffer on arrival (BMv2's enq_qdepth).
+- A CNM reaches its source one RTT after the CP sent it.
+
+Events are (time, sequence, kind, source, version) tuples in a heap; a source's pending
+send or timer event is cancelled by bumping its version.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from qcn.cp_model import CongestionPoint, CpPortConfig
+from qcn.scenario import Scenario
+from reaction_point.rules import RateLimiterRules
+
+SEND, DEPART, CNM, TIMER, RATE, SAMPLE, START = range(7)
+
+
+@dataclass
+class Source:
+    index: int
+    rules: RateLimiterRules | None
+    offered_bps: float
+    pattern: str
+    backlog: int = 0
+    next_arrival: float = math.inf
+    on_until: float = math.inf
+    last_send: float = -math.inf
+    send_version: int = 0
+    timer_version: int = 0
+    timer_at: float | None = None
+    sent_bytes: int = 0
+    window_bytes: int = 0
+
+    @property
+    def rate_bps(self) -> float:
+        return self.rules.current_rate_bps if self.rules else math.inf
+
+
+@dataclass
+class Trace:
+    """What the run recorded, one row per sample interval."""
+
+    times_s: list[float] = field(default_factory=list)
+    queue_pkts: list[int] = field(default_factory=list)
+    throughput_bps: list[float] = field(default_factory=list)
+    capacity_bps: list[float] = field(default_factory=list)
+    source_cr_bps: list[list[float]] = field(default_factory=list)
+    source_tr_bps: list[list[float]] = field(default_factory=list)
+    source_throughput_bps: list[list[float]] = field(default_factory=list)
+    drops: int = 0
+    cnms: int = 0
+    frames_in: int = 0
+    events: int = 0
+    wall_s: float = 0.0
+
+
+class Simulation:
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        seed: int = 1,
+        qcn: bool = True,
+        sample_interval_s: float = 1e-3,
+    ) -> None:
+        self.sc = scenario
+        self.rng = random.Random(seed)
+        self.qcn = qcn
+        self.sample_interval_s = sample_interval_s
+        self.now = 0.0
+        net, wl = scenario.network, scenario.workload
+        self.frame_bytes = net.frame_bytes
+        self.frame_bits = 8 * net.frame_bytes
+        self.slot_s = self.frame_bits / net.line_rate_bps
+        self.capacity = net.bottleneck_rate_bps
+        self.queue: deque[int] = deque()
+        self.busy = False
+        self.window_bytes = 0
+        self._heap: list[tuple[float, int, int, int, int]] = []
+        self._seq = 0
+        self.cp = (
+            CongestionPoint(CpPortConfig.from_params(scenario.params.cp), self.rng.randint)
+            if qcn
+            else None
+        )
+        self.sources = [
+            Source(
+                i,
+                RateLimiterRules(scenario.params.rp, self._clock, self.rng.random) if qcn else None,
+                wl.max_rate_bps,
+                "onoff" if i in wl.onoff_sources else wl.pattern,
+            )
+            for i in range(net.sources)
+        ]
+        self.trace = Trace()
+
+    def _clock(self) -> float:
+        return self.now
+
+    def _push(self, t: float, kind: int, src: int = 0, version: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, self._seq, kind, src, version))
+
+    # -- the offered load --------------------------------------------------------------------
+
+    def _arrival_gap(self, s: Source) -> float:
+        if s.pattern == "bernoulli":
+            # Frame slots at line rate, each busy with probability offered / line rate.
+            p = s.offered_bps * self.slot_s / self.frame_bits
+            if p >= 1.0:
+                return self.slot_s
+            u = 1.0 - self.rng.random()
+            return self.slot_s * (1 + math.floor(math.log(u) / math.log1p(-p)))
+        return self.frame_bits / s.offered_bps
+
+    def _arrivals_until(self, s: Source, t: float) -> None:
+        """Move the frames the source offered up to ``t`` into its adapter queue."""
+        wl = self.sc.workload
+        while s.next_arrival <= t:
+            if s.pattern == "onoff" and s.next_arrival > s.on_until:
+                off = self.rng.expovariate(1 / wl.mean_off_s)
+                start = s.on_until + off
+                s.on_until = start + self.rng.expovariate(1 / wl.mean_on_s)
+                s.next_arrival = start
+                continue
+            s.backlog += 1
+            s.next_arrival += self._arrival_gap(s)
+
+    # -- events ------------------------------------------------------------------------------
+
+    def _send(self, s: Source) -> None:
+        self._arrivals_until(s, self.now)
+        if s.backlog == 0:
+            self._push(max(s.next_arrival, self.now), SEND, s.index, s.send_version)
+            return
+        s.backlog -= 1
+        s.last_send = self.now
+        s.sent_bytes += self.frame_bytes
+        s.window_bytes += self.frame_bytes
+        if s.rules is not None:
+            s.rules.on_transmit(self.frame_bytes)
+            self._schedule_timer(s)
+        self._arrive(s.index)
+        gap = self.frame_bits / min(s.rate_bps, self.sc.network.line_rate_bps)
+        self._push(self.now + gap, SEND, s.index, s.send_version)
+
+    def _arrive(self, src: int) -> None:
+        """A frame of source ``src`` reaches the bottleneck."""
+        q = len(self.queue)
+        self.trace.frames_in += 1
+        if q >= self.sc.network.buffer_pkts:
+            self.trace.drops += 1
+            return
+        if self.cp is not None:
+            decision = self.cp.on_frame(q, self.frame_bytes)
+            if decision.cnm:
+                self.trace.cnms += 1
+                self._push(self.now + self.sc.network.rtt_s, CNM, src, decision.qntz_fb)
+        self.queue.append(src)
+        if not self.busy:
+            self.busy = True
+            self._push(self.now + self.frame_bits / self.capacity, DEPART)
+
+    def _depart(self) -> None:
+        self.queue.popleft()
+        self.window_bytes += self.frame_bytes
+        if self.queue:
+            self._push(self.now + self.frame_bits / self.capacity, DEPART)
+        else:
+            self.busy = False
+
+    def _rate_changed(self, s: Source) -> None:
+        """CR changed: re-pace the source's next send."""
+        s.send_version += 1
+        gap = self.frame_bits / min(s.rate_bps, self.sc.network.line_rate_bps)
+        self._push(max(self.now, s.last_send + gap), SEND, s.index, s.send_version)
+
+    def _schedule_timer(self, s: Source) -> None:
+        assert s.rules is not None
+        deadline = s.rules.timer_deadline
+        if deadline is not None and deadline != s.timer_at:
+            s.timer_at = deadline
+            s.timer_version += 1
+            self._push(deadline, TIMER, s.index, s.timer_version)
+
+    def _sample(self) -> None:
+        tr, dt = self.trace, self.sample_interval_s
+        tr.times_s.append(self.now)
+        tr.queue_pkts.append(len(self.queue))
+        tr.throughput_bps.append(8 * self.window_bytes / dt)
+        tr.capacity_bps.append(self.capacity)
+        tr.source_cr_bps.append(
+            [min(s.rate_bps, self.sc.network.line_rate_bps) for s in self.sources]
+        )
+        tr.source_tr_bps.append(
+            [s.rules.target_rate_bps if s.rules else math.nan for s in self.sources]
+        )
+        tr.source_throughput_bps.append([8 * s.window_bytes / dt for s in self.sources])
+        self.window_bytes = 0
+        for s in self.sources:
+            s.window_bytes = 0
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self) -> Trace:
+        started = time.perf_counter()
+        wl = self.sc.workload
+        for s in self.sources:
+            start = s.index * wl.stagger_s
+            s.next_arrival = start
+            if s.pattern == "onoff":
+                s.on_until = start + self.rng.expovariate(1 / wl.mean_on_s)
+            self._push(start, SEND, s.index, 0)
+        for change in self.sc.schedule:
+            self._push(change.at_s, RATE, 0, 0)
+        self._push(self.sample_interval_s, SAMPLE)
+        rates = [c.bottleneck_rate_bps for c in self.sc.schedule]
+        end = self.sc.duration_s
+        heap, sources = self._heap, self.sources
+        events = 0
+        while heap:
+            t, _, kind, src, version = heapq.heappop(heap)
+            if t > end:
+                break
+            self.now = t
+            events += 1
+            if kind == SEND:
+                s = sources[src]
+                if version == s.send_version:
+                    self._send(s)
+            elif kind == DEPART:
+                self._depart()
+            elif kind == CNM:
+                s = sources[src]
+                assert s.rules is not None
+                s.rules.on_cnm(version)
+                self._schedule_timer(s)
+                self._rate_changed(s)
+            elif kind == TIMER:
+                s = sources[src]
+                if version == s.timer_version and s.rules is not None:
+                    s.timer_at = None
+                    if s.rules.advance(t):
+                        self._rate_changed(s)
+                    self._schedule_timer(s)
+            elif kind == RATE:
+                self.capacity = rates.pop(0)
+            elif kind == SAMPLE:
+                self._sample()
+                self._push(t + self.sample_interval_s, SAMPLE)
+        self.trace.events = events
+        self.trace.wall_s = time.perf_counter() - started
+        return self.trace

@@ -1,0 +1,124 @@
+"""A run's results: CSV time series, ``summary.json`` and the seeds' two kinds of plot.
+
+Recovery time follows shared/qcn-spec.md: from the moment the bottleneck's capacity is
+restored until its throughput, in 1 ms windows, is back to 90 % of
+min(capacity, the sum of the sources' maximum rates).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from qcn.scenario import Scenario
+from simulator.engine import Trace
+
+RECOVERY_FRACTION = 0.9
+WARMUP_FRACTION = 0.1
+"""The first 10 % of a run is start-up: queue statistics are taken after it."""
+
+
+def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) -> dict[str, Any]:
+    times = tr.times_s
+    warm = next((i for i, t in enumerate(times) if t >= WARMUP_FRACTION * sc.duration_s), 0)
+    queue = tr.queue_pkts[warm:] or [0]
+    # Delivered over what the bottleneck could have carried (same sample windows).
+    delivered = sum(tr.throughput_bps)
+    capacity = sum(tr.capacity_bps)
+    tail = max(warm, len(times) * 3 // 4)
+    per_source = [
+        sum(row[i] for row in tr.source_throughput_bps[tail:]) for i in range(sc.network.sources)
+    ]
+    return {
+        "scenario": sc.name,
+        "seed_presentation": sc.seed,
+        "backend": backend,
+        "qcn": qcn,
+        "random_seed": seed,
+        "duration_s": sc.duration_s,
+        "queue_mean_pkts": sum(queue) / len(queue),
+        "queue_max_pkts": max(tr.queue_pkts or [0]),
+        "q_eq_pkts": sc.params.cp.q_eq_pkts,
+        "drops": tr.drops,
+        "cnms": tr.cnms,
+        "jain_fairness": jain(per_source),
+        "utilization": delivered / capacity if capacity else math.nan,
+        "recovery_ms": recovery_ms(sc, tr),
+        "events": tr.events,
+        "events_per_s": tr.events / tr.wall_s if tr.wall_s else None,
+        "wall_s": tr.wall_s,
+    }
+
+
+def jain(xs: list[float]) -> float:
+    total = sum(xs)
+    squares = sum(x * x for x in xs)
+    return total * total / (len(xs) * squares) if squares else 1.0
+
+
+def recovery_ms(sc: Scenario, tr: Trace) -> float | None:
+    restore = sc.restore_at_s
+    if restore is None:
+        return None
+    target = RECOVERY_FRACTION * min(
+        sc.capacity_at(restore), sc.network.sources * sc.workload.max_rate_bps
+    )
+    for t, bps in zip(tr.times_s, tr.throughput_bps, strict=True):
+        # A sample at t covers the window (t - dt, t]; the first full window after restore.
+        if t > restore and bps >= target:
+            return 1e3 * (t - restore)
+    return math.inf
+
+
+def write(out: Path, sc: Scenario, tr: Trace, summary: dict[str, Any]) -> list[Path]:
+    """Write CSVs, summary.json and plots into ``out``; return the plot paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "queue.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["time_s", "queue_pkts", "throughput_bps", "capacity_bps"])
+        for row in zip(tr.times_s, tr.queue_pkts, tr.throughput_bps, tr.capacity_bps, strict=True):
+            w.writerow([f"{row[0]:.6f}", row[1], f"{row[2]:.0f}", f"{row[3]:.0f}"])
+    with (out / "sources.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["time_s", "source", "cr_bps", "tr_bps", "throughput_bps"])
+        for t, crs, trs, tps in zip(
+            tr.times_s, tr.source_cr_bps, tr.source_tr_bps, tr.source_throughput_bps, strict=True
+        ):
+            for i, (cr, target, tp) in enumerate(zip(crs, trs, tps, strict=True)):
+                w.writerow([f"{t:.6f}", i, f"{cr:.0f}", f"{target:.0f}", f"{tp:.0f}"])
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=True) + "\n")
+    return plot(out, sc, tr)
+
+
+def plot(out: Path, sc: Scenario, tr: Trace) -> list[Path]:
+    import matplotlib  # noqa: PLC0415 - only runs that write results need it
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    rates = out / "rates.png"
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for i in range(sc.network.sources):
+        ax.plot(tr.times_s, [row[i] / 1e9 for row in tr.source_cr_bps], lw=0.8, label=f"RP {i}")
+    ax.plot(tr.times_s, [c / 1e9 for c in tr.capacity_bps], "k--", lw=1, label="capacity")
+    ax.set(xlabel="time (s)", ylabel="rate (Gb/s)", title=f"{sc.title}: source rates (CR)")
+    if sc.network.sources <= 12:
+        ax.legend(fontsize=7, ncol=2, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(rates, dpi=120)
+    plt.close(fig)
+
+    queue = out / "queue.png"
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    ax.plot(tr.times_s, tr.queue_pkts, lw=0.8, label="bottleneck queue")
+    ax.axhline(sc.params.cp.q_eq_pkts, color="r", ls="--", lw=1, label="q_eq")
+    ax.axhline(sc.network.buffer_pkts, color="k", ls=":", lw=1, label="buffer")
+    ax.set(xlabel="time (s)", ylabel="queue (packets)", title=f"{sc.title}: queue")
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(queue, dpi=120)
+    plt.close(fig)
+    return [rates, queue]

@@ -1,0 +1,123 @@
+"""The simulator backend: determinism, QCN behaviour, outputs, and the seeds' numbers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from qcn import scenario as scenarios
+from qcn.scenario import ScenarioError
+from simulator.engine import Simulation
+from simulator.reproduce import checks, run_rows
+from simulator.results import summarize
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def short(name: str, duration: float, **overrides: object) -> scenarios.Scenario:
+    return scenarios.load(name).with_overrides({"duration_s": duration, **overrides})
+
+
+def test_same_seed_same_summary() -> None:
+    sc = short("transient", 0.3)
+    a = summarize(sc, Simulation(sc, seed=7).run(), qcn=True, backend="sim", seed=7)
+    b = summarize(sc, Simulation(sc, seed=7).run(), qcn=True, backend="sim", seed=7)
+    c = summarize(sc, Simulation(sc, seed=8).run(), qcn=True, backend="sim", seed=8)
+    volatile = ("wall_s", "events_per_s", "random_seed")
+    assert {k: v for k, v in a.items() if k not in volatile} == {
+        k: v for k, v in b.items() if k not in volatile
+    }
+    assert a["queue_mean_pkts"] != c["queue_mean_pkts"]
+
+
+def test_qcn_holds_the_queue_where_plain_overload_fills_it() -> None:
+    sc = short("robustness", 1.0)
+    with_qcn = summarize(sc, Simulation(sc).run(), qcn=True, backend="sim", seed=1)
+    without = summarize(sc, Simulation(sc, qcn=False).run(), qcn=False, backend="sim", seed=1)
+    q_eq = sc.params.cp.q_eq_pkts
+    assert 0.5 * q_eq <= with_qcn["queue_mean_pkts"] <= 2 * q_eq
+    assert without["queue_mean_pkts"] > 0.95 * sc.network.buffer_pkts
+    assert without["drops"] > 100 * max(1, with_qcn["drops"])
+
+
+def test_qcn_run_writes_results(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "qcn.cli",
+            "run",
+            "bursty",
+            "--duration",
+            "0.2",
+            "--backend",
+            "sim",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "on the simulator" in r.stdout
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    for key in (
+        "queue_mean_pkts",
+        "queue_max_pkts",
+        "drops",
+        "jain_fairness",
+        "utilization",
+        "recovery_ms",
+    ):
+        assert key in summary
+    assert summary["queue_max_pkts"] <= 100
+    assert (tmp_path / "queue.csv").read_text().startswith("time_s,queue_pkts")
+    assert len((tmp_path / "sources.csv").read_text().splitlines()) > 4 * 100
+    for png in ("rates.png", "queue.png"):
+        assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "nosuch"], "no scenario 'nosuch'"),
+        (["run", "transient", "--set", "network.sources=0"], "network.sources: must be in"),
+        (["run", "transient", "--set", "workload.colour=1"], "workload.colour: unknown field"),
+        (["run", "transient", "--set", "qcn.cp.w=-1"], "cp.w: must be in [0, 64]"),
+        (["run", "transient", "--backend", "mininet"], "not implemented yet"),
+    ],
+)
+def test_bad_runs_are_one_line_errors(args: list[str], message: str) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "qcn.cli", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    assert r.returncode == 2
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_every_scenario_loads() -> None:
+    assert set(scenarios.available()) >= {"transient", "robustness", "long-lived", "bursty"}
+    for name in scenarios.available():
+        sc = scenarios.load(name)
+        assert sc.title
+        assert sc.params.rp.line_rate_bps == sc.network.line_rate_bps
+    with pytest.raises(ScenarioError, match=r"rp\.line_rate_bps must equal"):
+        scenarios.load("transient").with_overrides({"network.line_rate_bps": 1e9})
+
+
+def test_seeds_reproduced_within_tolerances() -> None:
+    """Issue 7's tolerances: transient (2-QCN, Fb-hat), robustness, long-lived; 3 seeds."""
+    results = run_rows([1, 2, 3], progress=lambda _: None)
+    failed = [text for text, ok in checks(results) if not ok]
+    assert not failed, failed
