@@ -86,22 +86,14 @@ def _run(args: argparse.Namespace) -> int:
     backend, why = choose_backend(args.backend)
     print(f"qcn run: {sc.name} on the {why}", flush=True)
     from simulator.engine import Simulation  # noqa: PLC0415 - heavy only when running
-    from simulator.results import summarize, write  # noqa: PLC0415
+    from simulator.results import SUMMARY_KEYS, summarize, write  # noqa: PLC0415
 
     out = args.out or DEFAULT_OUT / sc.name
     qcn = not args.no_qcn
     trace = Simulation(sc, seed=args.seed, qcn=qcn).run()
     summary = summarize(sc, trace, qcn=qcn, backend=backend, seed=args.seed)
     plots = write(out, sc, trace, summary)
-    keys = (
-        "queue_mean_pkts",
-        "queue_max_pkts",
-        "drops",
-        "jain_fairness",
-        "utilization",
-        "recovery_ms",
-    )
-    print(json.dumps({k: summary[k] for k in keys}))
+    print(json.dumps({k: summary[k] for k in SUMMARY_KEYS}))
     print(
         f"qcn run: {trace.events:,} events in {trace.wall_s:.1f} s "
         f"({summary['events_per_s']:,.0f} events/s); results in {out}/"

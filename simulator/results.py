@@ -16,6 +16,15 @@ from typing import Any
 from qcn.scenario import Scenario
 from simulator.engine import Trace
 
+#: The headline figures of a run (summary.json has these and more), as `qcn run` prints them.
+SUMMARY_KEYS = (
+    "queue_mean_pkts",
+    "queue_max_pkts",
+    "drops",
+    "jain_fairness",
+    "utilization",
+    "recovery_ms",
+)
 RECOVERY_FRACTION = 0.9
 WARMUP_FRACTION = 0.1
 """The first 10 % of a run is start-up: queue statistics are taken after it."""

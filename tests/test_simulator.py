@@ -13,7 +13,7 @@ from qcn import scenario as scenarios
 from qcn.scenario import ScenarioError
 from simulator.engine import Simulation
 from simulator.reproduce import checks, run_rows
-from simulator.results import summarize
+from simulator.results import SUMMARY_KEYS, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,14 +67,7 @@ def test_qcn_run_writes_results(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "on the simulator" in r.stdout
     summary = json.loads((tmp_path / "summary.json").read_text())
-    for key in (
-        "queue_mean_pkts",
-        "queue_max_pkts",
-        "drops",
-        "jain_fairness",
-        "utilization",
-        "recovery_ms",
-    ):
+    for key in SUMMARY_KEYS:
         assert key in summary
     assert summary["queue_max_pkts"] <= 100
     assert (tmp_path / "queue.csv").read_text().startswith("time_s,queue_pkts")
