@@ -35,6 +35,11 @@ control L2Forwarding(inout headers_t hdr,
 
     action mark_edge() { }
 
+    action drop_cnm_from_host() {
+        cnm_edge_drops.count((bit<32>)standard_metadata.ingress_port);
+        mark_to_drop(standard_metadata);
+    }
+
     // Host-facing ports; filled by the controller.
     table edge_port {
         key = {
@@ -48,13 +53,18 @@ control L2Forwarding(inout headers_t hdr,
         size = EDGE_PORT_TABLE_SIZE;
     }
 
+    // Nested rather than `cnm.isValid() && edge_port.apply().hit` plus an early return:
+    // p4c gives BMv2 a synthetic table per such fragment, and data frames would walk them.
     apply {
-        if (hdr.cnm.isValid() && edge_port.apply().hit) {
-            cnm_edge_drops.count((bit<32>)standard_metadata.ingress_port);
-            mark_to_drop(standard_metadata);
-            return;
+        if (hdr.cnm.isValid()) {
+            if (edge_port.apply().hit) {
+                drop_cnm_from_host();
+            } else {
+                l2_forwarding.apply();
+            }
+        } else {
+            l2_forwarding.apply();
         }
-        l2_forwarding.apply();
     }
 }
 
