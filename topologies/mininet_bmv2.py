@@ -1,0 +1,149 @@
+"""Mininet nodes and topologies with BMv2 switches running the congestion-point pipeline.
+
+Naming (Mininet's usual scheme): hosts h1..hN, switches s1..sM, interfaces
+``{node}-eth{port}``; a switch's interface sK-ethP is its BMv2 port P.
+
+- :class:`Bmv2Switch` starts ``simple_switch_grpc`` through :class:`topologies.bmv2.Bmv2Process`
+  (ports, device id, Thrift port, a log file per switch at warning level unless
+  ``trace=True``), waits until its gRPC port answers, shows its log tail when it fails, and
+  deletes its interfaces when it stops (Mininet leaves them behind otherwise,
+  shared/bmv2-notes.md).
+- :class:`QcnHost` turns checksum offload off: TCP/UDP frames would otherwise cross BMv2
+  with partial checksums and be dropped by the receiver (ping still works, hiding it).
+- :class:`SingleBottleneckTopo` is the seeds' shape: N sources and one sink on one switch;
+  the sink's port is the bottleneck, where the CP runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mininet.node import Host, Switch
+from mininet.topo import Topo
+
+from controller.config import NetworkConfig, parse
+from topologies.bmv2 import Bmv2Config, Bmv2Process
+
+GRPC_BASE_PORT = 50051
+THRIFT_BASE_PORT = 9090
+
+
+def switch_number(name: str) -> int:
+    digits = "".join(c for c in name if c.isdigit())
+    return int(digits or 1)
+
+
+class Bmv2Switch(Switch):  # type: ignore[misc]
+    """A BMv2 simple_switch_grpc as a Mininet switch (root namespace, gRPC on loopback)."""
+
+    def __init__(
+        self, name: str, log_dir: Path = Path("/tmp"), trace: bool = False, **params: Any
+    ) -> None:
+        super().__init__(name, **params)
+        n = switch_number(name)
+        self.device_id = n
+        self.grpc_port = GRPC_BASE_PORT + n - 1
+        self.thrift_port = THRIFT_BASE_PORT + n - 1
+        self.log_dir = Path(log_dir)
+        self.trace = trace
+        self.process: Bmv2Process | None = None
+
+    @property
+    def grpc_address(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def bmv2_ports(self) -> dict[int, str]:
+        return {port: intf.name for intf, port in self.ports.items() if intf.name != "lo"}
+
+    def start(self, _controllers: list[Any]) -> None:
+        self.process = Bmv2Process(
+            Bmv2Config(
+                ports=self.bmv2_ports(),
+                log_file=self.log_dir / f"{self.name}.log",
+                device_id=self.device_id,
+                grpc_port=self.grpc_port,
+                thrift_port=self.thrift_port,
+                log_level="trace" if self.trace else "warn",
+            )
+        ).start()
+
+    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's name
+        if self.process is not None:
+            self.process.stop()
+            self.process = None
+        super().stop(deleteIntfs=deleteIntfs)
+
+
+class QcnHost(Host):  # type: ignore[misc]
+    """A host whose interfaces carry full checksums (offload off) and no IPv6 chatter."""
+
+    def config(self, **params: Any) -> Any:
+        result = super().config(**params)
+        for intf in self.intfList():
+            self.cmd(f"ethtool --offload {intf.name} rx off tx off sg off >/dev/null 2>&1")
+        self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
+        return result
+
+
+class SingleBottleneckTopo(Topo):  # type: ignore[misc]
+    """N sources h1..hN and a sink h(N+1) on switch s1; s1's port N+1 is the bottleneck."""
+
+    def build(self, sources: int = 2) -> None:
+        s1 = self.addSwitch("s1")
+        for i in range(1, sources + 2):
+            host = self.addHost(f"h{i}", ip=f"10.0.0.{i}/24", mac=host_mac(i))
+            self.addLink(host, s1, port2=i)
+
+
+def host_mac(i: int) -> str:
+    return f"00:00:00:00:00:{i:02x}"
+
+
+def network_config(
+    net: Any, cp_ports: dict[str, list[int]], cp_params: dict[str, Any] | None = None
+) -> NetworkConfig:
+    """The controller's view of a Mininet network of Bmv2Switches: every host-facing port
+    is an edge port, ``cp_ports`` run a congestion point with ``cp_params``."""
+    switches, hosts, links = [], [], []
+    for sw in net.switches:
+        ports = []
+        for port in sorted(sw.bmv2_ports()):
+            link = sw.intfs[port].link
+            far = link.intf1 if link.intf2.node is sw else link.intf2
+            entry: dict[str, Any] = {"port": port, "edge": not isinstance(far.node, Switch)}
+            if port in cp_ports.get(sw.name, []):
+                entry["cp"] = True
+            ports.append(entry)
+        switches.append(
+            {
+                "name": sw.name,
+                "grpc": sw.grpc_address,
+                "device_id": sw.device_id,
+                "thrift_port": sw.thrift_port,
+                "cp_mac": f"02:00:00:00:{sw.device_id:02x}:00",
+                "port": ports,
+            }
+        )
+    for host in net.hosts:
+        intf = host.defaultIntf()
+        link = intf.link
+        far = link.intf2 if link.intf1 is intf else link.intf1
+        hosts.append(
+            {
+                "name": host.name,
+                "mac": intf.MAC(),
+                "switch": far.node.name,
+                "port": far.node.ports[far],
+            }
+        )
+    for link in net.links:
+        a, b = link.intf1, link.intf2
+        if isinstance(a.node, Switch) and isinstance(b.node, Switch):
+            links.append(
+                {"a": f"{a.node.name}:{a.node.ports[a]}", "b": f"{b.node.name}:{b.node.ports[b]}"}
+            )
+    data: dict[str, Any] = {"switch": switches, "host": hosts, "link": links}
+    if cp_params:
+        data["qcn"] = cp_params
+    return parse(data)
