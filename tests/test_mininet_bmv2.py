@@ -34,6 +34,7 @@ def test_bmv2_in_mininet_forwards_and_counts(tmp_path: Path) -> None:
     from mininet.net import Mininet  # noqa: PLC0415 - Debian's package, root only
 
     from controller.agent import SwitchAgent  # noqa: PLC0415
+    from topologies.bmv2 import wait_until  # noqa: PLC0415
     from topologies.mininet_bmv2 import (  # noqa: PLC0415
         Bmv2Switch,
         QcnHost,
@@ -63,7 +64,15 @@ def test_bmv2_in_mininet_forwards_and_counts(tmp_path: Path) -> None:
             out = h1.cmd("iperf3 -c 10.0.0.3 -u -b 2M -t 1 -l 1000 -J -p 5201")
             received = json.loads(out[out.index("{") :])["end"]["sum_received"]["bytes"]
             assert received > 100_000  # checksums intact across BMv2 (offload off)
-            counters = agent.counters(3)
+            # Read once traffic has stopped (iperf3's closing exchange may still be crossing).
+            reads = [agent.counters(3)]
+
+            def settled() -> bool:
+                reads.append(agent.counters(3))
+                return reads[-1] == reads[-2]
+
+            assert wait_until(settled, 5.0, interval_s=0.2)
+            counters = reads[-1]
             assert counters["cp_frames"] > 100
             assert counters["cp_samples"] == counters["cp_frames"]
     finally:
