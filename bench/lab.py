@@ -13,12 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from pyroute2 import IPRoute, netns
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from topologies.bmv2 import Bmv2Config, Bmv2Process  # noqa: E402
+from topologies.netns import entered_namespace  # noqa: E402
 
 
 def compile_p4(source: Path, out_dir: Path) -> tuple[Path, Path]:
@@ -36,21 +35,8 @@ def compile_p4(source: Path, out_dir: Path) -> tuple[Path, Path]:
 @contextmanager
 def namespace(num_ports: int) -> Iterator[str]:
     """Enter a fresh namespace with veth pairs swN <-> hN (N < num_ports), all up."""
-    name = f"qcnbench{os.getpid()}"
-    netns.create(name)
-    try:
-        netns.setns(name, flags=0)
-        for conf in ("all", "default"):
-            Path(f"/proc/sys/net/ipv6/conf/{conf}/disable_ipv6").write_text("1")
-        with IPRoute() as ipr:
-            ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
-            for i in range(num_ports):
-                ipr.link("add", ifname=f"sw{i}", kind="veth", peer={"ifname": f"h{i}"})
-                for dev in (f"sw{i}", f"h{i}"):
-                    ipr.link("set", index=ipr.link_lookup(ifname=dev)[0], state="up")
+    with entered_namespace(f"qcnbench{os.getpid()}", num_ports, "h") as name:
         yield name
-    finally:
-        netns.remove(name)
 
 
 @contextmanager

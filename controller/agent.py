@@ -271,12 +271,7 @@ class SwitchAgent:
     # -- read-back ---------------------------------------------------------------------------
 
     def counters(self, port: int) -> dict[str, int]:
-        sw = self.connect()
-        out = {}
-        for name in COUNTERS:
-            entries = sw.read(P4CounterEntry(name, index=port))
-            out[name] = entries[0].data.packet_count if entries and entries[0].data else 0
-        return out
+        return read_counters(self.connect(), port)
 
     def status(self) -> list[PortStatus]:
         self.connect()  # a switch with no ports configured must still answer
@@ -302,6 +297,20 @@ class SwitchAgent:
             if thrift:
                 thrift.close()
         return rows
+
+
+def read_counters(sw: P4RuntimeSwitch, port: int) -> dict[str, int]:
+    """The pipeline's per-port packet counters (frames, samples, CNMs, edge drops)."""
+    out = {}
+    for name in COUNTERS:
+        entries = sw.read(P4CounterEntry(name, index=port))
+        if len(entries) != 1:
+            raise P4RuntimeError(
+                f"{sw.address}: counter {name}[{port}] read {len(entries)} entries"
+            )
+        data = entries[0].data
+        out[name] = data.packet_count if data else 0
+    return out
 
 
 def _apply_difference(

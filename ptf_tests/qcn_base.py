@@ -9,21 +9,19 @@ code (controller.entries over controller.p4runtime), as the runtime controller d
 from __future__ import annotations
 
 import atexit
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import ptf
-from finsy import P4CounterEntry
 from ptf import testutils
 from ptf.base_tests import BaseTest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from controller.agent import read_counters
 from controller.bmv2_thrift import Bmv2Thrift
 from controller.entries import (
-    COUNTERS,
     CpPort,
     cnm_clone_session,
     cp_entries,
@@ -41,6 +39,7 @@ from qcn.frames import (
     msdu_offset,
 )
 from qcn.params import CpParams
+from topologies.bmv2 import wait_until
 
 PORTS = (0, 1, 2, 3)
 HOST_MAC = {p: f"00:00:00:00:00:{p + 1:02x}" for p in PORTS}
@@ -75,12 +74,7 @@ def switch() -> P4RuntimeSwitch:
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+    return wait_until(condition, timeout_s, interval_s=0.02)
 
 
 def udp_frame(src: int, dst: int, seq: int, size: int = 1000, src_mac: str | None = None) -> bytes:
@@ -144,11 +138,7 @@ class QcnTest(BaseTest):  # type: ignore[misc]
         self.sw.insert([edge_port_entry(port)])
 
     def counters(self, port: int) -> dict[str, int]:
-        out = {}
-        for name in COUNTERS:
-            (entry,) = self.sw.read(P4CounterEntry(name, index=port))
-            out[name] = entry.data.packet_count if entry.data else 0
-        return out
+        return read_counters(self.sw, port)
 
     # -- traffic --------------------------------------------------------------------------
 

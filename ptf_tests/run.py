@@ -24,9 +24,8 @@ from types import FrameType
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the runner is a script; the project may not be installed
 
-from pyroute2 import IPRoute, netns  # noqa: E402
-
 from topologies.bmv2 import Bmv2Config, Bmv2Error, Bmv2Process  # noqa: E402
+from topologies.netns import entered_namespace  # noqa: E402
 
 NUM_PORTS = 4
 GRPC_PORT = 9559
@@ -48,36 +47,6 @@ def ptf_binary() -> Path:
 
 def _terminate(_signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
-
-
-class Namespace:
-    """A network namespace with veth pairs, entered by this process, removed on exit."""
-
-    def __init__(self, name: str, num_ports: int) -> None:
-        self.name = name
-        self.num_ports = num_ports
-
-    def __enter__(self) -> Namespace:
-        netns.create(self.name)
-        try:
-            netns.setns(self.name, flags=0)
-            # No IPv6 chatter (router solicitations, MLD) on the test ports.
-            for conf in ("all", "default"):
-                Path(f"/proc/sys/net/ipv6/conf/{conf}/disable_ipv6").write_text("1")
-            with IPRoute() as ipr:
-                ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
-                for i in range(self.num_ports):
-                    ipr.link("add", ifname=f"sw{i}", kind="veth", peer={"ifname": f"ptf{i}"})
-                    for name in (f"sw{i}", f"ptf{i}"):
-                        idx = ipr.link_lookup(ifname=name)[0]
-                        ipr.link("set", index=idx, mtu=MTU, state="up")
-        except BaseException:
-            netns.remove(self.name)
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        netns.remove(self.name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd += ["--log-file", str(workdir / "ptf.log"), *args.tests]
     rc = 1
     try:
-        with Namespace(f"qcnptf{os.getpid()}", NUM_PORTS):
+        with entered_namespace(f"qcnptf{os.getpid()}", NUM_PORTS, "ptf", mtu=MTU):
             switch.start()
             try:
                 rc = subprocess.run(cmd, cwd=workdir, check=False).returncode

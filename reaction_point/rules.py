@@ -134,19 +134,21 @@ class RateLimiterRules:
         """The timer cycle ended: one more timer stage, then increase."""
         if self.timer_deadline is None:
             return
-        self.time_stage += 1
-        self.timer_deadline = self._clock() + self._timer_cycle()
-        self._increase()
+        self._end_timer_cycle(next_starts=self._clock())
 
     def advance(self, now: float) -> int:
         """Fire every timer cycle that ended by ``now``; return how many fired."""
         fired = 0
         while self.timer_deadline is not None and self.timer_deadline <= now:
-            self.time_stage += 1
-            self.timer_deadline += self._timer_cycle()
-            self._increase()
+            self._end_timer_cycle(next_starts=self.timer_deadline)
             fired += 1
         return fired
+
+    def _end_timer_cycle(self, next_starts: float) -> None:
+        """One more timer stage; the next cycle (shorter after FR) starts at ``next_starts``."""
+        self.time_stage += 1
+        self.timer_deadline = next_starts + self._timer_cycle()
+        self._increase()
 
     # -- the rules -------------------------------------------------------------------------
 

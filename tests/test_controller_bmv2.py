@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from scapy.layers.l2 import Ether
 
 from tests.netns_helpers import delete_netns, run, send_frames
 from tests.toolchain import requires_p4lang, requires_root
-from topologies.bmv2 import Bmv2Config, Bmv2Process
+from topologies.bmv2 import Bmv2Config, Bmv2Process, wait_until
 
 pytestmark = [requires_p4lang(), requires_root()]
 
@@ -167,13 +167,8 @@ def frames(n: int, dst: int = 2) -> list[bytes]:
     ]
 
 
-def wait_for(cond: Any, timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
+def wait_for(cond: Callable[[], bool], timeout_s: float = 5.0) -> bool:
+    return wait_until(cond, timeout_s)
 
 
 def test_bring_up_is_idempotent_and_reads_back(lab: Lab) -> None:
