@@ -24,7 +24,8 @@ from types import FrameType
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the runner is a script; the project may not be installed
 
-from topologies.bmv2 import Bmv2Config, Bmv2Error, Bmv2Process  # noqa: E402
+from topologies.bmv2 import Bmv2Config, Bmv2Process  # noqa: E402
+from topologies.errors import Bmv2Error  # noqa: E402
 from topologies.netns import entered_namespace  # noqa: E402
 
 NUM_PORTS = 4

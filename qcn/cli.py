@@ -29,8 +29,17 @@ def _user_errors() -> tuple[type[Exception], ...]:
     from controller.errors import Bmv2ThriftError, ConfigError, P4RuntimeError  # noqa: PLC0415
     from qcn.scenario import ScenarioError  # noqa: PLC0415
     from reaction_point.cli import RpUsageError  # noqa: PLC0415
+    from topologies.errors import ExperimentError  # noqa: PLC0415
 
-    return (ParamError, ConfigError, P4RuntimeError, Bmv2ThriftError, RpUsageError, ScenarioError)
+    return (
+        ParamError,
+        ConfigError,
+        P4RuntimeError,
+        Bmv2ThriftError,
+        RpUsageError,
+        ScenarioError,
+        ExperimentError,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,6 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"qcn: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        print("qcn: interrupted", file=sys.stderr)
         return 130
     return code
 

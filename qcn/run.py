@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,20 @@ def register(sub: Any) -> None:
         "--backend",
         choices=["auto", "sim", "mininet"],
         default="auto",
-        help="sim: the packet simulator; mininet: BMv2 in Mininet; auto: pick (default)",
+        help="mininet: BMv2 switches in Mininet (root and the p4lang toolchain); sim: the "
+        "packet simulator; auto (default): mininet where it can run, else sim",
+    )
+    p.add_argument(
+        "--scaled",
+        action="store_true",
+        help="sim: run the scenario as scaled for BMv2 (its [bmv2] section), to predict a "
+        "Mininet run",
+    )
+    p.add_argument(
+        "--cli", action="store_true", help="mininet: open the Mininet CLI with everything running"
+    )
+    p.add_argument(
+        "--sample-hz", type=float, default=100.0, help="mininet: queue samples per second"
     )
     p.add_argument(
         "--set",
@@ -59,14 +71,18 @@ def _overrides(pairs: list[str]) -> dict[str, Any]:
 
 def choose_backend(requested: str) -> tuple[str, str]:
     """The backend to use and why, in one line."""
+    from topologies.experiment import missing_requirements  # noqa: PLC0415
+
     if requested == "sim":
         return "sim", "simulator (requested)"
+    missing = missing_requirements()
     if requested == "mininet":
-        raise ScenarioError("the Mininet/BMv2 backend is not implemented yet; use --backend sim")
-    have = all(shutil.which(t) for t in ("p4c", "simple_switch_grpc"))
-    if have:
-        return "sim", "simulator (the Mininet/BMv2 backend is not implemented yet)"
-    return "sim", "simulator (no p4lang toolchain on this machine)"
+        if missing:
+            raise ScenarioError(f"the Mininet backend cannot run here: {missing}")
+        return "mininet", "Mininet/BMv2 backend (requested)"
+    if missing:
+        return "sim", f"simulator ({missing}; --backend sim to choose it)"
+    return "mininet", "Mininet/BMv2 backend"
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -84,20 +100,35 @@ def _run(args: argparse.Namespace) -> int:
     if overrides:
         sc = sc.with_overrides(overrides)
     backend, why = choose_backend(args.backend)
+    scale = sc.bmv2
+    if args.cli and backend != "mininet":
+        raise ScenarioError("--cli needs the Mininet backend")
+    if args.sample_hz <= 0 or args.sample_hz > 1000:
+        raise ScenarioError("--sample-hz must be in (0, 1000]")
+    if backend == "mininet" or args.scaled:
+        sc = sc.scaled_for_bmv2()
+        why += (
+            f"; rates x{scale.rate_scale:g}, times x{scale.time_scale:g} "
+            f"(the scenario's [bmv2] section): {sc.duration_s:g} s"
+        )
     print(f"qcn run: {sc.name} on the {why}", flush=True)
     from simulator.engine import Simulation  # noqa: PLC0415 - heavy only when running
     from simulator.results import SUMMARY_KEYS, summarize, write  # noqa: PLC0415
 
     out = args.out or DEFAULT_OUT / sc.name
     qcn = not args.no_qcn
-    trace = Simulation(sc, seed=args.seed, qcn=qcn).run()
+    if backend == "mininet":
+        from topologies.experiment import MininetExperiment  # noqa: PLC0415
+
+        experiment = MininetExperiment(sc, out, qcn=qcn, cli=args.cli, sample_hz=args.sample_hz)
+        trace = experiment.run()
+    else:
+        interval = 1e-3 * (scale.time_scale if args.scaled else 1.0)
+        trace = Simulation(sc, seed=args.seed, qcn=qcn, sample_interval_s=interval).run()
     summary = summarize(sc, trace, qcn=qcn, backend=backend, seed=args.seed)
     plots = write(out, sc, trace, summary)
     print(json.dumps({k: summary[k] for k in SUMMARY_KEYS}))
-    print(
-        f"qcn run: {trace.events:,} events in {trace.wall_s:.1f} s "
-        f"({summary['events_per_s']:,.0f} events/s); results in {out}/"
-    )
+    print(f"qcn run: done in {trace.wall_s:.1f} s; results in {out}/")
     for p in plots:
         print(f"  plot: {p}")
     return 0

@@ -33,6 +33,12 @@ whose service rate can change on a schedule::
     at_s = 2.0
     bottleneck_rate_bps = 0.5e9
 
+    [bmv2]                           # how the run is scaled for BMv2 (see Bmv2Scale)
+    rate_scale = 1e-3                # 10 Gb/s -> 10 Mb/s
+    time_scale = 10                  # 6 s -> 60 s
+    [bmv2.set]                       # then these overrides, as with `qcn run --set`
+    "qcn.cp.p_base" = 0.1
+
 Validation names the file and the field.
 """
 
@@ -80,6 +86,46 @@ class RateChange:
 
 
 @dataclass(frozen=True)
+class Bmv2Scale:
+    """How a scenario is scaled to what BMv2 in Mininet carries (tens of Mb/s, not 10 Gb/s).
+
+    Rates scale by ``rate_scale`` (k) and times by ``time_scale`` (tau); byte quantities
+    (BC_LIMIT, the CP's sampling intervals) by k * tau, so an RP cycle lasts tau times as
+    long as in the original, like everything else.  Frame sizes and queue lengths in packets
+    do not scale, so a run with k * tau < 1 sees k * tau times as many frames per (scaled)
+    event as the original: ``set`` holds the compensating overrides (typically a higher
+    sampling probability), stated in each scenario file.
+    """
+
+    rate_scale: float = 1e-3
+    time_scale: float = 1.0
+    set: dict[str, Any] = field(default_factory=dict)
+
+
+#: Scenario fields (dotted) that are rates, times and byte counts, for Bmv2Scale.
+RATE_FIELDS = (
+    "network.line_rate_bps",
+    "network.bottleneck_rate_bps",
+    "workload.max_rate_bps",
+    "qcn.rp.line_rate_bps",
+    "qcn.rp.min_rate_bps",
+    "qcn.rp.rate_unit_bps",
+    "qcn.rp.r_ai_bps",
+    "qcn.rp.r_hai_bps",
+)
+TIME_FIELDS = (
+    "duration_s",
+    "network.rtt_s",
+    "workload.stagger_s",
+    "workload.mean_on_s",
+    "workload.mean_off_s",
+    "qcn.rp.timer_s",
+)
+BYTE_FIELDS = ("qcn.rp.bc_limit_bytes", "qcn.rp.hai_min_frames")
+"""Byte and frame counts: they scale by rate_scale * time_scale."""
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     seed: str
@@ -90,6 +136,7 @@ class Scenario:
     workload: Workload = field(default_factory=Workload)
     schedule: tuple[RateChange, ...] = ()
     notes: str = ""
+    bmv2: Bmv2Scale = field(default_factory=Bmv2Scale)
 
     @property
     def restore_at_s(self) -> float | None:
@@ -124,6 +171,36 @@ class Scenario:
             node[last] = value
         return parse(data, where=f"{self.name} (with --set)")
 
+    def scaled_for_bmv2(self) -> Scenario:
+        """This scenario in BMv2's units (see :class:`Bmv2Scale`); itself a scenario that
+        the simulator can run too, to predict the BMv2 run."""
+        k, tau = self.bmv2.rate_scale, self.bmv2.time_scale
+        data = self.to_dict()
+
+        def scale(dotted: str, factor: float, kind: type = float) -> None:
+            *path, last = dotted.split(".")
+            node = data
+            for key in path:
+                node = node[key]
+            node[last] = kind(round(node[last] * factor)) if kind is int else node[last] * factor
+
+        for name in RATE_FIELDS:
+            scale(name, k)
+        for name in TIME_FIELDS:
+            scale(name, tau)
+        for name in BYTE_FIELDS:
+            scale(name, k * tau, int)
+        data["qcn"]["cp"]["sample_intervals_bytes"] = [
+            max(64, round(n * k * tau)) for n in data["qcn"]["cp"]["sample_intervals_bytes"]
+        ]
+        data["qcn"]["rp"]["bc_limit_bytes"] = max(64, data["qcn"]["rp"]["bc_limit_bytes"])
+        for change in data["schedule"]:
+            change["at_s"] *= tau
+            change["bottleneck_rate_bps"] *= k
+        data["bmv2"] = {"rate_scale": 1.0, "time_scale": 1.0, "set": {}}
+        scaled = parse(data, where=f"{self.name} (scaled for BMv2)")
+        return scaled.with_overrides(self.bmv2.set) if self.bmv2.set else scaled
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -135,6 +212,7 @@ class Scenario:
             "network": dict(vars(self.network)),
             "workload": {**vars(self.workload), "onoff_sources": list(self.workload.onoff_sources)},
             "schedule": [dict(vars(c)) for c in self.schedule],
+            "bmv2": {**vars(self.bmv2), "set": dict(self.bmv2.set)},
         }
 
 
@@ -177,6 +255,7 @@ def _parse(data: dict[str, Any]) -> Scenario:
         "network",
         "workload",
         "schedule",
+        "bmv2",
     }
     _unknown("", data, known)
     try:
@@ -189,6 +268,7 @@ def _parse(data: dict[str, Any]) -> Scenario:
     schedule = tuple(
         _table(RateChange, f"schedule[{i}]", c) for i, c in enumerate(data.get("schedule", []))
     )
+    bmv2 = _table(Bmv2Scale, "bmv2", data.get("bmv2", {}))
     scenario = Scenario(
         name=_typed("name", data.get("name"), str),
         seed=str(data.get("seed", "")),
@@ -199,6 +279,7 @@ def _parse(data: dict[str, Any]) -> Scenario:
         workload=workload,
         schedule=tuple(sorted(schedule, key=lambda c: c.at_s)),
         notes=str(data.get("notes", "")),
+        bmv2=bmv2,
     )
     _validate(scenario)
     return scenario
@@ -207,7 +288,7 @@ def _parse(data: dict[str, Any]) -> Scenario:
 def _validate(s: Scenario) -> None:
     n, w = s.network, s.workload
     checks = [
-        ("duration_s", 0 < s.duration_s <= 600, "must be in (0, 600]"),
+        ("duration_s", 0 < s.duration_s <= 3600, "must be in (0, 3600]"),
         ("network.sources", 1 <= n.sources <= 1000, "must be in [1, 1000]"),
         ("network.line_rate_bps", n.line_rate_bps > 0, "must be positive"),
         ("network.bottleneck_rate_bps", n.bottleneck_rate_bps > 0, "must be positive"),
@@ -239,6 +320,9 @@ def _validate(s: Scenario) -> None:
         raise ScenarioError(
             "qcn.rp.line_rate_bps must equal network.line_rate_bps (the RPs' host links)"
         )
+    b = s.bmv2
+    if not (0 < b.rate_scale <= 1 and 0 < b.time_scale <= 1e4):
+        raise ScenarioError("bmv2: rate_scale must be in (0, 1] and time_scale in (0, 1e4]")
     for i, c in enumerate(s.schedule):
         if c.at_s < 0 or c.bottleneck_rate_bps <= 0:
             raise ScenarioError(f"schedule[{i}]: needs at_s >= 0 and a positive rate")
@@ -248,7 +332,12 @@ def _table(cls: type, name: str, values: Any) -> Any:
     """Build dataclass ``cls`` from a TOML table, type-checked against the field defaults."""
     if not isinstance(values, dict):
         raise ScenarioError(f"{name}: must be a table")
-    defaults = {f.name: f.default if f.default is not MISSING else None for f in fields(cls)}
+    defaults = {
+        f.name: f.default
+        if f.default is not MISSING
+        else (f.default_factory() if f.default_factory is not MISSING else None)
+        for f in fields(cls)
+    }
     _unknown(f"{name}.", values, set(defaults))
     out = {}
     for key, raw in values.items():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,13 @@ def register(sub: Any) -> None:
     se.add_argument("--frame-bytes", type=int, default=1500)
     se.add_argument("--duration", type=float, default=10.0, help="seconds")
     se.add_argument("--port", type=int, default=5001, help="UDP destination port")
+    se.add_argument("--seed", type=int, help="random seed of the arrivals (default: random)")
+    se.add_argument(
+        "--start-at",
+        type=float,
+        metavar="T",
+        help="wait until time.monotonic() reaches T (to start several sources together)",
+    )
     se.set_defaults(func=_send)
 
 
@@ -133,7 +142,9 @@ def _send(args: argparse.Namespace) -> int:
         spec.validate()
     except (ValueError, OSError) as e:
         raise RpUsageError(str(e)) from None
-    report = run_source(spec)
+    if args.start_at is not None:
+        time.sleep(max(0.0, args.start_at - time.monotonic()))
+    report = run_source(spec, random.Random(args.seed))
     print(
         f"sent {report.sent_frames} frames ({report.sent_bytes} B) in {spec.duration_s:g} s; "
         f"{report.blocked} refused by a full limiter queue"

@@ -290,7 +290,9 @@ class ReactionPoint:
             lim.csv_file = path.open("a", newline="")
             lim.csv_writer = csv.writer(lim.csv_file)
             if path.stat().st_size == 0:
-                lim.csv_writer.writerow(["time_s", "cr_bps", "tr_bps", "stage", "sent_bytes"])
+                lim.csv_writer.writerow(
+                    ["time_s", "cr_bps", "tr_bps", "stage", "sent_bytes", "monotonic_s"]
+                )
         self.limiters[match] = lim
         self.counters["limiters_created"] += 1
         return lim
@@ -366,6 +368,7 @@ class ReactionPoint:
                 f"{r.target_rate_bps:.0f}",
                 r.stage.value,
                 lim.sent_bytes,
+                f"{time.monotonic():.6f}",
             ]
         )
 

@@ -7,20 +7,26 @@
 
 Each frame goes to one destination, or to one drawn uniformly from a set.  Frames are UDP
 datagrams sized so that the Ethernet frame is ``frame_bytes``; they traverse the kernel's
-egress qdisc, so the reaction point's HTB limiters shape them like any application's.
+egress qdisc, so the reaction point's HTB limiters shape them like any application's.  Each
+payload starts with the frame's sequence number (:data:`SEQUENCE`), so a receiver counts
+losses exactly (:mod:`topologies.sink`).
 """
 
 from __future__ import annotations
 
 import errno
+import math
 import random
 import socket
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 ETH_IP_UDP_HEADERS = 14 + 20 + 8
+SEQUENCE = struct.Struct("!Q")
+"""The first payload bytes of every frame: its sequence number from this source, from 0."""
 Pattern = Literal["constant", "bernoulli", "onoff"]
 
 
@@ -46,12 +52,21 @@ class SourceSpec:
             raise ValueError(f"rate must be positive (got {self.rate_bps})")
         if not 0 < self.load <= 1:
             raise ValueError(f"load must be in (0, 1] (got {self.load})")
-        if not ETH_IP_UDP_HEADERS < self.frame_bytes <= 9000:
-            raise ValueError(f"frame size must be in ({ETH_IP_UDP_HEADERS}, 9000]")
+        if not ETH_IP_UDP_HEADERS + SEQUENCE.size <= self.frame_bytes <= 9000:
+            lowest = ETH_IP_UDP_HEADERS + SEQUENCE.size
+            raise ValueError(f"frame size must be in [{lowest}, 9000]")
         if self.mean_on_s <= 0 or self.mean_off_s <= 0:
             raise ValueError("on/off means must be positive")
         for d in self.destinations:
             socket.inet_aton(d)
+
+
+def empty_slots_before_frame(load: float, u: float) -> int:
+    """Bernoulli arrivals: how many empty slots precede the next busy one (geometric), for
+    ``u`` uniform in (0, 1]; one draw per frame instead of one per slot."""
+    if load >= 1.0:
+        return 0
+    return math.floor(math.log(u) / math.log1p(-load))
 
 
 @dataclass
@@ -71,7 +86,7 @@ def run_source(
     """Send ``spec``'s traffic for its duration; return what was sent."""
     spec.validate()
     rng = rng or random.Random()
-    payload = bytes(spec.frame_bytes - ETH_IP_UDP_HEADERS)
+    payload = bytearray(spec.frame_bytes - ETH_IP_UDP_HEADERS)
     slot_s = spec.frame_bytes * 8 / spec.rate_bps
     report = SourceReport()
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
@@ -84,13 +99,15 @@ def run_source(
                 t = on_until + rng.expovariate(1 / spec.mean_off_s)
                 on_until = t + rng.expovariate(1 / spec.mean_on_s)
                 continue
-            if spec.pattern == "bernoulli" and rng.random() >= spec.load:
-                t += slot_s
-                continue
+            if spec.pattern == "bernoulli":
+                t += slot_s * empty_slots_before_frame(spec.load, 1.0 - rng.random())
+                if t >= end:
+                    break
             delay = t - clock()
             if delay > 0:
                 sleep(delay)
             dst = spec.destinations[rng.randrange(len(spec.destinations))]
+            SEQUENCE.pack_into(payload, 0, report.sent_frames)
             try:
                 sock.sendto(payload, (dst, spec.port))
                 report.sent_frames += 1

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from qcn.cp_model import CongestionPoint, CpPortConfig
 from qcn.scenario import Scenario
 from reaction_point.rules import RateLimiterRules
+from reaction_point.sources import empty_slots_before_frame
 
 SEND, DEPART, CNM, TIMER, RATE, SAMPLE, START = range(7)
 
@@ -126,11 +127,8 @@ class Simulation:
     def _arrival_gap(self, s: Source) -> float:
         if s.pattern == "bernoulli":
             # Frame slots at line rate, each busy with probability offered / line rate.
-            p = s.offered_bps * self.slot_s / self.frame_bits
-            if p >= 1.0:
-                return self.slot_s
-            u = 1.0 - self.rng.random()
-            return self.slot_s * (1 + math.floor(math.log(u) / math.log1p(-p)))
+            load = s.offered_bps * self.slot_s / self.frame_bits
+            return self.slot_s * (1 + empty_slots_before_frame(load, 1.0 - self.rng.random()))
         return self.frame_bits / s.offered_bps
 
     def _arrivals_until(self, s: Source, t: float) -> None:

@@ -83,7 +83,8 @@ def test_qcn_run_writes_results(tmp_path: Path) -> None:
         (["run", "transient", "--set", "network.sources=0"], "network.sources: must be in"),
         (["run", "transient", "--set", "workload.colour=1"], "workload.colour: unknown field"),
         (["run", "transient", "--set", "qcn.cp.w=-1"], "cp.w: must be in [0, 64]"),
-        (["run", "transient", "--backend", "mininet"], "not implemented yet"),
+        (["run", "transient", "--backend", "sim", "--cli"], "--cli needs the Mininet backend"),
+        (["run", "transient", "--set", "bmv2.rate_scale=2"], "bmv2: rate_scale must be in"),
     ],
 )
 def test_bad_runs_are_one_line_errors(args: list[str], message: str) -> None:
@@ -114,3 +115,38 @@ def test_seeds_reproduced_within_tolerances() -> None:
     results = run_rows([1, 2, 3], progress=lambda _: None)
     failed = [text for text, ok in checks(results) if not ok]
     assert not failed, failed
+
+
+def test_scaling_for_bmv2_scales_rates_times_and_bytes() -> None:
+    sc = scenarios.load("transient").with_overrides(
+        {"bmv2.rate_scale": 1e-3, "bmv2.time_scale": 10.0, "bmv2.set": {"qcn.cp.p_base": 0.5}}
+    )
+    b = sc.scaled_for_bmv2()
+    k, tau = 1e-3, 10.0
+    assert b.network.line_rate_bps == pytest.approx(sc.network.line_rate_bps * k)
+    assert b.params.rp.line_rate_bps == pytest.approx(sc.params.rp.line_rate_bps * k)
+    assert b.params.rp.r_ai_bps == pytest.approx(sc.params.rp.r_ai_bps * k)
+    assert b.params.rp.min_rate_bps == pytest.approx(sc.params.rp.min_rate_bps * k)
+    assert b.workload.max_rate_bps == pytest.approx(sc.workload.max_rate_bps * k)
+    assert b.duration_s == pytest.approx(sc.duration_s * tau)
+    assert b.params.rp.timer_s == pytest.approx(sc.params.rp.timer_s * tau)
+    assert [c.at_s for c in b.schedule] == pytest.approx([c.at_s * tau for c in sc.schedule])
+    assert [c.bottleneck_rate_bps for c in b.schedule] == pytest.approx(
+        [c.bottleneck_rate_bps * k for c in sc.schedule]
+    )
+    assert b.params.rp.bc_limit_bytes == round(sc.params.rp.bc_limit_bytes * k * tau)
+    assert b.params.rp.hai_min_frames == round(sc.params.rp.hai_min_frames * k * tau)
+    # Sizes in packets and frames do not scale; the [bmv2.set] overrides come last.
+    assert b.network.frame_bytes == sc.network.frame_bytes
+    assert b.params.cp.q_eq_pkts == sc.params.cp.q_eq_pkts
+    assert b.params.cp.p_base == 0.5
+    # The scaled scenario is final: scaling it again changes nothing.
+    assert b.scaled_for_bmv2() == b
+
+
+@pytest.mark.parametrize("name", scenarios.available())
+def test_every_scenario_scales_for_bmv2(name: str) -> None:
+    sc = scenarios.load(name)
+    b = sc.scaled_for_bmv2()
+    assert b.network.line_rate_bps <= 200e6, "BMv2 in Mininet carries tens of Mb/s"
+    assert b.duration_s <= 600

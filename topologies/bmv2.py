@@ -19,11 +19,9 @@ from pathlib import Path
 
 from pyroute2 import netns
 
+from topologies.errors import Bmv2Error
+
 SIMPLE_SWITCH_GRPC = "simple_switch_grpc"
-
-
-class Bmv2Error(RuntimeError):
-    """The switch could not be started; the message carries its log's last lines."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,88 @@
+"""The experiments' traffic sink: receives the sources' UDP frames and counts them per source.
+
+It runs on the sink host (``python -m topologies.sink``) and prints one JSON line per
+interval with cumulative counts per source address::
+
+    {"t": 12.345, "rx": {"10.0.0.1": [frames, bytes, lost], ...}}
+
+``t`` is ``time.monotonic()``, which every network namespace shares, so the runner can put
+these lines on the same time axis as its queue samples.  ``lost`` counts the gaps in each
+source's sequence numbers (:data:`reaction_point.sources.SEQUENCE`): frames the network
+dropped, exactly, without asking the switch.  Bytes are Ethernet frame bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import select
+import signal
+import socket
+import sys
+import time
+from types import FrameType
+
+from reaction_point.sources import ETH_IP_UDP_HEADERS, SEQUENCE
+
+
+class Sink:
+    def __init__(self, port: int) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.sock.bind(("0.0.0.0", port))
+        self.sock.setblocking(False)
+        self.counts: dict[str, list[int]] = {}
+        self.next_seq: dict[str, int] = {}
+
+    def drain(self) -> None:
+        """Count every datagram waiting in the socket."""
+        while True:
+            try:
+                data, (src, _port) = self.sock.recvfrom(65536)
+            except BlockingIOError:
+                return
+            counts = self.counts.setdefault(src, [0, 0, 0])
+            counts[0] += 1
+            counts[1] += len(data) + ETH_IP_UDP_HEADERS
+            if len(data) >= SEQUENCE.size:
+                (seq,) = SEQUENCE.unpack_from(data)
+                expected = self.next_seq.get(src, 0)
+                if seq > expected:
+                    counts[2] += seq - expected
+                self.next_seq[src] = max(expected, seq + 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--port", type=int, default=5001)
+    ap.add_argument("--interval", type=float, default=0.01, help="seconds between reports")
+    args = ap.parse_args(argv)
+    sink = Sink(args.port)
+    stop = False
+
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    print(json.dumps({"t": time.monotonic(), "rx": {}}), flush=True)  # ready
+    next_report = time.monotonic() + args.interval
+    while not stop:
+        timeout = max(0.0, next_report - time.monotonic())
+        try:
+            readable, _, _ = select.select([sink.sock], [], [], timeout)
+        except InterruptedError:
+            continue
+        if readable:
+            sink.drain()
+        now = time.monotonic()
+        if now >= next_report:
+            sys.stdout.write(json.dumps({"t": now, "rx": sink.counts}) + "\n")
+            sys.stdout.flush()
+            next_report = now + args.interval
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
