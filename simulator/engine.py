@@ -68,6 +68,8 @@ class Trace:
     source_cr_bps: list[list[float]] = field(default_factory=list)
     source_tr_bps: list[list[float]] = field(default_factory=list)
     source_throughput_bps: list[list[float]] = field(default_factory=list)
+    drops_so_far: list[int] = field(default_factory=list)
+    """Drops up to each sample."""
     drops: int = 0
     cnms: int = 0
     frames_in: int = 0
@@ -205,6 +207,7 @@ class Simulation:
         tr, dt = self.trace, self.sample_interval_s
         tr.times_s.append(self.now)
         tr.queue_pkts.append(len(self.queue))
+        tr.drops_so_far.append(tr.drops)
         tr.throughput_bps.append(8 * self.window_bytes / dt)
         tr.capacity_bps.append(self.capacity)
         tr.source_cr_bps.append(

@@ -24,10 +24,14 @@ SUMMARY_KEYS = (
     "jain_fairness",
     "utilization",
     "recovery_ms",
+    "queue_mean_settled_pkts",
+    "drops_settled",
 )
 RECOVERY_FRACTION = 0.9
 WARMUP_FRACTION = 0.1
 """The first 10 % of a run is start-up: queue statistics are taken after it."""
+SETTLED_FRACTION = 0.25
+"""The last 25 % of a run is its settled state (fairness, settled queue and drops)."""
 
 
 def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) -> dict[str, Any]:
@@ -37,7 +41,9 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
     # Delivered over what the bottleneck could have carried (same sample windows).
     delivered = sum(tr.throughput_bps)
     capacity = sum(tr.capacity_bps)
-    tail = max(warm, len(times) * 3 // 4)
+    tail = max(warm, round(len(times) * (1 - SETTLED_FRACTION)))
+    settled = tr.queue_pkts[tail:] or [0]
+    drops_before_tail = tr.drops_so_far[tail - 1] if 0 < tail <= len(tr.drops_so_far) else 0
     per_source = [
         sum(row[i] for row in tr.source_throughput_bps[tail:]) for i in range(sc.network.sources)
     ]
@@ -52,6 +58,9 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         "queue_max_pkts": max(tr.queue_pkts or [0]),
         "q_eq_pkts": sc.params.cp.q_eq_pkts,
         "drops": tr.drops,
+        "queue_mean_settled_pkts": sum(settled) / len(settled),
+        "queue_max_settled_pkts": max(settled),
+        "drops_settled": tr.drops - drops_before_tail,
         "cnms": tr.cnms,
         "jain_fairness": jain(per_source),
         "utilization": delivered / capacity if capacity else math.nan,

@@ -165,8 +165,11 @@ class MininetExperiment:
         from topologies.mininet_bmv2 import network_config  # noqa: PLC0415
 
         cp = self.sc.params.to_dict()["cp"]
-        cp_ports = {SWITCH: [self.sink_index]} if self.qcn else {}
-        config = network_config(self.net, cp_ports=cp_ports, cp_params=cp)
+        if not self.qcn:
+            # The CP stays on the port, so the queue is still measured (its last_qdepth
+            # register) at the same per-frame cost, but it never samples: no CNMs.
+            cp.update(sampling="bernoulli", p_base=0.0, p_scale=0.0)
+        config = network_config(self.net, cp_ports={SWITCH: [self.sink_index]}, cp_params=cp)
         agent = SwitchAgent(config, SWITCH)
         try:
             agent.bring_up()
@@ -178,7 +181,7 @@ class MininetExperiment:
         except BaseException:
             agent.close()
             raise
-        what = "with a CP" if self.qcn else "without QCN"
+        what = "with a CP" if self.qcn else "without QCN (the CP never samples)"
         self.progress(
             f"qcn run: switch programmed; port {self.sink_index} is the bottleneck {what}"
         )
@@ -421,6 +424,7 @@ class MininetExperiment:
                 for ip in ips
             ]
             previous = counts
+            tr.drops_so_far.append(sum(counts.get(ip, [0, 0, 0])[2] for ip in ips))
             tr.source_throughput_bps.append(per_source)
             tr.throughput_bps.append(sum(per_source))
             ci = bisect.bisect_right(c_times, t) - 1
