@@ -47,9 +47,11 @@ class Sink:
             if len(data) >= SEQUENCE.size:
                 (seq,) = SEQUENCE.unpack_from(data)
                 expected = self.next_seq.get(src, 0)
-                if seq > expected:
+                if seq >= expected:
                     counts[2] += seq - expected
-                self.next_seq[src] = max(expected, seq + 1)
+                    self.next_seq[src] = seq + 1
+                else:  # a late (reordered) frame was counted lost when its gap was seen
+                    counts[2] -= 1
 
 
 def main(argv: list[str] | None = None) -> int:
