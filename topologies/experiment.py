@@ -25,6 +25,7 @@ import csv
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,8 +52,6 @@ SOURCE_START_DELAY_S = 2.0
 
 def missing_requirements() -> str | None:
     """Why this backend cannot run here, in one line (None: it can)."""
-    import shutil  # noqa: PLC0415
-
     for tool in ("p4c", "simple_switch_grpc", "mnexec"):
         if shutil.which(tool) is None:
             return f"{tool} is not installed (see 'make deps')"
@@ -206,7 +205,7 @@ class MininetExperiment:
         )
         self._sink_reader = threading.Thread(target=self._read_sink, daemon=True)
         if self._sink_proc.stdout is None or not self._sink_proc.stdout.readline():
-            raise ExperimentError(f"the sink did not start: {self._stderr_of('sink')}")
+            raise ExperimentError(f"the sink did not start: {self._last_log_line('sink')}")
         self._sink_reader.start()
         if self.qcn:
             params = self.out / "params.toml"
@@ -235,7 +234,7 @@ class MininetExperiment:
         def ready() -> bool:
             for name, proc in self.procs:
                 if proc.poll() is not None:
-                    raise ExperimentError(f"{name} exited: {self._stderr_of(name)}")
+                    raise ExperimentError(f"{name} exited: {self._last_log_line(name)}")
             return len(list(status_dir.glob("rp-*.json"))) == n
 
         if not wait_until(ready, 20.0, interval_s=0.1):
@@ -313,7 +312,7 @@ class MininetExperiment:
             self.rec.queue.append((time.monotonic(), depth))
             for name, proc in self.procs:
                 if proc.poll() not in (None, 0):
-                    raise ExperimentError(f"{name} failed: {self._stderr_of(name)}")
+                    raise ExperimentError(f"{name} failed: {self._last_log_line(name)}")
             if now >= next_progress:
                 self.progress(
                     f"qcn run: t={now - start:5.1f}/{sc.duration_s:g} s  queue {depth:3d} pkts"
@@ -364,7 +363,7 @@ class MininetExperiment:
         self.procs.append((name, proc))
         return proc
 
-    def _stderr_of(self, name: str) -> str:
+    def _last_log_line(self, name: str) -> str:
         path = self.out / "logs" / f"{name.replace(' ', '-')}.log"
         lines = path.read_text().strip().splitlines() if path.exists() else []
         return lines[-1] if lines else "no output"
