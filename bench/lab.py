@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from topologies.bmv2 import Bmv2Config, Bmv2Process  # noqa: E402
+from topologies.bmv2 import SIMPLE_SWITCH_GRPC, Bmv2Config, Bmv2Process  # noqa: E402
 from topologies.netns import entered_namespace  # noqa: E402
 
 
@@ -40,9 +40,15 @@ def namespace(num_ports: int) -> Iterator[str]:
 
 
 @contextmanager
-def switch(num_ports: int, workdir: Path) -> Iterator[Bmv2Process]:
+def switch(
+    num_ports: int, workdir: Path, executable: str = SIMPLE_SWITCH_GRPC
+) -> Iterator[Bmv2Process]:
     sw = Bmv2Process(
-        Bmv2Config(ports={i: f"sw{i}" for i in range(num_ports)}, log_file=workdir / "sw.log")
+        Bmv2Config(
+            ports={i: f"sw{i}" for i in range(num_ports)},
+            log_file=workdir / "sw.log",
+            executable=executable,
+        )
     )
     sw.start()
     try:

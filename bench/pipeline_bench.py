@@ -1,6 +1,7 @@
 """Pipeline benchmark: packets/s of the CP pipeline vs a plain L2 program, same BMv2.
 
-    python bench/pipeline_bench.py [--frames N] [--rounds R]
+    python bench/pipeline_bench.py [--rate PPS] [--seconds S] [--rounds R]
+                                   [--simple-switch PATH]
 
 Both programs run on the same simple_switch_grpc build, with the same traffic: a paced
 sender offers 100-byte frames from h0 at a rate both keep up with, the receiver counts
@@ -10,8 +11,12 @@ CPU-second: the rate one core of this machine sustains with it.  (Measuring unde
 overload instead is no use on 2 cores: BMv2's pcap input then loses frames erratically
 and sender, receiver and switch fight for the same CPUs.)  The CP pipeline runs with a CP
 on the egress port (seeds' defaults: Bernoulli sampling at 1 %, nothing congested, so it
-computes Fb for every frame but sends no CNMs).  Rounds alternate between the programs;
-medians are compared.
+runs its per-frame stage for every frame and the feedback stage for the ~1 % of frames
+that may be sampled, and sends no CNMs).  Rounds alternate between the programs; medians
+are compared.  ``--simple-switch`` runs another BMv2 build, e.g. one configured with
+``--disable-logging-macros`` (behavioral-model's docs/performance.md): with logging macros
+compiled in, BMv2 formats a log line's arguments for every table and action even when the
+log level discards it, which weighs on a pipeline in proportion to its size.
 
 Target (issue 3): qcn / l2 >= 0.9.
 """
@@ -19,7 +24,9 @@ Target (issue 3): qcn / l2 >= 0.9.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -34,6 +41,7 @@ from scapy.layers.l2 import Ether
 from controller.entries import CpPort, cp_entries, l2_entry
 from controller.p4runtime import P4RuntimeSwitch
 from qcn.params import CpParams
+from topologies.bmv2 import SIMPLE_SWITCH_GRPC
 
 H0_MAC, H1_MAC = "00:00:00:00:00:01", "00:00:00:00:00:02"
 
@@ -100,17 +108,30 @@ def measure(rate_pps: float, duration_s: float) -> tuple[int, float]:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (all its threads), seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU time of a process, all its threads, from the scheduler's nanosecond accounting
+    (/proc/PID/task/TID/schedstat), not the 10 ms ticks of /proc/PID/stat."""
+    total_ns = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # a thread that just ended
+            total_ns += int((task / "schedstat").read_text().split()[0])
+    return total_ns / 1e9
 
 
 def run_program(
-    name: str, program: tuple[Path, Path], workdir: Path, *, rate: float, seconds: float
+    name: str,
+    program: tuple[Path, Path],
+    workdir: Path,
+    *,
+    rate: float,
+    seconds: float,
+    executable: str,
 ) -> float:
     """Packets forwarded per CPU-second of the switch, at an offered rate it keeps up with."""
     p4info, bmv2_json = program
-    with switch(2, workdir) as sw, P4RuntimeSwitch("127.0.0.1:9559", p4info, bmv2_json) as p4rt:
+    with (
+        switch(2, workdir, executable) as sw,
+        P4RuntimeSwitch("127.0.0.1:9559", p4info, bmv2_json) as p4rt,
+    ):
         entities = [l2_entry(H1_MAC, 1)]
         if name == "qcn":
             entities += cp_entries(CpPort.with_default_cpid(1, CpParams(), "02:00:00:00:00:fe"))
@@ -138,13 +159,23 @@ def run_program(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rate", type=float, default=10_000, help="offered packets/s")
-    parser.add_argument("--seconds", type=float, default=3.0, help="per measurement")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rate", type=float, default=6_000, help="offered packets/s")
+    parser.add_argument("--seconds", type=float, default=4.0, help="per measurement")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--simple-switch",
+        default=SIMPLE_SWITCH_GRPC,
+        metavar="PATH",
+        help="the simple_switch_grpc binary to run (default: the one on PATH)",
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("pipeline_bench: needs root (namespaces)")
         return 2
+    if shutil.which(args.simple_switch) is None:
+        print(f"pipeline_bench: {args.simple_switch}: not found")
+        return 2
+    print(f"pipeline: switch {shutil.which(args.simple_switch)}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         programs = {
@@ -158,7 +189,12 @@ def main() -> int:
                 for name, program in programs.items():
                     results[name].append(
                         run_program(
-                            name, program, work / f"{name}{r}", rate=args.rate, seconds=args.seconds
+                            name,
+                            program,
+                            work / f"{name}{r}",
+                            rate=args.rate,
+                            seconds=args.seconds,
+                            executable=args.simple_switch,
                         )
                     )
     l2, qcn = statistics.median(results["l2"]), statistics.median(results["qcn"])

@@ -25,13 +25,15 @@ from controller.config import NetworkConfig, SwitchConfig
 from controller.entries import (
     COUNTERS,
     CP_CONFIG_TABLE,
+    CP_SAMPLING_TABLE,
     LAST_QDEPTH_REGISTER,
     SAMPLE_INTERVAL_TABLE,
-    SAMPLING_MODE_CODES,
+    SAMPLING_ACTIONS,
     CpPort,
     cnm_clone_session,
     cp_config_entry,
     cp_entries,
+    cp_sampling_entry,
     default_cpid,
     edge_port_entry,
     flood_group,
@@ -40,7 +42,7 @@ from controller.entries import (
 )
 from controller.errors import Bmv2ThriftError, ConfigError, P4RuntimeError
 from controller.p4runtime import P4RuntimeSwitch
-from qcn.params import PROB_ONE, W_ONE, CpParams, QcnParams, SamplingMode
+from qcn.params import PROB_ONE, W_ONE, CpParams, QcnParams
 
 
 @dataclass(frozen=True)
@@ -217,11 +219,12 @@ class SwitchAgent:
     def read_cp(self, port: int) -> tuple[CpParams, int] | None:
         """The CP parameters the switch holds for ``port`` (None: CP off) and its CPID."""
         sw = self.connect()
+        stage1 = sw.read(P4TableEntry(CP_SAMPLING_TABLE, match=P4TableMatch(eg_port=port)))
         found = sw.read(P4TableEntry(CP_CONFIG_TABLE, match=P4TableMatch(eg_port=port)))
-        if not found:
+        if not stage1 or not found:
             return None
         args = found[0].action.args
-        modes = {code: mode for mode, code in SAMPLING_MODE_CODES.items()}
+        modes = {action: mode for mode, action in SAMPLING_ACTIONS.items()}
         intervals = sw.read(P4TableEntry(SAMPLE_INTERVAL_TABLE))
         rows = sorted(
             (e.match["idx"], e.action.args) for e in intervals if int(e.match["eg_port"]) == port
@@ -231,7 +234,7 @@ class SwitchAgent:
             w=int(args["w_fixed"]) / W_ONE,
             p_base=int(args["p_base_fixed"]) / PROB_ONE,
             p_scale=int(args["p_scale_fixed"]) / PROB_ONE,
-            sampling=modes.get(int(args["sampling"]), SamplingMode.BERNOULLI),
+            sampling=modes[stage1[0].action.name],
         )
         if len(rows) == 8:
             bases = tuple(int(a["base_bytes"]) for _, a in rows)
@@ -255,7 +258,7 @@ class SwitchAgent:
         if current is None:
             sw.insert(cp_entries(cp))
             return new
-        sw.modify([cp_config_entry(cp)])
+        sw.modify([cp_config_entry(cp), cp_sampling_entry(cp)])
         if {"sample_intervals_bytes", "sample_jitter"} & changes.keys():
             sw.modify(sample_interval_entries(cp))
         return new

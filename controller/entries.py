@@ -19,11 +19,16 @@ from finsy import (
 from qcn.cp_model import CpPortConfig
 from qcn.params import CpParams, SamplingMode
 
-#: p4src/include/defines.p4: FLOOD_MCAST_GROUP, CNM_SESSION_BASE, SAMPLING_*.
+#: p4src/include/defines.p4: FLOOD_MCAST_GROUP, CNM_SESSION_BASE.
 FLOOD_MCAST_GROUP = 1
 CNM_SESSION_BASE = 1
-SAMPLING_MODE_CODES = {SamplingMode.BERNOULLI: 0, SamplingMode.BYTE_INTERVAL: 1}
 
+CP_SAMPLING_TABLE = "cp_sampling"
+#: cp_sampling's action for each sampling mode.
+SAMPLING_ACTIONS = {
+    SamplingMode.BERNOULLI: "sample_bernoulli",
+    SamplingMode.BYTE_INTERVAL: "sample_byte_interval",
+}
 CP_CONFIG_TABLE = "cp_config"
 SAMPLE_INTERVAL_TABLE = "sample_interval"
 L2_TABLE = "l2_forwarding"
@@ -54,20 +59,31 @@ def default_cpid(cp_mac: str, port: int) -> int:
     return (int(cp_mac.replace(":", ""), 16) << 16) | port
 
 
+def cp_sampling_entry(cp: CpPort) -> P4TableEntry:
+    """Stage 1 of the CP (every frame): the sampling mode, and in Bernoulli mode p_max."""
+    cfg = CpPortConfig.from_params(cp.params)
+    args = {"p_max_fixed": cfg.p_max_fp} if cfg.sampling is SamplingMode.BERNOULLI else {}
+    return P4TableEntry(
+        CP_SAMPLING_TABLE,
+        match=P4TableMatch(eg_port=cp.port),
+        action=P4TableAction(SAMPLING_ACTIONS[cfg.sampling], **args),
+    )
+
+
 def cp_config_entry(cp: CpPort) -> P4TableEntry:
+    """Stage 2 of the CP (sampling candidates): feedback, sampling probability, identity."""
     cfg = CpPortConfig.from_params(cp.params)
     return P4TableEntry(
         CP_CONFIG_TABLE,
         match=P4TableMatch(eg_port=cp.port),
         action=P4TableAction(
-            "set_cp",
+            "compute_feedback",
             q_eq_pkts=cfg.q_eq,
             w_fixed=cfg.w_fp,
             fbmax_fixed=cfg.fbmax_fp,
             fb_multiplier=cfg.fb_mult,
             p_base_fixed=cfg.p_base_fp,
             p_scale_fixed=cfg.p_scale_fp,
-            sampling=SAMPLING_MODE_CODES[cfg.sampling],
             cpid=cp.cpid,
             cp_mac=cp.cp_mac,
         ),
@@ -92,7 +108,7 @@ def sample_interval_entries(cp: CpPort) -> list[P4TableEntry]:
 
 def cp_entries(cp: CpPort) -> list[P4TableEntry]:
     """Everything that configures one CP port."""
-    return [cp_config_entry(cp), *sample_interval_entries(cp)]
+    return [cp_config_entry(cp), *sample_interval_entries(cp), cp_sampling_entry(cp)]
 
 
 def l2_entry(mac: str, port: int) -> P4TableEntry:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Coroutine, Iterable
@@ -23,6 +24,26 @@ T = TypeVar("T")
 
 # finsy logs every gRPC hiccup and that BMv2 has no gNMI; our errors say what matters.
 logging.getLogger("finsy").setLevel(logging.CRITICAL)
+
+_loop_lock = threading.Lock()
+
+
+@functools.cache
+def _start_loop() -> asyncio.AbstractEventLoop:
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, name="p4runtime", daemon=True).start()
+    return loop
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
+    """The process's one background event loop for gRPC.
+
+    grpc.aio binds its completion-queue poller to the first loop it runs on; a loop per
+    connection, closed afterwards, makes later connections in the same process log
+    "Event loop is closed" tracebacks.  So every connection shares one daemon loop.
+    """
+    with _loop_lock:
+        return _start_loop()
 
 
 class P4RuntimeSwitch:
@@ -51,8 +72,7 @@ class P4RuntimeSwitch:
             initial_election_id=election_id,
         )
         self._name = name
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._loop = _event_loop()
         self._switch: finsy.Switch | None = None
 
     # -- life cycle --------------------------------------------------------------------------
@@ -62,7 +82,6 @@ class P4RuntimeSwitch:
 
         With ``require_primary=False`` a backup connection is accepted (reads only).
         """
-        self._thread.start()
         try:
             self._switch = self._call(self._open(), what="connect")
         except BaseException:
@@ -87,11 +106,6 @@ class P4RuntimeSwitch:
             sw, self._switch = self._switch, None
             with contextlib.suppress(P4RuntimeError):
                 self._call(sw.__aexit__(None, None, None), what="disconnect")
-        if self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=self.timeout_s)
-        if not self._loop.is_running():
-            self._loop.close()
 
     def __enter__(self) -> P4RuntimeSwitch:
         return self.open()

@@ -4,6 +4,8 @@
 // Egress:  the congestion point of the egress port (control/congestion_point.p4); the E2E
 //          clone of a sampled frame is rewritten into its CNM (control/cnm_builder.p4).
 #include <core.p4>
+// The v1model whose counters and registers take a typed index (port_t, no casts).
+#define V1MODEL_VERSION 20200408
 #include <v1model.p4>
 
 #include "include/defines.p4"

@@ -13,6 +13,11 @@ Per data frame on a CP-enabled egress port::
     QntzFb  = 0 if fb_fp >= 0 else (min(-fb_fp, fbmax_fp) * fb_mult) >> 32
     sampled = Bernoulli(p_base + QntzFb * p_scale)    or byte-interval counter ran out
     on a sample: q_old = q; a CNM iff fb_fp < 0
+
+The pipeline computes the feedback only for frames its first stage cannot rule out (a
+Bernoulli draw below ``p_max``, or the byte counter running out); the decisions are the
+same as computing it for every frame, which is what this model does, so every frame's
+Fb is available to the simulator.
 """
 
 from __future__ import annotations
@@ -56,6 +61,11 @@ class CpPortConfig:
     p_scale_fp: int
     sampling: SamplingMode
     intervals: tuple[SampleInterval, ...]
+
+    @property
+    def p_max_fp(self) -> int:
+        """The largest sampling threshold (QntzFb = 63): the pipeline's stage-1 bound."""
+        return sample_threshold(QNTZ_FB_MAX, self)
 
     @classmethod
     def from_params(cls, cp: CpParams) -> CpPortConfig:

@@ -12,6 +12,8 @@ from controller.entries import (
     CpPort,
     cnm_clone_session,
     cp_config_entry,
+    cp_entries,
+    cp_sampling_entry,
     default_cpid,
     flood_group,
     l2_entry,
@@ -130,6 +132,10 @@ def args(entry: Any) -> dict[str, Any]:
     return dict(entry.action.args)
 
 
+def action_name(entry: Any) -> str:
+    return str(entry.action.name)
+
+
 def test_cp_entry_fixed_point_encoding() -> None:
     cp = CpPort.with_default_cpid(3, CpParams(), "02:00:00:00:01:00")
     assert cp.cpid == 0x020000000100_0003
@@ -143,7 +149,6 @@ def test_cp_entry_fixed_point_encoding() -> None:
         "fb_multiplier": 153_740_307,  # ceil(63 * 2^32 / 1760)
         "p_base_fixed": 167_772,  # round(0.01 * 2^24)
         "p_scale_fixed": 23_593,  # round(0.09/64 * 2^24)
-        "sampling": 0,
         "cpid": 0x0200000001000003,
         "cp_mac": "02:00:00:00:01:00",
     }
@@ -155,7 +160,25 @@ def test_sample_interval_entries() -> None:
     assert [dict(r.match or {}) for r in rows] == [{"eg_port": 2, "idx": i} for i in range(8)]
     assert args(rows[0]) == {"base_bytes": 150_000, "jitter_span_bytes": 45_000}  # 2*22500
     assert args(rows[7]) == {"base_bytes": 18_500, "jitter_span_bytes": 5_550}
-    assert args(cp_config_entry(cp))["sampling"] == 1
+    stage1 = cp_sampling_entry(cp)
+    assert (stage1.table_id, action_name(stage1), args(stage1)) == (
+        "cp_sampling",
+        "sample_byte_interval",
+        {},
+    )
+
+
+def test_bernoulli_stage_bound() -> None:
+    """Stage 1 lets through exactly the draws below p_base + 63 * p_scale."""
+    stage1 = cp_sampling_entry(CpPort(2, CpParams(), "02:00:00:00:01:00", 7))
+    assert action_name(stage1) == "sample_bernoulli"
+    assert args(stage1) == {"p_max_fixed": 167_772 + 63 * 23_593}
+
+
+def test_cp_entries_enable_the_port_last() -> None:
+    """The per-frame stage goes in after the feedback table, so no frame meets half a CP."""
+    tables = [e.table_id for e in cp_entries(CpPort(2, CpParams(), "02:00:00:00:01:00", 7))]
+    assert tables == ["cp_config", *["sample_interval"] * 8, "cp_sampling"]
 
 
 def test_forwarding_entities() -> None:

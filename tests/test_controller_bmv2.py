@@ -185,6 +185,15 @@ def test_bring_up_is_idempotent_and_reads_back(lab: Lab) -> None:
     assert ports[2]["cpid"] == "0x0200000001000002"
 
 
+def test_sampling_mode_change_reads_back(lab: Lab) -> None:
+    lab.ctl("up")
+    out = lab.ctl("set", "s1", "2", "--sampling", "byte-interval").stdout
+    assert "sampling=byte-interval" in out
+    assert lab.show()[2]["cp"]["sampling"] == "byte-interval"
+    lab.ctl("set", "s1", "2", "--sampling", "bernoulli")
+    assert lab.show()[2]["cp"]["sampling"] == "bernoulli"
+
+
 def test_counters_increase_with_traffic(lab: Lab) -> None:
     lab.ctl("up")
     before = lab.show()[2]["counters"]

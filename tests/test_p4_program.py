@@ -40,8 +40,6 @@ def p4_constants() -> dict[str, int]:
         ("QNTZ_SHIFT", params.QNTZ_SHIFT),
         ("QNTZ_FB_MAX", params.QNTZ_FB_MAX),
         ("PROB_ONE", params.PROB_ONE),
-        ("SAMPLING_BERNOULLI", entries.SAMPLING_MODE_CODES[params.SamplingMode.BERNOULLI]),
-        ("SAMPLING_BYTE_INTERVAL", entries.SAMPLING_MODE_CODES[params.SamplingMode.BYTE_INTERVAL]),
         ("FLOOD_MCAST_GROUP", entries.FLOOD_MCAST_GROUP),
         ("CNM_SESSION_BASE", entries.CNM_SESSION_BASE),
     ],

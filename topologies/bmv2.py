@@ -40,6 +40,8 @@ class Bmv2Config:
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     netns: str | None = None
     """Run inside this network namespace (readiness is then probed from inside it)."""
+    executable: str = SIMPLE_SWITCH_GRPC
+    """The switch binary (another BMv2 build, e.g. one without logging macros)."""
 
     @property
     def grpc_address(self) -> str:
@@ -49,7 +51,7 @@ class Bmv2Config:
         prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
         cmd = [
             *prefix,
-            SIMPLE_SWITCH_GRPC,
+            self.executable,
             "--device-id",
             str(self.device_id),
             "--thrift-port",

@@ -11,7 +11,7 @@ control L2Forwarding(inout headers_t hdr,
                      inout local_metadata_t meta,
                      inout standard_metadata_t standard_metadata) {
 
-    counter(NUM_PORTS_DEF, CounterType.packets) cnm_edge_drops;
+    counter<port_t>(NUM_PORTS_DEF, CounterType.packets) cnm_edge_drops;
 
     action forward(port_t port) {
         standard_metadata.egress_spec = port;
@@ -36,7 +36,7 @@ control L2Forwarding(inout headers_t hdr,
     action mark_edge() { }
 
     action drop_cnm_from_host() {
-        cnm_edge_drops.count((bit<32>)standard_metadata.ingress_port);
+        cnm_edge_drops.count(standard_metadata.ingress_port);
         mark_to_drop(standard_metadata);
     }
 

@@ -6,6 +6,7 @@
 
 typedef bit<48> mac_addr_t;
 typedef bit<9>  port_t;
+typedef bit<19> qdepth_t;   // standard_metadata.enq_qdepth
 
 const bit<16> ETHERTYPE_IPV4  = 0x0800;
 const bit<16> ETHERTYPE_VLAN  = 0x8100;
@@ -29,10 +30,6 @@ const bit<8>  W_FRAC_BITS = 4;
 const bit<8>  QNTZ_SHIFT = 32;   // BMv2 takes shift amounts of at most 8 bits
 const bit<64> QNTZ_FB_MAX = 63;
 const bit<32> PROB_ONE = 0x1000000;   // 2^24
-
-// Sampling modes (cp_config's sampling_mode parameter), as qcn.params.SamplingMode.
-const bit<8> SAMPLING_BERNOULLI = 0;
-const bit<8> SAMPLING_BYTE_INTERVAL = 1;
 
 // v1model instance types (behavioral-model docs/simple_switch.md).
 const bit<32> INSTANCE_TYPE_EGRESS_CLONE = 2;

@@ -89,18 +89,18 @@ struct headers_t {
     udp_t            udp;
 }
 
-// One egress port's CP parameters, written by cp_config's action.  Metadata starts
-// zeroed, so unlike control locals these cost no per-packet initialisation.
-struct cp_params_t {
-    bit<32> q_eq;
-    bit<32> w_fp;
-    bit<32> fbmax_fp;
-    bit<64> fb_mult;
-    bit<32> p_base_fp;
-    bit<32> p_scale_fp;
-    bit<8>  sampling_mode;
-    bit<32> interval_base_bytes;
-    bit<32> interval_jitter_span;
+// What the CP computed for this frame.  Metadata starts zeroed for every frame, so a
+// frame on a port without CP is never a candidate.
+struct cp_state_t {
+    bit<32> rand;            // the Bernoulli draw, shared by both stages
+    bool    candidate;       // stage 1 could not rule out a sample
+    bool    byte_interval;   // the port samples by byte interval
+    bool    sampled;
+    int<32> qoff;
+    int<32> qdelta;
+    int<32> fb_fp;           // 16 * Fb
+    bit<8>  qntz_fb;
+    bit<3>  interval_idx;    // sample_interval row: QntzFb >> 3
 }
 
 // The @field_list fields are what a sampled frame hands to its CNM clone (kept by
@@ -112,8 +112,7 @@ struct local_metadata_t {
     @field_list(CNM_FIELD_LIST) bit<32>    cnm_sampled_bytes;
     @field_list(CNM_FIELD_LIST) bit<64>    cnm_cpid;
     @field_list(CNM_FIELD_LIST) mac_addr_t cnm_cp_mac;
-    bit<3> sample_interval_idx;
-    cp_params_t cp;
+    cp_state_t cp;
 }
 
 #endif  // __HEADERS_P4__
