@@ -99,6 +99,13 @@ def _run(args: argparse.Namespace) -> int:
         overrides["duration_s"] = args.duration
     if overrides:
         sc = sc.with_overrides(overrides)
+    if sc.workload.pattern == "tcp":
+        if args.backend == "sim":
+            raise ScenarioError(
+                f"{sc.name} runs real TCP through kernel limiters: the simulator has no TCP "
+                "model; run it with --backend mininet"
+            )
+        args.backend = "mininet"
     backend, why = choose_backend(args.backend)
     scale = sc.bmv2
     if args.cli and backend != "mininet":
@@ -119,15 +126,16 @@ def _run(args: argparse.Namespace) -> int:
     qcn = not args.no_qcn
     if backend == "mininet":
         from topologies.experiment import MininetExperiment  # noqa: PLC0415
+        from topologies.multihop import MultihopTcpExperiment  # noqa: PLC0415
 
-        experiment = MininetExperiment(sc, out, qcn=qcn, cli=args.cli, sample_hz=args.sample_hz)
-        trace = experiment.run()
+        kind = MultihopTcpExperiment if sc.network.topology == "multihop" else MininetExperiment
+        trace = kind(sc, out, qcn=qcn, cli=args.cli, sample_hz=args.sample_hz).run()
     else:
         interval = 1e-3 * (scale.time_scale if args.scaled else 1.0)
         trace = Simulation(sc, seed=args.seed, qcn=qcn, sample_interval_s=interval).run()
     summary = summarize(sc, trace, qcn=qcn, backend=backend, seed=args.seed)
     plots = write(out, sc, trace, summary)
-    print(json.dumps({k: summary[k] for k in SUMMARY_KEYS}))
+    print(json.dumps({k: summary[k] for k in (*SUMMARY_KEYS, *trace.extra)}))
     print(f"qcn run: done in {trace.wall_s:.1f} s; results in {out}/")
     for p in plots:
         print(f"  plot: {p}")

@@ -20,14 +20,25 @@ whose service rate can change on a schedule::
     rtt_s = 40e-6                    # source -> CP -> source
     buffer_pkts = 100                # the CP port's buffer
     frame_bytes = 1500
+    topology = "single"              # "single" | "multihop" (below)
+    innocent_sources = 0             # multihop: senders to the innocent sink
+    innocent_rate_bps = 40e9         # multihop: the innocent sink port's service rate
 
     [workload]
-    pattern = "bernoulli"            # "bernoulli" | "constant" | "onoff"
+    pattern = "bernoulli"            # "bernoulli" | "constant" | "onoff" | "tcp"
     max_rate_bps = 0.85e9            # each source's offered load
     stagger_s = 0.0                  # source i starts at i * stagger_s
     onoff_sources = []               # sources that follow the on/off pattern
     mean_on_s = 0.020
     mean_off_s = 0.020
+    hotspot_start_s = 0.0            # tcp: the hot-spot flows' episode
+    hotspot_duration_s = 0.0         # (0: the whole run)
+
+The multihop topology is seed 001's output-generated hot spot two hops away: the sources
+(hot-spot senders) and the innocent senders share switch s1 and the s1 -> s2 link; on s2
+the hot-spot sink's port is the bottleneck (the CP), the innocent sink has its own port.
+The "tcp" workload runs real TCP (iperf3, NewReno) through the reaction points' kernel
+limiters, so it needs the Mininet backend.
 
     [[schedule]]                     # bottleneck service rate changes
     at_s = 2.0
@@ -52,7 +63,8 @@ from typing import Any, Literal
 from qcn.params import ParamError, QcnParams
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
-Pattern = Literal["bernoulli", "constant", "onoff"]
+Pattern = Literal["bernoulli", "constant", "onoff", "tcp"]
+Topology = Literal["single", "multihop"]
 
 
 class ScenarioError(ValueError):
@@ -67,6 +79,9 @@ class Network:
     rtt_s: float = 40e-6
     buffer_pkts: int = 100
     frame_bytes: int = 1500
+    topology: Topology = "single"
+    innocent_sources: int = 0
+    innocent_rate_bps: float = 40e9
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,8 @@ class Workload:
     onoff_sources: tuple[int, ...] = ()
     mean_on_s: float = 0.020
     mean_off_s: float = 0.020
+    hotspot_start_s: float = 0.0
+    hotspot_duration_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -106,6 +123,7 @@ class Bmv2Scale:
 RATE_FIELDS = (
     "network.line_rate_bps",
     "network.bottleneck_rate_bps",
+    "network.innocent_rate_bps",
     "workload.max_rate_bps",
     "qcn.rp.line_rate_bps",
     "qcn.rp.min_rate_bps",
@@ -119,6 +137,8 @@ TIME_FIELDS = (
     "workload.stagger_s",
     "workload.mean_on_s",
     "workload.mean_off_s",
+    "workload.hotspot_start_s",
+    "workload.hotspot_duration_s",
     "qcn.rp.timer_s",
 )
 BYTE_FIELDS = ("qcn.rp.bc_limit_bytes", "qcn.rp.hai_min_frames")
@@ -287,6 +307,7 @@ def _parse(data: dict[str, Any]) -> Scenario:
 
 def _validate(s: Scenario) -> None:
     n, w = s.network, s.workload
+    multihop = n.topology == "multihop"
     checks = [
         ("duration_s", 0 < s.duration_s <= 3600, "must be in (0, 3600]"),
         ("network.sources", 1 <= n.sources <= 1000, "must be in [1, 1000]"),
@@ -297,8 +318,26 @@ def _validate(s: Scenario) -> None:
         ("network.frame_bytes", 64 <= n.frame_bytes <= 9216, "must be in [64, 9216]"),
         (
             "workload.pattern",
-            w.pattern in ("bernoulli", "constant", "onoff"),
-            "must be bernoulli, constant or onoff",
+            w.pattern in ("bernoulli", "constant", "onoff", "tcp"),
+            "must be bernoulli, constant, onoff or tcp",
+        ),
+        (
+            "network.topology",
+            n.topology in ("single", "multihop"),
+            "must be single or multihop",
+        ),
+        (
+            "network.innocent_sources",
+            0 <= n.innocent_sources <= 100 and (n.innocent_sources == 0 or multihop),
+            "must be in [0, 100], and 0 unless network.topology is multihop",
+        ),
+        ("network.innocent_rate_bps", n.innocent_rate_bps > 0, "must be positive"),
+        (
+            "workload.hotspot_duration_s",
+            w.hotspot_start_s >= 0
+            and w.hotspot_duration_s >= 0
+            and w.hotspot_start_s + w.hotspot_duration_s <= s.duration_s,
+            "the hot-spot episode (hotspot_start_s, hotspot_duration_s) must lie in the run",
         ),
         (
             "workload.max_rate_bps",
@@ -316,6 +355,10 @@ def _validate(s: Scenario) -> None:
     for name, ok, message in checks:
         if not ok:
             raise ScenarioError(f"{name}: {message}")
+    if (w.pattern == "tcp") != multihop:
+        raise ScenarioError(
+            "workload.pattern: tcp goes with network.topology = multihop, and only it"
+        )
     if abs(s.params.rp.line_rate_bps - n.line_rate_bps) > 1e-6 * n.line_rate_bps:
         raise ScenarioError(
             "qcn.rp.line_rate_bps must equal network.line_rate_bps (the RPs' host links)"

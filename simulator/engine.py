@@ -29,7 +29,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from qcn.cp_model import CongestionPoint, CpPortConfig
-from qcn.scenario import Scenario
+from qcn.scenario import Scenario, ScenarioError
 from reaction_point.rules import RateLimiterRules
 from reaction_point.sources import empty_slots_before_frame
 
@@ -75,6 +75,8 @@ class Trace:
     frames_in: int = 0
     events: int = 0
     wall_s: float = 0.0
+    extra: dict[str, float] = field(default_factory=dict)
+    """Backend-specific figures that go into summary.json as they are."""
 
 
 class Simulation:
@@ -86,6 +88,11 @@ class Simulation:
         qcn: bool = True,
         sample_interval_s: float = 1e-3,
     ) -> None:
+        if scenario.workload.pattern == "tcp":
+            raise ScenarioError(
+                f"{scenario.name}: the simulator has no TCP model (real TCP runs on the "
+                "Mininet backend)"
+            )
         self.sc = scenario
         self.rng = random.Random(seed)
         self.qcn = qcn

@@ -68,6 +68,7 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         "events": tr.events,
         "events_per_s": tr.events / tr.wall_s if tr.wall_s else None,
         "wall_s": tr.wall_s,
+        **tr.extra,
     }
 
 

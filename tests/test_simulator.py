@@ -85,6 +85,19 @@ def test_qcn_run_writes_results(tmp_path: Path) -> None:
         (["run", "transient", "--set", "qcn.cp.w=-1"], "cp.w: must be in [0, 64]"),
         (["run", "transient", "--backend", "sim", "--cli"], "--cli needs the Mininet backend"),
         (["run", "transient", "--set", "bmv2.rate_scale=2"], "bmv2: rate_scale must be in"),
+        (["run", "tcp-multihop", "--backend", "sim"], "the simulator has no TCP model"),
+        (
+            ["run", "transient", "--set", 'workload.pattern="tcp"'],
+            "tcp goes with network.topology = multihop",
+        ),
+        (
+            ["run", "transient", "--set", "network.innocent_sources=2"],
+            "0 unless network.topology is multihop",
+        ),
+        (
+            ["run", "tcp-multihop", "--set", "workload.hotspot_start_s=0.9"],
+            "hot-spot episode (hotspot_start_s, hotspot_duration_s) must lie in the run",
+        ),
     ],
 )
 def test_bad_runs_are_one_line_errors(args: list[str], message: str) -> None:
@@ -142,6 +155,21 @@ def test_scaling_for_bmv2_scales_rates_times_and_bytes() -> None:
     assert b.params.cp.p_base == 0.5
     # The scaled scenario is final: scaling it again changes nothing.
     assert b.scaled_for_bmv2() == b
+
+
+def test_multihop_scaling_covers_its_rates_and_times() -> None:
+    sc = scenarios.load("tcp-multihop")
+    b = sc.scaled_for_bmv2()
+    k, tau = sc.bmv2.rate_scale, sc.bmv2.time_scale
+    assert b.network.innocent_rate_bps == pytest.approx(sc.network.innocent_rate_bps * k)
+    assert b.workload.hotspot_start_s == pytest.approx(sc.workload.hotspot_start_s * tau)
+    assert b.workload.hotspot_duration_s == pytest.approx(sc.workload.hotspot_duration_s * tau)
+    assert b.params.cp.sample_intervals_bytes[0] == round(150_000 * k * tau)
+
+
+def test_the_simulator_refuses_tcp() -> None:
+    with pytest.raises(ScenarioError, match="no TCP model"):
+        Simulation(scenarios.load("tcp-multihop"))
 
 
 @pytest.mark.parametrize("name", scenarios.available())

@@ -25,6 +25,7 @@ import csv
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -45,6 +46,8 @@ from topologies.errors import ExperimentError
 ROOT = Path(__file__).resolve().parent.parent
 SINK_PORT = 5001
 SWITCH = "s1"
+SWITCH_INTERFACE = re.compile(r"^s\d+-eth\d+$")
+"""Switch-side veths of a Mininet run (sK-ethP)."""
 QDEPTH_REGISTER = "QcnEgress.cp.last_qdepth"
 DEFAULT_SAMPLE_HZ = 100.0
 SOURCE_START_DELAY_S = 2.0
@@ -69,6 +72,8 @@ class Recording:
     capacity: list[tuple[float, float]] = field(default_factory=list)
     limiter_rows: dict[int, list[tuple[float, float, float]]] = field(default_factory=dict)
     """Per source index: (monotonic time, CR, TR) at every limiter change."""
+    limiter_times: dict[int, list[float]] = field(default_factory=dict)
+    """The times of ``limiter_rows``, for bisection."""
     cnms: int = 0
     start: float = 0.0
 
@@ -96,6 +101,13 @@ class MininetExperiment:
         n = sc.network.sources
         self.sink_index = n + 1  # host h(N+1), switch port N+1: the bottleneck
         self.sink_ip = f"10.0.0.{self.sink_index}"
+        self.cp_port = self.sink_index
+        self.agents: list[Any] = []
+        """Every switch agent opened; closed when the run ends."""
+
+    def rp_hosts(self) -> list[str]:
+        """The hosts that run a reaction point (and send), in source order."""
+        return [f"h{i}" for i in range(1, self.sc.network.sources + 1)]
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -116,9 +128,10 @@ class MininetExperiment:
                     CLI(self.net)
                 else:
                     self._measure(agent)
-                self.rec.cnms = agent.counters(self.sink_index)["cp_cnms"] if self.qcn else 0
+                self.rec.cnms = agent.counters(self.cp_port)["cp_cnms"] if self.qcn else 0
             finally:
-                agent.close()
+                for a in self.agents:
+                    a.close()
         finally:
             self._teardown()
             signal.signal(signal.SIGTERM, previous)
@@ -146,7 +159,7 @@ class MininetExperiment:
         )
 
         setLogLevel("warning")
-        _remove_stale_interfaces(self.progress)
+        remove_stale_interfaces(self.progress)
         n = self.sc.network.sources
         self.progress(f"qcn run: starting Mininet: {n} sources, 1 sink, 1 BMv2 switch")
         self.net = Mininet(
@@ -159,17 +172,22 @@ class MininetExperiment:
         self.net.start()
         self.net.staticArp()
 
-    def _program_switch(self) -> Any:
-        from controller.agent import SwitchAgent  # noqa: PLC0415
-        from topologies.mininet_bmv2 import network_config  # noqa: PLC0415
-
+    def cp_params(self) -> dict[str, Any]:
         cp = self.sc.params.to_dict()["cp"]
         if not self.qcn:
             # The CP stays on the port, so the queue is still measured (its last_qdepth
             # register) at the same per-frame cost, but it never samples: no CNMs.
             cp.update(sampling="bernoulli", p_base=0.0, p_scale=0.0)
+        return dict(cp)
+
+    def _program_switch(self) -> Any:
+        from controller.agent import SwitchAgent  # noqa: PLC0415
+        from topologies.mininet_bmv2 import network_config  # noqa: PLC0415
+
+        cp = self.cp_params()
         config = network_config(self.net, cp_ports={SWITCH: [self.sink_index]}, cp_params=cp)
         agent = SwitchAgent(config, SWITCH)
+        self.agents.append(agent)
         try:
             agent.bring_up()
             agent.set_queue(
@@ -178,7 +196,8 @@ class MininetExperiment:
                 self.sc.network.buffer_pkts,
             )
         except BaseException:
-            agent.close()
+            for a in self.agents:
+                a.close()
             raise
         what = "with a CP" if self.qcn else "without QCN (the CP never samples)"
         self.progress(
@@ -190,7 +209,7 @@ class MininetExperiment:
         return max(1, round(rate_bps / (8 * self.sc.network.frame_bytes)))
 
     def _start_processes(self) -> None:
-        sc, py = self.sc, sys.executable
+        py = sys.executable
         sink = self.net.get(f"h{self.sink_index}")
         self._sink_proc = self._popen(
             "sink",
@@ -207,29 +226,33 @@ class MininetExperiment:
         if self._sink_proc.stdout is None or not self._sink_proc.stdout.readline():
             raise ExperimentError(f"the sink did not start: {self._last_log_line('sink')}")
         self._sink_reader.start()
-        if self.qcn:
-            params = self.out / "params.toml"
-            QcnParams(rp=sc.params.rp, cp=sc.params.cp).save(params)
-            status_dir = self.out / "rp-status"
-            status_dir.mkdir(exist_ok=True)
-            for i in range(1, sc.network.sources + 1):
-                host = self.net.get(f"h{i}")
-                self._popen(
-                    f"rp h{i}",
-                    host,
-                    [
-                        *(py, "-m", "qcn", "rp", "start", f"--iface=h{i}-eth0"),
-                        *(f"--params={params}", f"--csv-dir={self.out / 'rp'}"),
-                        f"--status-dir={status_dir}",
-                    ],
-                )
-            self._wait_for_daemons(status_dir)
+        self._start_reaction_points()
         self.progress("qcn run: sink and reaction points up; starting the sources")
+
+    def _start_reaction_points(self) -> None:
+        if not self.qcn:
+            return
+        sc, py = self.sc, sys.executable
+        params = self.out / "params.toml"
+        QcnParams(rp=sc.params.rp, cp=sc.params.cp).save(params)
+        status_dir = self.out / "rp-status"
+        status_dir.mkdir(exist_ok=True)
+        for name in self.rp_hosts():
+            self._popen(
+                f"rp {name}",
+                self.net.get(name),
+                [
+                    *(py, "-m", "qcn", "rp", "start", f"--iface={name}-eth0"),
+                    *(f"--params={params}", f"--csv-dir={self.out / 'rp'}"),
+                    f"--status-dir={status_dir}",
+                ],
+            )
+        self._wait_for_daemons(status_dir)
 
     def _wait_for_daemons(self, status_dir: Path) -> None:
         from topologies.bmv2 import wait_until  # noqa: PLC0415
 
-        n = self.sc.network.sources
+        n = len(self.rp_hosts())
 
         def ready() -> bool:
             for name, proc in self.procs:
@@ -300,19 +323,10 @@ class MininetExperiment:
             now = time.monotonic()
             if now >= end:
                 break
-            while pending_changes and now >= start + pending_changes[0].at_s:
-                change = pending_changes.pop(0)
-                thrift.set_queue_rate(self._rate_pps(change.bottleneck_rate_bps), self.sink_index)
-                self.rec.capacity.append((time.monotonic(), change.bottleneck_rate_bps))
-                self.progress(
-                    f"qcn run: t={now - start:.1f} s: bottleneck -> "
-                    f"{change.bottleneck_rate_bps / 1e6:g} Mb/s"
-                )
-            depth = thrift.register_read(QDEPTH_REGISTER, self.sink_index)
+            self._apply_schedule(thrift, pending_changes, now - start)
+            depth = thrift.register_read(QDEPTH_REGISTER, self.cp_port)
             self.rec.queue.append((time.monotonic(), depth))
-            for name, proc in self.procs:
-                if proc.poll() not in (None, 0):
-                    raise ExperimentError(f"{name} failed: {self._last_log_line(name)}")
+            self._check_processes()
             if now >= next_progress:
                 self.progress(
                     f"qcn run: t={now - start:5.1f}/{sc.duration_s:g} s  queue {depth:3d} pkts"
@@ -323,6 +337,23 @@ class MininetExperiment:
             time.sleep(max(0.0, next_sample - time.monotonic()))
         # Let the last frames drain into the sink before counting.
         time.sleep(min(1.0, 10 * self.sample_interval_s))
+
+    def _apply_schedule(self, thrift: Any, pending: list[Any], elapsed_s: float) -> None:
+        """Apply the schedule's due rate changes (``pending``, consumed) to the CP port."""
+        while pending and elapsed_s >= pending[0].at_s:
+            change = pending.pop(0)
+            thrift.set_queue_rate(self._rate_pps(change.bottleneck_rate_bps), self.cp_port)
+            self.rec.capacity.append((time.monotonic(), change.bottleneck_rate_bps))
+            self.progress(
+                f"qcn run: t={elapsed_s:.1f} s: bottleneck -> "
+                f"{change.bottleneck_rate_bps / 1e6:g} Mb/s"
+            )
+
+    def _check_processes(self) -> None:
+        """Fail the run when a helper process failed (the tail of its log says why)."""
+        for name, proc in self.procs:
+            if proc.poll() not in (None, 0):
+                raise ExperimentError(f"{name} failed: {self._last_log_line(name)}")
 
     def _delivered_bps(self, window_s: float) -> float:
         rows = self.rec.sink
@@ -383,20 +414,21 @@ class MininetExperiment:
             self.progress("qcn run: stopping Mininet")
             self.net.stop()
             self.net = None
-        _remove_stale_interfaces(self.progress)
+        remove_stale_interfaces(self.progress)
 
     # -- the trace ---------------------------------------------------------------------------
 
     def _read_limiter_logs(self) -> None:
-        for i in range(self.sc.network.sources):
+        for i, name in enumerate(self.rp_hosts()):
             rows: list[tuple[float, float, float]] = []
-            for path in sorted((self.out / "rp").glob(f"rp-h{i + 1}-eth0-*.csv")):
+            for path in sorted((self.out / "rp").glob(f"rp-{name}-eth0-*.csv")):
                 with path.open() as f:
                     for r in csv.DictReader(f):
                         rows.append(
                             (float(r["monotonic_s"]), float(r["cr_bps"]), float(r["tr_bps"]))
                         )
             self.rec.limiter_rows[i] = sorted(rows)
+            self.rec.limiter_times[i] = [r[0] for r in self.rec.limiter_rows[i]]
 
     def _trace(self) -> Trace:
         """The recording on a grid of ``sample_interval_s`` from the start of the traffic."""
@@ -407,9 +439,6 @@ class MininetExperiment:
         steps = int(sc.duration_s / dt)
         q_times = [t for t, _ in rec.queue]
         s_times = [t for t, _ in rec.sink]
-        c_times = [t for t, _ in rec.capacity]
-        lim_times = {i: [t for t, _, _ in rows] for i, rows in rec.limiter_rows.items()}
-        line = sc.network.line_rate_bps
         previous: dict[str, list[int]] = {}
         for k in range(1, steps + 1):
             t = rec.start + k * dt
@@ -426,23 +455,7 @@ class MininetExperiment:
             tr.drops_so_far.append(sum(counts.get(ip, [0, 0, 0])[2] for ip in ips))
             tr.source_throughput_bps.append(per_source)
             tr.throughput_bps.append(sum(per_source))
-            ci = bisect.bisect_right(c_times, t) - 1
-            tr.capacity_bps.append(rec.capacity[max(ci, 0)][1] if rec.capacity else math.nan)
-            crs, trs = [], []
-            for i in range(n):
-                li = bisect.bisect_right(lim_times.get(i, []), t) - 1
-                if not self.qcn:
-                    crs.append(sc.workload.max_rate_bps)
-                    trs.append(math.nan)
-                elif li < 0:
-                    crs.append(line)
-                    trs.append(line)
-                else:
-                    _, cr, target = rec.limiter_rows[i][li]
-                    crs.append(cr)
-                    trs.append(target)
-            tr.source_cr_bps.append(crs)
-            tr.source_tr_bps.append(trs)
+            self._append_rates_at(tr, t, n)
         final = rec.sink[-1][1] if rec.sink else {}
         tr.drops = sum(final.get(ip, [0, 0, 0])[2] for ip in ips)
         tr.frames_in = sum(final.get(ip, [0, 0, 0])[0] for ip in ips) + tr.drops
@@ -450,18 +463,41 @@ class MininetExperiment:
         tr.events = len(rec.queue)
         return tr
 
+    def _append_rates_at(self, tr: Trace, t: float, sources: int) -> None:
+        """The bottleneck's capacity and every source's limiter (CR, TR) at time ``t``."""
+        rec = self.rec
+        ci = bisect.bisect_right([c for c, _ in rec.capacity], t) - 1
+        tr.capacity_bps.append(rec.capacity[max(ci, 0)][1] if rec.capacity else math.nan)
+        line = self.sc.network.line_rate_bps
+        crs, trs = [], []
+        for i in range(sources):
+            rows = rec.limiter_rows.get(i, [])
+            li = bisect.bisect_right(rec.limiter_times.get(i, []), t) - 1
+            if not self.qcn:
+                crs.append(self.sc.workload.max_rate_bps)
+                trs.append(math.nan)
+            elif li < 0:  # no CNM yet: the limiter is released at line rate
+                crs.append(line)
+                trs.append(line)
+            else:
+                _, cr, target = rows[li]
+                crs.append(cr)
+                trs.append(target)
+        tr.source_cr_bps.append(crs)
+        tr.source_tr_bps.append(trs)
+
 
 def _raise_keyboard_interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _remove_stale_interfaces(progress: Callable[[str], None]) -> None:
+def remove_stale_interfaces(progress: Callable[[str], None]) -> None:
     """Delete switch-side veths a crashed run left (Mininet would fail on them)."""
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=False)
     stale = []
     for line in links.stdout.splitlines():
         name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
-        if name.startswith(f"{SWITCH}-eth"):
+        if SWITCH_INTERFACE.match(name):
             stale.append(name)
     for name in stale:
         subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)

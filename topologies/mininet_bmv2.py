@@ -12,6 +12,8 @@ Naming (Mininet's usual scheme): hosts h1..hN, switches s1..sM, interfaces
   with partial checksums and be dropped by the receiver (ping still works, hiding it).
 - :class:`SingleBottleneckTopo` is the seeds' shape: N sources and one sink on one switch;
   the sink's port is the bottleneck, where the CP runs.
+- :class:`MultihopTopo` is seed 001's: hot-spot and innocent senders share the first
+  switch and hop; the hot spot is an output of the second switch.
 """
 
 from __future__ import annotations
@@ -94,6 +96,26 @@ class SingleBottleneckTopo(Topo):  # type: ignore[misc]
         for i in range(1, sources + 2):
             host = self.addHost(f"h{i}", ip=f"10.0.0.{i}/24", mac=host_mac(i))
             self.addLink(host, s1, port2=i)
+
+
+class MultihopTopo(Topo):  # type: ignore[misc]
+    """Seed 001's shape: senders on s1, both sinks on s2, one s1 -> s2 link between.
+
+    Hot-spot senders h1..hN and innocent senders h(N+1)..h(N+K) on s1 ports 1..N+K; the
+    hot-spot sink h(N+K+1) on s2 port 1 (the bottleneck), the innocent sink h(N+K+2) on
+    s2 port 2; s1 port N+K+1 <-> s2 port 3.
+    """
+
+    def build(self, sources: int = 2, innocent: int = 1) -> None:
+        s1, s2 = self.addSwitch("s1"), self.addSwitch("s2")
+        senders = sources + innocent
+        for i in range(1, senders + 1):
+            host = self.addHost(f"h{i}", ip=f"10.0.0.{i}/24", mac=host_mac(i))
+            self.addLink(host, s1, port2=i)
+        for port, i in ((1, senders + 1), (2, senders + 2)):
+            host = self.addHost(f"h{i}", ip=f"10.0.0.{i}/24", mac=host_mac(i))
+            self.addLink(host, s2, port2=port)
+        self.addLink(s1, s2, port1=senders + 1, port2=3)
 
 
 def host_mac(i: int) -> str:

@@ -1,0 +1,287 @@
+"""Seed 001 on Mininet + BMv2: TCP through the reaction points, a hot spot two hops away.
+
+:class:`MultihopTcpExperiment` is :class:`~topologies.experiment.MininetExperiment` on a
+:class:`~topologies.mininet_bmv2.MultihopTopo`: hot-spot senders and innocent senders
+share switch s1 and the s1 -> s2 link; s2's port 1 (the hot-spot sink) is the bottleneck
+and runs the CP; its port 2 serves the innocent sink.  Traffic is real TCP: one iperf3
+flow per sender (NewReno, paced at the workload's rate), each to its own iperf3 server,
+with every sender's reaction point limiting it in the kernel.  The hot-spot flows run
+during the scenario's hot-spot episode, the innocent flows all along.
+
+What is sampled (at ``--sample-hz``): the bottleneck's depth (the pipeline's last_qdepth
+register on s2), the bytes each sender put into s1 (its switch port's receive counter:
+a sender's throughput), and the bytes each sink's port sent (what was delivered).  TCP
+frames carry no sequence numbers the runner can count, so drops are the frames the
+hot-spot senders sent into s1 that never left s2's bottleneck port.
+"""
+
+from __future__ import annotations
+
+import bisect
+import shutil
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from simulator.engine import Trace
+from topologies.errors import ExperimentError
+from topologies.experiment import (
+    QDEPTH_REGISTER,
+    SOURCE_START_DELAY_S,
+    MininetExperiment,
+    remove_stale_interfaces,
+)
+
+IPERF_BASE_PORT = 5201
+HOTSPOT_PORT = 1  # s2's port to the hot-spot sink: the bottleneck, with the CP
+INNOCENT_PORT = 2  # s2's port to the innocent sink
+
+
+def interface_counter(iface: str, counter: str) -> int:
+    """A kernel interface counter (rx_bytes, tx_packets, ...) of a root-namespace veth."""
+    return int(Path(f"/sys/class/net/{iface}/statistics/{counter}").read_text())
+
+
+@dataclass
+class CounterSamples:
+    """Interface counters over time: (monotonic time, {name: value})."""
+
+    rows: list[tuple[float, dict[str, int]]] = field(default_factory=list)
+
+    def at(self, t: float) -> dict[str, int]:
+        """The last sample at or before ``t`` (zeros before the first)."""
+        i = bisect.bisect_right([r[0] for r in self.rows], t) - 1
+        return self.rows[i][1] if i >= 0 else {}
+
+
+class MultihopTcpExperiment(MininetExperiment):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        net = self.sc.network
+        self.senders = net.sources + net.innocent_sources
+        self.hot_sink = f"h{self.senders + 1}"
+        self.innocent_sink = f"h{self.senders + 2}"
+        self.cp_port = HOTSPOT_PORT
+        self.counters = CounterSamples()
+
+    def rp_hosts(self) -> list[str]:
+        return [f"h{i}" for i in range(1, self.senders + 1)]
+
+    def is_hot(self, i: int) -> bool:
+        """Sender index i (0-based) sends to the hot spot."""
+        return i < self.sc.network.sources
+
+    # -- network and switches ----------------------------------------------------------------
+
+    def _start_network(self) -> None:
+        from mininet.log import setLogLevel  # noqa: PLC0415
+        from mininet.net import Mininet  # noqa: PLC0415
+
+        from topologies.mininet_bmv2 import Bmv2Switch, MultihopTopo, QcnHost  # noqa: PLC0415
+
+        if shutil.which("iperf3") is None:
+            raise ExperimentError("iperf3 is not installed (make sysdeps installs it)")
+        setLogLevel("warning")
+        remove_stale_interfaces(self.progress)
+        net = self.sc.network
+        self.progress(
+            f"qcn run: starting Mininet: {net.sources} hot-spot and {net.innocent_sources} "
+            "innocent senders, 2 sinks, 2 BMv2 switches"
+        )
+        self.net = Mininet(
+            topo=MultihopTopo(sources=net.sources, innocent=net.innocent_sources),
+            switch=partial(Bmv2Switch, log_dir=self.out),
+            host=QcnHost,
+            controller=None,
+            autoSetMacs=False,
+        )
+        self.net.start()
+        self.net.staticArp()
+
+    def _program_switch(self) -> Any:
+        from controller.agent import SwitchAgent  # noqa: PLC0415
+        from topologies.mininet_bmv2 import network_config  # noqa: PLC0415
+
+        net = self.sc.network
+        config = network_config(
+            self.net, cp_ports={"s2": [HOTSPOT_PORT]}, cp_params=self.cp_params()
+        )
+        try:
+            for name in ("s1", "s2"):
+                agent = SwitchAgent(config, name)
+                self.agents.append(agent)
+                agent.bring_up()
+            hot = self.agents[-1]
+            hot.set_queue(HOTSPOT_PORT, self._rate_pps(net.bottleneck_rate_bps), net.buffer_pkts)
+            hot.set_queue(INNOCENT_PORT, self._rate_pps(net.innocent_rate_bps), net.buffer_pkts)
+        except BaseException:
+            for a in self.agents:
+                a.close()
+            raise
+        what = "with a CP" if self.qcn else "without QCN (the CP never samples)"
+        self.progress(
+            f"qcn run: switches programmed; s2 port {HOTSPOT_PORT} is the hot spot {what}"
+        )
+        return hot
+
+    # -- traffic -----------------------------------------------------------------------------
+
+    def _start_processes(self) -> None:
+        for i in range(self.senders):
+            sink = self.hot_sink if self.is_hot(i) else self.innocent_sink
+            self._popen(
+                f"iperf3 server {i + 1}",
+                self.net.get(sink),
+                ["iperf3", "--server", "--one-off", f"--port={IPERF_BASE_PORT + i}"],
+            )
+        self._start_reaction_points()
+        self.progress("qcn run: iperf3 servers and reaction points up; starting the flows")
+
+    def _flow_window(self, i: int) -> tuple[float, float]:
+        """When sender i's flow runs, in seconds from the start of the run."""
+        wl, duration = self.sc.workload, self.sc.duration_s
+        if not self.is_hot(i) or wl.hotspot_duration_s == 0:
+            return 0.0, duration
+        return wl.hotspot_start_s, wl.hotspot_start_s + wl.hotspot_duration_s
+
+    def _client_command(self, i: int) -> list[str]:
+        begin, end = self._flow_window(i)
+        sink = self.hot_sink if self.is_hot(i) else self.innocent_sink
+        return [
+            "iperf3",
+            f"--client=10.0.0.{sink[1:]}",
+            f"--port={IPERF_BASE_PORT + i}",
+            f"--time={max(1, round(end - begin))}",
+            f"--bitrate={self.sc.workload.max_rate_bps:.0f}",
+            "--congestion=reno",  # Linux's NewReno (the seed's TCP)
+            f"--set-mss={self.sc.network.frame_bytes - 52}",  # IPv4 + TCP with timestamps
+        ]
+
+    def _sample_counters(self) -> dict[str, int]:
+        values = {
+            f"s1-eth{i}:rx_{kind}": interface_counter(f"s1-eth{i}", f"rx_{kind}")
+            for i in range(1, self.senders + 1)
+            for kind in ("bytes", "packets")
+        }
+        for port in (HOTSPOT_PORT, INNOCENT_PORT):
+            for kind in ("bytes", "packets"):
+                values[f"s2-eth{port}:tx_{kind}"] = interface_counter(f"s2-eth{port}", f"tx_{kind}")
+        return values
+
+    def _measure(self, agent: Any) -> None:
+        sc = self.sc
+        thrift = agent.thrift()
+        start = self.rec.start = time.monotonic() + SOURCE_START_DELAY_S
+        pending_flows = sorted((self._flow_window(i)[0], i) for i in range(self.senders))
+        pending_changes = list(sc.schedule)
+        self.rec.capacity.append((start, sc.network.bottleneck_rate_bps))
+        next_sample, next_progress, end = start, start + 1.0, start + sc.duration_s
+        time.sleep(max(0.0, start - time.monotonic()))
+        while (now := time.monotonic()) < end:
+            while pending_flows and now >= start + pending_flows[0][0]:
+                _, i = pending_flows.pop(0)
+                self._popen(f"iperf3 h{i + 1}", self.net.get(f"h{i + 1}"), self._client_command(i))
+            self._apply_schedule(thrift, pending_changes, now - start)
+            depth = thrift.register_read(QDEPTH_REGISTER, HOTSPOT_PORT)
+            t = time.monotonic()
+            self.rec.queue.append((t, depth))
+            self.counters.rows.append((t, self._sample_counters()))
+            self._check_processes()
+            if now >= next_progress:
+                hot, innocent = self._delivered_by_sink_bps(1.0)
+                self.progress(
+                    f"qcn run: t={now - start:5.1f}/{sc.duration_s:g} s  hot-spot queue "
+                    f"{depth:3d} pkts  delivered: hot spot {hot / 1e6:6.3f} Mb/s, "
+                    f"innocent {innocent / 1e6:6.3f} Mb/s"
+                )
+                next_progress += 1.0
+            next_sample += self.sample_interval_s
+            time.sleep(max(0.0, next_sample - time.monotonic()))
+        # Drain, then one last sample for the drop count.
+        time.sleep(min(1.0, 10 * self.sample_interval_s))
+        self.counters.rows.append((time.monotonic(), self._sample_counters()))
+
+    def _delivered_by_sink_bps(self, window_s: float) -> tuple[float, float]:
+        """Bytes/s the two sinks received over the last ``window_s`` (hot spot, innocent)."""
+        rows = self.counters.rows
+        if len(rows) < 2:
+            return 0.0, 0.0
+        t1, last = rows[-1]
+        t0, first = rows[max(0, len(rows) - 1 - round(window_s / self.sample_interval_s))]
+        if t1 <= t0:
+            return 0.0, 0.0
+        hot, innocent = (
+            8 * (last[f"s2-eth{p}:tx_bytes"] - first[f"s2-eth{p}:tx_bytes"]) / (t1 - t0)
+            for p in (HOTSPOT_PORT, INNOCENT_PORT)
+        )
+        return hot, innocent
+
+    # -- the trace ---------------------------------------------------------------------------
+
+    def _trace(self) -> Trace:
+        sc, rec, dt = self.sc, self.rec, self.sample_interval_s
+        tr = Trace()
+        q_times = [t for t, _ in rec.queue]
+        previous = self.counters.at(rec.start)
+        hot_in_start = self._hot_frames_in(previous)
+        innocent_bytes: list[float] = []
+        for k in range(1, int(sc.duration_s / dt) + 1):
+            t = rec.start + k * dt
+            tr.times_s.append(k * dt)
+            qi = bisect.bisect_right(q_times, t) - 1
+            tr.queue_pkts.append(rec.queue[qi][1] if qi >= 0 else 0)
+            now = self.counters.at(t)
+
+            def delta(
+                key: str, now: dict[str, int] = now, before: dict[str, int] = previous
+            ) -> int:
+                return now.get(key, 0) - before.get(key, 0)
+
+            per_sender = [8 * delta(f"s1-eth{i + 1}:rx_bytes") / dt for i in range(self.senders)]
+            tr.source_throughput_bps.append(per_sender)
+            tr.throughput_bps.append(8 * delta(f"s2-eth{HOTSPOT_PORT}:tx_bytes") / dt)
+            innocent_bytes.append(8 * delta(f"s2-eth{INNOCENT_PORT}:tx_bytes") / dt)
+            # Frames still queued at the hot spot are not lost (yet); a drop stays a drop.
+            lost = self._drops(now, hot_in_start) - tr.queue_pkts[-1]
+            tr.drops_so_far.append(max(lost, tr.drops_so_far[-1] if tr.drops_so_far else 0))
+            self._append_rates_at(tr, t, self.senders)
+            previous = now
+        final = self.counters.rows[-1][1] if self.counters.rows else {}
+        tr.drops = max([self._drops(final, hot_in_start), *tr.drops_so_far[-1:]])
+        tr.frames_in = self._hot_frames_in(final) - hot_in_start
+        tr.cnms = rec.cnms
+        tr.events = len(rec.queue)
+        tr.extra = self._group_figures(tr, innocent_bytes)
+        return tr
+
+    def _hot_frames_in(self, counters: dict[str, int]) -> int:
+        return sum(
+            counters.get(f"s1-eth{i + 1}:rx_packets", 0) for i in range(self.sc.network.sources)
+        )
+
+    def _drops(self, counters: dict[str, int], hot_in_start: int) -> int:
+        start = self.counters.at(self.rec.start)
+        sent = self._hot_frames_in(counters) - hot_in_start
+        delivered = counters.get(f"s2-eth{HOTSPOT_PORT}:tx_packets", 0) - start.get(
+            f"s2-eth{HOTSPOT_PORT}:tx_packets", 0
+        )
+        return max(0, sent - delivered)
+
+    def _group_figures(self, tr: Trace, innocent_bps: list[float]) -> dict[str, float]:
+        """Mean delivered throughput of each group during the hot-spot episode, and the
+        ideal each could have had (the seed's two figures of merit)."""
+        sc = self.sc
+        begin, end = self._flow_window(0)
+        rows = [k for k, t in enumerate(tr.times_s) if begin < t <= end] or list(
+            range(len(tr.times_s))
+        )
+        capacity = sum(tr.capacity_bps[k] for k in rows) / len(rows)
+        offered_innocent = sc.network.innocent_sources * sc.workload.max_rate_bps
+        return {
+            "hotspot_throughput_bps": sum(tr.throughput_bps[k] for k in rows) / len(rows),
+            "hotspot_ideal_bps": min(capacity, sc.network.sources * sc.workload.max_rate_bps),
+            "innocent_throughput_bps": sum(innocent_bps[k] for k in rows) / len(rows),
+            "innocent_ideal_bps": min(offered_innocent, sc.network.innocent_rate_bps),
+        }
