@@ -66,3 +66,51 @@ def test_a_mininet_recording_becomes_a_trace_on_the_sample_grid(tmp_path: Path) 
     assert tr.drops_so_far == [0, 2, 2]
     assert tr.drops == 2
     assert tr.frames_in == 5 + 2
+
+
+def test_a_multihop_recording_counts_what_the_hot_spot_lost(tmp_path: Path) -> None:
+    """Throughput from switch-port counters; drops = sent into s1 - left s2 - still queued."""
+    from topologies.multihop import MultihopTcpExperiment  # noqa: PLC0415
+
+    sc = scenarios.load("tcp-multihop").with_overrides(
+        {
+            "duration_s": 0.03,
+            "network.sources": 1,
+            "network.innocent_sources": 1,
+            "workload.hotspot_start_s": 0.0,
+            "workload.hotspot_duration_s": 0.0,
+        }
+    )
+    run = MultihopTcpExperiment(sc, tmp_path, sample_hz=100.0)
+    t0 = 1000.0
+    run.rec.start = t0
+    run.rec.queue = [(t0 + 0.005, 2), (t0 + 0.015, 1), (t0 + 0.025, 0)]
+    run.rec.capacity = [(t0, 1.75e9)]
+
+    def ports(hot_in: int, innocent_in: int, hot_out: int, innocent_out: int) -> dict[str, int]:
+        counts = {"s1-eth1:rx": hot_in, "s1-eth2:rx": innocent_in}
+        counts |= {"s2-eth1:tx": hot_out, "s2-eth2:tx": innocent_out}
+        return {f"{k}_{u}": n * (1500 if u == "bytes" else 1) for k, n in counts.items()
+                for u in ("packets", "bytes")}  # fmt: skip
+
+    run.counters.rows = [
+        (t0, ports(0, 0, 0, 0)),
+        (t0 + 0.009, ports(10, 5, 7, 5)),
+        (t0 + 0.019, ports(20, 10, 16, 10)),
+        (t0 + 0.029, ports(20, 10, 17, 10)),
+        (t0 + 0.040, ports(20, 10, 17, 10)),  # after the drain
+    ]
+    tr = run._trace()
+    frame_bps = 8 * 1500 / 0.01
+    assert tr.source_throughput_bps == [
+        [10 * frame_bps, 5 * frame_bps],
+        [10 * frame_bps, 5 * frame_bps],
+        [0.0, 0.0],
+    ]
+    assert tr.throughput_bps == [7 * frame_bps, 9 * frame_bps, 1 * frame_bps]
+    # Sent - delivered - queued: 10-7-2, 20-16-1, 20-17-0; a drop stays a drop.
+    assert tr.drops_so_far == [1, 3, 3]
+    assert (tr.drops, tr.frames_in) == (3, 20)
+    assert tr.extra["hotspot_throughput_bps"] == pytest.approx(17 * frame_bps / 3)
+    assert tr.extra["innocent_throughput_bps"] == pytest.approx(10 * frame_bps / 3)
+    assert tr.extra["innocent_ideal_bps"] == sc.workload.max_rate_bps

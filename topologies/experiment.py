@@ -72,8 +72,6 @@ class Recording:
     capacity: list[tuple[float, float]] = field(default_factory=list)
     limiter_rows: dict[int, list[tuple[float, float, float]]] = field(default_factory=dict)
     """Per source index: (monotonic time, CR, TR) at every limiter change."""
-    limiter_times: dict[int, list[float]] = field(default_factory=dict)
-    """The times of ``limiter_rows``, for bisection."""
     cnms: int = 0
     start: float = 0.0
 
@@ -428,7 +426,6 @@ class MininetExperiment:
                             (float(r["monotonic_s"]), float(r["cr_bps"]), float(r["tr_bps"]))
                         )
             self.rec.limiter_rows[i] = sorted(rows)
-            self.rec.limiter_times[i] = [r[0] for r in self.rec.limiter_rows[i]]
 
     def _trace(self) -> Trace:
         """The recording on a grid of ``sample_interval_s`` from the start of the traffic."""
@@ -438,6 +435,7 @@ class MininetExperiment:
         ips = [f"10.0.0.{i + 1}" for i in range(n)]
         steps = int(sc.duration_s / dt)
         q_times = [t for t, _ in rec.queue]
+        limiter_times = self._limiter_times()
         s_times = [t for t, _ in rec.sink]
         previous: dict[str, list[int]] = {}
         for k in range(1, steps + 1):
@@ -455,7 +453,7 @@ class MininetExperiment:
             tr.drops_so_far.append(sum(counts.get(ip, [0, 0, 0])[2] for ip in ips))
             tr.source_throughput_bps.append(per_source)
             tr.throughput_bps.append(sum(per_source))
-            self._append_rates_at(tr, t, n)
+            self._append_rates_at(tr, t, n, limiter_times)
         final = rec.sink[-1][1] if rec.sink else {}
         tr.drops = sum(final.get(ip, [0, 0, 0])[2] for ip in ips)
         tr.frames_in = sum(final.get(ip, [0, 0, 0])[0] for ip in ips) + tr.drops
@@ -463,7 +461,13 @@ class MininetExperiment:
         tr.events = len(rec.queue)
         return tr
 
-    def _append_rates_at(self, tr: Trace, t: float, sources: int) -> None:
+    def _limiter_times(self) -> dict[int, list[float]]:
+        """The times of each source's limiter rows, for bisection."""
+        return {i: [r[0] for r in rows] for i, rows in self.rec.limiter_rows.items()}
+
+    def _append_rates_at(
+        self, tr: Trace, t: float, sources: int, limiter_times: dict[int, list[float]]
+    ) -> None:
         """The bottleneck's capacity and every source's limiter (CR, TR) at time ``t``."""
         rec = self.rec
         ci = bisect.bisect_right([c for c, _ in rec.capacity], t) - 1
@@ -472,7 +476,7 @@ class MininetExperiment:
         crs, trs = [], []
         for i in range(sources):
             rows = rec.limiter_rows.get(i, [])
-            li = bisect.bisect_right(rec.limiter_times.get(i, []), t) - 1
+            li = bisect.bisect_right(limiter_times.get(i, []), t) - 1
             if not self.qcn:
                 crs.append(self.sc.workload.max_rate_bps)
                 trs.append(math.nan)

@@ -224,6 +224,7 @@ class MultihopTcpExperiment(MininetExperiment):
         sc, rec, dt = self.sc, self.rec, self.sample_interval_s
         tr = Trace()
         q_times = [t for t, _ in rec.queue]
+        limiter_times = self._limiter_times()
         previous = self.counters.at(rec.start)
         hot_in_start = self._hot_frames_in(previous)
         innocent_bytes: list[float] = []
@@ -246,7 +247,7 @@ class MultihopTcpExperiment(MininetExperiment):
             # Frames still queued at the hot spot are not lost (yet); a drop stays a drop.
             lost = self._drops(now, hot_in_start) - tr.queue_pkts[-1]
             tr.drops_so_far.append(max(lost, tr.drops_so_far[-1] if tr.drops_so_far else 0))
-            self._append_rates_at(tr, t, self.senders)
+            self._append_rates_at(tr, t, self.senders, limiter_times)
             previous = now
         final = self.counters.rows[-1][1] if self.counters.rows else {}
         tr.drops = max([self._drops(final, hot_in_start), *tr.drops_so_far[-1:]])
