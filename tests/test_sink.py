@@ -93,13 +93,14 @@ def test_a_multihop_recording_counts_what_the_hot_spot_lost(tmp_path: Path) -> N
         return {f"{k}_{u}": n * (1500 if u == "bytes" else 1) for k, n in counts.items()
                 for u in ("packets", "bytes")}  # fmt: skip
 
-    run.counters.rows = [
+    for t, values in [
         (t0, ports(0, 0, 0, 0)),
         (t0 + 0.009, ports(10, 5, 7, 5)),
         (t0 + 0.019, ports(20, 10, 16, 10)),
         (t0 + 0.029, ports(20, 10, 17, 10)),
         (t0 + 0.040, ports(20, 10, 17, 10)),  # after the drain
-    ]
+    ]:
+        run.counters.add(t, values)
     tr = run._trace()
     frame_bps = 8 * 1500 / 0.01
     assert tr.source_throughput_bps == [

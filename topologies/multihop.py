@@ -49,10 +49,15 @@ class CounterSamples:
     """Interface counters over time: (monotonic time, {name: value})."""
 
     rows: list[tuple[float, dict[str, int]]] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+
+    def add(self, t: float, values: dict[str, int]) -> None:
+        self.rows.append((t, values))
+        self.times.append(t)
 
     def at(self, t: float) -> dict[str, int]:
         """The last sample at or before ``t`` (zeros before the first)."""
-        i = bisect.bisect_right([r[0] for r in self.rows], t) - 1
+        i = bisect.bisect_right(self.times, t) - 1
         return self.rows[i][1] if i >= 0 else {}
 
 
@@ -187,7 +192,7 @@ class MultihopTcpExperiment(MininetExperiment):
             depth = thrift.register_read(QDEPTH_REGISTER, HOTSPOT_PORT)
             t = time.monotonic()
             self.rec.queue.append((t, depth))
-            self.counters.rows.append((t, self._sample_counters()))
+            self.counters.add(t, self._sample_counters())
             self._check_processes()
             if now >= next_progress:
                 hot, innocent = self._delivered_by_sink_bps(1.0)
@@ -201,7 +206,7 @@ class MultihopTcpExperiment(MininetExperiment):
             time.sleep(max(0.0, next_sample - time.monotonic()))
         # Drain, then one last sample for the drop count.
         time.sleep(min(1.0, 10 * self.sample_interval_s))
-        self.counters.rows.append((time.monotonic(), self._sample_counters()))
+        self.counters.add(time.monotonic(), self._sample_counters())
 
     def _delivered_by_sink_bps(self, window_s: float) -> tuple[float, float]:
         """Bytes/s the two sinks received over the last ``window_s`` (hot spot, innocent)."""
@@ -225,8 +230,7 @@ class MultihopTcpExperiment(MininetExperiment):
         tr = Trace()
         q_times = [t for t, _ in rec.queue]
         limiter_times = self._limiter_times()
-        previous = self.counters.at(rec.start)
-        hot_in_start = self._hot_frames_in(previous)
+        at_start = previous = self.counters.at(rec.start)
         innocent_bytes: list[float] = []
         for k in range(1, int(sc.duration_s / dt) + 1):
             t = rec.start + k * dt
@@ -245,13 +249,13 @@ class MultihopTcpExperiment(MininetExperiment):
             tr.throughput_bps.append(8 * delta(f"s2-eth{HOTSPOT_PORT}:tx_bytes") / dt)
             innocent_bytes.append(8 * delta(f"s2-eth{INNOCENT_PORT}:tx_bytes") / dt)
             # Frames still queued at the hot spot are not lost (yet); a drop stays a drop.
-            lost = self._drops(now, hot_in_start) - tr.queue_pkts[-1]
+            lost = self._hot_spot_lost(now, at_start) - tr.queue_pkts[-1]
             tr.drops_so_far.append(max(lost, tr.drops_so_far[-1] if tr.drops_so_far else 0))
             self._append_rates_at(tr, t, self.senders, limiter_times)
             previous = now
         final = self.counters.rows[-1][1] if self.counters.rows else {}
-        tr.drops = max([self._drops(final, hot_in_start), *tr.drops_so_far[-1:]])
-        tr.frames_in = self._hot_frames_in(final) - hot_in_start
+        tr.drops = max([self._hot_spot_lost(final, at_start), *tr.drops_so_far[-1:]])
+        tr.frames_in = self._hot_frames_in(final) - self._hot_frames_in(at_start)
         tr.cnms = rec.cnms
         tr.events = len(rec.queue)
         tr.extra = self._group_figures(tr, innocent_bytes)
@@ -262,13 +266,12 @@ class MultihopTcpExperiment(MininetExperiment):
             counters.get(f"s1-eth{i + 1}:rx_packets", 0) for i in range(self.sc.network.sources)
         )
 
-    def _drops(self, counters: dict[str, int], hot_in_start: int) -> int:
-        start = self.counters.at(self.rec.start)
-        sent = self._hot_frames_in(counters) - hot_in_start
-        delivered = counters.get(f"s2-eth{HOTSPOT_PORT}:tx_packets", 0) - start.get(
-            f"s2-eth{HOTSPOT_PORT}:tx_packets", 0
-        )
-        return max(0, sent - delivered)
+    def _hot_spot_lost(self, now: dict[str, int], start: dict[str, int]) -> int:
+        """Frames the hot-spot senders put into s1 since ``start`` that have not left s2's
+        hot-spot port (lost, or still on their way)."""
+        sent = self._hot_frames_in(now) - self._hot_frames_in(start)
+        out = f"s2-eth{HOTSPOT_PORT}:tx_packets"
+        return max(0, sent - (now.get(out, 0) - start.get(out, 0)))
 
     def _group_figures(self, tr: Trace, innocent_bps: list[float]) -> dict[str, float]:
         """Mean delivered throughput of each group during the hot-spot episode, and the
