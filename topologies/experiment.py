@@ -303,38 +303,49 @@ class MininetExperiment:
         return args
 
     def _measure(self, agent: Any) -> None:
+        """Start the traffic, then sample until the run's end: the schedule, the CP port's
+        depth, the processes' health, progress every second."""
         sc = self.sc
         thrift = agent.thrift()
         pending_changes = list(sc.schedule)
-        # The sources wait for a common start time: Python takes a moment to start ten.
         start = self.rec.start = time.monotonic() + SOURCE_START_DELAY_S
-        for i in range(sc.network.sources):
-            self._popen(
-                f"source h{i + 1}", self.net.get(f"h{i + 1}"), self._source_command(i, start)
-            )
+        self._start_traffic(start)
         time.sleep(max(0.0, start - time.monotonic()))
         self.rec.capacity.append((start, sc.network.bottleneck_rate_bps))
-        next_sample = start
-        next_progress = start + 1.0
-        end = start + sc.duration_s
-        while True:
-            now = time.monotonic()
-            if now >= end:
-                break
+        next_sample, next_progress, end = start, start + 1.0, start + sc.duration_s
+        while (now := time.monotonic()) < end:
             self._apply_schedule(thrift, pending_changes, now - start)
             depth = thrift.register_read(QDEPTH_REGISTER, self.cp_port)
-            self.rec.queue.append((time.monotonic(), depth))
+            t = time.monotonic()
+            self.rec.queue.append((t, depth))
+            self._on_sample(now - start, t)
             self._check_processes()
             if now >= next_progress:
                 self.progress(
-                    f"qcn run: t={now - start:5.1f}/{sc.duration_s:g} s  queue {depth:3d} pkts"
-                    f"  delivered {self._delivered_bps(1.0) / 1e6:7.3f} Mb/s"
+                    f"qcn run: t={now - start:5.1f}/{sc.duration_s:g} s  "
+                    + self._progress_detail(depth)
                 )
                 next_progress += 1.0
             next_sample += self.sample_interval_s
             time.sleep(max(0.0, next_sample - time.monotonic()))
-        # Let the last frames drain into the sink before counting.
+        # Let the last frames drain into the sinks before counting.
         time.sleep(min(1.0, 10 * self.sample_interval_s))
+        self._on_sample(None, time.monotonic())
+
+    def _start_traffic(self, start: float) -> None:
+        """Every source, told to start at monotonic time ``start`` (Python takes a moment
+        to start ten of them, so they wait for a common start)."""
+        for i in range(self.sc.network.sources):
+            self._popen(
+                f"source h{i + 1}", self.net.get(f"h{i + 1}"), self._source_command(i, start)
+            )
+
+    def _on_sample(self, elapsed_s: float | None, t: float) -> None:
+        """Per sample at monotonic time ``t``, ``elapsed_s`` into the run (None: the last
+        sample, after the drain); the sink reports by itself."""
+
+    def _progress_detail(self, depth: int) -> str:
+        return f"queue {depth:3d} pkts  delivered {self._delivered_bps(1.0) / 1e6:7.3f} Mb/s"
 
     def _apply_schedule(self, thrift: Any, pending: list[Any], elapsed_s: float) -> None:
         """Apply the schedule's due rate changes (``pending``, consumed) to the CP port."""

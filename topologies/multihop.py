@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import bisect
 import shutil
-import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -28,8 +27,6 @@ from typing import Any
 from simulator.engine import Trace
 from topologies.errors import ExperimentError
 from topologies.experiment import (
-    QDEPTH_REGISTER,
-    SOURCE_START_DELAY_S,
     MininetExperiment,
     remove_stale_interfaces,
 )
@@ -70,6 +67,7 @@ class MultihopTcpExperiment(MininetExperiment):
         self.innocent_sink = f"h{self.senders + 2}"
         self.cp_port = HOTSPOT_PORT
         self.counters = CounterSamples()
+        self._pending_flows: list[tuple[float, int]] = []
 
     def rp_hosts(self) -> list[str]:
         return [f"h{i}" for i in range(1, self.senders + 1)]
@@ -175,38 +173,25 @@ class MultihopTcpExperiment(MininetExperiment):
                 values[f"s2-eth{port}:tx_{kind}"] = interface_counter(f"s2-eth{port}", f"tx_{kind}")
         return values
 
-    def _measure(self, agent: Any) -> None:
-        sc = self.sc
-        thrift = agent.thrift()
-        start = self.rec.start = time.monotonic() + SOURCE_START_DELAY_S
-        pending_flows = sorted((self._flow_window(i)[0], i) for i in range(self.senders))
-        pending_changes = list(sc.schedule)
-        self.rec.capacity.append((start, sc.network.bottleneck_rate_bps))
-        next_sample, next_progress, end = start, start + 1.0, start + sc.duration_s
-        time.sleep(max(0.0, start - time.monotonic()))
-        while (now := time.monotonic()) < end:
-            while pending_flows and now >= start + pending_flows[0][0]:
-                _, i = pending_flows.pop(0)
-                self._popen(f"iperf3 h{i + 1}", self.net.get(f"h{i + 1}"), self._client_command(i))
-            self._apply_schedule(thrift, pending_changes, now - start)
-            depth = thrift.register_read(QDEPTH_REGISTER, HOTSPOT_PORT)
-            t = time.monotonic()
-            self.rec.queue.append((t, depth))
-            self.counters.add(t, self._sample_counters())
-            self._check_processes()
-            if now >= next_progress:
-                hot, innocent = self._delivered_by_sink_bps(1.0)
-                self.progress(
-                    f"qcn run: t={now - start:5.1f}/{sc.duration_s:g} s  hot-spot queue "
-                    f"{depth:3d} pkts  delivered: hot spot {hot / 1e6:6.3f} Mb/s, "
-                    f"innocent {innocent / 1e6:6.3f} Mb/s"
-                )
-                next_progress += 1.0
-            next_sample += self.sample_interval_s
-            time.sleep(max(0.0, next_sample - time.monotonic()))
-        # Drain, then one last sample for the drop count.
-        time.sleep(min(1.0, 10 * self.sample_interval_s))
-        self.counters.add(time.monotonic(), self._sample_counters())
+    def _start_traffic(self, start: float) -> None:  # noqa: ARG002 - flows start when due
+        # iperf3 has no start time of its own: _on_sample starts each flow when it is due.
+        self._pending_flows = sorted((self._flow_window(i)[0], i) for i in range(self.senders))
+
+    def _on_sample(self, elapsed_s: float | None, t: float) -> None:
+        while elapsed_s is not None and self._pending_flows:
+            due, i = self._pending_flows[0]
+            if elapsed_s < due:
+                break
+            self._pending_flows.pop(0)
+            self._popen(f"iperf3 h{i + 1}", self.net.get(f"h{i + 1}"), self._client_command(i))
+        self.counters.add(t, self._sample_counters())
+
+    def _progress_detail(self, depth: int) -> str:
+        hot, innocent = self._delivered_by_sink_bps(1.0)
+        return (
+            f"hot-spot queue {depth:3d} pkts  delivered: hot spot {hot / 1e6:6.3f} Mb/s, "
+            f"innocent {innocent / 1e6:6.3f} Mb/s"
+        )
 
     def _delivered_by_sink_bps(self, window_s: float) -> tuple[float, float]:
         """Bytes/s the two sinks received over the last ``window_s`` (hot spot, innocent)."""
