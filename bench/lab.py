@@ -41,7 +41,7 @@ def namespace(num_ports: int) -> Iterator[str]:
 
 @contextmanager
 def switch(
-    num_ports: int, workdir: Path, executable: str = SIMPLE_SWITCH_GRPC
+    num_ports: int, workdir: Path, executable: str = SIMPLE_SWITCH_GRPC, start_timeout_s: float = 20
 ) -> Iterator[Bmv2Process]:
     sw = Bmv2Process(
         Bmv2Config(
@@ -50,7 +50,7 @@ def switch(
             executable=executable,
         )
     )
-    sw.start()
+    sw.start(start_timeout_s)
     try:
         yield sw
     finally:

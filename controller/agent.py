@@ -36,7 +36,7 @@ from controller.entries import (
     cp_sampling_entry,
     default_cpid,
     edge_port_entry,
-    flood_group,
+    flood_groups,
     l2_entry,
     sample_interval_entries,
 )
@@ -137,7 +137,7 @@ class SwitchAgent:
         sw = self.connect()
         ports = [p.port for p in self.cfg.ports]
         report = self._reconcile_tables(sw, self.desired_table_entries())
-        groups = [flood_group(ports)] if ports else []
+        groups = flood_groups(ports)
         report = _add(
             report, self._reconcile_ids(sw, P4MulticastGroupEntry(), groups, "multicast_group_id")
         )

@@ -19,8 +19,8 @@ from finsy import (
 from qcn.cp_model import CpPortConfig
 from qcn.params import CpParams, SamplingMode
 
-#: p4src/include/defines.p4: FLOOD_MCAST_GROUP, CNM_SESSION_BASE.
-FLOOD_MCAST_GROUP = 1
+#: p4src/include/defines.p4: FLOOD_GROUP_BASE, CNM_SESSION_BASE.
+FLOOD_GROUP_BASE = 1
 CNM_SESSION_BASE = 1
 
 CP_SAMPLING_TABLE = "cp_sampling"
@@ -123,8 +123,15 @@ def edge_port_entry(port: int) -> P4TableEntry:
     )
 
 
-def flood_group(ports: list[int]) -> P4MulticastGroupEntry:
-    return P4MulticastGroupEntry(FLOOD_MCAST_GROUP, replicas=[(p, 1) for p in sorted(ports)])
+def flood_groups(ports: list[int]) -> list[P4MulticastGroupEntry]:
+    """One flood group per port: every other port (none for a switch with one port)."""
+    return [
+        P4MulticastGroupEntry(
+            FLOOD_GROUP_BASE + p, replicas=[(q, 1) for q in sorted(ports) if q != p]
+        )
+        for p in sorted(ports)
+        if len(ports) > 1
+    ]
 
 
 def cnm_clone_session(port: int) -> P4CloneSessionEntry:

@@ -30,13 +30,17 @@ control QcnEgress(inout headers_t hdr,
     CongestionPoint() cp;
     CnmBuilder() cnm_builder;
     apply {
-        if (standard_metadata.instance_type == INSTANCE_TYPE_EGRESS_CLONE) {
-            cnm_builder.apply(hdr, meta, standard_metadata);
-        } else if (standard_metadata.instance_type == INSTANCE_TYPE_REPLICATION
-                   && standard_metadata.egress_port == standard_metadata.ingress_port) {
-            mark_to_drop(standard_metadata);  // a flooded frame never goes back where it came from
-        } else {
+        // The frames a CP may sample: data frames, never a CNM (nor the E2E clone that
+        // becomes one), never a frame the parser could not read (a frame too short for
+        // Ethernet is a parser error too), never one from a group source address.  One
+        // condition, tested first: BMv2 walks each condition and table node per frame.
+        if (standard_metadata.instance_type != INSTANCE_TYPE_EGRESS_CLONE
+                && !hdr.cnm.isValid()
+                && standard_metadata.parser_error == error.NoError
+                && hdr.ethernet.src_addr[40:40] == 0) {
             cp.apply(hdr, meta, standard_metadata);
+        } else if (standard_metadata.instance_type == INSTANCE_TYPE_EGRESS_CLONE) {
+            cnm_builder.apply(hdr, meta, standard_metadata);
         }
     }
 }

@@ -1,7 +1,7 @@
 """Program-specific PTF helpers: the port map, the switch connection, state reset, frames.
 
 Every test starts from the same switch state: the pipeline pushed, one host per port in
-the L2 table, the flood group, one CNM clone session per port, no CP configured, queues
+the L2 table, the flood groups, one CNM clone session per port, no CP configured, queues
 unlimited, registers cleared.  The switch is programmed through the project's controller
 code (controller.entries over controller.p4runtime), as the runtime controller does it.
 """
@@ -26,7 +26,7 @@ from controller.entries import (
     cnm_clone_session,
     cp_entries,
     edge_port_entry,
-    flood_group,
+    flood_groups,
     l2_entry,
 )
 from controller.p4runtime import P4RuntimeSwitch
@@ -108,7 +108,7 @@ class QcnTest(BaseTest):  # type: ignore[misc]
         self.sw.insert(
             [
                 *(l2_entry(HOST_MAC[p], p) for p in PORTS),
-                flood_group(list(PORTS)),
+                *flood_groups(list(PORTS)),
                 *(cnm_clone_session(p) for p in PORTS),
             ]
         )

@@ -15,7 +15,7 @@ from controller.entries import (
     cp_entries,
     cp_sampling_entry,
     default_cpid,
-    flood_group,
+    flood_groups,
     l2_entry,
     sample_interval_entries,
 )
@@ -183,9 +183,14 @@ def test_cp_entries_enable_the_port_last() -> None:
 
 def test_forwarding_entities() -> None:
     assert args(l2_entry("00:00:00:00:00:02", 4)) == {"port": 4}
-    group = flood_group([3, 1, 2])
-    assert group.multicast_group_id == 1
-    assert list(group.replicas) == [(1, 1), (2, 1), (3, 1)]
+    groups = flood_groups([3, 1, 2])
+    assert [g.multicast_group_id for g in groups] == [2, 3, 4]  # FLOOD_GROUP_BASE + port
+    assert [list(g.replicas) for g in groups] == [
+        [(2, 1), (3, 1)],
+        [(1, 1), (3, 1)],
+        [(1, 1), (2, 1)],
+    ]
+    assert flood_groups([1]) == []
     session = cnm_clone_session(5)
     assert session.session_id == 6
     assert list(session.replicas) == [(5, 1)]

@@ -40,7 +40,7 @@ def p4_constants() -> dict[str, int]:
         ("QNTZ_SHIFT", params.QNTZ_SHIFT),
         ("QNTZ_FB_MAX", params.QNTZ_FB_MAX),
         ("PROB_ONE", params.PROB_ONE),
-        ("FLOOD_MCAST_GROUP", entries.FLOOD_MCAST_GROUP),
+        ("FLOOD_GROUP_BASE", entries.FLOOD_GROUP_BASE),
         ("CNM_SESSION_BASE", entries.CNM_SESSION_BASE),
     ],
 )

@@ -14,35 +14,34 @@ control CnmBuilder(inout headers_t hdr,
                    inout local_metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
     apply {
-        bit<32> msdu_offset = MSDU_OFFSET_UNTAGGED;
         hdr.msdu_ethertype.setValid();
         hdr.msdu_ethertype.ether_type = hdr.ethernet.ether_type;
         hdr.cnm.setValid();
         hdr.cnm.encap_priority = 0;
+        // packet_length is the sampled frame's (BMv2 gives an E2E clone the original's).
+        hdr.cnm.msdu_len = (bit<16>)standard_metadata.packet_length - MSDU_OFFSET_UNTAGGED;
         if (hdr.vlan.isValid()) {
-            msdu_offset = MSDU_OFFSET_TAGGED;
             hdr.msdu_ethertype.ether_type = hdr.vlan.ether_type;
             hdr.cnm.encap_priority = hdr.vlan.pcp;
+            hdr.cnm.msdu_len = (bit<16>)standard_metadata.packet_length - MSDU_OFFSET_TAGGED;
             hdr.vlan.setInvalid();
         }
-        bit<32> msdu_len = meta.cnm_sampled_bytes - msdu_offset;
-        if (msdu_len > CNM_MAX_MSDU_BYTES) {
-            msdu_len = CNM_MAX_MSDU_BYTES;
+        if (hdr.cnm.msdu_len > CNM_MAX_MSDU_BYTES) {
+            hdr.cnm.msdu_len = CNM_MAX_MSDU_BYTES;
         }
         hdr.cnm.version = CNM_VERSION;
         hdr.cnm.reserved_v = 0;
-        hdr.cnm.qntz_fb = (bit<6>)meta.cnm_qntz_fb;
-        hdr.cnm.cpid = meta.cnm_cpid;
-        hdr.cnm.qoff = meta.cnm_qoff;
-        hdr.cnm.qdelta = meta.cnm_qdelta;
+        hdr.cnm.qntz_fb = meta.cnm_fields[CNM_FIELDS_QNTZ_FB];
+        hdr.cnm.cpid = meta.cnm_fields[CNM_FIELDS_CPID];
+        hdr.cnm.qoff = meta.cnm_fields[CNM_FIELDS_QOFF];
+        hdr.cnm.qdelta = meta.cnm_fields[CNM_FIELDS_QDELTA];
         hdr.cnm.encap_reserved = 0;
         hdr.cnm.encap_da = hdr.ethernet.dst_addr;
-        hdr.cnm.msdu_len = (bit<16>)msdu_len;
 
         hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
-        hdr.ethernet.src_addr = meta.cnm_cp_mac;
+        hdr.ethernet.src_addr = meta.cnm_fields[CNM_FIELDS_CP_MAC];
         hdr.ethernet.ether_type = ETHERTYPE_CNM;
-        truncate(ETH_HEADER_BYTES + CNM_PDU_BYTES + msdu_len);
+        truncate(ETH_HEADER_BYTES + CNM_PDU_BYTES + (bit<32>)hdr.cnm.msdu_len);
     }
 }
 

@@ -29,7 +29,7 @@ control CongestionPoint(inout headers_t hdr,
     // Per-port state and telemetry.  Registers are read over Thrift (PI does not
     // implement register access, shared/bmv2-notes.md); counters over P4Runtime.
     // Indexed by port_t itself: a bit<32> index would cost BMv2 a cast per frame.
-    register<qdepth_t, port_t>(NUM_PORTS_DEF) q_old;
+    register<int<32>, port_t>(NUM_PORTS_DEF) q_old;
     register<int<32>, port_t>(NUM_PORTS_DEF) bytes_to_sample;
     register<qdepth_t, port_t>(NUM_PORTS_DEF) last_qdepth;
     counter<port_t>(NUM_PORTS_DEF, CounterType.packets) cp_frames;
@@ -46,16 +46,16 @@ control CongestionPoint(inout headers_t hdr,
     action sample_bernoulli(bit<32> p_max_fixed) {
         count_frame();
         random(meta.cp.rand, 0, PROB_ONE - 1);
-        meta.cp.candidate = meta.cp.rand < p_max_fixed;
+        meta.cp.sample = meta.cp.rand < p_max_fixed;
     }
 
     action sample_byte_interval() {
         count_frame();
-        int<32> left;
-        bytes_to_sample.read(left, standard_metadata.egress_port);
-        left = left - (int<32>)standard_metadata.packet_length;
-        bytes_to_sample.write(standard_metadata.egress_port, left);  // sample_interval reloads
-        meta.cp.candidate = left <= 0;
+        // qoff holds the bytes left until the sample here (stage 2 recomputes it).
+        bytes_to_sample.read(meta.cp.qoff, standard_metadata.egress_port);
+        meta.cp.qoff = meta.cp.qoff - (int<32>)standard_metadata.packet_length;
+        bytes_to_sample.write(standard_metadata.egress_port, meta.cp.qoff);  // sample_interval reloads
+        meta.cp.sample = meta.cp.qoff <= 0;
         meta.cp.byte_interval = true;
     }
 
@@ -79,20 +79,27 @@ control CongestionPoint(inout headers_t hdr,
                             bit<64> fb_multiplier, bit<32> p_base_fixed,
                             bit<32> p_scale_fixed, bit<64> cpid, mac_addr_t cp_mac) {
         int<32> q = (int<32>)(bit<32>)standard_metadata.enq_qdepth;
-        qdepth_t q_old_val;
-        q_old.read(q_old_val, standard_metadata.egress_port);
+        q_old.read(meta.cp.qdelta, standard_metadata.egress_port);
         meta.cp.qoff = q - (int<32>)q_eq_pkts;
-        meta.cp.qdelta = q - (int<32>)(bit<32>)q_old_val;
+        meta.cp.qdelta = q - meta.cp.qdelta;
         meta.cp.fb_fp = -((meta.cp.qoff << W_FRAC_BITS) + (int<32>)w_fixed * meta.cp.qdelta);
-        bit<32> magnitude = meta.cp.fb_fp < 0 ? (bit<32>)(-meta.cp.fb_fp) : 0;
-        magnitude = magnitude > fbmax_fixed ? fbmax_fixed : magnitude;
-        bit<64> qntz_fb = ((bit<64>)magnitude * fb_multiplier) >> QNTZ_SHIFT;
-        meta.cp.qntz_fb = (bit<8>)(qntz_fb > QNTZ_FB_MAX ? QNTZ_FB_MAX : qntz_fb);
+        // QntzFb = (min(|Fb| if Fb < 0 else 0, fbmax) * fb_mult) >> 32, at most 63.
+        bit<64> qntz_fb = 0;
+        if (meta.cp.fb_fp < 0) {
+            qntz_fb = (bit<64>)(bit<32>)(-meta.cp.fb_fp);
+        }
+        if (qntz_fb > (bit<64>)fbmax_fixed) {
+            qntz_fb = (bit<64>)fbmax_fixed;
+        }
+        qntz_fb = (qntz_fb * fb_multiplier) >> QNTZ_SHIFT;
+        if (qntz_fb > QNTZ_FB_MAX) {
+            qntz_fb = QNTZ_FB_MAX;
+        }
+        meta.cp.qntz_fb = (bit<6>)qntz_fb;
         // Bernoulli mode: p = p_base + QntzFb * p_scale, in 24-bit fixed point.
-        meta.cp.sampled = meta.cp.byte_interval
-                          || meta.cp.rand < p_base_fixed + (bit<32>)meta.cp.qntz_fb * p_scale_fixed;
-        meta.cnm_cpid = cpid;
-        meta.cnm_cp_mac = cp_mac;
+        meta.cp.sample = meta.cp.byte_interval
+                         || meta.cp.rand < p_base_fixed + (bit<32>)meta.cp.qntz_fb * p_scale_fixed;
+        meta.cnm_fields = cp_mac ++ cpid ++ 38w0;   // request_cnm adds the per-sample fields
     }
 
     // The port's CP parameters (one entry per CP-enabled egress port, with cp_sampling's).
@@ -109,10 +116,9 @@ control CongestionPoint(inout headers_t hdr,
     }
 
     action set_sample_interval(bit<32> base_bytes, bit<32> jitter_span_bytes) {
-        bit<32> jitter;
-        random(jitter, 0, jitter_span_bytes);
+        random(meta.cp.rand, 0, jitter_span_bytes);
         bytes_to_sample.write(standard_metadata.egress_port,
-                              (int<32>)(base_bytes - (jitter_span_bytes >> 1) + jitter));
+                              (int<32>)(base_bytes - (jitter_span_bytes >> 1) + meta.cp.rand));
     }
 
     // Byte-interval mode: the 802.1Qau table, 8 rows per port indexed by QntzFb >> 3.
@@ -131,42 +137,42 @@ control CongestionPoint(inout headers_t hdr,
 
     action record_sample() {
         cp_samples.count(standard_metadata.egress_port);
-        q_old.write(standard_metadata.egress_port, standard_metadata.enq_qdepth);
-        meta.cp.interval_idx = (bit<3>)(meta.cp.qntz_fb >> 3);
+        q_old.write(standard_metadata.egress_port, (int<32>)(bit<32>)standard_metadata.enq_qdepth);
+        meta.cp.interval_idx = meta.cp.qntz_fb[5:3];
     }
 
     // A CNM for this frame: the E2E clone carries what CnmBuilder needs.
     action request_cnm() {
         cp_cnms.count(standard_metadata.egress_port);
-        meta.cnm_qntz_fb = meta.cp.qntz_fb;
         // Saturate to the 16-bit signed fields of the CNM (qoff >= -q_eq > -32768).
-        meta.cnm_qoff = (bit<16>)(bit<32>)(meta.cp.qoff > 32767 ? 32767 : meta.cp.qoff);
-        meta.cnm_qdelta = (bit<16>)(bit<32>)(meta.cp.qdelta > 32767 ? 32767
-                          : (meta.cp.qdelta < -32768 ? -32768 : meta.cp.qdelta));
-        meta.cnm_sampled_bytes = standard_metadata.packet_length;
+        if (meta.cp.qoff > 32767) {
+            meta.cp.qoff = 32767;
+        }
+        if (meta.cp.qdelta > 32767) {
+            meta.cp.qdelta = 32767;
+        } else if (meta.cp.qdelta < -32768) {
+            meta.cp.qdelta = -32768;
+        }
+        meta.cnm_fields[CNM_FIELDS_QOFF] = (bit<16>)(bit<32>)meta.cp.qoff;
+        meta.cnm_fields[CNM_FIELDS_QDELTA] = (bit<16>)(bit<32>)meta.cp.qdelta;
+        meta.cnm_fields[CNM_FIELDS_QNTZ_FB] = meta.cp.qntz_fb;
         clone_preserving_field_list(CloneType.E2E,
                                     CNM_SESSION_BASE + (bit<32>)standard_metadata.ingress_port,
                                     CNM_FIELD_LIST);
     }
 
     apply {
-        // Only well-formed unicast-sourced data frames are candidates: never a CNM, never
-        // a frame the parser could not read (a frame too short for Ethernet is a parser
-        // error too), never a group source address.
-        if (hdr.cnm.isValid() || standard_metadata.parser_error != error.NoError
-                || hdr.ethernet.src_addr[40:40] == 1) {
-            return;
-        }
         cp_sampling.apply();
-        if (meta.cp.candidate) {
-            cp_config.apply();
-            if (meta.cp.sampled) {
-                record_sample();
-                if (meta.cp.byte_interval) {
-                    sample_interval.apply();
-                }
-                if (meta.cp.fb_fp < 0) {
-                    request_cnm();
+        if (meta.cp.sample) {
+            if (cp_config.apply().hit) {
+                if (meta.cp.sample) {
+                    record_sample();
+                    if (meta.cp.byte_interval) {
+                        sample_interval.apply();
+                    }
+                    if (meta.cp.fb_fp < 0) {
+                        request_cnm();
+                    }
                 }
             }
         }

@@ -18,7 +18,7 @@ control L2Forwarding(inout headers_t hdr,
     }
 
     action flood() {
-        standard_metadata.mcast_grp = FLOOD_MCAST_GROUP;
+        standard_metadata.mcast_grp = FLOOD_GROUP_BASE + (bit<16>)standard_metadata.ingress_port;
     }
 
     table l2_forwarding {

@@ -18,12 +18,12 @@ const bit<8> IP_PROTO_UDP = 17;
 
 const bit<32> ETH_HEADER_BYTES = 14;
 const bit<32> CNM_PDU_BYTES = 24;
-const bit<32> CNM_MAX_MSDU_BYTES = 64;
+const bit<16> CNM_MAX_MSDU_BYTES = 64;
 const bit<4>  CNM_VERSION = 0;
 // The MSDU starts at the sampled frame's EtherType: after the two MAC addresses, or after
 // the 802.1Q tag (whose priority travels in the CNM's encapsulated-priority field).
-const bit<32> MSDU_OFFSET_UNTAGGED = 12;
-const bit<32> MSDU_OFFSET_TAGGED = 16;
+const bit<16> MSDU_OFFSET_UNTAGGED = 12;
+const bit<16> MSDU_OFFSET_TAGGED = 16;
 
 // Fixed-point formats shared with qcn/params.py (W_FRAC_BITS, QNTZ_SHIFT, PROB_FRAC_BITS).
 const bit<8>  W_FRAC_BITS = 4;
@@ -33,14 +33,22 @@ const bit<32> PROB_ONE = 0x1000000;   // 2^24
 
 // v1model instance types (behavioral-model docs/simple_switch.md).
 const bit<32> INSTANCE_TYPE_EGRESS_CLONE = 2;
-const bit<32> INSTANCE_TYPE_REPLICATION = 5;
 
-// Multicast group flooding broadcast/unknown unicast.  PI implements clone session N as
-// multicast group 32768 + N, so the project's own groups stay below 32768 (bmv2-notes.md).
-const bit<16> FLOOD_MCAST_GROUP = 1;
+// Broadcast and unknown unicast arriving on port P are flooded through multicast group
+// FLOOD_GROUP_BASE + P, which holds every other port (one group per port, so no frame is
+// sent back where it came from).  PI implements clone session N as multicast group
+// 32768 + N, so the project's own groups stay below 32768 (bmv2-notes.md).
+const bit<16> FLOOD_GROUP_BASE = 1;
 // CNMs leave through clone session CNM_SESSION_BASE + ingress port of the sampled frame.
 const bit<32> CNM_SESSION_BASE = 1;
-// The metadata fields an E2E clone keeps (@field_list index).
+// The metadata an E2E clone keeps (@field_list index): local_metadata_t.cnm_fields, the
+// CNM PDU's per-sample fields and the CP's MAC packed as below (slices of cnm_fields).
 const bit<8> CNM_FIELD_LIST = 1;
+#define CNM_FIELDS_BITS 150
+#define CNM_FIELDS_CP_MAC 149:102
+#define CNM_FIELDS_CPID 101:38
+#define CNM_FIELDS_QOFF 37:22
+#define CNM_FIELDS_QDELTA 21:6
+#define CNM_FIELDS_QNTZ_FB 5:0
 
 #endif  // __DEFINES_P4__

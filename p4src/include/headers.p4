@@ -43,39 +43,31 @@ header msdu_ethertype_t {
     bit<16> ether_type;
 }
 
+// IPv4, TCP and UDP are parsed (so a researcher's extension finds them) but the CP reads
+// none of their fields.  BMv2 extracts, re-emits and logs every field separately, per
+// frame, so the fields nothing reads are kept as one each (bench/pipeline_bench.py).
 header ipv4_t {
     bit<4>  version;
     bit<4>  ihl;
-    bit<8>  diffserv;
-    bit<16> total_len;
-    bit<16> identification;
+    bit<40> tos_len_id;       // DSCP/ECN, total length, identification
     bit<3>  flags;
     bit<13> frag_offset;
     bit<8>  ttl;
     bit<8>  protocol;
     bit<16> hdr_checksum;
-    bit<32> src_addr;
-    bit<32> dst_addr;
+    bit<64> addrs;            // source, destination address
 }
 
 header tcp_t {
-    bit<16> src_port;
-    bit<16> dst_port;
-    bit<32> seq_no;
-    bit<32> ack_no;
-    bit<4>  data_offset;
-    bit<4>  res;
-    bit<8>  flags;
-    bit<16> window;
-    bit<16> checksum;
-    bit<16> urgent_ptr;
+    bit<16>  src_port;
+    bit<16>  dst_port;
+    bit<128> rest;            // sequence and ack numbers, offset, flags, window, checksum, urgent
 }
 
 header udp_t {
     bit<16> src_port;
     bit<16> dst_port;
-    bit<16> length;
-    bit<16> checksum;
+    bit<32> length_checksum;
 }
 
 struct headers_t {
@@ -90,28 +82,25 @@ struct headers_t {
 }
 
 // What the CP computed for this frame.  Metadata starts zeroed for every frame, so a
-// frame on a port without CP is never a candidate.
+// frame on a port without CP is never sampled.  BMv2 zeroes every metadata field of every
+// frame one by one, so there are as few as the computation allows.
 struct cp_state_t {
-    bit<32> rand;            // the Bernoulli draw, shared by both stages
-    bool    candidate;       // stage 1 could not rule out a sample
+    bit<32> rand;            // Bernoulli: the draw, shared by both stages; byte interval: jitter
+    bool    sample;          // stage 1: may be sampled; stage 2: is sampled
     bool    byte_interval;   // the port samples by byte interval
-    bool    sampled;
     int<32> qoff;
     int<32> qdelta;
     int<32> fb_fp;           // 16 * Fb
-    bit<8>  qntz_fb;
+    bit<6>  qntz_fb;
     bit<3>  interval_idx;    // sample_interval row: QntzFb >> 3
 }
 
-// The @field_list fields are what a sampled frame hands to its CNM clone (kept by
-// clone_preserving_field_list).
+// What a sampled frame hands to its CNM clone (clone_preserving_field_list keeps it),
+// packed into one field: CNM_FIELDS_* in defines.p4 give the slices, request_cnm packs it
+// and CnmBuilder unpacks it.  The sampled frame's length needs no field: the clone's
+// packet_length is the original's.
 struct local_metadata_t {
-    @field_list(CNM_FIELD_LIST) bit<8>     cnm_qntz_fb;
-    @field_list(CNM_FIELD_LIST) bit<16>    cnm_qoff;
-    @field_list(CNM_FIELD_LIST) bit<16>    cnm_qdelta;
-    @field_list(CNM_FIELD_LIST) bit<32>    cnm_sampled_bytes;
-    @field_list(CNM_FIELD_LIST) bit<64>    cnm_cpid;
-    @field_list(CNM_FIELD_LIST) mac_addr_t cnm_cp_mac;
+    @field_list(CNM_FIELD_LIST) bit<CNM_FIELDS_BITS> cnm_fields;
     cp_state_t cp;
 }
 
