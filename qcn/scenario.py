@@ -171,6 +171,17 @@ class Scenario:
             rate = change.bottleneck_rate_bps
         return restore
 
+    def congested_episode_s(self) -> tuple[float, float] | None:
+        """(start, end) of the congestion episode, if the run has one: the bottleneck's last
+        reduced-capacity period, or a TCP workload's hot-spot flows."""
+        restore = self.restore_at_s
+        if restore is not None:
+            return max(c.at_s for c in self.schedule if c.at_s < restore), restore
+        w = self.workload
+        if w.pattern == "tcp" and w.hotspot_duration_s > 0:
+            return w.hotspot_start_s, w.hotspot_start_s + w.hotspot_duration_s
+        return None
+
     def capacity_at(self, t: float) -> float:
         rate = self.network.bottleneck_rate_bps
         for change in self.schedule:

@@ -44,9 +44,13 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
     tail = max(warm, round(len(times) * (1 - SETTLED_FRACTION)))
     settled = tr.queue_pkts[tail:] or [0]
     drops_before_tail = tr.drops_so_far[tail - 1] if 0 < tail <= len(tr.drops_so_far) else 0
-    per_source = [
-        sum(row[i] for row in tr.source_throughput_bps[tail:]) for i in range(sc.network.sources)
+    fair_from, fair_to = fairness_window_s(sc)
+    fair_rows = [
+        row
+        for t, row in zip(times, tr.source_throughput_bps, strict=True)
+        if fair_from < t <= fair_to
     ]
+    per_source = [sum(row[i] for row in fair_rows) for i in range(sc.network.sources)]
     return {
         "scenario": sc.name,
         "seed_presentation": sc.seed,
@@ -63,6 +67,7 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         "drops_settled": tr.drops - drops_before_tail,
         "cnms": tr.cnms,
         "jain_fairness": jain(per_source),
+        "fairness_window_s": [fair_from, fair_to],
         "utilization": delivered / capacity if capacity else math.nan,
         "recovery_ms": recovery_ms(sc, tr),
         "events": tr.events,
@@ -70,6 +75,13 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         "wall_s": tr.wall_s,
         **tr.extra,
     }
+
+
+def fairness_window_s(sc: Scenario) -> tuple[float, float]:
+    """Where sources contend: the last quarter of the congestion episode if the scenario
+    has one (after it no one is held back), else of the run."""
+    start, end = sc.congested_episode_s() or (0.0, sc.duration_s)
+    return end - SETTLED_FRACTION * (end - start), end
 
 
 def jain(xs: list[float]) -> float:

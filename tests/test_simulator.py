@@ -11,9 +11,9 @@ import pytest
 
 from qcn import scenario as scenarios
 from qcn.scenario import ScenarioError
-from simulator.engine import Simulation
+from simulator.engine import Simulation, Trace
 from simulator.reproduce import checks, run_rows
-from simulator.results import SUMMARY_KEYS, summarize
+from simulator.results import SUMMARY_KEYS, fairness_window_s, jain, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -178,3 +178,26 @@ def test_every_scenario_scales_for_bmv2(name: str) -> None:
     b = sc.scaled_for_bmv2()
     assert b.network.line_rate_bps <= 200e6, "BMv2 in Mininet carries tens of Mb/s"
     assert b.duration_s <= 600
+
+
+def test_fairness_is_taken_where_sources_contend() -> None:
+    """Jain's index covers the last quarter of the reduced-capacity episode, if any."""
+    transient = scenarios.load("transient")  # 10 G -> 0.5 G at 2 s, restored at 4 s of 6
+    assert fairness_window_s(transient) == (3.5, 4.0)
+    assert fairness_window_s(scenarios.load("bursty")) == (0.75, 1.0)  # no schedule: the run
+    assert fairness_window_s(scenarios.load("tcp-multihop")) == (0.625, 0.75)  # hot-spot flows
+    # Two sources: equal while the bottleneck is low, one held back after the restore.
+    tr = Trace()
+    for k in range(1, 61):
+        t = k / 10
+        tr.times_s.append(t)
+        tr.queue_pkts.append(0)
+        tr.throughput_bps.append(1.0)
+        tr.capacity_bps.append(1.0)
+        tr.source_throughput_bps.append([1.0, 1.0] if t <= 4.0 else [1.0, 0.1])
+        tr.drops_so_far.append(0)
+    sc = transient.with_overrides({"network.sources": 2})
+    summary = summarize(sc, tr, qcn=True, backend="sim", seed=1)
+    assert summary["fairness_window_s"] == [3.5, 4.0]
+    assert summary["jain_fairness"] == 1.0
+    assert jain([1.0, 0.1]) < 0.7
