@@ -147,21 +147,23 @@ class MininetExperiment:
             raise ExperimentError(f"make build failed:\n{done.stdout}{done.stderr}".rstrip())
 
     def _start_network(self) -> None:
+        from topologies.mininet_bmv2 import SingleBottleneckTopo  # noqa: PLC0415
+
+        n = self.sc.network.sources
+        self._start_mininet(SingleBottleneckTopo(sources=n), f"{n} sources, 1 sink, 1 BMv2 switch")
+
+    def _start_mininet(self, topo: Any, what: str) -> None:
+        """Start ``topo`` (QcnHosts, Bmv2Switches logging into the results) with static ARP."""
         from mininet.log import setLogLevel  # noqa: PLC0415
         from mininet.net import Mininet  # noqa: PLC0415
 
-        from topologies.mininet_bmv2 import (  # noqa: PLC0415
-            Bmv2Switch,
-            QcnHost,
-            SingleBottleneckTopo,
-        )
+        from topologies.mininet_bmv2 import Bmv2Switch, QcnHost  # noqa: PLC0415
 
         setLogLevel("warning")
         remove_stale_interfaces(self.progress)
-        n = self.sc.network.sources
-        self.progress(f"qcn run: starting Mininet: {n} sources, 1 sink, 1 BMv2 switch")
+        self.progress(f"qcn run: starting Mininet: {what}")
         self.net = Mininet(
-            topo=SingleBottleneckTopo(sources=n),
+            topo=topo,
             switch=partial(Bmv2Switch, log_dir=self.out),
             host=QcnHost,
             controller=None,

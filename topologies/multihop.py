@@ -20,7 +20,6 @@ from __future__ import annotations
 import bisect
 import shutil
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,6 @@ from simulator.engine import Trace
 from topologies.errors import ExperimentError
 from topologies.experiment import (
     MininetExperiment,
-    remove_stale_interfaces,
 )
 
 IPERF_BASE_PORT = 5201
@@ -79,29 +77,16 @@ class MultihopTcpExperiment(MininetExperiment):
     # -- network and switches ----------------------------------------------------------------
 
     def _start_network(self) -> None:
-        from mininet.log import setLogLevel  # noqa: PLC0415
-        from mininet.net import Mininet  # noqa: PLC0415
-
-        from topologies.mininet_bmv2 import Bmv2Switch, MultihopTopo, QcnHost  # noqa: PLC0415
+        from topologies.mininet_bmv2 import MultihopTopo  # noqa: PLC0415
 
         if shutil.which("iperf3") is None:
             raise ExperimentError("iperf3 is not installed (make sysdeps installs it)")
-        setLogLevel("warning")
-        remove_stale_interfaces(self.progress)
         net = self.sc.network
-        self.progress(
-            f"qcn run: starting Mininet: {net.sources} hot-spot and {net.innocent_sources} "
-            "innocent senders, 2 sinks, 2 BMv2 switches"
+        self._start_mininet(
+            MultihopTopo(sources=net.sources, innocent=net.innocent_sources),
+            f"{net.sources} hot-spot and {net.innocent_sources} innocent senders, "
+            "2 sinks, 2 BMv2 switches",
         )
-        self.net = Mininet(
-            topo=MultihopTopo(sources=net.sources, innocent=net.innocent_sources),
-            switch=partial(Bmv2Switch, log_dir=self.out),
-            host=QcnHost,
-            controller=None,
-            autoSetMacs=False,
-        )
-        self.net.start()
-        self.net.staticArp()
 
     def _program_switch(self) -> Any:
         from controller.agent import SwitchAgent  # noqa: PLC0415
