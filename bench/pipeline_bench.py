@@ -39,7 +39,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from lab import ROOT, compile_p4, namespace, switch
@@ -133,21 +132,18 @@ def install(name: str, p4rt: P4RuntimeSwitch) -> None:
     p4rt.insert(entities)
 
 
-def idle_for(seconds: float) -> int:
-    time.sleep(seconds)
-    return 0
+def callgrind(pid: int, *options: str) -> None:
+    subprocess.run(["callgrind_control", *options, str(pid)], check=True, capture_output=True)
 
 
-def callgrind_window(pid: int, out: Path, work: Callable[[], int]) -> tuple[int, int]:
-    """Instructions the switch executes while ``work`` runs: (instructions, its result)."""
-    subprocess.run(["callgrind_control", "-z", str(pid)], check=True, capture_output=True)
-    result = work()
-    subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
+def dumped_instructions(pid: int, out: Path) -> int:
+    """Dump the switch's counts; the instructions since they were last zeroed."""
+    callgrind(pid, "-d")
     dumps = sorted(out.parent.glob(out.name + ".*"), key=lambda p: int(p.suffix[1:]))
     totals = re.search(r"^(?:summary|totals): (\d+)", dumps[-1].read_text(), re.M)
     if totals is None:
         raise RuntimeError(f"no instruction total in {dumps[-1]}")
-    return int(totals.group(1)), result
+    return int(totals.group(1))
 
 
 def instructions_per_packet(
@@ -169,11 +165,13 @@ def instructions_per_packet(
         install(name, p4rt)
         assert sw.pid is not None
         measure(200, 1.0)  # warm up (first-packet allocations, ARP-free path)
-        subprocess.run(
-            ["callgrind_control", "-i", "on", str(sw.pid)], check=True, capture_output=True
-        )
-        idle, _ = callgrind_window(sw.pid, out, lambda: idle_for(seconds))
-        busy, sent = callgrind_window(sw.pid, out, lambda: measure(400, seconds)[0])
+        callgrind(sw.pid, "-i", "on")
+        callgrind(sw.pid, "-z")
+        time.sleep(seconds)
+        idle = dumped_instructions(sw.pid, out)
+        callgrind(sw.pid, "-z")
+        sent, _ = measure(400, seconds)
+        busy = dumped_instructions(sw.pid, out)
     per_packet = (busy - idle) / sent
     print(f"  {name:4}: {per_packet:9,.0f} instructions per packet", flush=True)
     return per_packet
