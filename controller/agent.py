@@ -42,7 +42,7 @@ from controller.entries import (
 )
 from controller.errors import Bmv2ThriftError, ConfigError, P4RuntimeError
 from controller.p4runtime import P4RuntimeSwitch
-from qcn.params import PROB_ONE, W_ONE, CpParams, QcnParams
+from qcn.params import PROB_ONE, W_ONE, CpParams, QcnParams, QueueDepth
 
 
 @dataclass(frozen=True)
@@ -235,6 +235,11 @@ class SwitchAgent:
             p_base=int(args["p_base_fixed"]) / PROB_ONE,
             p_scale=int(args["p_scale_fixed"]) / PROB_ONE,
             sampling=modes[stage1[0].action.name],
+            depth_at=(
+                QueueDepth.DEQUEUE
+                if int(stage1[0].action.args["dequeue_depth"])
+                else QueueDepth.ENQUEUE
+            ),
         )
         if len(rows) == 8:
             bases = tuple(int(a["base_bytes"]) for _, a in rows)
@@ -341,7 +346,13 @@ def _entry_key(entry: P4TableEntry, schema: Any) -> tuple[int, bytes]:
 
 
 def _action_bytes(entry: P4TableEntry, schema: Any) -> bytes:
-    return bytes(entry.encode(schema).table_entry.action.SerializeToString())
+    """The entry's action, encoded, with its parameters in id order (a switch returns them
+    in its own order, not necessarily the one they were written in)."""
+    action = entry.encode(schema).table_entry.action
+    params = sorted(action.action.params, key=lambda p: p.param_id)
+    del action.action.params[:]
+    action.action.params.extend(params)
+    return bytes(action.SerializeToString())
 
 
 def _add(a: ReconcileReport, b: ReconcileReport) -> ReconcileReport:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from controller import config
 from controller.errors import ConfigError
-from qcn.params import SamplingMode
+from qcn.params import QueueDepth, SamplingMode
 
 if TYPE_CHECKING:
     from controller.agent import PortStatus
@@ -50,6 +50,11 @@ def register(sub: Any) -> None:
     for opt, (_, kind, text) in SET_OPTIONS.items():
         st.add_argument("--" + opt.replace("_", "-"), type=kind, help=text)
     st.add_argument("--sampling", choices=[m.value for m in SamplingMode], help="sampling mode")
+    st.add_argument(
+        "--depth-at",
+        choices=[m.value for m in QueueDepth],
+        help="the depth taken as q: on arrival (enqueue, the spec) or left behind (dequeue)",
+    )
     st.set_defaults(func=_set)
 
     show = cmds.add_parser("show", help="read back CP entries and per-port counters")
@@ -103,6 +108,8 @@ def _set(args: argparse.Namespace) -> int:
     }
     if args.sampling:
         changes["sampling"] = args.sampling
+    if args.depth_at:
+        changes["depth_at"] = args.depth_at
     if not changes:
         raise ConfigError("nothing to set: give at least one of --q-eq, --w, --p-base, ...")
     net = _network(args)
@@ -110,7 +117,8 @@ def _set(args: argparse.Namespace) -> int:
         new = agent.set_cp(args.port, **changes)
     print(
         f"{args.switch} port {args.port}: q_eq={new.q_eq_pkts} w={new.w:g} "
-        f"p_base={new.p_base:g} p_scale={new.p_scale:g} sampling={new.sampling.value}"
+        f"p_base={new.p_base:g} p_scale={new.p_scale:g} sampling={new.sampling.value} "
+        f"depth_at={new.depth_at.value}"
     )
     return 0
 
@@ -132,7 +140,12 @@ def _show(args: argparse.Namespace) -> int:
     )
     for name, rows in report.items():
         for r in rows:
-            cp = f"q_eq={r.cp.q_eq_pkts} w={r.cp.w:g} {r.cp.sampling.value[:4]}" if r.cp else "off"
+            cp = (
+                f"q_eq={r.cp.q_eq_pkts} w={r.cp.w:g} {r.cp.sampling.value[:4]} "
+                f"{r.cp.depth_at.value[:3]}"
+                if r.cp
+                else "off"
+            )
             c = r.counters
             depth = "-" if r.last_qdepth_pkts is None else str(r.last_qdepth_pkts)
             print(

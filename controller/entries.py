@@ -17,7 +17,7 @@ from finsy import (
 )
 
 from qcn.cp_model import CpPortConfig
-from qcn.params import CpParams, SamplingMode
+from qcn.params import CpParams, QueueDepth, SamplingMode
 
 #: p4src/include/defines.p4: FLOOD_GROUP_BASE, CNM_SESSION_BASE.
 FLOOD_GROUP_BASE = 1
@@ -60,9 +60,12 @@ def default_cpid(cp_mac: str, port: int) -> int:
 
 
 def cp_sampling_entry(cp: CpPort) -> P4TableEntry:
-    """Stage 1 of the CP (every frame): the sampling mode, and in Bernoulli mode p_max."""
+    """Stage 1 of the CP (every frame): the sampling mode (in Bernoulli mode with p_max) and
+    the queue depth taken as q."""
     cfg = CpPortConfig.from_params(cp.params)
-    args = {"p_max_fixed": cfg.p_max_fp} if cfg.sampling is SamplingMode.BERNOULLI else {}
+    args = {"dequeue_depth": int(cfg.depth_at is QueueDepth.DEQUEUE)}
+    if cfg.sampling is SamplingMode.BERNOULLI:
+        args["p_max_fixed"] = cfg.p_max_fp
     return P4TableEntry(
         CP_SAMPLING_TABLE,
         match=P4TableMatch(eg_port=cp.port),

@@ -24,8 +24,9 @@ from qcn_base import (
 from scapy.layers.inet import IP
 from scapy.layers.l2 import Dot1Q, Ether
 
+from controller.entries import LAST_QDEPTH_REGISTER
 from qcn.frames import CNM
-from qcn.params import CpParams, SamplingMode
+from qcn.params import CpParams, QueueDepth, SamplingMode
 
 SLOW_PPS = 200
 """Bottleneck service rate for congestion tests: a 40-frame burst queues up almost whole."""
@@ -33,6 +34,11 @@ BURST_GAP_S = 0.0005
 """Bursts arrive at ~2000 frames/s, 10x the bottleneck's rate.  Back-to-back sends from
 PTF lose frames in BMv2's pcap receive path (seen here: 32 of 40 arrived with trace
 logging on), which would make the burst, not the CP, decide what the tests see."""
+
+
+def sampled_seq(cnm: bytes) -> int:
+    """The sequence number (udp_frame) of the frame a CNM encapsulates."""
+    return int.from_bytes(Ether(cnm)[CNM].msdu[30:34], "big")
 
 
 class L2ForwardingTest(QcnTest):
@@ -92,6 +98,32 @@ class CongestedCnmBytesTest(CongestionTest):
             self.assert_cnm_exact(cnm, sent, cp)
         self.assertEqual(self.counters(BOTTLENECK)["cp_cnms"], len(cnms))
         self.assertEqual(out[1] + out[2], [], "CNMs go only to the sampled frame's port")
+        # q is the depth each frame found: the last one queued behind most of the burst.
+        self.assertGreaterEqual(self.thrift.register_read(LAST_QDEPTH_REGISTER, BOTTLENECK), 20)
+
+
+class DequeueDepthTest(CongestionTest):
+    """depth_at = dequeue: q is the queue a frame leaves behind, so the burst drains."""
+
+    def runTest(self) -> None:
+        cp = self.enable_cp(replace(ALWAYS, depth_at=QueueDepth.DEQUEUE))
+        frames = [udp_frame(0, BOTTLENECK, seq) for seq in range(40)]
+        out = self.burst(frames)
+        self.assertEqual(len(out[BOTTLENECK]), 40)
+        cnms = self.cnms(out[0])
+        self.assertGreaterEqual(len(cnms), 5)
+        sent = by_msdu(frames)
+        q_by_seq = {}
+        for cnm in cnms:
+            self.assert_cnm_exact(cnm, sent, cp)
+            q_by_seq[sampled_seq(cnm)] = Ether(cnm)[CNM].qoff + cp.params.q_eq_pkts
+        # Frames after the burst's arrival leave an ever shorter queue (with the enqueue
+        # depth, later frames found a longer one), and the last left it empty.
+        after_burst = [q_by_seq[s] for s in sorted(q_by_seq) if s >= 10]
+        self.assertGreaterEqual(len(after_burst), 3)
+        self.assertEqual(after_burst, sorted(after_burst, reverse=True))
+        self.assertEqual(len(set(after_burst)), len(after_burst))
+        self.assertEqual(self.thrift.register_read(LAST_QDEPTH_REGISTER, BOTTLENECK), 0)
 
 
 class QOldSemanticsTest(CongestionTest):
@@ -104,8 +136,7 @@ class QOldSemanticsTest(CongestionTest):
         by_seq = {}
         for cnm in cnms:
             pkt = Ether(cnm)
-            seq = int.from_bytes(pkt[CNM].msdu[30:34], "big")
-            by_seq[seq] = (pkt[CNM].qoff + 22, pkt[CNM].qdelta)
+            by_seq[sampled_seq(cnm)] = (pkt[CNM].qoff + 22, pkt[CNM].qdelta)
         pairs = [(by_seq[s - 1], by_seq[s]) for s in by_seq if s - 1 in by_seq]
         self.assertGreaterEqual(len(pairs), 5)
         for (q_prev, _), (q, qdelta) in pairs:

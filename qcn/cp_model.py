@@ -32,6 +32,7 @@ from qcn.params import (
     QNTZ_SHIFT,
     W_ONE,
     CpParams,
+    QueueDepth,
     SamplingMode,
 )
 
@@ -61,6 +62,7 @@ class CpPortConfig:
     p_scale_fp: int
     sampling: SamplingMode
     intervals: tuple[SampleInterval, ...]
+    depth_at: QueueDepth
 
     @property
     def p_max_fp(self) -> int:
@@ -85,6 +87,7 @@ class CpPortConfig:
                 SampleInterval(n, 2 * math.floor(n * cp.sample_jitter))
                 for n in cp.sample_intervals_bytes
             ),
+            depth_at=cp.depth_at,
         )
 
 
@@ -144,7 +147,10 @@ class CongestionPoint:
         """Register ``bytes_to_sample``: 0 after reset, so the first frame is sampled."""
 
     def on_frame(self, q: int, frame_bytes: int) -> CpDecision:
-        """Process one data frame that saw queue depth ``q`` (packets) on arrival."""
+        """Process one data frame; ``q`` is the queue depth (packets) it is judged by.
+
+        That is the depth the frame found on arrival, or on BMv2 with
+        ``depth_at = "dequeue"`` the depth it left behind (``cfg.depth_at``)."""
         cfg = self.cfg
         qoff = q - cfg.q_eq
         qdelta = q - self.q_old

@@ -62,6 +62,23 @@ class SamplingMode(StrEnum):
     """802.1Qau standard (seed 004): every N bytes, N from the interval table by QntzFb >> 3."""
 
 
+class QueueDepth(StrEnum):
+    """Which of BMv2's egress-queue depths a CP takes as q.
+
+    BMv2 shows the queue only in egress, as a frame leaves it.  The seeds' CP samples
+    arriving frames against the queue they find; on BMv2 it samples departing frames, up to
+    a queueing delay later, with either depth below.
+    """
+
+    ENQUEUE = "enqueue"
+    """standard_metadata.enq_qdepth: the depth this frame found on arrival (the spec's q)."""
+    DEQUEUE = "dequeue"
+    """standard_metadata.deq_qdepth: the depth it leaves behind, i.e. the queue now.  With a
+    deep queue the enqueue depth is a queueing delay old by the time the CNM goes out, so
+    the CP keeps signalling a full queue after the sources have cut (see
+    scenarios/transient.toml)."""
+
+
 @dataclass(frozen=True)
 class CpParams:
     """Congestion-point parameters of one egress port."""
@@ -80,6 +97,9 @@ class CpParams:
     """Byte-interval mode: bytes between samples for QntzFb >> 3 = 0..7."""
     sample_jitter: float = 0.15
     """Byte-interval mode: each interval is drawn uniformly within +/- this fraction."""
+    depth_at: QueueDepth = QueueDepth.ENQUEUE
+    """BMv2: the queue depth taken as q (the simulator's CP samples arrivals unless asked to
+    model BMv2, see simulator/engine.py)."""
 
     @property
     def fb_max(self) -> float:
@@ -112,6 +132,8 @@ class CpParams:
         for i, n in enumerate(self.sample_intervals_bytes):
             _check_int(f"cp.sample_intervals_bytes[{i}]", n, 64, 10_000_000)
         _check_range("cp.sample_jitter", self.sample_jitter, 0.0, 0.99)
+        if not isinstance(self.depth_at, QueueDepth):
+            raise ParamError("cp.depth_at", f"must be one of {[m.value for m in QueueDepth]}")
 
 
 @dataclass(frozen=True)
@@ -211,6 +233,7 @@ class QcnParams:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["cp"]["sampling"] = self.cp.sampling.value
+        d["cp"]["depth_at"] = self.cp.depth_at.value
         d["cp"]["sample_intervals_bytes"] = list(self.cp.sample_intervals_bytes)
         return d
 
@@ -275,6 +298,13 @@ def _reject_unknown(prefix: str, data: dict[str, Any], known: list[str]) -> None
             raise ParamError(f"{prefix}{key}", f"unknown parameter{did}")
 
 
+#: Parameter fields whose TOML value is an enum's value, by annotation.
+ENUM_FIELD_TYPES: dict[str, type[StrEnum]] = {
+    "SamplingMode": SamplingMode,
+    "QueueDepth": QueueDepth,
+}
+
+
 def _coerce(cls: type, section: str, values: dict[str, Any]) -> dict[str, Any]:
     """Type-check one TOML table against a dataclass; ints are accepted for floats."""
     types = {f.name: f.type for f in fields(cls)}
@@ -295,11 +325,12 @@ def _coerce(cls: type, section: str, values: dict[str, Any]) -> dict[str, Any]:
             if not isinstance(value, bool):
                 raise ParamError(name, f"must be true or false (got {value!r})")
             out[key] = value
-        elif kind == "SamplingMode":
+        elif kind in ENUM_FIELD_TYPES:
+            enum = ENUM_FIELD_TYPES[kind]
             try:
-                out[key] = SamplingMode(value)
+                out[key] = enum(value)
             except ValueError:
-                allowed = ", ".join(repr(m.value) for m in SamplingMode)
+                allowed = ", ".join(repr(m.value) for m in enum)
                 raise ParamError(name, f"must be one of {allowed} (got {value!r})") from None
         elif kind == "tuple[int, ...]":
             if not isinstance(value, list) or not all(

@@ -37,8 +37,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--scaled",
         action="store_true",
-        help="sim: run the scenario as scaled for BMv2 (its [bmv2] section), to predict a "
-        "Mininet run",
+        help="sim: run the scenario as scaled for BMv2 (its [bmv2] section), with the CP "
+        "sampling departing frames as BMv2's does, to predict a Mininet run",
     )
     p.add_argument(
         "--cli", action="store_true", help="mininet: open the Mininet CLI with everything running"
@@ -51,7 +51,8 @@ def register(sub: Any) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a scenario field, e.g. qcn.rp.fb_hat=true (TOML value)",
+        help="override a scenario field, e.g. qcn.rp.fb_hat=true (TOML value); it also "
+        "wins over the scenario's [bmv2.set]",
     )
     p.set_defaults(func=_run)
 
@@ -113,7 +114,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.sample_hz <= 0 or args.sample_hz > 1000:
         raise ScenarioError("--sample-hz must be in (0, 1000]")
     if backend == "mininet" or args.scaled:
-        sc = sc.scaled_for_bmv2()
+        sc = sc.scaled_for_bmv2(keep=overrides.keys())
         why += (
             f"; rates x{scale.rate_scale:g}, times x{scale.time_scale:g} "
             f"(the scenario's [bmv2] section): {sc.duration_s:g} s"
@@ -132,7 +133,9 @@ def _run(args: argparse.Namespace) -> int:
         trace = kind(sc, out, qcn=qcn, cli=args.cli, sample_hz=args.sample_hz).run()
     else:
         interval = 1e-3 * (scale.time_scale if args.scaled else 1.0)
-        trace = Simulation(sc, seed=args.seed, qcn=qcn, sample_interval_s=interval).run()
+        trace = Simulation(
+            sc, seed=args.seed, qcn=qcn, sample_interval_s=interval, cp_at_departure=args.scaled
+        ).run()
     summary = summarize(sc, trace, qcn=qcn, backend=backend, seed=args.seed)
     plots = write(out, sc, trace, summary)
     print(json.dumps({k: summary[k] for k in (*SUMMARY_KEYS, *trace.extra)}))

@@ -56,6 +56,7 @@ Validation names the file and the field.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Collection
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
@@ -202,9 +203,10 @@ class Scenario:
             node[last] = value
         return parse(data, where=f"{self.name} (with --set)")
 
-    def scaled_for_bmv2(self) -> Scenario:
+    def scaled_for_bmv2(self, keep: Collection[str] = ()) -> Scenario:
         """This scenario in BMv2's units (see :class:`Bmv2Scale`); itself a scenario that
-        the simulator can run too, to predict the BMv2 run."""
+        the simulator can run too, to predict the BMv2 run.  Fields named in ``keep`` (the
+        user's ``--set``) keep their values where ``[bmv2.set]`` would override them."""
         k, tau = self.bmv2.rate_scale, self.bmv2.time_scale
         data = self.to_dict()
 
@@ -230,7 +232,8 @@ class Scenario:
             change["bottleneck_rate_bps"] *= k
         data["bmv2"] = {"rate_scale": 1.0, "time_scale": 1.0, "set": {}}
         scaled = parse(data, where=f"{self.name} (scaled for BMv2)")
-        return scaled.with_overrides(self.bmv2.set) if self.bmv2.set else scaled
+        compensations = {k: v for k, v in self.bmv2.set.items() if k not in keep}
+        return scaled.with_overrides(compensations) if compensations else scaled
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -12,7 +12,10 @@ Model (the seeds' single-bottleneck experiments):
   CNM's way back, which leaves the loop's delay and dynamics unchanged.
 - The bottleneck is a FIFO with a buffer in packets and a service rate that follows the
   schedule; a frame finding the buffer full is dropped.  The CP sees each accepted frame
-  with q = frames in the buffer on arrival (BMv2's enq_qdepth).
+  on arrival with q = frames in the buffer (the seeds' CP).  Modelling BMv2
+  (``cp_at_departure``), it sees each frame as it leaves, with q = the frames it found
+  (``depth_at = "enqueue"``, BMv2's enq_qdepth) or the frames it leaves behind
+  (``"dequeue"``, deq_qdepth).
 - A CNM reaches its source one RTT after the CP sent it.
 
 Events are (time, sequence, kind, source, version) tuples in a heap; a source's pending
@@ -29,6 +32,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from qcn.cp_model import CongestionPoint, CpPortConfig
+from qcn.params import QueueDepth
 from qcn.scenario import Scenario, ScenarioError
 from reaction_point.rules import RateLimiterRules
 from reaction_point.sources import empty_slots_before_frame
@@ -87,6 +91,7 @@ class Simulation:
         seed: int = 1,
         qcn: bool = True,
         sample_interval_s: float = 1e-3,
+        cp_at_departure: bool = False,
     ) -> None:
         if scenario.workload.pattern == "tcp":
             raise ScenarioError(
@@ -103,13 +108,20 @@ class Simulation:
         self.frame_bits = 8 * net.frame_bytes
         self.slot_s = self.frame_bits / net.line_rate_bps
         self.capacity = net.bottleneck_rate_bps
-        self.queue: deque[int] = deque()
+        self.queue: deque[tuple[int, int]] = deque()
+        """(source, frames it found on arrival) of each frame in the buffer."""
+        self.cp_at_departure = cp_at_departure
+        self.depth_left_behind = scenario.params.cp.depth_at is QueueDepth.DEQUEUE
         self.busy = False
         self.window_bytes = 0
         self._heap: list[tuple[float, int, int, int, int]] = []
         self._seq = 0
+        # The CP draws from its own generator, so where it samples does not change the
+        # traffic the sources offer.
         self.cp = (
-            CongestionPoint(CpPortConfig.from_params(scenario.params.cp), self.rng.randint)
+            CongestionPoint(
+                CpPortConfig.from_params(scenario.params.cp), random.Random(f"cp-{seed}").randint
+            )
             if qcn
             else None
         )
@@ -178,23 +190,29 @@ class Simulation:
         if q >= self.sc.network.buffer_pkts:
             self.trace.drops += 1
             return
-        if self.cp is not None:
-            decision = self.cp.on_frame(q, self.frame_bytes)
-            if decision.cnm:
-                self.trace.cnms += 1
-                self._push(self.now + self.sc.network.rtt_s, CNM, src, decision.qntz_fb)
-        self.queue.append(src)
+        if not self.cp_at_departure:
+            self._congestion_point(src, q)
+        self.queue.append((src, q))
         if not self.busy:
             self.busy = True
             self._push(self.now + self.frame_bits / self.capacity, DEPART)
 
     def _depart(self) -> None:
-        self.queue.popleft()
+        src, q = self.queue.popleft()
+        if self.cp_at_departure:
+            self._congestion_point(src, len(self.queue) if self.depth_left_behind else q)
         self.window_bytes += self.frame_bytes
         if self.queue:
             self._push(self.now + self.frame_bits / self.capacity, DEPART)
         else:
             self.busy = False
+
+    def _congestion_point(self, src: int, q: int) -> None:
+        if self.cp is not None:
+            decision = self.cp.on_frame(q, self.frame_bytes)
+            if decision.cnm:
+                self.trace.cnms += 1
+                self._push(self.now + self.sc.network.rtt_s, CNM, src, decision.qntz_fb)
 
     def _rate_changed(self, s: Source) -> None:
         """CR changed: re-pace the source's next send."""

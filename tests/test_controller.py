@@ -20,7 +20,7 @@ from controller.entries import (
     sample_interval_entries,
 )
 from controller.errors import ConfigError
-from qcn.params import CpParams, SamplingMode
+from qcn.params import CpParams, QueueDepth, SamplingMode
 
 NETWORK = """
 [qcn]
@@ -164,7 +164,7 @@ def test_sample_interval_entries() -> None:
     assert (stage1.table_id, action_name(stage1), args(stage1)) == (
         "cp_sampling",
         "sample_byte_interval",
-        {},
+        {"dequeue_depth": 0},
     )
 
 
@@ -172,7 +172,13 @@ def test_bernoulli_stage_bound() -> None:
     """Stage 1 lets through exactly the draws below p_base + 63 * p_scale."""
     stage1 = cp_sampling_entry(CpPort(2, CpParams(), "02:00:00:00:01:00", 7))
     assert action_name(stage1) == "sample_bernoulli"
-    assert args(stage1) == {"p_max_fixed": 167_772 + 63 * 23_593}
+    assert args(stage1) == {"p_max_fixed": 167_772 + 63 * 23_593, "dequeue_depth": 0}
+
+
+def test_depth_at_dequeue_is_a_stage1_flag() -> None:
+    params = CpParams(depth_at=QueueDepth.DEQUEUE)
+    stage1 = cp_sampling_entry(CpPort(2, params, "02:00:00:00:01:00", 7))
+    assert args(stage1)["dequeue_depth"] == 1
 
 
 def test_cp_entries_enable_the_port_last() -> None:

@@ -182,6 +182,7 @@ def test_bring_up_is_idempotent_and_reads_back(lab: Lab) -> None:
     cp = ports[2]["cp"]
     assert (cp["q_eq_pkts"], cp["w"], cp["p_base"], cp["p_scale"]) == (22, 2.0, 1.0, 0.0)
     assert cp["sampling"] == "bernoulli"
+    assert cp["depth_at"] == "enqueue"
     assert ports[2]["cpid"] == "0x0200000001000002"
 
 
@@ -192,6 +193,13 @@ def test_sampling_mode_change_reads_back(lab: Lab) -> None:
     assert lab.show()[2]["cp"]["sampling"] == "byte-interval"
     lab.ctl("set", "s1", "2", "--sampling", "bernoulli")
     assert lab.show()[2]["cp"]["sampling"] == "bernoulli"
+
+
+def test_depth_source_change_reads_back(lab: Lab) -> None:
+    lab.ctl("up")
+    assert "depth_at=dequeue" in lab.ctl("set", "s1", "2", "--depth-at", "dequeue").stdout
+    cp = lab.show()[2]["cp"]
+    assert (cp["depth_at"], cp["sampling"], cp["q_eq_pkts"]) == ("dequeue", "bernoulli", 22)
 
 
 def test_counters_increase_with_traffic(lab: Lab) -> None:

@@ -118,6 +118,9 @@ def test_transient_with_qcn_holds_the_queue_near_q_eq(tmp_path: Path) -> None:
     assert 0.5 * q_eq <= s["queue_mean_settled_pkts"] <= 2 * q_eq, s
     assert s["drops_settled"] == 0, s
     assert s["utilization"] > 0.5
+    # Fair shares by the episode's last quarter (0.2-0.3 when the CP judged departing
+    # frames by their enqueue depth, scenarios/transient.toml).
+    assert s["jain_fairness"] >= 0.6, s
     for name in ("queue.csv", "sources.csv", "rates.png", "queue.png"):
         assert (tmp_path / name).stat().st_size > 0
     assert leftovers() == ("", "")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from qcn.params import ParamError, QcnParams, SamplingMode
+from qcn.params import ParamError, QcnParams, QueueDepth, SamplingMode
 
 
 def test_defaults_are_the_spec_table() -> None:
@@ -29,9 +29,13 @@ def test_two_qcn_preset() -> None:
 
 def test_round_trip(tmp_path: Path) -> None:
     p = QcnParams.from_dict(
-        {"cp": {"q_eq_pkts": 17, "sampling": "byte-interval"}, "rp": {"r_ai_bps": 3e6}}
+        {
+            "cp": {"q_eq_pkts": 17, "sampling": "byte-interval", "depth_at": "dequeue"},
+            "rp": {"r_ai_bps": 3e6},
+        }
     )
     assert p.cp.sampling is SamplingMode.BYTE_INTERVAL
+    assert p.cp.depth_at is QueueDepth.DEQUEUE
     f = tmp_path / "p.toml"
     p.save(f)
     assert QcnParams.load(f) == p
@@ -50,6 +54,7 @@ def test_round_trip(tmp_path: Path) -> None:
         ({"cp": {"p_scale": 0.5}}, "cp.p_scale"),
         ({"cp": {"p_base": 0.5, "p_scale": 0.01}}, "cp.p_scale"),
         ({"cp": {"sampling": "sometimes"}}, "cp.sampling"),
+        ({"cp": {"depth_at": "arrival"}}, "cp.depth_at"),
         ({"cp": {"sample_intervals_bytes": [1, 2]}}, "cp.sample_intervals_bytes"),
         ({"cp": {"sample_intervals_bytes": [150000] * 7 + [0]}}, "cp.sample_intervals_bytes[7]"),
         ({"cp": {"sample_jitter": 1.0}}, "cp.sample_jitter"),

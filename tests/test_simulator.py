@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from qcn import scenario as scenarios
+from qcn.cp_model import CpDecision
 from qcn.scenario import ScenarioError
 from simulator.engine import Simulation, Trace
 from simulator.reproduce import checks, run_rows
@@ -201,3 +202,49 @@ def test_fairness_is_taken_where_sources_contend() -> None:
     assert summary["fairness_window_s"] == [3.5, 4.0]
     assert summary["jain_fairness"] == 1.0
     assert jain([1.0, 0.1]) < 0.7
+
+
+def cp_calls(sim: Simulation, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """Record each frame the simulated CP judges: (its q, frames in the buffer then)."""
+    assert sim.cp is not None
+    judge = sim.cp.on_frame
+    calls: list[tuple[int, int]] = []
+
+    def recording(q: int, frame_bytes: int) -> CpDecision:
+        calls.append((q, len(sim.queue)))
+        return judge(q, frame_bytes)
+
+    monkeypatch.setattr(sim.cp, "on_frame", recording)
+    return calls
+
+
+@pytest.mark.parametrize("depth_at", ["enqueue", "dequeue"])
+def test_modelling_bmv2_the_cp_judges_frames_as_they_leave(
+    depth_at: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two 10 G sources into 5 G.  No sampling, so no CNMs: the traffic is the same
+    # whichever frames the CP judges.
+    sc = short(
+        "robustness",
+        0.001,
+        **{
+            "network.bottleneck_rate_bps": 5e9,
+            "qcn.cp.sampling": "bernoulli",
+            "qcn.cp.p_base": 0.0,
+            "qcn.cp.p_scale": 0.0,
+            "qcn.cp.depth_at": depth_at,
+        },
+    )
+    arrivals = cp_calls(on_arrival := Simulation(sc), monkeypatch)
+    on_arrival.run()
+    departures = cp_calls(leaving := Simulation(sc, cp_at_departure=True), monkeypatch)
+    assert leaving.run().cnms == 0
+    found = [q for q, in_buffer in arrivals]
+    assert found == [in_buffer for _, in_buffer in arrivals]  # the seeds' CP: q on arrival
+    assert max(found) == sc.network.buffer_pkts - 1  # the queue did build
+    assert len(leaving.queue) == len(found) - len(departures) > 0  # the rest never left
+    if depth_at == "enqueue":  # BMv2's enq_qdepth: what the frame found, a queue ago
+        assert [q for q, _ in departures] == found[: len(departures)]
+    else:  # deq_qdepth: what it leaves behind
+        assert all(q == in_buffer for q, in_buffer in departures)
+        assert [q for q, _ in departures] != found[: len(departures)]

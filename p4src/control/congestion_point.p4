@@ -1,8 +1,11 @@
 // The QCN Congestion Point of one egress port (shared/qcn-spec.md, "Congestion Point").
 //
 // Per data frame on a port with a cp_sampling entry (stage 1, every frame):
-//   last_qdepth = enq_qdepth (packets; BMv2 counts the egress queue only when the port has a
-//                 queue rate, see shared/bmv2-notes.md)
+//   q = enq_qdepth (the depth the frame found: the spec), or deq_qdepth (the depth it
+//       leaves, the queue as the CP acts) where the port is so configured: BMv2 shows its
+//       queue only to departing frames (cp.depth_at; qcn.params.QueueDepth says when each fits)
+//   last_qdepth = q (packets; BMv2 counts the egress queue only when the port has a queue
+//                 rate, see shared/bmv2-notes.md)
 //   Bernoulli mode:      r = random(); candidate iff r < p_max = p_base + 63 * p_scale
 //   byte-interval mode:  bytes_to_sample -= frame length; candidate iff it ran out
 // For a candidate only (stage 2, cp_config):
@@ -38,19 +41,23 @@ control CongestionPoint(inout headers_t hdr,
 
     // -- stage 1: every data frame ------------------------------------------------------
 
-    action count_frame() {
-        last_qdepth.write(standard_metadata.egress_port, standard_metadata.enq_qdepth);
+    action count_frame(bit<1> dequeue_depth) {
+        meta.cp.q = standard_metadata.enq_qdepth;
+        if (dequeue_depth == 1) {
+            meta.cp.q = standard_metadata.deq_qdepth;
+        }
+        last_qdepth.write(standard_metadata.egress_port, meta.cp.q);
         cp_frames.count(standard_metadata.egress_port);
     }
 
-    action sample_bernoulli(bit<32> p_max_fixed) {
-        count_frame();
+    action sample_bernoulli(bit<32> p_max_fixed, bit<1> dequeue_depth) {
+        count_frame(dequeue_depth);
         random(meta.cp.rand, 0, PROB_ONE - 1);
         meta.cp.sample = meta.cp.rand < p_max_fixed;
     }
 
-    action sample_byte_interval() {
-        count_frame();
+    action sample_byte_interval(bit<1> dequeue_depth) {
+        count_frame(dequeue_depth);
         // qoff holds the bytes left until the sample here (stage 2 recomputes it).
         bytes_to_sample.read(meta.cp.qoff, standard_metadata.egress_port);
         meta.cp.qoff = meta.cp.qoff - (int<32>)standard_metadata.packet_length;
@@ -59,7 +66,8 @@ control CongestionPoint(inout headers_t hdr,
         meta.cp.byte_interval = true;
     }
 
-    // The sampling mode of each CP-enabled egress port; no entry: CP off on that port.
+    // The sampling mode and depth source of each CP-enabled egress port; no entry: CP off
+    // on that port.
     table cp_sampling {
         key = {
             standard_metadata.egress_port : exact @name("eg_port");
@@ -78,7 +86,7 @@ control CongestionPoint(inout headers_t hdr,
     action compute_feedback(bit<32> q_eq_pkts, bit<32> w_fixed, bit<32> fbmax_fixed,
                             bit<64> fb_multiplier, bit<32> p_base_fixed,
                             bit<32> p_scale_fixed, bit<64> cpid, mac_addr_t cp_mac) {
-        int<32> q = (int<32>)(bit<32>)standard_metadata.enq_qdepth;
+        int<32> q = (int<32>)(bit<32>)meta.cp.q;
         q_old.read(meta.cp.qdelta, standard_metadata.egress_port);
         meta.cp.qoff = q - (int<32>)q_eq_pkts;
         meta.cp.qdelta = q - meta.cp.qdelta;
@@ -137,7 +145,7 @@ control CongestionPoint(inout headers_t hdr,
 
     action record_sample() {
         cp_samples.count(standard_metadata.egress_port);
-        q_old.write(standard_metadata.egress_port, (int<32>)(bit<32>)standard_metadata.enq_qdepth);
+        q_old.write(standard_metadata.egress_port, (int<32>)(bit<32>)meta.cp.q);
         meta.cp.interval_idx = meta.cp.qntz_fb[5:3];
     }
 

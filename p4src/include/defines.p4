@@ -6,7 +6,7 @@
 
 typedef bit<48> mac_addr_t;
 typedef bit<9>  port_t;
-typedef bit<19> qdepth_t;   // standard_metadata.enq_qdepth
+typedef bit<19> qdepth_t;   // standard_metadata.enq_qdepth, deq_qdepth
 
 const bit<16> ETHERTYPE_IPV4  = 0x0800;
 const bit<16> ETHERTYPE_VLAN  = 0x8100;

@@ -85,6 +85,7 @@ struct headers_t {
 // frame on a port without CP is never sampled.  BMv2 zeroes every metadata field of every
 // frame one by one, so there are as few as the computation allows.
 struct cp_state_t {
+    qdepth_t q;              // the queue depth the port's CP judges frames by
     bit<32> rand;            // Bernoulli: the draw, shared by both stages; byte interval: jitter
     bool    sample;          // stage 1: may be sampled; stage 2: is sampled
     bool    byte_interval;   // the port samples by byte interval
