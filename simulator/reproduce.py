@@ -27,9 +27,13 @@ class Row:
     scenario: str
     overrides: dict[str, Any]
     metric: str
-    seed_value: float | None
-    """The seed's published figure (None: the seed gives none)."""
+    seed_value: float | str | None
+    """The seed's published figure, or its words where it shows a plot (None: nothing)."""
 
+
+#: Seed 002's three service rates of the hot spot (10 ms to 90 ms), and its restore.
+OG_HOTSPOT_RATES_BPS = (2e9, 1e9, 0.5e9)
+OG_HOTSPOT_RESTORE = {"at_s": 0.09, "bottleneck_rate_bps": 10e9}
 
 ROWS = [
     Row("transient, 2-QCN", "transient", {}, "recovery_ms", 180),
@@ -50,6 +54,16 @@ ROWS = [
     Row("robustness, RTT 200 us", "robustness", {"network.rtt_s": 200e-6}, "recovery_ms", 108),
     Row("long-lived, simultaneous starts", "long-lived", {}, "drops", 449),
     Row("long-lived, staggered 500 us", "long-lived", {"workload.stagger_s": 500e-6}, "drops", 11),
+    *(
+        Row(
+            f"og-hotspot, served at {rate / 1e9:g} Gb/s",
+            "og-hotspot",
+            {"schedule": [{"at_s": 0.01, "bottleneck_rate_bps": rate}, OG_HOTSPOT_RESTORE]},
+            "queue_mean_episode_pkts",
+            "near q_eq",
+        )
+        for rate in OG_HOTSPOT_RATES_BPS
+    ),
 ]
 
 
@@ -110,6 +124,16 @@ def checks(results: dict[str, dict[str, Any]]) -> list[tuple[str, bool]]:
             sim_drops >= 10 * max(stag_drops, 1) and sim_drops >= 449 / 10,
         )
     )
+    for rate in OG_HOTSPOT_RATES_BPS:
+        r = results[f"og-hotspot, served at {rate / 1e9:g} Gb/s"]
+        q_eq, mean, used = r["q_eq_pkts"], r["queue_mean_episode_pkts"], r["utilization_episode"]
+        out.append(
+            (
+                f"og-hotspot at {rate / 1e9:g} Gb/s: queue {mean:.0f} pkts near q_eq "
+                f"(within [0.5, 2.5] q_eq), throughput {used:.2f} of the service rate (>= 0.9)",
+                0.5 * q_eq <= mean <= 2.5 * q_eq and used >= 0.9,
+            )
+        )
     return out
 
 
@@ -117,8 +141,10 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     lines = ["| experiment | metric | seed | simulator |", "|---|---|---|---|"]
     for row in ROWS:
         value = results[row.label][row.metric]
-        unit = " ms" if row.metric == "recovery_ms" else ""
-        seed = "—" if row.seed_value is None else f"{row.seed_value:g}{unit}"
+        unit = {"recovery_ms": " ms", "queue_mean_episode_pkts": " pkts"}.get(row.metric, "")
+        seed = row.seed_value if isinstance(row.seed_value, str) else "—"
+        if isinstance(row.seed_value, float | int):
+            seed = f"{row.seed_value:g}{unit}"
         lines.append(f"| {row.label} | {row.metric} | {seed} | {value:.0f}{unit} |")
     return "\n".join(lines)
 

@@ -26,6 +26,8 @@ SUMMARY_KEYS = (
     "recovery_ms",
     "queue_mean_settled_pkts",
     "drops_settled",
+    "queue_mean_episode_pkts",
+    "utilization_episode",
 )
 RECOVERY_FRACTION = 0.9
 WARMUP_FRACTION = 0.1
@@ -45,12 +47,12 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
     settled = tr.queue_pkts[tail:] or [0]
     drops_before_tail = tr.drops_so_far[tail - 1] if 0 < tail <= len(tr.drops_so_far) else 0
     fair_from, fair_to = fairness_window_s(sc)
-    fair_rows = [
-        row
-        for t, row in zip(times, tr.source_throughput_bps, strict=True)
-        if fair_from < t <= fair_to
+    # The sample at fair_to already reports the capacity restored then: left out.
+    episode = [i for i, t in enumerate(times) if fair_from < t < fair_to]
+    per_source = [
+        sum(tr.source_throughput_bps[k][i] for k in episode) for i in range(sc.network.sources)
     ]
-    per_source = [sum(row[i] for row in fair_rows) for i in range(sc.network.sources)]
+    episode_capacity = sum(tr.capacity_bps[k] for k in episode)
     return {
         "scenario": sc.name,
         "seed_presentation": sc.seed,
@@ -68,6 +70,16 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         "cnms": tr.cnms,
         "jain_fairness": jain(per_source),
         "fairness_window_s": [fair_from, fair_to],
+        # Over the same window: what the seeds claim of a hot spot (queue near q_eq,
+        # throughput at the service rate).
+        "queue_mean_episode_pkts": (
+            sum(tr.queue_pkts[k] for k in episode) / len(episode) if episode else math.nan
+        ),
+        "utilization_episode": (
+            sum(tr.throughput_bps[k] for k in episode) / episode_capacity
+            if episode_capacity
+            else math.nan
+        ),
         "utilization": delivered / capacity if capacity else math.nan,
         "recovery_ms": recovery_ms(sc, tr),
         "events": tr.events,

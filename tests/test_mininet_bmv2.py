@@ -134,6 +134,18 @@ def test_transient_without_qcn_fills_the_buffer_and_drops(tmp_path: Path) -> Non
     assert leftovers() == ("", "")
 
 
+# -- seed 002: the output-generated hot spot (exact scaling; the run cut at 10 s, after the
+# hot spot's last quarter, 7 s to 9 s) ----------------------------------------------------
+
+
+def test_og_hotspot_holds_the_queue_at_the_service_rate(tmp_path: Path) -> None:
+    s = qcn_run(tmp_path, "og-hotspot", "--backend", "mininet", "--duration", "0.1")
+    assert s["fairness_window_s"] == [7.0, 9.0]
+    assert 0.5 * s["q_eq_pkts"] <= s["queue_mean_episode_pkts"] <= 2.5 * s["q_eq_pkts"], s
+    assert s["utilization_episode"] >= 0.9, s
+    assert leftovers() == ("", "")
+
+
 # -- seed 001: TCP through the RPs, the hot spot two hops away (shortened: 0.5 s, scaled 10 s,
 # the hot-spot flows from 2 s to 8 s) ---------------------------------------------------------
 

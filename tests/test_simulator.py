@@ -192,8 +192,8 @@ def test_fairness_is_taken_where_sources_contend() -> None:
     for k in range(1, 61):
         t = k / 10
         tr.times_s.append(t)
-        tr.queue_pkts.append(0)
-        tr.throughput_bps.append(1.0)
+        tr.queue_pkts.append(k % 2 * 40 if t <= 4.0 else 0)
+        tr.throughput_bps.append(0.5 if t <= 3.5 else 1.0)
         tr.capacity_bps.append(1.0)
         tr.source_throughput_bps.append([1.0, 1.0] if t <= 4.0 else [1.0, 0.1])
         tr.drops_so_far.append(0)
@@ -201,6 +201,8 @@ def test_fairness_is_taken_where_sources_contend() -> None:
     summary = summarize(sc, tr, qcn=True, backend="sim", seed=1)
     assert summary["fairness_window_s"] == [3.5, 4.0]
     assert summary["jain_fairness"] == 1.0
+    assert summary["queue_mean_episode_pkts"] == 20.0  # samples at 3.6 .. 3.9: 0, 40, 0, 40
+    assert summary["utilization_episode"] == 1.0
     assert jain([1.0, 0.1]) < 0.7
 
 
