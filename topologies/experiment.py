@@ -21,6 +21,7 @@ results (CSV, summary, plots) come from the same code as the simulator's.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import csv
 import json
 import math
@@ -32,7 +33,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -188,22 +189,31 @@ class MininetExperiment:
         config = network_config(self.net, cp_ports={SWITCH: [self.sink_index]}, cp_params=cp)
         agent = SwitchAgent(config, SWITCH)
         self.agents.append(agent)
-        try:
+        with self._agents_closed_on_error():
             agent.bring_up()
             agent.set_queue(
                 self.sink_index,
                 self._rate_pps(self.sc.network.bottleneck_rate_bps),
                 self.sc.network.buffer_pkts,
             )
+        self.progress(
+            f"qcn run: switch programmed; port {self.sink_index} is the bottleneck "
+            f"{self._cp_role()}"
+        )
+        return agent
+
+    @contextlib.contextmanager
+    def _agents_closed_on_error(self) -> Iterator[None]:
+        """Programming switches: on any failure, close every agent opened so far."""
+        try:
+            yield
         except BaseException:
             for a in self.agents:
                 a.close()
             raise
-        what = "with a CP" if self.qcn else "without QCN (the CP never samples)"
-        self.progress(
-            f"qcn run: switch programmed; port {self.sink_index} is the bottleneck {what}"
-        )
-        return agent
+
+    def _cp_role(self) -> str:
+        return "with a CP" if self.qcn else "without QCN (the CP never samples)"
 
     def _rate_pps(self, rate_bps: float) -> int:
         return max(1, round(rate_bps / (8 * self.sc.network.frame_bytes)))

@@ -96,7 +96,7 @@ class MultihopTcpExperiment(MininetExperiment):
         config = network_config(
             self.net, cp_ports={"s2": [HOTSPOT_PORT]}, cp_params=self.cp_params()
         )
-        try:
+        with self._agents_closed_on_error():
             for name in ("s1", "s2"):
                 agent = SwitchAgent(config, name)
                 self.agents.append(agent)
@@ -104,13 +104,9 @@ class MultihopTcpExperiment(MininetExperiment):
             hot = self.agents[-1]
             hot.set_queue(HOTSPOT_PORT, self._rate_pps(net.bottleneck_rate_bps), net.buffer_pkts)
             hot.set_queue(INNOCENT_PORT, self._rate_pps(net.innocent_rate_bps), net.buffer_pkts)
-        except BaseException:
-            for a in self.agents:
-                a.close()
-            raise
-        what = "with a CP" if self.qcn else "without QCN (the CP never samples)"
         self.progress(
-            f"qcn run: switches programmed; s2 port {HOTSPOT_PORT} is the hot spot {what}"
+            f"qcn run: switches programmed; s2 port {HOTSPOT_PORT} is the hot spot "
+            f"{self._cp_role()}"
         )
         return hot
 
