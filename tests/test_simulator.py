@@ -250,3 +250,11 @@ def test_modelling_bmv2_the_cp_judges_frames_as_they_leave(
     else:  # deq_qdepth: what it leaves behind
         assert all(q == in_buffer for q, in_buffer in departures)
         assert [q for q, _ in departures] != found[: len(departures)]
+
+
+def test_a_users_set_wins_over_the_scenarios_bmv2_set() -> None:
+    sc = scenarios.load("transient").with_overrides({"qcn.cp.depth_at": "enqueue"})
+    assert sc.scaled_for_bmv2().params.cp.depth_at == "dequeue"  # transient's [bmv2.set]
+    kept = sc.scaled_for_bmv2(keep={"qcn.cp.depth_at"}).params
+    assert kept.cp.depth_at == "enqueue"
+    assert kept.cp.p_base == 0.04  # the rest of [bmv2.set] still applies
