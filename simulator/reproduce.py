@@ -35,6 +35,11 @@ class Row:
 OG_HOTSPOT_RATES_BPS = (2e9, 1e9, 0.5e9)
 OG_HOTSPOT_RESTORE = {"at_s": 0.09, "bottleneck_rate_bps": 10e9}
 
+
+def og_hotspot_label(rate_bps: float) -> str:
+    return f"og-hotspot, served at {rate_bps / 1e9:g} Gb/s"
+
+
 ROWS = [
     Row("transient, 2-QCN", "transient", {}, "recovery_ms", 180),
     Row("transient, 2-QCN + Fb-hat", "transient", {"qcn.rp.fb_hat": True}, "recovery_ms", 110),
@@ -56,7 +61,7 @@ ROWS = [
     Row("long-lived, staggered 500 us", "long-lived", {"workload.stagger_s": 500e-6}, "drops", 11),
     *(
         Row(
-            f"og-hotspot, served at {rate / 1e9:g} Gb/s",
+            og_hotspot_label(rate),
             "og-hotspot",
             {"schedule": [{"at_s": 0.01, "bottleneck_rate_bps": rate}, OG_HOTSPOT_RESTORE]},
             "queue_mean_episode_pkts",
@@ -125,7 +130,7 @@ def checks(results: dict[str, dict[str, Any]]) -> list[tuple[str, bool]]:
         )
     )
     for rate in OG_HOTSPOT_RATES_BPS:
-        r = results[f"og-hotspot, served at {rate / 1e9:g} Gb/s"]
+        r = results[og_hotspot_label(rate)]
         q_eq, mean, used = r["q_eq_pkts"], r["queue_mean_episode_pkts"], r["utilization_episode"]
         out.append(
             (
@@ -142,8 +147,11 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     for row in ROWS:
         value = results[row.label][row.metric]
         unit = {"recovery_ms": " ms", "queue_mean_episode_pkts": " pkts"}.get(row.metric, "")
-        seed = row.seed_value if isinstance(row.seed_value, str) else "—"
-        if isinstance(row.seed_value, float | int):
+        if row.seed_value is None:
+            seed = "—"
+        elif isinstance(row.seed_value, str):
+            seed = row.seed_value
+        else:
             seed = f"{row.seed_value:g}{unit}"
         lines.append(f"| {row.label} | {row.metric} | {seed} | {value:.0f}{unit} |")
     return "\n".join(lines)
