@@ -9,10 +9,9 @@ PYTHON_BASE ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || comma
 VENV ?= .venv
 PY := $(VENV)/bin/python
 BUILD := build
-P4_MAIN := p4src/qcn_cp.p4
 P4_SOURCES := $(shell find p4src -name '*.p4' 2>/dev/null)
 
-.PHONY: help deps sysdeps venv lint fmt test unit build ptf bench run reproduce clean
+.PHONY: help deps sysdeps venv lint fmt test unit build ptf bench run reproduce robustness-map clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -31,6 +30,7 @@ $(VENV)/.installed: pyproject.toml
 	@touch $@
 
 venv: sysdeps $(VENV)/.installed  ## create the virtual environment and install the project
+	@scripts/install-deps.sh thrift-path $(VENV)
 
 lint: venv  ## ruff (lint + format check) and mypy; any finding fails
 	$(VENV)/bin/ruff check .
@@ -48,22 +48,21 @@ test: lint  ## the whole test suite (PTF/BMv2 parts skip in one line without the
 	@scripts/install-deps.sh status
 	$(VENV)/bin/pytest
 
+# The p4c command line is defined once, in qcn/core/pipeline.py (stdlib only: no venv needed).
 $(BUILD)/qcn_cp.json: $(P4_SOURCES)
-	@command -v p4c >/dev/null || { echo "p4c: not installed (try 'make deps'); cannot build $(P4_MAIN)"; exit 1; }
-	@mkdir -p $(BUILD)
-	p4c --target bmv2 --arch v1model --std p4-16 -I p4src \
-	    --p4runtime-files $(BUILD)/qcn_cp.p4info.txtpb -o $(BUILD) $(P4_MAIN)
+	@QCN_BUILD_DIR=$(BUILD) $(PYTHON_BASE) -m qcn.core.pipeline
 
 build: $(BUILD)/qcn_cp.json  ## compile the P4 pipeline into build/ (BMv2 JSON + P4Info)
 
 ptf: venv build  ## PTF tests of the pipeline on simple_switch_grpc (needs root and the toolchain)
-	$(PY) ptf_tests/run.py
+	$(PY) -m ptf_tests.run
 
 bench: venv  ## benchmarks (each prints its figures and ratios against a same-run baseline)
-	$(PY) bench/sim_bench.py
-	$(PY) bench/rp_bench.py
+	$(PY) -m bench.sim_bench
+	$(PY) -m bench.rp_bench
+	$(PY) -m bench.sweep_bench
 	@if command -v p4c >/dev/null && command -v simple_switch_grpc >/dev/null; then \
-	    $(PY) bench/pipeline_bench.py && $(PY) bench/ctl_bench.py; \
+	    $(PY) -m bench.pipeline_bench && $(PY) -m bench.ctl_bench; \
 	else echo "bench: pipeline and controller benchmarks skipped: p4lang toolchain missing"; fi
 
 run: venv  ## the main job: the transient experiment (seed 000), results and plots in results/
@@ -71,6 +70,14 @@ run: venv  ## the main job: the transient experiment (seed 000), results and plo
 
 reproduce: venv  ## the seeds' published numbers next to the simulator's
 	$(PY) -m simulator.reproduce
+
+ROBUSTNESS_MAP := results/robustness-map
+robustness-map: venv  ## seed 004's robustness claim as a map: QCN over RTT x sources (qcn sweep)
+	$(VENV)/bin/qcn sweep robustness --out $(ROBUSTNESS_MAP) --seeds 3 \
+	    --grid network.rtt_s=10e-6,50e-6,100e-6,200e-6,500e-6 --grid network.sources=2,5,10,20
+	@mkdir -p docs/img
+	cp $(ROBUSTNESS_MAP)/recovery_ms.png docs/img/robustness-map-recovery.png
+	cp $(ROBUSTNESS_MAP)/queue_std_episode_pkts.png docs/img/robustness-map-queue-std.png
 
 clean:  ## remove build outputs and the virtual environment
 	rm -rf $(BUILD) $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

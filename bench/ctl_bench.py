@@ -1,6 +1,6 @@
 """Controller benchmark: how long a live CP change takes to be in effect on BMv2.
 
-    python bench/ctl_bench.py [--writes N]
+    python -m bench.ctl_bench [--writes N]
 
 One switch in a throwaway namespace, brought up with a CP on a port.  Each sample is one
 live change of q_eq through the controller's API (SwitchAgent.set_cp: validate, encode,
@@ -23,10 +23,11 @@ import time
 from pathlib import Path
 
 from finsy import P4TableEntry, P4TableMatch
-from lab import ROOT, compile_p4, namespace, switch
 
+from bench.lab import namespace, switch
 from controller.agent import SwitchAgent
 from controller.config import parse
+from qcn.core.pipeline import compile_program
 
 PORT = 1
 
@@ -45,7 +46,7 @@ def main() -> int:
         return 2
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        p4info, bmv2_json = compile_p4(ROOT / "p4src" / "qcn_cp.p4", work / "build")
+        p4info, bmv2_json = compile_program(out_dir=work / "build")
         net = parse(
             {
                 "switch": [

@@ -7,29 +7,14 @@ is reachable) and the namespace, veths and switch are removed on exit, whatever 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from topologies.bmv2 import SIMPLE_SWITCH_GRPC, Bmv2Config, Bmv2Process
+from topologies.netns import entered_namespace
 
-from topologies.bmv2 import SIMPLE_SWITCH_GRPC, Bmv2Config, Bmv2Process  # noqa: E402
-from topologies.netns import entered_namespace  # noqa: E402
-
-
-def compile_p4(source: Path, out_dir: Path) -> tuple[Path, Path]:
-    """p4c for BMv2: (P4Info text file, BMv2 JSON)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    p4info = out_dir / f"{source.stem}.p4info.txtpb"
-    subprocess.run(
-        ["p4c", "--target", "bmv2", "--arch", "v1model", "-I", str(ROOT / "p4src"),
-         "--p4runtime-files", str(p4info), "-o", str(out_dir), str(source)],
-        check=True,
-    )  # fmt: skip
-    return p4info, out_dir / f"{source.stem}.json"
+BENCH_DIR = Path(__file__).resolve().parent
 
 
 @contextmanager

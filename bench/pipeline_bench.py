@@ -1,6 +1,6 @@
 """Pipeline benchmark: packets/s of the CP pipeline vs a plain L2 program, same BMv2.
 
-    python bench/pipeline_bench.py [--rate PPS] [--seconds S] [--rounds R]
+    python -m bench.pipeline_bench [--rate PPS] [--seconds S] [--rounds R]
                                    [--simple-switch PATH] [--instructions]
 
 Both programs run on the same simple_switch_grpc build, with the same traffic: a paced
@@ -14,7 +14,7 @@ on the egress port (seeds' defaults: Bernoulli sampling at 1 %, nothing congeste
 runs its per-frame stage for every frame and the feedback stage for the ~1 % of frames
 that may be sampled, and sends no CNMs).  Rounds alternate between the programs; medians
 are compared.  ``--simple-switch`` runs another BMv2 build, e.g. one configured with
-``--disable-logging-macros`` (behavioral-model's docs/performance.md): with logging macros
+``--disable-logging-macros`` (behavioral-model's performance guide): with logging macros
 compiled in, BMv2 formats a log line's arguments for every table and action even when the
 log level discards it, which weighs on a pipeline in proportion to its size.
 
@@ -41,59 +41,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from lab import ROOT, compile_p4, namespace, switch
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from bench.lab import BENCH_DIR, namespace, switch
 from controller.entries import CpPort, cp_entries, l2_entry
 from controller.p4runtime import P4RuntimeSwitch
-from qcn.params import CpParams
+from qcn.core.params import CpParams
+from qcn.core.pipeline import compile_program
 from topologies.bmv2 import SIMPLE_SWITCH_GRPC
 
 H0_MAC, H1_MAC = "00:00:00:00:00:01", "00:00:00:00:00:02"
 
-COUNTER = """
-import socket, sys, time
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
-s.bind(("h1", 0))
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 20)
-s.settimeout(2.0)
-n, first, last = 0, None, None
-print("ready", flush=True)
-while True:
-    try:
-        s.recv(2048)
-    except TimeoutError:
-        break
-    now = time.monotonic()
-    first = first or now
-    last = now
-    n += 1
-print(n, (n - 1) / (last - first) if n > 1 else 0.0)
-"""
-
-SENDER = """
-import socket, sys, time
-frame = bytes.fromhex(sys.argv[1])
-rate, duration = float(sys.argv[2]), float(sys.argv[3])
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-s.bind(("h0", 0))
-start = time.perf_counter()
-sent = 0
-while True:
-    now = time.perf_counter() - start
-    if now >= duration:
-        break
-    due = int(now * rate)
-    while sent < due:
-        try:
-            s.send(frame)
-        except OSError:
-            pass
-        sent += 1
-    time.sleep(0.0005)
-print(sent)
-"""
+RAWFRAMES = (sys.executable, "-m", "topologies.rawframes")
 
 
 def measure(rate_pps: float, duration_s: float) -> tuple[int, float]:
@@ -101,11 +61,16 @@ def measure(rate_pps: float, duration_s: float) -> tuple[int, float]:
     frame = bytes(
         Ether(src=H0_MAC, dst=H1_MAC) / IP(src="10.0.0.1", dst="10.0.0.2") / UDP() / bytes(58)
     )
-    counter = subprocess.Popen([sys.executable, "-c", COUNTER], stdout=subprocess.PIPE, text=True)
+    counter = subprocess.Popen(
+        [*RAWFRAMES, "count", "h1", "--ethertype", "ipv4", "--idle", "2"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert counter.stdout is not None
     counter.stdout.readline()
     sent = subprocess.run(
-        [sys.executable, "-c", SENDER, frame.hex(), str(rate_pps), str(duration_s)],
+        [*RAWFRAMES, "pace", "h0", "--rate", str(rate_pps), "--duration", str(duration_s)],
+        input=frame.hex(),
         check=True,
         capture_output=True,
         text=True,
@@ -244,8 +209,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         programs = {
-            "l2": compile_p4(ROOT / "bench" / "l2_baseline.p4", work / "l2"),
-            "qcn": compile_p4(ROOT / "p4src" / "qcn_cp.p4", work / "qcn"),
+            "l2": compile_program(BENCH_DIR / "l2_baseline.p4", work / "l2"),
+            "qcn": compile_program(out_dir=work / "qcn"),
         }
         results: dict[str, list[float]] = {"l2": [], "qcn": []}
         with namespace(2):

@@ -1,6 +1,6 @@
 """Reaction-point benchmark: CNM-to-kernel latency and the CNM rate one core sustains.
 
-    python bench/rp_bench.py [--cnms N]
+    python -m bench.rp_bench [--cnms N]
 
 Two namespaces joined by a veth; the daemon runs in one, the other sends CNMs with a raw
 socket as fast as it can.  Reported:
@@ -11,6 +11,14 @@ socket as fast as it can.  Reported:
   kernel update) during a blast, and the same for a baseline receiver that only reads
   frames off the same kind of socket; the ratio is the share of the bare socket's rate the
   full daemon keeps.
+
+- flood: genuine CNMs (one every 2 ms) while a second sender floods the daemon with junk
+  CNMs (about a destination the host does not send to) as fast as it can: the genuine
+  CNMs' p99 latency, how many of them the kernel dropped, and the junk the kernel dropped
+  (``kernel_socket_drops``), against the p99 without the flood;
+- churn: limiters created and released back to back on a real interface (100,000 by
+  default: the daemon must live for ever, its ids are recycled), as cycles per second and
+  as a share of the bare netlink rate (one class change per round trip, same run).
 
 Targets (issue 5): p99 < 1 ms, >= 20,000 CNMs/s.
 """
@@ -25,61 +33,33 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from pyroute2 import NetNS
+from scapy.layers.l2 import Ether
 
-from qcn.params import QcnParams  # noqa: E402
+from qcn.core.frames import CNM
+from qcn.core.params import QcnParams
+from reaction_point.tc import FlowMatch, HtbLimiters
+from topologies.netns import delete_netns, sh
 
 H1, H2 = f"rpbench1-{os.getpid()}", f"rpbench2-{os.getpid()}"
 IF1, IF2 = "rpb1-eth0", "rpb2-eth0"
 MAC1, MAC2 = "00:00:00:00:00:01", "00:00:00:00:00:02"
 
-BLASTER = """
-import socket, sys, time
-from scapy.layers.l2 import Ether
-from qcn.frames import CNM
-n, gap = int(sys.argv[1]), float(sys.argv[2])
-frames = [bytes(Ether(dst="00:00:00:00:00:01", src="02:00:00:00:00:fe")
-                / CNM(qntz_fb=1 + i % 8, encap_da="00:00:00:00:00:02", msdu=b"\\x08\\x00"))
-          for i in range(64)]
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-s.bind((sys.argv[3], 0))
-start = time.monotonic()
-for i in range(n):
-    s.send(frames[i % 64])
-    if gap:
-        time.sleep(gap)
-print(n / (time.monotonic() - start))
-"""
 
-BASELINE = """
-import select, socket, sys, time
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x22E7))
-s.bind((sys.argv[1], 0x22E7))
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-s.setblocking(False)
-n, got, busy = int(sys.argv[2]), 0, 0.0
-print("ready", flush=True)
-deadline = time.monotonic() + 30
-while got < n and time.monotonic() < deadline:
-    if not select.select([s], [], [], 0.5)[0]:
-        continue
-    began = time.perf_counter()
-    for _ in range(256):
-        try:
-            s.recvmsg(2048, 64)
-        except BlockingIOError:
-            break
-        got += 1
-    busy += time.perf_counter() - began
-print(got / busy if busy else 0.0, got)
-"""
-
-
-def sh(*cmd: str) -> None:
-    subprocess.run(cmd, check=True, capture_output=True)
+def cnm_frames(da: str) -> str:
+    """64 CNMs to h1 about destination ``da`` (QntzFb 1..8), as hex lines."""
+    return "\n".join(
+        bytes(
+            Ether(dst=MAC1, src="02:00:00:00:00:fe")
+            / CNM(qntz_fb=1 + i % 8, encap_da=da, msdu=b"\x08\x00")
+        ).hex()
+        for i in range(64)
+    )
 
 
 def setup() -> None:
@@ -97,21 +77,34 @@ def setup() -> None:
 
 
 def teardown() -> None:
-    for ns in (H1, H2):
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+    delete_netns(H1, H2)
 
 
-def blast(n: int, gap_s: float = 0.0) -> float:
-    out = subprocess.run(
-        ["ip", "netns", "exec", H2, sys.executable, "-c", BLASTER, str(n), str(gap_s), IF2],
-        capture_output=True, text=True, check=True, cwd=ROOT,
+JUNK_DA = "00:00:00:00:00:99"
+"""The flood's CNMs name a destination h1 never sent to: each is read, parsed, refused."""
+
+
+def blaster(n: int, gap_s: float = 0.0, da: str = MAC2) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", H2, sys.executable, "-m", "topologies.rawframes", "blast", IF2,
+         "--count", str(n), "--gap", str(gap_s)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
-    return float(out.stdout.split()[-1])
+    assert proc.stdin is not None
+    proc.stdin.write(cnm_frames(da))
+    proc.stdin.close()
+    return proc
+
+
+def blast(n: int, gap_s: float = 0.0, da: str = MAC2) -> float:
+    out, _ = blaster(n, gap_s, da).communicate(timeout=600)
+    return float(out.split()[-1])
 
 
 def baseline_rate(n: int) -> float:
     rx = subprocess.Popen(
-        ["ip", "netns", "exec", H1, sys.executable, "-c", BASELINE, IF1, str(n)],
+        ["ip", "netns", "exec", H1, sys.executable, "-m", "topologies.rawframes", "drain", IF1,
+         "--ethertype", "cnm", "--count", str(n)],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert rx.stdout is not None
@@ -121,47 +114,109 @@ def baseline_rate(n: int) -> float:
     return float(rate)
 
 
-def daemon_run(n: int, workdir: Path) -> tuple[float, float, float]:
+@contextmanager
+def daemon(workdir: Path) -> Iterator[Path]:
+    """A daemon on h1 for the duration; yields its status file."""
+    workdir.mkdir(parents=True, exist_ok=True)
     params = workdir / "p.toml"
     # Rates hold still (no cycles end) so every CNM is a pure decrease + kernel update.
     QcnParams.from_dict({"rp": {"line_rate_bps": 1e9, "timer_s": 60.0,
                                 "bc_limit_bytes": 1 << 30}}).save(params)  # fmt: skip
     status = workdir / f"rp-{IF1}.json"
-    daemon = subprocess.Popen(
+    proc = subprocess.Popen(
         ["ip", "netns", "exec", H1, sys.executable, "-m", "qcn.cli", "rp", "start",
          "--iface", IF1, "--params", str(params), "--status-dir", str(workdir)],
-        stdout=subprocess.DEVNULL, cwd=ROOT,
+        stdout=subprocess.DEVNULL,
     )  # fmt: skip
     try:
         while not status.exists():
             time.sleep(0.05)
+        yield status
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
 
-        def accepted() -> int:
-            try:
-                return int(json.loads(status.read_text())["counters"].get("cnms_accepted", 0))
-            except (ValueError, OSError):
-                return -1
 
+def read_status(status: Path) -> dict[str, Any]:
+    while True:
+        try:
+            return dict(json.loads(status.read_text()))
+        except (ValueError, OSError):
+            time.sleep(0.01)
+
+
+def accepted(status: Path) -> int:
+    return int(read_status(status)["counters"].get("cnms_accepted", 0))
+
+
+def wait_for(cond: Callable[[], bool], timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the daemon did not catch up")
+        time.sleep(0.05)
+
+
+def daemon_run(n: int, workdir: Path) -> tuple[float, float, float]:
+    with daemon(workdir) as status:
         # Latency: CNMs one at a time (2 ms apart), each a separate kernel update.
         blast(500, gap_s=0.002)
-        while accepted() < 500:
-            time.sleep(0.05)
-        time.sleep(0.3)
-        report = json.loads(status.read_text())
+        wait_for(lambda: accepted(status) >= 500)
+        time.sleep(0.3)  # one more status write after the last CNM
+        report = read_status(status)
         p50, p99 = report["latency_p50_ms"], report["latency_p99_ms"]
         # Capacity: a blast; the daemon divides the CNMs it handled by its busy time.
         blast(n)
         time.sleep(1.0)
-        report = json.loads(status.read_text())
+        report = read_status(status)
         return float(report["cnm_capacity_per_s"]), p50, p99
-    finally:
-        daemon.send_signal(signal.SIGTERM)
-        daemon.wait(10)
+
+
+def flood_run(n: int, workdir: Path) -> dict[str, Any]:
+    """Genuine CNMs every 2 ms during a junk flood of ``n`` frames."""
+    with daemon(workdir) as status:
+        junk = blaster(n, 0.0, JUNK_DA)
+        genuine = blast(400, gap_s=0.002)
+        junk_rate = float(junk.communicate(timeout=600)[0].split()[-1])
+        time.sleep(0.5)
+        report = read_status(status)
+        c = report["counters"]
+        return {
+            "p50_ms": report["latency_p50_ms"],
+            "p99_ms": report["latency_p99_ms"],
+            "genuine_sent": 400,
+            "genuine_accepted": c.get("cnms_accepted", 0),
+            "junk_per_s": junk_rate,
+            "junk_refused": c.get("dropped_unknown_destination", 0),
+            "kernel_socket_drops": c.get("kernel_socket_drops", 0),
+            "genuine_rate_per_s": genuine,
+        }
+
+
+def churn_run(cycles: int) -> tuple[float, float]:
+    """(limiter create/release cycles per second, bare class changes per second)."""
+    with HtbLimiters(IF1, ipr=NetNS(H1)) as tc:
+        match = FlowMatch("10.0.0.1", "10.0.0.2", 17, 1, 1)
+        tc.add(match, 10e6)
+        began = time.perf_counter()
+        for i in range(2000):
+            tc.set_rate(match, 10e6 + (i % 2) * 1e6)
+        bare = 2000 / (time.perf_counter() - began)
+        tc.remove(match)
+        began = time.perf_counter()
+        for i in range(cycles):
+            tc.add(FlowMatch("10.0.0.1", "10.0.0.2", 17, i & 0xFFFF, 1), 10e6)
+            tc.remove(FlowMatch("10.0.0.1", "10.0.0.2", 17, i & 0xFFFF, 1))
+            if i % 10_000 == 9_999:
+                print(f"rp: churn {i + 1:,}/{cycles:,}", file=sys.stderr, flush=True)
+        return cycles / (time.perf_counter() - began), bare
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cnms", type=int, default=50_000, help="CNMs in the throughput blast")
+    parser.add_argument("--flood", type=int, default=50_000, help="junk frames in the flood")
+    parser.add_argument("--churn", type=int, default=100_000, help="limiter create/release cycles")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("rp_bench: needs root (namespaces)")
@@ -171,12 +226,25 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             base = baseline_rate(args.cnms)
-            rate, p50, p99 = daemon_run(args.cnms, Path(tmp))
+            rate, p50, p99 = daemon_run(args.cnms, Path(tmp) / "blast")
+            flood = flood_run(args.flood, Path(tmp) / "flood")
+            churn, bare = churn_run(args.churn)
     finally:
         teardown()
     print(f"rp: CNM -> kernel rate latency p50 {p50:.3f} ms, p99 {p99:.3f} ms (target p99 < 1 ms)")
     print(f"rp: sustained {rate:,.0f} CNMs/s (target >= 20,000)")
     print(f"rp: bare-socket baseline {base:,.0f} frames/s; daemon/baseline = {rate / base:.2f}")
+    f = flood
+    print(
+        f"rp: flood of {args.flood:,} junk CNMs at {f['junk_per_s']:,.0f}/s: genuine CNMs p50 "
+        f"{f['p50_ms']:.3f} ms, p99 {f['p99_ms']:.3f} ms (p99 {f['p99_ms'] / p99:.1f}x the "
+        f"unflooded {p99:.3f} ms); genuine accepted {f['genuine_accepted']}/{f['genuine_sent']}; "
+        f"junk refused {f['junk_refused']:,}, dropped by the kernel {f['kernel_socket_drops']:,}"
+    )
+    print(
+        f"rp: limiter churn {churn:,.0f} create/release cycles/s over {args.churn:,} cycles "
+        f"(ids recycled); bare class change {bare:,.0f}/s; cycle/change = {churn / bare:.2f}"
+    )
     return 0
 
 

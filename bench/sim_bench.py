@@ -1,6 +1,6 @@
 """Simulator benchmark: the full 6-second transient scenario (10 sources at 10 Gb/s).
 
-    python bench/sim_bench.py
+    python -m bench.sim_bench
 
 Prints simulated events per second and the wall time, against a baseline measured in the
 same run: the bare event loop (heap push/pop of the same number of events, no model), so
@@ -12,11 +12,8 @@ from __future__ import annotations
 import heapq
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from qcn import scenario
+from qcn.core import scenario
 from simulator.engine import Simulation
 
 

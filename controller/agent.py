@@ -23,11 +23,6 @@ from finsy import (
 from controller.bmv2_thrift import Bmv2Thrift
 from controller.config import NetworkConfig, SwitchConfig
 from controller.entries import (
-    COUNTERS,
-    CP_CONFIG_TABLE,
-    CP_SAMPLING_TABLE,
-    LAST_QDEPTH_REGISTER,
-    SAMPLE_INTERVAL_TABLE,
     SAMPLING_ACTIONS,
     CpPort,
     cnm_clone_session,
@@ -42,7 +37,14 @@ from controller.entries import (
 )
 from controller.errors import Bmv2ThriftError, ConfigError, P4RuntimeError
 from controller.p4runtime import P4RuntimeSwitch
-from qcn.params import PROB_ONE, W_ONE, CpParams, QcnParams, QueueDepth
+from qcn.core.params import PROB_ONE, W_ONE, CpParams, QcnParams, QueueDepth
+from qcn.core.pipeline import (
+    COUNTERS,
+    REGISTER_LAST_QDEPTH,
+    TABLE_CP_CONFIG,
+    TABLE_CP_SAMPLING,
+    TABLE_SAMPLE_INTERVAL,
+)
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,7 @@ class SwitchAgent:
         if self._p4rt is None:
             return False
         try:
-            self._p4rt.read(P4TableEntry(CP_CONFIG_TABLE))
+            self._p4rt.read(P4TableEntry(TABLE_CP_CONFIG))
         except P4RuntimeError:
             return False
         return True
@@ -195,6 +197,7 @@ class SwitchAgent:
         """Hold the switch in its configured state until ``stop()``: after a lost
         connection or a switch restart, reconnect and bring it up again."""
         was_up = False
+        reported = ""
         while not stop():
             if not self.healthy():
                 if was_up:
@@ -203,10 +206,16 @@ class SwitchAgent:
                 try:
                     r = self.bring_up()
                 except (P4RuntimeError, Bmv2ThriftError) as e:
-                    if was_up:
-                        log(f"{self.cfg.name}: not reachable yet ({e})")
+                    # Said once per distinct reason (each attempt ends within the deadline),
+                    # so an absent switch is reported at once, not retried in silence.
+                    if str(e) != reported:
+                        log(
+                            f"{self.cfg.name}: not reachable ({e}); retrying every {interval_s:g} s"
+                        )
+                        reported = str(e)
                     was_up = False
                 else:
+                    reported = ""
                     log(
                         f"{self.cfg.name}: up ({r.inserted} inserted, {r.modified} modified, "
                         f"{r.deleted} deleted)"
@@ -219,13 +228,13 @@ class SwitchAgent:
     def read_cp(self, port: int) -> tuple[CpParams, int] | None:
         """The CP parameters the switch holds for ``port`` (None: CP off) and its CPID."""
         sw = self.connect()
-        stage1 = sw.read(P4TableEntry(CP_SAMPLING_TABLE, match=P4TableMatch(eg_port=port)))
-        found = sw.read(P4TableEntry(CP_CONFIG_TABLE, match=P4TableMatch(eg_port=port)))
+        stage1 = sw.read(P4TableEntry(TABLE_CP_SAMPLING, match=P4TableMatch(eg_port=port)))
+        found = sw.read(P4TableEntry(TABLE_CP_CONFIG, match=P4TableMatch(eg_port=port)))
         if not stage1 or not found:
             return None
         args = found[0].action.args
         modes = {action: mode for mode, action in SAMPLING_ACTIONS.items()}
-        intervals = sw.read(P4TableEntry(SAMPLE_INTERVAL_TABLE))
+        intervals = sw.read(P4TableEntry(TABLE_SAMPLE_INTERVAL))
         rows = sorted(
             (e.match["idx"], e.action.args) for e in intervals if int(e.match["eg_port"]) == port
         )
@@ -291,7 +300,7 @@ class SwitchAgent:
         try:
             for p in self.cfg.ports:
                 cp = self.read_cp(p.port)
-                depth = thrift.register_read(LAST_QDEPTH_REGISTER, p.port) if thrift else None
+                depth = thrift.register_read(REGISTER_LAST_QDEPTH, p.port) if thrift else None
                 rows.append(
                     PortStatus(
                         p.port,

@@ -1,15 +1,13 @@
 """BMv2's Thrift API for what P4Runtime cannot do: queue rate and depth, register reads.
 
-It uses the Python Thrift modules BMv2 installs (``bm_runtime``, ``sswitch_runtime``),
-found where BMv2's install puts them when they are not already importable.
+It uses the Python Thrift modules BMv2 installs (``bm_runtime``, ``sswitch_runtime``);
+``make venv`` makes the folder BMv2 puts them in importable (a ``.pth`` file).
 """
 
 from __future__ import annotations
 
-import glob
 import importlib
 import logging
-import sys
 from types import ModuleType
 from typing import Any
 
@@ -17,40 +15,29 @@ from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
 from thrift.transport import TSocket, TTransport
 
 from controller.errors import Bmv2ThriftError
+from qcn.core.pipeline import BMV2_THRIFT_PORT
 
 # The thrift library logs connection failures itself; Bmv2ThriftError says it once.
 logging.getLogger("thrift").setLevel(logging.CRITICAL)
-
-_SEARCH = (
-    "/usr/local/lib/python3*/site-packages",
-    "/usr/local/lib/python3*/dist-packages",
-    "/usr/lib/python3/dist-packages",
-)
 
 
 def _import(name: str) -> ModuleType:
     try:
         return importlib.import_module(name)
     except ImportError:
-        pass
-    top = name.split(".", maxsplit=1)[0]
-    for pattern in _SEARCH:
-        for path in sorted(glob.glob(pattern), reverse=True):
-            if glob.glob(f"{path}/{top}/__init__.py") and path not in sys.path:
-                sys.path.append(path)
-                try:
-                    return importlib.import_module(name)
-                except ImportError:
-                    continue
-    raise Bmv2ThriftError(
-        f"BMv2's Thrift Python module '{top}' is not installed (it comes with BMv2)"
-    )
+        top = name.split(".", maxsplit=1)[0]
+        raise Bmv2ThriftError(
+            f"BMv2's Thrift Python module '{top}' is not importable: it comes with BMv2; "
+            "after installing BMv2, run 'make venv' to make it importable"
+        ) from None
 
 
 class Bmv2Thrift:
     """A Thrift connection to one simple_switch (``--thrift-port``)."""
 
-    def __init__(self, port: int = 9090, host: str = "127.0.0.1", timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, port: int = BMV2_THRIFT_PORT, host: str = "127.0.0.1", timeout_s: float = 5.0
+    ) -> None:
         standard = _import("bm_runtime.standard.Standard")
         sswitch = _import("sswitch_runtime.SimpleSwitch")
         sock = TSocket.TSocket(host, port)

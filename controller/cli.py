@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from controller import config
 from controller.errors import ConfigError
-from qcn.params import QueueDepth, SamplingMode
+from qcn.core.params import QueueDepth, SamplingMode
 
 if TYPE_CHECKING:
     from controller.agent import PortStatus

@@ -2,7 +2,7 @@
 
 A TOML file::
 
-    [qcn]                         # CP parameters for every CP port (qcn.params.CpParams)
+    [qcn]                         # CP parameters for every CP port (qcn.core.params.CpParams)
     q_eq_pkts = 22
 
     [[switch]]
@@ -37,19 +37,17 @@ allowed; nothing is pushed from an invalid file.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from controller.errors import ConfigError
-from qcn.params import CpParams, ParamError, QcnParams
+from qcn.core.params import CpParams, ParamError, QcnParams
+from qcn.core.pipeline import BMV2_DEVICE_ID, BMV2_THRIFT_PORT, outputs
+from qcn.core.tomlfile import read_toml
 
 MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_P4INFO = ROOT / "build" / "qcn_cp.p4info.txtpb"
-DEFAULT_BMV2_JSON = ROOT / "build" / "qcn_cp.json"
 MAX_PORT = 510  # port_t is 9 bits; 511 is BMv2's drop port
 
 
@@ -67,13 +65,14 @@ class PortConfig:
 class SwitchConfig:
     name: str
     grpc: str
-    device_id: int = 1
-    thrift_port: int = 9090
+    device_id: int = BMV2_DEVICE_ID
+    thrift_port: int = BMV2_THRIFT_PORT
     cp_mac: str = "02:00:00:00:00:01"
     election_id: int = 10
     ports: tuple[PortConfig, ...] = ()
-    p4info: Path = DEFAULT_P4INFO
-    bmv2_json: Path = DEFAULT_BMV2_JSON
+    p4info: Path = field(default_factory=lambda: outputs()[0])
+    """Default: the build's (qcn.core.pipeline.build_dir())."""
+    bmv2_json: Path = field(default_factory=lambda: outputs()[1])
 
     def port(self, number: int) -> PortConfig:
         for p in self.ports:
@@ -152,19 +151,16 @@ class NetworkConfig:
 
 def load(path: Path) -> NetworkConfig:
     """Read and validate a network configuration file."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    data = read_toml(path, ConfigError)
     try:
         return parse(data, base_dir=path.parent)
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
 
 
-def parse(data: dict[str, Any], base_dir: Path = ROOT) -> NetworkConfig:
+def parse(data: dict[str, Any], base_dir: Path | None = None) -> NetworkConfig:
+    """``base_dir``: where relative paths in ``data`` start (default: the working folder)."""
+    base_dir = base_dir if base_dir is not None else Path.cwd()
     _keys("", data, {"qcn", "switch", "host", "link"})
     base = _cp_params("qcn", data.get("qcn", {}), CpParams())
     raw_switches = _list("switch", data.get("switch"), required=True)
@@ -213,8 +209,8 @@ def _switch(where: str, s: Any, base: CpParams, base_dir: Path) -> SwitchConfig:
     out = SwitchConfig(
         name=name,
         grpc=grpc,
-        device_id=_int(f"{where}.device_id", s.get("device_id", 1), 0, 2**32 - 1),
-        thrift_port=_int(f"{where}.thrift_port", s.get("thrift_port", 9090), 1, 65535),
+        device_id=_int(f"{where}.device_id", s.get("device_id", BMV2_DEVICE_ID), 0, 2**32 - 1),
+        thrift_port=_int(f"{where}.thrift_port", s.get("thrift_port", BMV2_THRIFT_PORT), 1, 65535),
         cp_mac=_mac(f"{where}.cp_mac", s.get("cp_mac", "02:00:00:00:00:01")),
         election_id=_int(f"{where}.election_id", s.get("election_id", 10), 1, 2**63 - 1),
         ports=ports,

@@ -1,7 +1,8 @@
 """P4Runtime entities of the CP pipeline: parameters in, table entries out (no I/O).
 
-The names and constants match ``p4src/`` (tests/test_p4_constants.py checks the ones both
-sides define).  Table and action names are P4Info aliases (the shortest unique suffix).
+Every P4 name comes from :mod:`qcn.core.pipeline` (checked against the compiled program by
+tests/test_pipeline.py); the constants shared with ``p4src/include/defines.p4`` are checked
+by tests/test_p4_program.py.
 """
 
 from __future__ import annotations
@@ -16,28 +17,32 @@ from finsy import (
     P4TableMatch,
 )
 
-from qcn.cp_model import CpPortConfig
-from qcn.params import CpParams, QueueDepth, SamplingMode
+from qcn.core.cp_model import CpPortConfig
+from qcn.core.params import CpParams, QueueDepth, SamplingMode
+from qcn.core.pipeline import (
+    ACTION_COMPUTE_FEEDBACK,
+    ACTION_FORWARD,
+    ACTION_MARK_EDGE,
+    ACTION_PARAMS,
+    ACTION_SAMPLE_BERNOULLI,
+    ACTION_SAMPLE_BYTE_INTERVAL,
+    ACTION_SET_SAMPLE_INTERVAL,
+    TABLE_CP_CONFIG,
+    TABLE_CP_SAMPLING,
+    TABLE_EDGE_PORT,
+    TABLE_L2,
+    TABLE_SAMPLE_INTERVAL,
+)
 
 #: p4src/include/defines.p4: FLOOD_GROUP_BASE, CNM_SESSION_BASE.
 FLOOD_GROUP_BASE = 1
 CNM_SESSION_BASE = 1
 
-CP_SAMPLING_TABLE = "cp_sampling"
 #: cp_sampling's action for each sampling mode.
 SAMPLING_ACTIONS = {
-    SamplingMode.BERNOULLI: "sample_bernoulli",
-    SamplingMode.BYTE_INTERVAL: "sample_byte_interval",
+    SamplingMode.BERNOULLI: ACTION_SAMPLE_BERNOULLI,
+    SamplingMode.BYTE_INTERVAL: ACTION_SAMPLE_BYTE_INTERVAL,
 }
-CP_CONFIG_TABLE = "cp_config"
-SAMPLE_INTERVAL_TABLE = "sample_interval"
-L2_TABLE = "l2_forwarding"
-EDGE_PORT_TABLE = "edge_port"
-
-#: Per-port counters of the pipeline, in the order `qcn ctl show` prints them.
-COUNTERS = ("cp_frames", "cp_samples", "cp_cnms", "cnm_edge_drops")
-#: Per-port registers (read over Thrift).
-LAST_QDEPTH_REGISTER = "QcnEgress.cp.last_qdepth"
 
 
 @dataclass(frozen=True)
@@ -65,9 +70,9 @@ def cp_sampling_entry(cp: CpPort) -> P4TableEntry:
     cfg = CpPortConfig.from_params(cp.params)
     args = {"dequeue_depth": int(cfg.depth_at is QueueDepth.DEQUEUE)}
     if cfg.sampling is SamplingMode.BERNOULLI:
-        args["p_max_fixed"] = cfg.p_max_fp
+        args["p_max_fixed"] = cfg.p_max_fixed
     return P4TableEntry(
-        CP_SAMPLING_TABLE,
+        TABLE_CP_SAMPLING,
         match=P4TableMatch(eg_port=cp.port),
         action=P4TableAction(SAMPLING_ACTIONS[cfg.sampling], **args),
     )
@@ -76,20 +81,17 @@ def cp_sampling_entry(cp: CpPort) -> P4TableEntry:
 def cp_config_entry(cp: CpPort) -> P4TableEntry:
     """Stage 2 of the CP (sampling candidates): feedback, sampling probability, identity."""
     cfg = CpPortConfig.from_params(cp.params)
+    # The data-plane integers carry the action parameters' own names; the identity is the
+    # port's.  One name per quantity, so no mapping to keep in step.
+    identity = {"cpid": cp.cpid, "cp_mac": cp.cp_mac}
+    args = {
+        name: identity[name] if name in identity else getattr(cfg, name)
+        for name in ACTION_PARAMS[ACTION_COMPUTE_FEEDBACK]
+    }
     return P4TableEntry(
-        CP_CONFIG_TABLE,
+        TABLE_CP_CONFIG,
         match=P4TableMatch(eg_port=cp.port),
-        action=P4TableAction(
-            "compute_feedback",
-            q_eq_pkts=cfg.q_eq,
-            w_fixed=cfg.w_fp,
-            fbmax_fixed=cfg.fbmax_fp,
-            fb_multiplier=cfg.fb_mult,
-            p_base_fixed=cfg.p_base_fp,
-            p_scale_fixed=cfg.p_scale_fp,
-            cpid=cp.cpid,
-            cp_mac=cp.cp_mac,
-        ),
+        action=P4TableAction(ACTION_COMPUTE_FEEDBACK, **args),
     )
 
 
@@ -97,10 +99,10 @@ def sample_interval_entries(cp: CpPort) -> list[P4TableEntry]:
     cfg = CpPortConfig.from_params(cp.params)
     return [
         P4TableEntry(
-            SAMPLE_INTERVAL_TABLE,
+            TABLE_SAMPLE_INTERVAL,
             match=P4TableMatch(eg_port=cp.port, idx=i),
             action=P4TableAction(
-                "set_sample_interval",
+                ACTION_SET_SAMPLE_INTERVAL,
                 base_bytes=row.base_bytes,
                 jitter_span_bytes=row.jitter_span_bytes,
             ),
@@ -116,13 +118,15 @@ def cp_entries(cp: CpPort) -> list[P4TableEntry]:
 
 def l2_entry(mac: str, port: int) -> P4TableEntry:
     return P4TableEntry(
-        L2_TABLE, match=P4TableMatch(dst_addr=mac), action=P4TableAction("forward", port=port)
+        TABLE_L2, match=P4TableMatch(dst_addr=mac), action=P4TableAction(ACTION_FORWARD, port=port)
     )
 
 
 def edge_port_entry(port: int) -> P4TableEntry:
     return P4TableEntry(
-        EDGE_PORT_TABLE, match=P4TableMatch(ig_port=port), action=P4TableAction("mark_edge")
+        TABLE_EDGE_PORT,
+        match=P4TableMatch(ig_port=port),
+        action=P4TableAction(ACTION_MARK_EDGE),
     )
 
 

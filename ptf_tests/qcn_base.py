@@ -30,15 +30,16 @@ from controller.entries import (
     l2_entry,
 )
 from controller.p4runtime import P4RuntimeSwitch
-from qcn.cp_model import CongestionPoint, CpDecision, CpPortConfig
-from qcn.frames import (
+from qcn.core.cp_model import CongestionPoint, CpDecision, CpPortConfig
+from qcn.core.frames import (
     CNM_HEADER_BYTES,
     CNM_MAX_MSDU_BYTES,
     ETHERTYPE_CNM,
     expected_cnm,
     msdu_offset,
 )
-from qcn.params import CpParams
+from qcn.core.params import CpParams
+from qcn.core.pipeline import COUNTERS, REGISTERS
 from topologies.bmv2 import wait_until
 
 PORTS = (0, 1, 2, 3)
@@ -48,13 +49,6 @@ CP_MAC = "02:00:00:00:00:fe"
 BOTTLENECK = 3
 """The egress port the tests congest."""
 DEFAULT_QUEUE_DEPTH = 64
-REGISTERS = ("QcnEgress.cp.q_old", "QcnEgress.cp.bytes_to_sample", "QcnEgress.cp.last_qdepth")
-COUNTER_PATHS = (
-    "QcnEgress.cp.cp_frames",
-    "QcnEgress.cp.cp_samples",
-    "QcnEgress.cp.cp_cnms",
-    "QcnIngress.l2.cnm_edge_drops",
-)
 ALWAYS = CpParams(p_base=1.0, p_scale=0.0)
 """Sample every frame: every frame's feedback is then visible."""
 
@@ -116,7 +110,7 @@ class QcnTest(BaseTest):  # type: ignore[misc]
         self.thrift.set_queue_depth(DEFAULT_QUEUE_DEPTH)
         for reg in REGISTERS:
             self.thrift.register_reset(reg)
-        for counter in COUNTER_PATHS:
+        for counter in COUNTERS.values():
             self.thrift.counter_reset(counter)
         self.dataplane.flush()
 

@@ -1,8 +1,8 @@
 """Runs the PTF tests of the CP pipeline on a real simple_switch_grpc.
 
-    python ptf_tests/run.py [--trace] [--keep-logs DIR] [TEST ...]
+    python -m ptf_tests.run [--trace] [--keep-logs DIR] [TEST ...]
 
-It compiles the pipeline (``make build``), creates a network namespace holding one veth
+It compiles the pipeline (if it changed), creates a network namespace holding one veth
 pair per switch port (``swN`` for BMv2, ``ptfN`` for PTF), moves itself into it, starts
 the switch there, runs ``ptf`` against it and, whatever happens (failure, Ctrl-C, SIGTERM),
 stops the switch and deletes the namespace, which takes the veths with it.  On failure it
@@ -21,16 +21,14 @@ import tempfile
 from pathlib import Path
 from types import FrameType
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the runner is a script; the project may not be installed
+from qcn.core.errors import QcnError
+from qcn.core.pipeline import BMV2_GRPC_PORT, BMV2_THRIFT_PORT, compile_program
+from topologies.bmv2 import Bmv2Config, Bmv2Process
+from topologies.errors import Bmv2Error
+from topologies.netns import entered_namespace
 
-from topologies.bmv2 import Bmv2Config, Bmv2Process  # noqa: E402
-from topologies.errors import Bmv2Error  # noqa: E402
-from topologies.netns import entered_namespace  # noqa: E402
-
+TEST_DIR = Path(__file__).resolve().parent
 NUM_PORTS = 4
-GRPC_PORT = 9559
-THRIFT_PORT = 9090
 MTU = 9500  # the tests send 9000-byte frames
 
 
@@ -64,9 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("ptf: needs root (network namespaces and veths)", file=sys.stderr)
         return 2
-    if subprocess.run(["make", "-s", "-C", str(ROOT), "build"], check=False).returncode:
+    try:
+        p4info, bmv2_json = compile_program()
+    except QcnError as e:
+        print(f"ptf: {e}", file=sys.stderr)
         return 1
-    build = ROOT / "build"
     signal.signal(signal.SIGTERM, _terminate)
 
     workdir = Path(tempfile.mkdtemp(prefix="qcn-ptf-"))
@@ -74,20 +74,20 @@ def main(argv: list[str] | None = None) -> int:
         Bmv2Config(
             ports={i: f"sw{i}" for i in range(NUM_PORTS)},
             log_file=workdir / "switch.log",
-            grpc_port=GRPC_PORT,
-            thrift_port=THRIFT_PORT,
+            grpc_port=BMV2_GRPC_PORT,
+            thrift_port=BMV2_THRIFT_PORT,
             log_level="trace" if args.trace else "warn",
         )
     )
     params = ";".join(
         [
-            f"grpc_addr='127.0.0.1:{GRPC_PORT}'",
-            f"thrift_port={THRIFT_PORT}",
-            f"p4info='{build / 'qcn_cp.p4info.txtpb'}'",
-            f"bmv2_json='{build / 'qcn_cp.json'}'",
+            f"grpc_addr='127.0.0.1:{BMV2_GRPC_PORT}'",
+            f"thrift_port={BMV2_THRIFT_PORT}",
+            f"p4info='{p4info}'",
+            f"bmv2_json='{bmv2_json}'",
         ]
     )
-    cmd = [str(ptf_binary()), "--test-dir", str(ROOT / "ptf_tests"), "--test-params", params]
+    cmd = [str(ptf_binary()), "--test-dir", str(TEST_DIR), "--test-params", params]
     # PTF reads 4096 bytes per frame by default; the jumbo-frame test needs more.
     cmd += ["--socket-recv-size", str(MTU + 100)]
     for i in range(NUM_PORTS):

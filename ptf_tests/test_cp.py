@@ -12,7 +12,10 @@ import time
 from dataclasses import replace
 
 from ptf import testutils
-from qcn_base import (
+from scapy.layers.inet import IP
+from scapy.layers.l2 import Dot1Q, Ether
+
+from ptf_tests.qcn_base import (
     ALWAYS,
     BOTTLENECK,
     HOST_MAC,
@@ -21,12 +24,9 @@ from qcn_base import (
     udp_frame,
     wait_for,
 )
-from scapy.layers.inet import IP
-from scapy.layers.l2 import Dot1Q, Ether
-
-from controller.entries import LAST_QDEPTH_REGISTER
-from qcn.frames import CNM
-from qcn.params import CpParams, QueueDepth, SamplingMode
+from qcn.core.frames import CNM
+from qcn.core.params import CpParams, QueueDepth, SamplingMode
+from qcn.core.pipeline import REGISTER_BYTES_TO_SAMPLE, REGISTER_LAST_QDEPTH
 
 SLOW_PPS = 200
 """Bottleneck service rate for congestion tests: a 40-frame burst queues up almost whole."""
@@ -99,7 +99,7 @@ class CongestedCnmBytesTest(CongestionTest):
         self.assertEqual(self.counters(BOTTLENECK)["cp_cnms"], len(cnms))
         self.assertEqual(out[1] + out[2], [], "CNMs go only to the sampled frame's port")
         # q is the depth each frame found: the last one queued behind most of the burst.
-        self.assertGreaterEqual(self.thrift.register_read(LAST_QDEPTH_REGISTER, BOTTLENECK), 20)
+        self.assertGreaterEqual(self.thrift.register_read(REGISTER_LAST_QDEPTH, BOTTLENECK), 20)
 
 
 class DequeueDepthTest(CongestionTest):
@@ -123,7 +123,7 @@ class DequeueDepthTest(CongestionTest):
         self.assertGreaterEqual(len(after_burst), 3)
         self.assertEqual(after_burst, sorted(after_burst, reverse=True))
         self.assertEqual(len(set(after_burst)), len(after_burst))
-        self.assertEqual(self.thrift.register_read(LAST_QDEPTH_REGISTER, BOTTLENECK), 0)
+        self.assertEqual(self.thrift.register_read(REGISTER_LAST_QDEPTH, BOTTLENECK), 0)
 
 
 class QOldSemanticsTest(CongestionTest):
@@ -183,7 +183,7 @@ class ByteIntervalSamplingTest(QcnTest):
         self.assertEqual(self.counters(BOTTLENECK)["cp_samples"], 1 + (n - 1) // 15)
 
         self.enable_cp(replace(exact, sample_jitter=0.15), modify=True)
-        self.thrift.register_reset("QcnEgress.cp.bytes_to_sample")
+        self.thrift.register_reset(REGISTER_BYTES_TO_SAMPLE)
         before = self.counters(BOTTLENECK)["cp_samples"]
         for seq in range(n):
             self.send(0, udp_frame(0, BOTTLENECK, seq, size=1000))

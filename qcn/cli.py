@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from qcn import __version__
-from qcn.params import ParamError, Preset, QcnParams
+from qcn.core.errors import QcnError
+from qcn.core.params import Preset, QcnParams
 
 
 def _params_command(args: argparse.Namespace) -> int:
@@ -22,24 +23,6 @@ def _params_command(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(params.dumps())
     return 0
-
-
-def _user_errors() -> tuple[type[Exception], ...]:
-    """Errors that are the user's to fix: reported in one line, never as a traceback."""
-    from controller.errors import Bmv2ThriftError, ConfigError, P4RuntimeError  # noqa: PLC0415
-    from qcn.scenario import ScenarioError  # noqa: PLC0415
-    from reaction_point.cli import RpUsageError  # noqa: PLC0415
-    from topologies.errors import ExperimentError  # noqa: PLC0415
-
-    return (
-        ParamError,
-        ConfigError,
-        P4RuntimeError,
-        Bmv2ThriftError,
-        RpUsageError,
-        ScenarioError,
-        ExperimentError,
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,6 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     from qcn import run as run_cli  # noqa: PLC0415
 
     run_cli.register(sub)
+    from qcn import sweep as sweep_cli  # noqa: PLC0415
+
+    sweep_cli.register(sub)
+    from qcn import compare as compare_cli  # noqa: PLC0415
+
+    compare_cli.register(sub)
     return parser
 
 
@@ -84,10 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "check", False) and not args.file:
         parser.error("--check needs a FILE")
-    USER_ERRORS = _user_errors()  # noqa: N806
     try:
         code: int = args.func(args)
-    except USER_ERRORS as e:
+    except QcnError as e:
         print(f"qcn: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -8,8 +8,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from qcn import scenario as scenarios
-from qcn.scenario import ScenarioError
+from qcn.core import scenario as scenarios
+from qcn.core.progress import ProgressLine
+from qcn.core.results import PARTIAL_MARKER
+from qcn.core.scenario import ScenarioError
 
 DEFAULT_OUT = Path("results")
 
@@ -25,6 +27,7 @@ def register(sub: Any) -> None:
     p.add_argument("--list", action="store_true", help="list the scenarios")
     p.add_argument("--out", type=Path, help="results directory")
     p.add_argument("--no-qcn", action="store_true", help="the same run without QCN")
+    p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     p.add_argument("--duration", type=float, help="override the scenario's duration, s")
     p.add_argument("--seed", type=int, default=1, help="random seed (same seed, same summary)")
     p.add_argument(
@@ -57,7 +60,8 @@ def register(sub: Any) -> None:
     p.set_defaults(func=_run)
 
 
-def _overrides(pairs: list[str]) -> dict[str, Any]:
+def overrides_from(pairs: list[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` pairs as overrides (TOML values; anything else as text)."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -68,6 +72,19 @@ def _overrides(pairs: list[str]) -> dict[str, Any]:
         except tomllib.TOMLDecodeError:
             out[key.strip()] = value.strip()
     return out
+
+
+def prepare_out(out: Path, scenario: str) -> None:
+    """Make sure results can be written to ``out`` before a run spends its time, and mark
+    them partial until every file is written."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / PARTIAL_MARKER).write_text(
+            f"qcn run {scenario}: these results are incomplete (the run was interrupted or "
+            "failed before it wrote them all)\n"
+        )
+    except OSError as e:
+        raise ScenarioError(f"--out {out}: cannot write results there ({e.strerror})") from None
 
 
 def choose_backend(requested: str) -> tuple[str, str]:
@@ -86,6 +103,18 @@ def choose_backend(requested: str) -> tuple[str, str]:
     return "mininet", "Mininet/BMv2 backend"
 
 
+def load_scenario(
+    name: str, sets: list[str], duration_s: float | None
+) -> tuple[scenarios.Scenario, dict[str, Any]]:
+    """A scenario with the command line's ``--set`` and ``--duration`` applied, and those
+    overrides (the front door's commands share this)."""
+    sc = scenarios.load(name)
+    overrides = overrides_from(sets)
+    if duration_s is not None:
+        overrides["duration_s"] = duration_s
+    return (sc.with_overrides(overrides) if overrides else sc), overrides
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.list:
         for name in scenarios.available():
@@ -94,12 +123,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if not args.scenario:
         raise ScenarioError("give a scenario name (qcn run --list) or a file")
-    sc = scenarios.load(args.scenario)
-    overrides = _overrides(args.set)
-    if args.duration is not None:
-        overrides["duration_s"] = args.duration
-    if overrides:
-        sc = sc.with_overrides(overrides)
+    sc, overrides = load_scenario(args.scenario, args.set, args.duration)
     if sc.workload.pattern == "tcp":
         if args.backend == "sim":
             raise ScenarioError(
@@ -119,11 +143,12 @@ def _run(args: argparse.Namespace) -> int:
             f"; rates x{scale.rate_scale:g}, times x{scale.time_scale:g} "
             f"(the scenario's [bmv2] section): {sc.duration_s:g} s"
         )
-    print(f"qcn run: {sc.name} on the {why}", flush=True)
-    from simulator.engine import Simulation  # noqa: PLC0415 - heavy only when running
-    from simulator.results import SUMMARY_KEYS, summarize, write  # noqa: PLC0415
-
     out = args.out or DEFAULT_OUT / sc.name
+    prepare_out(out, sc.name)
+    print(f"qcn run: {sc.name} on the {why}", flush=True)
+    from qcn.core.results import SUMMARY_KEYS, summarize, write  # noqa: PLC0415
+    from simulator.engine import Simulation  # noqa: PLC0415 - heavy only when running
+
     qcn = not args.no_qcn
     if backend == "mininet":
         from topologies.experiment import MininetExperiment  # noqa: PLC0415
@@ -133,12 +158,28 @@ def _run(args: argparse.Namespace) -> int:
         trace = kind(sc, out, qcn=qcn, cli=args.cli, sample_hz=args.sample_hz).run()
     else:
         interval = 1e-3 * (scale.time_scale if args.scaled else 1.0)
+        progress = ProgressLine(f"qcn run: {sc.name} simulated", quiet=args.quiet)
         trace = Simulation(
-            sc, seed=args.seed, qcn=qcn, sample_interval_s=interval, cp_at_departure=args.scaled
+            sc,
+            seed=args.seed,
+            qcn=qcn,
+            sample_interval_s=interval,
+            cp_at_departure=args.scaled,
+            progress=progress.update,
         ).run()
+        progress.close()
     summary = summarize(sc, trace, qcn=qcn, backend=backend, seed=args.seed)
     plots = write(out, sc, trace, summary)
+    (out / PARTIAL_MARKER).unlink()
     print(json.dumps({k: summary[k] for k in (*SUMMARY_KEYS, *trace.extra)}))
+    for p in summary["phases"]:
+        state = "congested" if p["congested"] else "uncongested"
+        print(
+            f"  phase {p['from_s']:g}-{p['to_s']:g} s ({state}): capacity "
+            f"{p['capacity_bps'] / 1e6:g} Mb/s, offered {p['offered_bps'] / 1e6:.3f} Mb/s, "
+            f"delivered {p['delivered_bps'] / 1e6:.3f} Mb/s = "
+            f"{p['delivered_offered']:.2f} of offered"
+        )
     print(f"qcn run: done in {trace.wall_s:.1f} s; results in {out}/")
     for p in plots:
         print(f"  plot: {p}")

@@ -4,19 +4,28 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import time
 from pathlib import Path
 from typing import Any
 
-from qcn.params import Preset, QcnParams
-from reaction_point.daemon import DEFAULT_STATUS_DIR, DaemonOptions, ReactionPoint, status_path
+from qcn.core.errors import QcnError
+from qcn.core.params import Preset, QcnParams
+from reaction_point.daemon import (
+    DEFAULT_MAX_LIMITERS,
+    DEFAULT_STATUS_DIR,
+    MAX_LIMITERS_LIMIT,
+    DaemonOptions,
+    ReactionPoint,
+    daemon_alive,
+    status_path,
+)
 from reaction_point.sources import SourceSpec, run_source
-from reaction_point.tc import TcError
 
 
-class RpUsageError(ValueError):
+class RpUsageError(QcnError, ValueError):
     """A mistake in the `qcn rp` command line or environment, reported in one line."""
 
 
@@ -34,6 +43,19 @@ def register(sub: Any) -> None:
     st.add_argument("--preset", choices=[p.value for p in Preset], default=Preset.QCN.value)
     st.add_argument("--line-rate-bps", type=float, help="override rp.line_rate_bps")
     st.add_argument("--per-flow", action="store_true", help="one limiter per IPv4 flow")
+    st.add_argument(
+        "--max-limiters",
+        type=int,
+        default=DEFAULT_MAX_LIMITERS,
+        help=f"limiters held at once, at most {MAX_LIMITERS_LIMIT}; a CNM for a new one "
+        "beyond this releases the least recently signalled (default: %(default)s)",
+    )
+    st.add_argument(
+        "--replace-qdisc",
+        action="store_true",
+        help="replace a root qdisc someone else configured on the interface (it is not "
+        "restored when the daemon stops); without it the daemon refuses to start",
+    )
     st.add_argument("--csv-dir", type=Path, help="write one CSV time series per limiter here")
     st.add_argument("--status-dir", type=Path, default=DEFAULT_STATUS_DIR)
     st.set_defaults(func=_start)
@@ -73,19 +95,28 @@ def _start(args: argparse.Namespace) -> int:
         params = QcnParams.from_dict(
             {"rp": {"line_rate_bps": args.line_rate_bps}}, QcnParams(rp=params)
         ).rp
+    if not 1 <= args.max_limiters <= MAX_LIMITERS_LIMIT:
+        raise RpUsageError(
+            f"--max-limiters must be in [1, {MAX_LIMITERS_LIMIT}] (got {args.max_limiters})"
+        )
     options = DaemonOptions(
         iface=args.iface,
         params=params,
         limit_by="flow" if args.per_flow else "destination",
         csv_dir=args.csv_dir,
         status_dir=args.status_dir,
+        max_limiters=args.max_limiters,
+        replace_qdisc=args.replace_qdisc,
     )
     daemon = ReactionPoint(options)
     try:
         daemon.open()
-    except (OSError, TcError) as e:
+    except (OSError, QcnError) as e:
         daemon.close()
-        raise RpUsageError(f"cannot start on {args.iface}: {e}") from None
+        reason = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.filename else e
+        raise RpUsageError(f"cannot start on {args.iface}: {reason}") from None
+    for line in daemon.notices:
+        print(f"qcn rp: {line}", flush=True)
     print(f"qcn rp: listening for CNMs on {args.iface} ({daemon.mac}); Ctrl-C to stop", flush=True)
     try:
         daemon.run()
@@ -101,17 +132,25 @@ def _status(args: argparse.Namespace) -> int:
         if args.iface
         else sorted(args.status_dir.glob("rp-*.json"))
     )
-    files = [f for f in files if f.exists()]
+    files = [f for f in files if f.is_file()]
     if not files:
         where = args.iface or str(args.status_dir)
         raise RpUsageError(f"no reaction-point daemon status for {where}")
-    reports = [json.loads(f.read_text()) for f in files]
+    reports = [_read_status(f) for f in files]
+    for r in reports:
+        # A daemon killed outright (kill -9) could not say it stopped.
+        r["stale"] = bool(r["running"]) and not daemon_alive(r)
+        if r["stale"]:
+            r["running"] = False
     if args.json:
         print(json.dumps(reports, indent=2))
         return 0
     for r in reports:
-        state = "running" if r["running"] else "stopped"
-        print(f"{r['iface']} (pid {r['pid']}, {state}, per {r['limit_by']})")
+        if r["stale"]:
+            state = f"not running (stale status from PID {r['pid']})"
+        else:
+            state = f"pid {r['pid']}, {'running' if r['running'] else 'stopped'}"
+        print(f"{r['iface']} ({state}, per {r['limit_by']})")
         for name, value in sorted(r["counters"].items()):
             print(f"  {name:32} {value}")
         if r["latency_p99_ms"] is not None:
@@ -126,7 +165,40 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+STATUS_FIELDS = {"iface": str, "pid": int, "running": bool, "limit_by": str, "counters": dict}
+
+
+def _read_status(path: Path) -> dict[str, Any]:
+    """One daemon's status file, checked enough to print it."""
+    try:
+        report = json.loads(path.read_bytes())
+    except OSError as e:
+        raise RpUsageError(f"{path}: cannot read: {e.strerror}") from None
+    except ValueError:
+        raise RpUsageError(f"{path}: not a status file (not JSON); remove it") from None
+    if not isinstance(report, dict) or any(
+        not isinstance(report.get(k), t) for k, t in STATUS_FIELDS.items()
+    ):
+        raise RpUsageError(f"{path}: not a status file of qcn rp; remove it")
+    report.setdefault("limiters", [])
+    report.setdefault("latency_p99_ms", None)
+    return report
+
+
+START_AT_HORIZON_S = 3600.0
+"""--start-at is a time.monotonic() value at most this far from now."""
+
+
 def _send(args: argparse.Namespace) -> int:
+    if not 1 <= args.port <= 65535:
+        raise RpUsageError(f"--port must be in [1, 65535] (got {args.port})")
+    if args.start_at is not None and not (
+        math.isfinite(args.start_at) and abs(args.start_at - time.monotonic()) <= START_AT_HORIZON_S
+    ):
+        raise RpUsageError(
+            f"--start-at must be a time.monotonic() value within {START_AT_HORIZON_S:g} s of "
+            f"now ({time.monotonic():.1f}; got {args.start_at:g})"
+        )
     spec = SourceSpec(
         destinations=tuple(d.strip() for d in args.dst.split(",") if d.strip()),
         pattern=args.pattern,
@@ -146,7 +218,7 @@ def _send(args: argparse.Namespace) -> int:
         time.sleep(max(0.0, args.start_at - time.monotonic()))
     report = run_source(spec, random.Random(args.seed))
     print(
-        f"sent {report.sent_frames} frames ({report.sent_bytes} B) in {spec.duration_s:g} s; "
-        f"{report.blocked} refused by a full limiter queue"
+        f"sent {report.sent_frames} frames ({report.sent_bytes} B) in {report.elapsed_s:.2f} s "
+        f"({spec.duration_s:g} s asked); {report.blocked} refused by a full limiter queue"
     )
     return 0

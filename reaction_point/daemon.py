@@ -7,11 +7,16 @@ One process per host interface.  It
   this host sends to); anything else is dropped and counted by reason;
 - keeps one :class:`~reaction_point.rules.RateLimiterRules` per destination (default) or
   per IPv4 flow, and enforces its current rate with an HTB class (:mod:`reaction_point.tc`);
+  at most ``max_limiters`` of them: a CNM for a new one beyond that releases the limiter
+  signalled least recently (counted as ``limiters_evicted``), so no sender of CNMs can
+  exhaust the kernel's tables;
 - clocks the byte counter with the bytes the kernel class really sent (polled class
   statistics) and the timer with the monotonic clock;
 - releases a limiter when its rate is back at line rate;
 - writes a status file (``qcn rp status``) and, optionally, one CSV time series per limiter;
-- on SIGINT/SIGTERM removes every tc object it created.
+- counts the CNMs the kernel dropped because the socket was full (``PACKET_STATISTICS``);
+- on SIGINT/SIGTERM removes every tc object it created; a daemon killed before it could is
+  cleaned up after by the next one on the interface (:meth:`HtbLimiters.open`).
 """
 
 from __future__ import annotations
@@ -36,25 +41,94 @@ from types import FrameType
 from typing import IO, Any, Literal
 
 from pyroute2 import IPRoute
+from pyroute2.netlink.exceptions import NetlinkError
 
-from qcn.frames import ETHERTYPE_CNM, CnmInfo, CnmRejectedError, parse_cnm
-from qcn.params import RpParams
+from qcn.core.errors import QcnError
+from qcn.core.frames import ETHERTYPE_CNM, CnmInfo, CnmRejectedError, parse_cnm
+from qcn.core.params import RpParams
 from reaction_point.rules import RateLimiterRules
-from reaction_point.tc import ClassStatsPoller, DestinationMatch, FlowMatch, HtbLimiters, Match
+from reaction_point.tc import (
+    MAX_FILTERS,
+    ClassStatsPoller,
+    DestinationMatch,
+    FlowMatch,
+    HtbLimiters,
+    Match,
+    TcError,
+    TcFullError,
+)
 
 PACKET_OUTGOING = 4
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; missing from typeshed
+SOL_PACKET = getattr(socket, "SOL_PACKET", 263)
+PACKET_STATISTICS = 6
+"""Linux packet(7): (frames received, frames dropped) since the last read, which resets them."""
 DEFAULT_STATUS_DIR = Path("/run/qcn")
 STATUS_INTERVAL_S = 0.2
 RECV_BATCH = 256
 NEIGHBOUR_CACHE_S = 0.5
-RCVBUF_BYTES = 4 << 20
+RCVBUF_BYTES = 256 << 10
+"""The socket's receive buffer (the kernel doubles it).  It bounds how long a CNM can wait
+behind a flood: about 1,200 frames, some 20 ms of the daemon's work (see bench/rp_bench.py,
+"flood"); beyond it the kernel drops frames, counted as ``kernel_socket_drops``."""
+ANCILLARY_BYTES = 128
+DEFAULT_MAX_LIMITERS = 1024
+MAX_LIMITERS_LIMIT = MAX_FILTERS // 2
+"""Room for every limiter even if each destination has two IPv4 addresses."""
 GIL_SWITCH_INTERVAL_S = 0.0002
 IPV4_ETHERTYPE = b"\x08\x00"
 
 
 def status_path(status_dir: Path, iface: str) -> Path:
     return status_dir / f"rp-{iface}.json"
+
+
+class DaemonRunningError(QcnError):
+    """Another reaction-point daemon already serves the interface."""
+
+
+def claim_interface(iface: str) -> socket.socket:
+    """Hold the interface for this daemon: an abstract Unix socket named after it.
+
+    Abstract names live in the network namespace and vanish with the process that holds
+    them, even after kill -9, so a live daemon is never mistaken for a dead one (whose tree
+    the next daemon removes) and no lock file can go stale.
+    """
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        sock.bind(f"\0qcn-rp-{iface}")
+    except OSError:
+        sock.close()
+        raise DaemonRunningError(
+            f"a reaction-point daemon already serves {iface} (qcn rp status); stop it first"
+        ) from None
+    return sock
+
+
+class InterfaceGoneError(QcnError):
+    """The daemon's interface disappeared (or went down for good) while it ran."""
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot), or None if there is none.
+
+    A pid alone can be reused; the pair (pid, start) names one process.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 22; the command name (field 2) may hold spaces, so count from its ')'.
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def daemon_alive(report: dict[str, Any]) -> bool:
+    """Whether the daemon that wrote a status report is still the process it names."""
+    pid, start = report.get("pid"), report.get("pid_start_ticks")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    now = process_start_ticks(pid)
+    return now is not None and (start is None or now == start)
 
 
 @dataclass(frozen=True)
@@ -66,6 +140,10 @@ class DaemonOptions:
     status_dir: Path = DEFAULT_STATUS_DIR
     stats_interval_s: float = 0.010
     """How often the kernel's per-class byte counts are read (byte-counter clock)."""
+    max_limiters: int = DEFAULT_MAX_LIMITERS
+    """Limiters held at once; a new one beyond this releases the least recently signalled."""
+    replace_qdisc: bool = False
+    """Replace a root qdisc someone else configured on the interface (else refuse)."""
 
 
 @dataclass
@@ -80,6 +158,8 @@ class Limiter:
     csv_file: IO[str] | None = None
     csv_writer: Any = None
     changed: bool = field(default=True)
+    last_signal_s: float = 0.0
+    """When it last got a CNM (the least recent is evicted first)."""
 
     @property
     def name(self) -> str:
@@ -119,29 +199,52 @@ class ReactionPoint:
         self.frames_handled = 0
         self._neighbours: dict[str, set[str]] = {}
         self._neighbours_expiry = 0.0
+        self.notices: list[str] = []
+        """Lines for the user about what :meth:`open` found (e.g. a dead daemon's limiters)."""
+        self._status_ready = False
+        self._claim: socket.socket | None = None
 
     # -- life cycle --------------------------------------------------------------------------
 
     def open(self) -> ReactionPoint:
+        """Claim the interface and set up the socket and the kernel's tree.
+
+        Raises :class:`DaemonRunningError` if another daemon already serves the interface.
+        """
+        if not 1 <= self.opt.max_limiters <= MAX_LIMITERS_LIMIT:
+            raise ValueError(
+                f"--max-limiters must be in [1, {MAX_LIMITERS_LIMIT}] (got {self.opt.max_limiters})"
+            )
+        self.opt.status_dir.mkdir(parents=True, exist_ok=True)
+        if self.opt.csv_dir:
+            self.opt.csv_dir.mkdir(parents=True, exist_ok=True)
         self._ipr = IPRoute()
         links = self._ipr.link_lookup(ifname=self.opt.iface)
         if not links:
             self._ipr.close()
             raise OSError(f"no interface named {self.opt.iface}")
         self._ifindex = links[0]
+        self._claim = claim_interface(self.opt.iface)
+        # The status file is ours from here on (not before: it may be a live daemon's).
+        self._status_ready = True
         self.mac = self._ipr.get_links(self._ifindex)[0].get_attr("IFLA_ADDRESS")
         sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETHERTYPE_CNM))
         sock.bind((self.opt.iface, ETHERTYPE_CNM))
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        # Room for a burst of CNMs while the loop is busy with the kernel.
+        # Room for a burst of CNMs while the loop is busy with the kernel, and no more.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
         sock.setblocking(False)
         self._sock = sock
-        self._tc = HtbLimiters(self.opt.iface).open()
+        # All of the host's traffic is held to its line rate (see reaction_point.tc).
+        self._tc = HtbLimiters(self.opt.iface, line_rate_bps=self.opt.params.line_rate_bps)
+        found = self._tc.open(replace_foreign=self.opt.replace_qdisc)
+        if found:
+            self.notices.append(found)
         # pyroute2's first class and neighbour dumps take tens of ms (lazy set-up); pay
         # that now rather than while the first CNMs wait.
         self._tc.warm_up()
         self._neighbour_ips("00:00:00:00:00:00")
+        self.counters["kernel_socket_drops"] = 0
         self._stats = ClassStatsPoller(self._ifindex, self.opt.stats_interval_s)
         self._stats.start()
         # The stats thread parses in pure Python; switch to the CNM thread quickly.
@@ -149,9 +252,6 @@ class ReactionPoint:
         # Everything allocated so far lives as long as the process: keep the collector
         # from walking it again (a full pass over it stalled CNMs for tens of ms).
         gc.freeze()
-        self.opt.status_dir.mkdir(parents=True, exist_ok=True)
-        if self.opt.csv_dir:
-            self.opt.csv_dir.mkdir(parents=True, exist_ok=True)
         return self
 
     def close(self) -> None:
@@ -166,25 +266,54 @@ class ReactionPoint:
             self._tc.close()
             self._tc = None
         if self._sock:
+            with contextlib.suppress(OSError):
+                self.count_socket_drops()
             self._sock.close()
             self._sock = None
         if self._ipr:
             self._ipr.close()
             self._ipr = None
-        self.write_status(running=False)
+        if self._claim is not None:
+            self._claim.close()
+            self._claim = None
+        if self._status_ready:
+            with contextlib.suppress(OSError):
+                self.write_status(running=False)
 
     def stop(self, _signum: int = 0, _frame: FrameType | None = None) -> None:
         self._stop = True
 
     def run(self) -> None:
-        """Serve until SIGINT/SIGTERM (or :meth:`stop`)."""
+        """Serve until SIGINT/SIGTERM (or :meth:`stop`).
+
+        Raises :class:`InterfaceGoneError` if the interface disappears under the daemon.
+        """
         signal.signal(signal.SIGINT, self.stop)
         signal.signal(signal.SIGTERM, self.stop)
+        try:
+            self._serve()
+        except (OSError, TcError, NetlinkError) as e:
+            if self._interface_exists():
+                raise
+            raise InterfaceGoneError(
+                f"{self.opt.iface} disappeared while the daemon ran ({e}); stopped"
+            ) from None
+
+    def _interface_exists(self) -> bool:
+        try:
+            with IPRoute() as ipr:
+                return bool(ipr.link_lookup(index=self._ifindex))
+        except NetlinkError:
+            return False
+
+    def _serve(self) -> None:
         assert self._sock is not None
         next_stats = next_status = self.clock()
         while not self._stop:
             now = self.clock()
-            deadlines = [next_stats, next_status]
+            # Without limiters there are no byte counts to read: sleep until a CNM or the
+            # next status write (ten idle daemons once cost a BMv2 switch its CPU).
+            deadlines = [next_stats, next_status] if self.limiters else [next_status]
             deadlines += [
                 lim.rules.timer_deadline
                 for lim in self.limiters.values()
@@ -216,7 +345,7 @@ class ReactionPoint:
         handled = 0
         for _ in range(RECV_BATCH):
             try:
-                data, ancdata, _, addr = self._sock.recvmsg(2048, 64)
+                data, ancdata, _, addr = self._sock.recvmsg(2048, ANCILLARY_BYTES)
             except BlockingIOError:
                 break
             if addr[2] == PACKET_OUTGOING:
@@ -247,6 +376,7 @@ class ReactionPoint:
             return False
         lim.rules.on_cnm(cnm.qntz_fb)
         lim.changed = True
+        lim.last_signal_s = self.clock()
         self.counters["cnms_accepted"] += 1
         return True
 
@@ -282,7 +412,21 @@ class ReactionPoint:
         assert self._tc is not None
         rules = RateLimiterRules(self.opt.params, self.clock, self.uniform)
         rate = self._kernel_rate(rules.current_rate_bps)
-        self._tc.add(match, rate)
+        if len(self.limiters) >= self.opt.max_limiters:
+            self._evict_least_recent()
+        try:
+            self._tc.add(match, rate)
+        except TcFullError:
+            # Out of filter handles (destinations with many addresses): make room once.
+            if not self.limiters:
+                self.counters["dropped_no_room"] += 1
+                return None
+            self._evict_least_recent()
+            try:
+                self._tc.add(match, rate)
+            except TcFullError:
+                self.counters["dropped_no_room"] += 1
+                return None
         lim = Limiter(match, rules, rate)
         if self.opt.csv_dir:
             safe = lim.name.replace(":", "").replace("/", "_")
@@ -297,12 +441,26 @@ class ReactionPoint:
         self.counters["limiters_created"] += 1
         return lim
 
+    def _evict_least_recent(self) -> None:
+        victim = min(self.limiters.values(), key=lambda lim: lim.last_signal_s)
+        self._release(victim)
+        self.counters["limiters_evicted"] += 1
+
+    def _release(self, lim: Limiter) -> None:
+        assert self._tc is not None
+        self._tc.remove(lim.match)
+        if lim.csv_file:
+            lim.csv_file.close()
+        del self.limiters[lim.match]
+
     # -- byte counter, timer, enforcement ----------------------------------------------------
 
     def poll_stats(self) -> None:
         """Feed the bytes each kernel class sent since the last poll to its byte counter."""
         if self._stats is None or self._tc is None:
             return
+        if self._stats.failed is not None:
+            raise self._stats.failed
         if self.limiters:
             self._stats.active.set()
         else:
@@ -341,10 +499,7 @@ class ReactionPoint:
             lim.changed = False
             self._log(lim)
             if lim.rules.at_line_rate:
-                self._tc.remove(match)
-                if lim.csv_file:
-                    lim.csv_file.close()
-                del self.limiters[match]
+                self._release(lim)
                 self.counters["limiters_released"] += 1
                 continue
             rate = self._kernel_rate(lim.rules.current_rate_bps)
@@ -379,7 +534,9 @@ class ReactionPoint:
         return {
             "iface": self.opt.iface,
             "pid": os.getpid(),
+            "pid_start_ticks": process_start_ticks(os.getpid()),
             "running": running,
+            "max_limiters": self.opt.max_limiters,
             "limit_by": self.opt.limit_by,
             "counters": dict(self.counters),
             "latency_p50_ms": 1e3 * lat[len(lat) // 2] if lat else None,
@@ -400,7 +557,16 @@ class ReactionPoint:
             ],
         }
 
+    def count_socket_drops(self) -> None:
+        """Add the frames the kernel dropped for want of room in the socket since the last
+        call (reading the statistics resets them)."""
+        if self._sock is None:
+            return
+        _, dropped = struct.unpack("II", self._sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
+        self.counters["kernel_socket_drops"] += dropped
+
     def write_status(self, *, running: bool) -> None:
+        self.count_socket_drops()
         path = status_path(self.opt.status_dir, self.opt.iface)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.status(running=running), indent=1))

@@ -1,4 +1,4 @@
-"""The QCN Reaction Point rate rules, as pure code (``shared/qcn-spec.md``, "Reaction Point").
+"""The QCN Reaction Point rate rules, as pure code (``docs/qcn.md``, "Reaction Point").
 
 One :class:`RateLimiterRules` is one rate limiter's state machine.  It owns no clock and no
 randomness: the caller injects ``clock()`` (seconds, monotonic) and ``uniform()`` (a float in
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from qcn.params import RpParams
+from qcn.core.params import RpParams
 
 #: Fb-hat is a 5-bit saturating counter (seed 000).
 FB_HAT_MAX = 31

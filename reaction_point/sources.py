@@ -28,6 +28,7 @@ ETH_IP_UDP_HEADERS = 14 + 20 + 8
 SEQUENCE = struct.Struct("!Q")
 """The first payload bytes of every frame: its sequence number from this source, from 0."""
 Pattern = Literal["constant", "bernoulli", "onoff"]
+MAX_DURATION_S = 7 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,18 @@ class SourceSpec:
     def validate(self) -> None:
         if not self.destinations:
             raise ValueError("at least one destination is needed")
+        for name in ("rate_bps", "load", "mean_on_s", "mean_off_s", "duration_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number (got {value!r})")
         if self.rate_bps <= 0:
             raise ValueError(f"rate must be positive (got {self.rate_bps})")
+        if not 0 < self.duration_s <= MAX_DURATION_S:
+            raise ValueError(
+                f"duration must be in (0, {MAX_DURATION_S:g}] s (got {self.duration_s})"
+            )
+        if not 1 <= self.port <= 65535:
+            raise ValueError(f"port must be in [1, 65535] (got {self.port})")
         if not 0 < self.load <= 1:
             raise ValueError(f"load must be in (0, 1] (got {self.load})")
         if not ETH_IP_UDP_HEADERS + SEQUENCE.size <= self.frame_bytes <= 9000:
@@ -75,6 +86,9 @@ class SourceReport:
     sent_bytes: int = 0
     blocked: int = 0
     """Sends the kernel refused because the limiter's queue was full (ENOBUFS)."""
+    elapsed_s: float = 0.0
+    """From the first frame to the end; never much beyond the duration, since a send that a
+    full limiter holds back waits at most until the end."""
 
 
 def run_source(
@@ -108,13 +122,22 @@ def run_source(
                 sleep(delay)
             dst = spec.destinations[rng.randrange(len(spec.destinations))]
             SEQUENCE.pack_into(payload, 0, report.sent_frames)
+            # A limiter slower than the source fills the socket's send buffer and a send
+            # then blocks: never past the end of the run.
+            remaining = end - clock()
+            if remaining <= 0:
+                break
+            sock.settimeout(remaining)
             try:
                 sock.sendto(payload, (dst, spec.port))
                 report.sent_frames += 1
                 report.sent_bytes += spec.frame_bytes
+            except TimeoutError:
+                break
             except OSError as e:
                 if e.errno != errno.ENOBUFS:
                     raise
                 report.blocked += 1
             t += slot_s
+        report.elapsed_s = clock() - start
     return report

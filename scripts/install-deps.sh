@@ -3,6 +3,7 @@
 #   install-deps.sh system   Debian/Ubuntu packages (mininet, iperf3, ...)
 #   install-deps.sh p4lang   p4c, BMv2 (simple_switch_grpc) and PI from p4lang's packages
 #   install-deps.sh status   one line: which p4lang tools are present
+#   install-deps.sh thrift-path VENV   make BMv2's Thrift Python modules importable in VENV
 # Safe to run any number of times: it installs only what is missing.
 set -euo pipefail
 
@@ -90,9 +91,29 @@ p4lang() {
   status
 }
 
+# BMv2 installs its Thrift client packages (bm_runtime, sswitch_runtime) under
+# /usr/local/lib/python3.X/site-packages, which Debian's interpreter does not search.  Link
+# just those two into the virtual environment (not the whole folder: PI puts a `google`
+# package there that would shadow protobuf's).  Redone each time, so a BMv2 installed after
+# the environment is found too.
+THRIFT_PACKAGES=(bm_runtime sswitch_runtime)
+thrift_path() {
+  local venv=$1 site p d found
+  site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+  for p in "${THRIFT_PACKAGES[@]}"; do
+    found=""
+    for d in /usr/local/lib/python3*/site-packages /usr/local/lib/python3*/dist-packages; do
+      if [ -f "$d/$p/__init__.py" ]; then found="$d/$p"; fi
+    done
+    if [ -n "$found" ]; then ln -sfn "$found" "$site/$p"; else rm -f "$site/$p"; fi
+  done
+  rm -f "$site/qcn-bmv2-thrift.pth"
+}
+
 case "${1:-}" in
   system) system ;;
   p4lang) p4lang ;;
   status) status ;;
-  *) echo "usage: $0 system|p4lang|status" >&2; exit 2 ;;
+  thrift-path) thrift_path "${2:?usage: $0 thrift-path VENV}" ;;
+  *) echo "usage: $0 system|p4lang|status|thrift-path VENV" >&2; exit 2 ;;
 esac

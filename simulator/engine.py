@@ -1,7 +1,7 @@
 """A packet-level discrete-event simulator of a scenario, at full (unscaled) rates.
 
 It runs the project's own code for both ends of the loop, imported, not rewritten:
-:class:`qcn.cp_model.CongestionPoint` at the bottleneck and one
+:class:`qcn.core.cp_model.CongestionPoint` at the bottleneck and one
 :class:`reaction_point.rules.RateLimiterRules` per source.
 
 Model (the seeds' single-bottleneck experiments):
@@ -29,11 +29,13 @@ import math
 import random
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from qcn.cp_model import CongestionPoint, CpPortConfig
-from qcn.params import QueueDepth
-from qcn.scenario import Scenario, ScenarioError
+from qcn.core.cp_model import CongestionPoint, CpPortConfig
+from qcn.core.params import QueueDepth
+from qcn.core.scenario import Scenario, ScenarioError
+from qcn.core.trace import Trace
 from reaction_point.rules import RateLimiterRules
 from reaction_point.sources import empty_slots_before_frame
 
@@ -61,26 +63,24 @@ class Source:
         return self.rules.current_rate_bps if self.rules else math.inf
 
 
-@dataclass
-class Trace:
-    """What the run recorded, one row per sample interval."""
+def fast_randint(rng: random.Random) -> Callable[[int, int], int]:
+    """``rng.randint`` without its argument checks: the same draws, in the same order.
 
-    times_s: list[float] = field(default_factory=list)
-    queue_pkts: list[int] = field(default_factory=list)
-    throughput_bps: list[float] = field(default_factory=list)
-    capacity_bps: list[float] = field(default_factory=list)
-    source_cr_bps: list[list[float]] = field(default_factory=list)
-    source_tr_bps: list[list[float]] = field(default_factory=list)
-    source_throughput_bps: list[list[float]] = field(default_factory=list)
-    drops_so_far: list[int] = field(default_factory=list)
-    """Drops up to each sample."""
-    drops: int = 0
-    cnms: int = 0
-    frames_in: int = 0
-    events: int = 0
-    wall_s: float = 0.0
-    extra: dict[str, float] = field(default_factory=dict)
-    """Backend-specific figures that go into summary.json as they are."""
+    CPython's randint(lo, hi) draws getrandbits(k) for the width's bit length k until the
+    value is below the width; so does this.  The CP draws once per frame, and randint's
+    layers (randint -> randrange -> _randbelow) were an eighth of the simulator's time.
+    """
+    getrandbits = rng.getrandbits
+
+    def randint(lo: int, hi: int) -> int:
+        width = hi - lo + 1
+        k = width.bit_length()
+        r = getrandbits(k)
+        while r >= width:
+            r = getrandbits(k)
+        return lo + r
+
+    return randint
 
 
 class Simulation:
@@ -92,6 +92,7 @@ class Simulation:
         qcn: bool = True,
         sample_interval_s: float = 1e-3,
         cp_at_departure: bool = False,
+        progress: Callable[[float, float], None] | None = None,
     ) -> None:
         if scenario.workload.pattern == "tcp":
             raise ScenarioError(
@@ -102,6 +103,8 @@ class Simulation:
         self.rng = random.Random(seed)
         self.qcn = qcn
         self.sample_interval_s = sample_interval_s
+        self.progress = progress
+        """Told (simulated time, duration) at each sample, for a progress line."""
         self.now = 0.0
         net, wl = scenario.network, scenario.workload
         self.frame_bytes = net.frame_bytes
@@ -120,7 +123,8 @@ class Simulation:
         # traffic the sources offer.
         self.cp = (
             CongestionPoint(
-                CpPortConfig.from_params(scenario.params.cp), random.Random(f"cp-{seed}").randint
+                CpPortConfig.from_params(scenario.params.cp),
+                fast_randint(random.Random(f"cp-{seed}")),
             )
             if qcn
             else None
@@ -294,6 +298,8 @@ class Simulation:
             elif kind == SAMPLE:
                 self._sample()
                 self._push(t + self.sample_interval_s, SAMPLE)
+                if self.progress is not None:
+                    self.progress(t, end)
         self.trace.events = events
         self.trace.wall_s = time.perf_counter() - started
         return self.trace

@@ -3,7 +3,7 @@
     python -m simulator.reproduce [--seeds 1,2,3]
 
 Each row runs one scenario variant on the simulator, in the RP and CP modes the seed used
-(shared/qcn-spec.md, benchmark table), and checks it against the tolerance the project
+(docs/qcn.md, benchmark table), and checks it against the tolerance the project
 set for it (issue 7).  Exit status 1 if any row is out of tolerance.
 """
 
@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from qcn import scenario as scenarios
+from qcn.core import scenario as scenarios
+from qcn.core.results import summarize
 from simulator.engine import Simulation
-from simulator.results import summarize
 
 
 @dataclass(frozen=True)

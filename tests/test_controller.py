@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +24,7 @@ from controller.entries import (
     sample_interval_entries,
 )
 from controller.errors import ConfigError
-from qcn.params import CpParams, QueueDepth, SamplingMode
+from qcn.core.params import CpParams, QueueDepth, SamplingMode
 
 NETWORK = """
 [qcn]
@@ -201,3 +205,39 @@ def test_forwarding_entities() -> None:
     assert session.session_id == 6
     assert list(session.replicas) == [(5, 1)]
     assert default_cpid("00:00:00:00:00:01", 1) == 0x0000_0000_0001_0001
+
+
+def test_ctl_run_reports_an_unreachable_switch(tmp_path: Path) -> None:
+    (tmp_path / "p4info.txtpb").write_text('pkg_info {\n  arch: "v1model"\n}\n')
+    (tmp_path / "qcn_cp.json").write_text("{}")
+    net = write(
+        tmp_path,
+        """
+[[switch]]
+name = "s1"
+grpc = "127.0.0.1:1"
+thrift_port = 1
+p4info = "p4info.txtpb"
+bmv2_json = "qcn_cp.json"
+
+[[switch.port]]
+port = 1
+edge = true
+""",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "qcn.cli", "ctl", "-c", str(net), "--timeout", "2", "run"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        began = time.monotonic()
+        lines = [proc.stdout.readline(), proc.stdout.readline()]
+        assert time.monotonic() - began < 2 + 5  # within its deadline, with start-up
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+    assert lines[0].startswith("qcn ctl: holding s1")
+    assert lines[1].startswith("s1: not reachable (127.0.0.1:1:"), lines

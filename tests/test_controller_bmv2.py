@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,9 +20,10 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from tests.netns_helpers import delete_netns, run, send_frames
 from tests.toolchain import requires_p4lang, requires_root
 from topologies.bmv2 import Bmv2Config, Bmv2Process, wait_until
+from topologies.netns import delete_netns, send_frames
+from topologies.netns import sh as run
 
 pytestmark = [requires_p4lang(), requires_root()]
 
@@ -247,17 +247,10 @@ def test_second_controller_with_lower_election_id_is_told_not_primary(lab: Lab) 
             "exec",
             lab.ns,
             sys.executable,
-            "-c",
-            textwrap.dedent(f"""
-            import sys, time
-            from pathlib import Path
-            from controller.p4runtime import P4RuntimeSwitch
-            sw = P4RuntimeSwitch("127.0.0.1:50051", Path("{ROOT}/build/qcn_cp.p4info.txtpb"),
-                                 Path("{ROOT}/build/qcn_cp.json"), election_id=99).open()
-            print("primary", flush=True)
-            sys.stdin.read()
-            sw.close()
-        """),
+            "-m",
+            "tests.hold_primary",
+            "127.0.0.1:50051",
+            "99",
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -344,25 +337,24 @@ def test_switch_restart_restores_state(lab: Lab, tmp_path: Path) -> None:
         holder.wait(15)
 
 
-CAPTURE = """
-import socket, sys, time
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x22E7))
-s.bind((sys.argv[1], 0x22E7))
-s.settimeout(0.2)
-print("ready", flush=True)
-end = time.monotonic() + float(sys.argv[2])
-while time.monotonic() < end:
-    try:
-        print(s.recv(2048).hex(), flush=True)
-    except TimeoutError:
-        pass
-"""
-
-
 def congested_cnms(lab: Lab, seconds: float = 3.0) -> list[bytes]:
     """CNMs h0 receives while a burst from h0 congests port 2 (200 pps service)."""
     cap = subprocess.Popen(
-        ["ip", "netns", "exec", lab.ns, sys.executable, "-c", CAPTURE, "h0", str(seconds)],
+        [
+            "ip",
+            "netns",
+            "exec",
+            lab.ns,
+            sys.executable,
+            "-m",
+            "topologies.rawframes",
+            "capture",
+            "h0",
+            "--ethertype",
+            "cnm",
+            "--seconds",
+            str(seconds),
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -1,4 +1,4 @@
-"""The CP reference model against the spec's formulas (shared/qcn-spec.md, "Congestion Point")."""
+"""The CP reference model against the spec's formulas (docs/qcn.md, "Congestion Point")."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qcn.cp_model import CongestionPoint, CpPortConfig, quantize
-from qcn.params import PROB_ONE, CpParams, SamplingMode
+from qcn.core.cp_model import CongestionPoint, CpPortConfig, quantize
+from qcn.core.params import PROB_ONE, CpParams, SamplingMode
 
 ALWAYS = CpParams(p_base=1.0, p_scale=0.0)
 
@@ -83,14 +83,14 @@ def test_quantisation_is_exactly_the_spec_floor(q: int, q_old: int, q_eq: int, w
 @given(q_old=st.integers(0, 500), qs=st.lists(st.integers(0, 500), min_size=2, max_size=30))
 def test_qntzfb_non_decreasing_in_q(q_old: int, qs: list[int]) -> None:
     cfg = CpPortConfig.from_params(CpParams())
-    values = [quantize(-((q - 22) * 16 + cfg.w_fp * (q - q_old)), cfg) for q in sorted(qs)]
+    values = [quantize(-((q - 22) * 16 + cfg.w_fixed * (q - q_old)), cfg) for q in sorted(qs)]
     assert values == sorted(values)
 
 
 def test_bernoulli_threshold_encoding() -> None:
     cfg = CpPortConfig.from_params(CpParams())
-    assert cfg.p_base_fp == round(0.01 * PROB_ONE)
-    assert cfg.p_base_fp + 63 * cfg.p_scale_fp == pytest.approx(0.09859375 * PROB_ONE, abs=64)
+    assert cfg.p_base_fixed == round(0.01 * PROB_ONE)
+    assert cfg.p_base_fixed + 63 * cfg.p_scale_fixed == pytest.approx(0.09859375 * PROB_ONE, abs=64)
 
 
 def test_bernoulli_sampling_rate() -> None:

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from qcn.cp_model import CpDecision
-from qcn.frames import CNM, CnmRejectedError, CNTag, decode_pdu, expected_cnm, parse_cnm
+from qcn.core.cp_model import CpDecision
+from qcn.core.frames import CNM, CnmRejectedError, CNTag, decode_pdu, expected_cnm, parse_cnm
 
 # A sampled frame: dst 00:00:00:00:00:02, src 00:00:00:00:00:01, EtherType 0x88b5, 100 bytes.
 SAMPLED = bytes.fromhex("00000000000200000000000188b5") + bytes(range(100))

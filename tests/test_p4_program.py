@@ -10,7 +10,7 @@ import pytest
 from scapy.layers.l2 import Ether
 
 from controller import entries
-from qcn import frames, params
+from qcn.core import frames, params
 from tests.toolchain import requires_tools
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from qcn.params import ParamError, QcnParams, QueueDepth, SamplingMode
+from qcn.core.params import ParamError, QcnParams, QueueDepth, SamplingMode
 
 
 def test_defaults_are_the_spec_table() -> None:

@@ -8,14 +8,13 @@ from pathlib import Path
 
 from tests.toolchain import requires_p4lang, requires_root
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 @requires_p4lang()
 @requires_root()
 def test_ptf_suite_passes() -> None:
     r = subprocess.run(
-        [sys.executable, str(ROOT / "ptf_tests" / "run.py")],
+        [sys.executable, "-m", "ptf_tests.run"],
+        cwd=Path(__file__).resolve().parent.parent,
         capture_output=True,
         text=True,
         timeout=900,

@@ -24,11 +24,13 @@ from pyroute2 import NetNS
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from qcn.frames import CNM
-from qcn.params import QcnParams, RpParams
+from qcn.core.frames import CNM
+from qcn.core.params import QcnParams, RpParams
 from reaction_point.rules import RateLimiterRules
-from tests.netns_helpers import delete_netns, run, send_frames
+from reaction_point.tc import FIRST_LIMITER_MINOR, ROOT_MAJOR
 from tests.toolchain import requires_root
+from topologies.netns import delete_netns, send_frames
+from topologies.netns import sh as run
 
 pytestmark = [
     requires_root(),
@@ -118,8 +120,16 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosts]:
 
 
 class Daemon:
-    def __init__(self, hosts: Hosts, rp: dict[str, Any], name: str) -> None:
+    def __init__(
+        self,
+        hosts: Hosts,
+        rp: dict[str, Any],
+        name: str,
+        *extra: str,
+        iface: str | None = None,
+    ) -> None:
         self.hosts = hosts
+        self.iface = iface or hosts.if1
         self.dir = hosts.tmp / name
         self.dir.mkdir()
         params = self.dir / "params.toml"
@@ -137,13 +147,14 @@ class Daemon:
                 "rp",
                 "start",
                 "--iface",
-                hosts.if1,
+                self.iface,
                 "--params",
                 str(params),
                 "--status-dir",
                 str(self.dir),
                 "--csv-dir",
                 str(self.dir),
+                *extra,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -152,7 +163,7 @@ class Daemon:
         assert self.wait(lambda s: s["running"]), self.output()
 
     def status(self) -> dict[str, Any] | None:
-        f = self.dir / f"rp-{self.hosts.if1}.json"
+        f = self.dir / f"rp-{self.iface}.json"
         try:
             return dict(json.loads(f.read_text()))
         except (OSError, ValueError):
@@ -189,8 +200,8 @@ class Daemon:
 def daemon_factory(hosts: Hosts) -> Iterator[Any]:
     started: list[Daemon] = []
 
-    def start(rp: dict[str, Any], name: str) -> Daemon:
-        d = Daemon(hosts, rp, name)
+    def start(rp: dict[str, Any], name: str, *extra: str, iface: str | None = None) -> Daemon:
+        d = Daemon(hosts, rp, name, *extra, iface=iface)
         started.append(d)
         return d
 
@@ -199,8 +210,10 @@ def daemon_factory(hosts: Hosts) -> Iterator[Any]:
         d.stop()
 
 
-def cnm(qntz_fb: int, encap_da: str = H2_MAC, dst: str = H1_MAC, **kw: Any) -> bytes:
-    msdu = bytes(IP(src=H1_IP, dst=H2_IP) / UDP(sport=4000, dport=5001))
+def cnm(
+    qntz_fb: int, encap_da: str = H2_MAC, dst: str = H1_MAC, sport: int = 4000, **kw: Any
+) -> bytes:
+    msdu = bytes(IP(src=H1_IP, dst=H2_IP) / UDP(sport=sport, dport=5001))
     return bytes(
         Ether(dst=dst, src="02:00:00:00:00:fe")
         / CNM(qntz_fb=qntz_fb, encap_da=encap_da, msdu=b"\x08\x00" + msdu, **kw)
@@ -214,7 +227,8 @@ def kernel_rates(hosts: Hosts) -> list[float]:
         rates = []
         for c in ns.get_classes(index=idx):
             opts = c.get_attr("TCA_OPTIONS")
-            if c["handle"] >> 16 == 1 and opts is not None:
+            limiter = c["handle"] & 0xFFFF >= FIRST_LIMITER_MINOR
+            if c["handle"] >> 16 == ROOT_MAJOR and limiter and opts is not None:
                 rates.append(8.0 * opts.get_attr("TCA_HTB_PARMS")["rate"])
         return rates
 
@@ -338,6 +352,134 @@ def test_shutdown_leaves_no_tc_state(daemon_factory: Any, hosts: Hosts) -> None:
     assert status["running"] is False
 
 
+# -- a long life and hostile input ----------------------------------------------------------
+
+
+def qcn_in(ns: str, *args: str, timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["ip", "netns", "exec", ns, sys.executable, "-m", "qcn.cli", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout_s,
+    )
+
+
+def test_limiter_table_is_bounded_least_recent_evicted(daemon_factory: Any, hosts: Hosts) -> None:
+    d = daemon_factory(HOLD, "bounded", "--per-flow", "--max-limiters", "2")
+    for n, sport in enumerate((4000, 4001, 4002), start=1):
+        send_frames(hosts.h2, hosts.if2, [cnm(30, sport=sport)])
+        assert d.wait(lambda s, n=n: s["counters"].get("cnms_accepted") == n), d.counters()
+    c = d.counters()
+    assert (c["limiters_created"], c["limiters_evicted"]) == (3, 1)
+    status = d.status()
+    assert status is not None
+    names = sorted(lim["limiter"] for lim in status["limiters"])
+    assert [n.split("-")[0] for n in names] == [f"{H1_IP}:4001", f"{H1_IP}:4002"]
+    assert len(kernel_rates(hosts)) == 2
+    # The evicted flow's next CNM makes it a limiter again, evicting the least recent.
+    send_frames(hosts.h2, hosts.if2, [cnm(30, sport=4000)])
+    assert d.wait(lambda s: s["counters"].get("limiters_evicted") == 2)
+    assert len(kernel_rates(hosts)) == 2
+
+
+def test_kill9_status_is_stale_and_the_next_daemon_cleans_up(
+    daemon_factory: Any, hosts: Hosts
+) -> None:
+    d = daemon_factory(HOLD, "killed")
+    send_frames(hosts.h2, hosts.if2, [cnm(63)])
+    assert d.wait(lambda s: s["counters"].get("cnms_accepted") == 1)
+    d.proc.kill()
+    d.proc.wait(5)
+    assert len(kernel_rates(hosts)) == 1  # the dead daemon's limiter still throttles
+    r = qcn_in(hosts.h1, "rp", "status", "--status-dir", str(d.dir), "--iface", hosts.if1)
+    assert r.returncode == 0, r.stderr
+    assert f"not running (stale status from PID {d.proc.pid})" in r.stdout
+    d2 = daemon_factory(HOLD, "after-kill")
+    assert d2.proc.stdout is not None
+    first = d2.proc.stdout.readline()
+    assert "removed the rate limiters a stopped daemon left behind" in first, first
+    assert kernel_rates(hosts) == []
+    send_frames(hosts.h2, hosts.if2, [cnm(63)])
+    assert d2.wait(lambda s: s["counters"].get("cnms_accepted") == 1)
+    assert kernel_rates(hosts) == [expected_kernel_rate(d2.params, [63])]
+
+
+def test_foreign_qdisc_refused_in_one_line(hosts: Hosts) -> None:
+    tc = ["ip", "netns", "exec", hosts.h1, "tc", "qdisc"]
+    subprocess.run([*tc, "add", "dev", hosts.if1, "root", "handle", "9:", "tbf", "rate",
+                    "50mbit", "burst", "20k", "latency", "50ms"], check=True)  # fmt: skip
+    try:
+        r = qcn_in(hosts.h1, "rp", "start", "--iface", hosts.if1, "--status-dir",
+                   str(hosts.tmp / "foreign"))  # fmt: skip
+        assert r.returncode == 2
+        assert r.stderr.count("\n") == 1
+        assert "already has a root qdisc (tbf 9:)" in r.stderr
+        assert "--replace-qdisc" in r.stderr
+        shown = subprocess.run(
+            [*tc, "show", "dev", hosts.if1], capture_output=True, text=True, check=True
+        )
+        assert "qdisc tbf 9:" in shown.stdout
+    finally:
+        subprocess.run([*tc, "del", "dev", hosts.if1, "root"], check=False)
+
+
+def test_missing_interface_is_one_line(hosts: Hosts) -> None:
+    status_dir = hosts.tmp / "never" / "created"
+    r = qcn_in(hosts.h1, "rp", "start", "--iface", "typo0", "--status-dir", str(status_dir))
+    assert r.returncode == 2
+    assert r.stderr == "qcn: error: cannot start on typo0: no interface named typo0\n"
+
+
+def test_interface_deleted_under_the_daemon(daemon_factory: Any, hosts: Hosts) -> None:
+    run("ip", "-n", hosts.h1, "link", "add", "gone-a", "type", "veth", "peer", "name", "gone-b")
+    run("ip", "-n", hosts.h1, "link", "set", "gone-a", "up")
+    d = daemon_factory(HOLD, "gone", iface="gone-a")
+    run("ip", "-n", hosts.h1, "link", "del", "gone-a")
+    assert d.proc.wait(10) == 2
+    out = d.output()
+    assert "qcn: error: gone-a disappeared while the daemon ran" in out
+    assert "Traceback" not in out
+
+
+def test_socket_overflow_is_counted(daemon_factory: Any, hosts: Hosts) -> None:
+    d = daemon_factory(HOLD, "overflow")
+    flood = [cnm(20, encap_da=STRANGER_MAC)] * 4000
+    d.proc.send_signal(signal.SIGSTOP)  # the daemon reads nothing: the socket fills
+    try:
+        send_frames(hosts.h2, hosts.if2, flood)
+    finally:
+        d.proc.send_signal(signal.SIGCONT)
+
+    def accounted(s: dict[str, Any]) -> bool:
+        c = s["counters"]
+        return bool(c.get("dropped_unknown_destination", 0) + c["kernel_socket_drops"] == 4000)
+
+    assert d.wait(accounted), d.counters()
+    assert d.counters()["kernel_socket_drops"] > 0
+    r = qcn_in(hosts.h1, "rp", "status", "--status-dir", str(d.dir))
+    assert "kernel_socket_drops" in r.stdout
+
+
+def test_send_through_a_slow_limiter_stops_on_time(hosts: Hosts) -> None:
+    tc = ["ip", "netns", "exec", hosts.h1, "tc", "qdisc"]
+    subprocess.run([*tc, "add", "dev", hosts.if1, "root", "handle", "9:", "tbf", "rate",
+                    "2mbit", "burst", "10k", "latency", "20s"], check=True)  # fmt: skip
+    try:
+        began = time.monotonic()
+        r = qcn_in(hosts.h1, "rp", "send", "--dst", H2_IP, "--rate-bps", "50e6", "--duration", "1")
+        took = time.monotonic() - began
+    finally:
+        subprocess.run([*tc, "del", "dev", hosts.if1, "root"], check=False)
+    assert r.returncode == 0, r.stderr
+    assert took < 4, took  # the old source blocked ~11 s behind the limiter
+    elapsed = float(r.stdout.split(" in ")[1].split(" s ")[0])
+    assert 0.9 <= elapsed <= 1.5, r.stdout
+
+
+# -- fuzzing (last: its daemon lives for the rest of the module) -------------------------
+
+
 frame_bytes = st.one_of(
     st.binary(min_size=14, max_size=120),
     # Strictly shorter than the whole CNM (68 bytes), so always truncated.
@@ -386,3 +528,16 @@ def test_fuzzed_cnms_never_crash_or_change_a_rate(
     assert d.proc.poll() is None
     assert d.counters().get("cnms_accepted", 0) == 0
     assert kernel_rates(hosts) == []
+
+
+def test_a_second_daemon_on_the_interface_is_refused(fuzz_daemon: Daemon, hosts: Hosts) -> None:
+    r = qcn_in(hosts.h1, "rp", "start", "--iface", hosts.if1, "--status-dir", str(fuzz_daemon.dir))
+    assert r.returncode == 2
+    assert r.stderr == (
+        f"qcn: error: cannot start on {hosts.if1}: a reaction-point daemon already serves "
+        f"{hosts.if1} (qcn rp status); stop it first\n"
+    )
+    status = fuzz_daemon.status()
+    assert status is not None
+    assert status["running"] is True  # its status file untouched
+    assert fuzz_daemon.proc.poll() is None

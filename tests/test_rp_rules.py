@@ -1,4 +1,4 @@
-"""The RP rules against hand-computed sequences (shared/qcn-spec.md, "Reaction Point")."""
+"""The RP rules against hand-computed sequences (docs/qcn.md, "Reaction Point")."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qcn.params import QcnParams, RpParams
+from qcn.core.params import QcnParams, RpParams
 from reaction_point.rules import RateLimiterRules, Stage
 
 FRAME = 1500

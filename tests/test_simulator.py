@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from qcn import scenario as scenarios
-from qcn.cp_model import CpDecision
-from qcn.scenario import ScenarioError
-from simulator.engine import Simulation, Trace
+from qcn.core import scenario as scenarios
+from qcn.core.cp_model import CpDecision
+from qcn.core.results import SUMMARY_KEYS, fairness_window_s, jain, summarize
+from qcn.core.scenario import ScenarioError
+from qcn.core.trace import Trace
+from simulator.engine import Simulation
 from simulator.reproduce import checks, run_rows
-from simulator.results import SUMMARY_KEYS, fairness_window_s, jain, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -258,3 +259,14 @@ def test_a_users_set_wins_over_the_scenarios_bmv2_set() -> None:
     kept = sc.scaled_for_bmv2(keep={"qcn.cp.depth_at"}).params
     assert kept.cp.depth_at == "enqueue"
     assert kept.cp.p_base == 0.04  # the rest of [bmv2.set] still applies
+
+
+def test_fast_randint_draws_what_randint_draws() -> None:
+    import random  # noqa: PLC0415
+
+    from simulator.engine import fast_randint  # noqa: PLC0415
+
+    a, b = random.Random(7), random.Random(7)
+    fast = fast_randint(b)
+    for lo, hi in [(0, (1 << 24) - 1), (0, 0), (5, 17), (0, 1499)] * 500:
+        assert fast(lo, hi) == a.randint(lo, hi)

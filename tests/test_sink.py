@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from qcn import scenario as scenarios
+from qcn.core import scenario as scenarios
 from reaction_point.sources import ETH_IP_UDP_HEADERS, SEQUENCE
 from topologies.bmv2 import wait_until
 from topologies.experiment import MininetExperiment
@@ -54,7 +54,7 @@ def test_a_mininet_recording_becomes_a_trace_on_the_sample_grid(tmp_path: Path) 
         (t0 + 0.029, {"10.0.0.1": [3, 4500, 0], "10.0.0.2": [2, 3000, 2]}),
     ]
     rec.limiter_rows = {0: [(t0 + 0.015, 5e9, 8e9)], 1: []}
-    tr = run._trace()
+    tr = run.trace()
     assert tr.times_s == pytest.approx([0.01, 0.02, 0.03])
     assert tr.queue_pkts == [5, 7, 9]
     bps = 8 * 1500 / 0.01
@@ -101,7 +101,7 @@ def test_a_multihop_recording_counts_what_the_hot_spot_lost(tmp_path: Path) -> N
         (t0 + 0.040, ports(20, 10, 17, 10)),  # after the drain
     ]:
         run.counters.add(t, values)
-    tr = run._trace()
+    tr = run.trace()
     frame_bps = 8 * 1500 / 0.01
     assert tr.source_throughput_bps == [
         [10 * frame_bps, 5 * frame_bps],

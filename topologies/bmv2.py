@@ -2,7 +2,7 @@
 
 Used by the PTF runner and by the Mininet switch node, so both start BMv2 the same way:
 core options (ports, device id, Thrift port, log) before ``--``, the gRPC server address
-after it (shared/bmv2-notes.md).  Readiness is the gRPC port accepting connections; a
+after it (docs/bmv2.md).  Readiness is the gRPC port accepting connections; a
 switch that dies or never gets there is reported with the last lines of its log.
 """
 
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pyroute2 import netns
 
+from qcn.core.pipeline import BMV2_DEVICE_ID, BMV2_GRPC_PORT, BMV2_THRIFT_PORT
 from topologies.errors import Bmv2Error
 
 SIMPLE_SWITCH_GRPC = "simple_switch_grpc"
@@ -31,10 +32,10 @@ class Bmv2Config:
     ports: dict[int, str]
     """Switch port number -> interface name."""
     log_file: Path
-    device_id: int = 1
-    grpc_port: int = 9559
+    device_id: int = BMV2_DEVICE_ID
+    grpc_port: int = BMV2_GRPC_PORT
     grpc_host: str = "127.0.0.1"
-    thrift_port: int = 9090
+    thrift_port: int = BMV2_THRIFT_PORT
     log_level: str = "warn"
     """BMv2 log level; "trace" logs every packet but cuts throughput several-fold."""
     extra_args: tuple[str, ...] = field(default_factory=tuple)

@@ -1,7 +1,9 @@
 """Errors of the topologies and experiments a user sees in one line (light to import)."""
 
+from qcn.core.errors import QcnError
 
-class ExperimentError(RuntimeError):
+
+class ExperimentError(QcnError, RuntimeError):
     """An experiment could not be set up or run; the message says what and where."""
 
 

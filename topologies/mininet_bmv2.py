@@ -7,7 +7,7 @@ Naming (Mininet's usual scheme): hosts h1..hN, switches s1..sM, interfaces
   (ports, device id, Thrift port, a log file per switch at warning level unless
   ``trace=True``), waits until its gRPC port answers, shows its log tail when it fails, and
   deletes its interfaces when it stops (Mininet leaves them behind otherwise,
-  shared/bmv2-notes.md).
+  docs/bmv2.md).
 - :class:`QcnHost` turns checksum offload off: TCP/UDP frames would otherwise cross BMv2
   with partial checksums and be dropped by the receiver (ping still works, hiding it).
 - :class:`SingleBottleneckTopo` is the seeds' shape: N sources and one sink on one switch;
@@ -25,10 +25,12 @@ from mininet.node import Host, Switch
 from mininet.topo import Topo
 
 from controller.config import NetworkConfig, parse
+from qcn.core.pipeline import BMV2_THRIFT_PORT
 from topologies.bmv2 import Bmv2Config, Bmv2Process
 
 GRPC_BASE_PORT = 50051
-THRIFT_BASE_PORT = 9090
+"""Switch sN serves gRPC on GRPC_BASE_PORT + N - 1 (clear of a BMv2 started by hand)."""
+THRIFT_BASE_PORT = BMV2_THRIFT_PORT
 
 
 def switch_number(name: str) -> int:

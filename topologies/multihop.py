@@ -1,12 +1,14 @@
 """Seed 001 on Mininet + BMv2: TCP through the reaction points, a hot spot two hops away.
 
-:class:`MultihopTcpExperiment` is :class:`~topologies.experiment.MininetExperiment` on a
-:class:`~topologies.mininet_bmv2.MultihopTopo`: hot-spot senders and innocent senders
-share switch s1 and the s1 -> s2 link; s2's port 1 (the hot-spot sink) is the bottleneck
-and runs the CP; its port 2 serves the innocent sink.  Traffic is real TCP: one iperf3
-flow per sender (NewReno, paced at the workload's rate), each to its own iperf3 server,
-with every sender's reaction point limiting it in the kernel.  The hot-spot flows run
-during the scenario's hot-spot episode, the innocent flows all along.
+:class:`MultihopTcpExperiment` composes the same parts as the single-bottleneck experiment
+(:class:`~topologies.testbed.Testbed`, :func:`~topologies.measurement.measure`,
+:class:`~topologies.traces.GridReader`) on a :class:`~topologies.mininet_bmv2.MultihopTopo`:
+hot-spot senders and innocent senders share switch s1 and the s1 -> s2 link; s2's port 1
+(the hot-spot sink) is the bottleneck and runs the CP; its port 2 serves the innocent sink.
+Traffic is real TCP: one iperf3 flow per sender (NewReno, paced at the workload's rate),
+each to its own iperf3 server, with every sender's reaction point limiting it in the
+kernel.  The hot-spot flows run during the scenario's hot-spot episode, the innocent flows
+all along.
 
 What is sampled (at ``--sample-hz``): the bottleneck's depth (the pipeline's last_qdepth
 register on s2), the bytes each sender put into s1 (its switch port's receive counter:
@@ -19,15 +21,19 @@ from __future__ import annotations
 
 import bisect
 import shutil
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from simulator.engine import Trace
+from qcn.core.params import QcnParams
+from qcn.core.scenario import Scenario
+from qcn.core.trace import Trace
 from topologies.errors import ExperimentError
-from topologies.experiment import (
-    MininetExperiment,
-)
+from topologies.experiment import DEFAULT_SAMPLE_HZ, cp_params, cp_role
+from topologies.measurement import Hooks, Recording, rate_pps
+from topologies.testbed import Testbed
+from topologies.traces import GridReader, grid, read_limiter_logs
 
 IPERF_BASE_PORT = 5201
 HOTSPOT_PORT = 1  # s2's port to the hot-spot sink: the bottleneck, with the CP
@@ -56,10 +62,21 @@ class CounterSamples:
         return self.rows[i][1] if i >= 0 else {}
 
 
-class MultihopTcpExperiment(MininetExperiment):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        net = self.sc.network
+class MultihopTcpExperiment:
+    def __init__(
+        self,
+        sc: Scenario,
+        out: Path,
+        *,
+        qcn: bool = True,
+        cli: bool = False,
+        sample_hz: float = DEFAULT_SAMPLE_HZ,
+        progress: Callable[[str], None] = print,
+    ) -> None:
+        self.sc, self.out, self.qcn, self.cli, self.progress = sc, out, qcn, cli, progress
+        self.sample_interval_s = 1.0 / sample_hz
+        self.rec = Recording()
+        net = sc.network
         self.senders = net.sources + net.innocent_sources
         self.hot_sink = f"h{self.senders + 1}"
         self.innocent_sink = f"h{self.senders + 2}"
@@ -67,61 +84,65 @@ class MultihopTcpExperiment(MininetExperiment):
         self.counters = CounterSamples()
         self._pending_flows: list[tuple[float, int]] = []
 
-    def rp_hosts(self) -> list[str]:
+    @property
+    def sources(self) -> list[str]:
+        """Every sender (hot-spot ones first), each behind its reaction point."""
         return [f"h{i}" for i in range(1, self.senders + 1)]
 
     def is_hot(self, i: int) -> bool:
         """Sender index i (0-based) sends to the hot spot."""
         return i < self.sc.network.sources
 
-    # -- network and switches ----------------------------------------------------------------
-
-    def _start_network(self) -> None:
+    def run(self) -> Trace:
         from topologies.mininet_bmv2 import MultihopTopo  # noqa: PLC0415
 
         if shutil.which("iperf3") is None:
             raise ExperimentError("iperf3 is not installed (make sysdeps installs it)")
-        net = self.sc.network
-        self._start_mininet(
-            MultihopTopo(sources=net.sources, innocent=net.innocent_sources),
-            f"{net.sources} hot-spot and {net.innocent_sources} innocent senders, "
-            "2 sinks, 2 BMv2 switches",
-        )
-
-    def _program_switch(self) -> Any:
-        from controller.agent import SwitchAgent  # noqa: PLC0415
-        from topologies.mininet_bmv2 import network_config  # noqa: PLC0415
-
-        net = self.sc.network
-        config = network_config(
-            self.net, cp_ports={"s2": [HOTSPOT_PORT]}, cp_params=self.cp_params()
-        )
-        with self._agents_closed_on_error():
-            for name in ("s1", "s2"):
-                agent = SwitchAgent(config, name)
-                self.agents.append(agent)
-                agent.bring_up()
-            hot = self.agents[-1]
-            hot.set_queue(HOTSPOT_PORT, self._rate_pps(net.bottleneck_rate_bps), net.buffer_pkts)
-            hot.set_queue(INNOCENT_PORT, self._rate_pps(net.innocent_rate_bps), net.buffer_pkts)
-        self.progress(
-            f"qcn run: switches programmed; s2 port {HOTSPOT_PORT} is the hot spot "
-            f"{self._cp_role()}"
-        )
-        return hot
+        started = time.perf_counter()
+        sc, net = self.sc, self.sc.network
+        with Testbed(self.out, self.progress) as tb:
+            tb.start(
+                MultihopTopo(sources=net.sources, innocent=net.innocent_sources),
+                f"{net.sources} hot-spot and {net.innocent_sources} innocent senders, "
+                "2 sinks, 2 BMv2 switches",
+            )
+            queues = [
+                (HOTSPOT_PORT, rate_pps(sc, net.bottleneck_rate_bps), net.buffer_pkts),
+                (INNOCENT_PORT, rate_pps(sc, net.innocent_rate_bps), net.buffer_pkts),
+            ]
+            hot = tb.program({"s2": [HOTSPOT_PORT]}, cp_params(sc, qcn=self.qcn), {"s2": queues})[
+                "s2"
+            ]
+            self.progress(
+                f"qcn run: switches programmed; s2 port {HOTSPOT_PORT} is the hot spot "
+                f"{cp_role(self.qcn)}"
+            )
+            for i in range(self.senders):
+                sink = self.hot_sink if self.is_hot(i) else self.innocent_sink
+                tb.popen(
+                    f"iperf3 server {i + 1}",
+                    sink,
+                    ["iperf3", "--server", "--one-off", f"--port={IPERF_BASE_PORT + i}"],
+                )
+            if self.qcn:
+                tb.start_reaction_points(self.sources, QcnParams(rp=sc.params.rp, cp=sc.params.cp))
+            self.progress("qcn run: iperf3 servers and reaction points up; starting the flows")
+            hooks = Hooks(
+                start_traffic=self._schedule_flows,
+                on_sample=lambda elapsed, t: self._on_sample(tb, elapsed, t),
+                progress_detail=self._progress_detail,
+                check=tb.check_processes,
+            )
+            self.rec = tb.measure_or_cli(
+                sc, hot, self.cp_port, self.sample_interval_s, hooks, cli=self.cli
+            )
+            self.rec.cnms = hot.counters(self.cp_port)["cp_cnms"] if self.qcn else 0
+        self.rec.limiter_rows = read_limiter_logs(self.out / "rp", self.sources)
+        trace = self.trace()
+        trace.wall_s = time.perf_counter() - started
+        return trace
 
     # -- traffic -----------------------------------------------------------------------------
-
-    def _start_processes(self) -> None:
-        for i in range(self.senders):
-            sink = self.hot_sink if self.is_hot(i) else self.innocent_sink
-            self._popen(
-                f"iperf3 server {i + 1}",
-                self.net.get(sink),
-                ["iperf3", "--server", "--one-off", f"--port={IPERF_BASE_PORT + i}"],
-            )
-        self._start_reaction_points()
-        self.progress("qcn run: iperf3 servers and reaction points up; starting the flows")
 
     def _flow_window(self, i: int) -> tuple[float, float]:
         """When sender i's flow runs, in seconds from the start of the run."""
@@ -154,17 +175,17 @@ class MultihopTcpExperiment(MininetExperiment):
                 values[f"s2-eth{port}:tx_{kind}"] = interface_counter(f"s2-eth{port}", f"tx_{kind}")
         return values
 
-    def _start_traffic(self, start: float) -> None:  # noqa: ARG002 - flows start when due
+    def _schedule_flows(self, _start: float) -> None:
         # iperf3 has no start time of its own: _on_sample starts each flow when it is due.
         self._pending_flows = sorted((self._flow_window(i)[0], i) for i in range(self.senders))
 
-    def _on_sample(self, elapsed_s: float | None, t: float) -> None:
+    def _on_sample(self, tb: Testbed, elapsed_s: float | None, t: float) -> None:
         while elapsed_s is not None and self._pending_flows:
             due, i = self._pending_flows[0]
             if elapsed_s < due:
                 break
             self._pending_flows.pop(0)
-            self._popen(f"iperf3 h{i + 1}", self.net.get(f"h{i + 1}"), self._client_command(i))
+            tb.popen(f"iperf3 h{i + 1}", f"h{i + 1}", self._client_command(i))
         self.counters.add(t, self._sample_counters())
 
     def _progress_detail(self, depth: int) -> str:
@@ -191,18 +212,15 @@ class MultihopTcpExperiment(MininetExperiment):
 
     # -- the trace ---------------------------------------------------------------------------
 
-    def _trace(self) -> Trace:
+    def trace(self) -> Trace:
+        """Throughput from the switch ports' counters on the grid; drops = sent into s1 -
+        left s2's hot-spot port - still queued there."""
         sc, rec, dt = self.sc, self.rec, self.sample_interval_s
-        tr = Trace()
-        q_times = [t for t, _ in rec.queue]
-        limiter_times = self._limiter_times()
+        tr, reader = Trace(), GridReader(sc, rec, qcn=self.qcn)
         at_start = previous = self.counters.at(rec.start)
         innocent_bytes: list[float] = []
-        for k in range(1, int(sc.duration_s / dt) + 1):
-            t = rec.start + k * dt
-            tr.times_s.append(k * dt)
-            qi = bisect.bisect_right(q_times, t) - 1
-            tr.queue_pkts.append(rec.queue[qi][1] if qi >= 0 else 0)
+        for elapsed, t in grid(rec, sc.duration_s, dt):
+            reader.append_common(tr, elapsed, t, self.senders)
             now = self.counters.at(t)
 
             def delta(
@@ -217,7 +235,6 @@ class MultihopTcpExperiment(MininetExperiment):
             # Frames still queued at the hot spot are not lost (yet); a drop stays a drop.
             lost = self._hot_spot_lost(now, at_start) - tr.queue_pkts[-1]
             tr.drops_so_far.append(max(lost, tr.drops_so_far[-1] if tr.drops_so_far else 0))
-            self._append_rates_at(tr, t, self.senders, limiter_times)
             previous = now
         final = self.counters.rows[-1][1] if self.counters.rows else {}
         tr.drops = max([self._hot_spot_lost(final, at_start), *tr.drops_so_far[-1:]])

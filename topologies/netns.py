@@ -1,12 +1,17 @@
-"""A throwaway network namespace that this process enters, with veth pairs inside it.
+"""Network namespaces for runners, benchmarks and tests: the project's one helper.
 
-For runners and benchmarks that put a switch and its traffic in one namespace: gRPC on the
-namespace's loopback is then reachable from this process, and removing the namespace on
-exit takes every veth with it (also after a failure).
+- :func:`entered_namespace`: a throwaway namespace this process enters, with veth pairs
+  inside it, for runners and benchmarks that put a switch and its traffic in one namespace
+  (gRPC on its loopback is then reachable from this process; removing the namespace on
+  exit takes every veth with it, also after a failure);
+- :func:`sh`, :func:`send_frames`, :func:`delete_netns`: for harnesses that drive
+  namespaces they created from outside (``ip netns``).
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,3 +41,25 @@ def entered_namespace(
         yield name
     finally:
         netns.remove(name)
+
+
+def sh(*cmd: str) -> None:
+    """Run a command (``ip ...``), failing loudly; its output is not shown."""
+    subprocess.run(cmd, check=True, capture_output=True)
+
+
+def send_frames(ns: str, iface: str, frames: list[bytes], gap_s: float = 0.0) -> None:
+    """Send raw frames out of ``iface`` in namespace ``ns`` (one helper process)."""
+    subprocess.run(
+        ["ip", "netns", "exec", ns, sys.executable, "-m", "topologies.rawframes", "send", iface,
+         "--gap", str(gap_s)],
+        input="\n".join(f.hex() for f in frames),
+        text=True,
+        check=True,
+    )  # fmt: skip
+
+
+def delete_netns(*names: str) -> None:
+    """Remove namespaces (and the veths in them); absent ones are fine."""
+    for ns in names:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)

@@ -1,24 +1,24 @@
-// The QCN Congestion Point of one egress port (shared/qcn-spec.md, "Congestion Point").
+// The QCN Congestion Point of one egress port (docs/qcn.md, "Congestion Point").
 //
 // Per data frame on a port with a cp_sampling entry (stage 1, every frame):
 //   q = enq_qdepth (the depth the frame found: the spec), or deq_qdepth (the depth it
 //       leaves, the queue as the CP acts) where the port is so configured: BMv2 shows its
 //       queue only to departing frames (cp.depth_at; qcn.params.QueueDepth says when each fits)
 //   last_qdepth = q (packets; BMv2 counts the egress queue only when the port has a queue
-//                 rate, see shared/bmv2-notes.md)
+//                 rate, see docs/bmv2.md)
 //   Bernoulli mode:      r = random(); candidate iff r < p_max = p_base + 63 * p_scale
 //   byte-interval mode:  bytes_to_sample -= frame length; candidate iff it ran out
 // For a candidate only (stage 2, cp_config):
 //   qoff   = q - q_eq;  qdelta = q - q_old
-//   fb_fp  = -(qoff * 16 + w_fp * qdelta)              16 * Fb, so w may be fractional
-//   QntzFb = (min(-fb_fp, fbmax_fp) * fb_mult) >> 32   no run-time division
+//   fb_fp  = -(qoff * 16 + w_fixed * qdelta)              16 * Fb, so w may be fractional
+//   QntzFb = (min(-fb_fp, fbmax_fixed) * fb_multiplier) >> 32   no run-time division
 //   sampled: Bernoulli iff r < p_base + QntzFb * p_scale; byte-interval always, and the
 //            counter is reloaded from the interval table row QntzFb >> 3, +/- jitter
 //   on a sample: q_old = q, and if Fb < 0 an E2E clone becomes the CNM (CnmBuilder)
 // Since p <= p_max, a frame with r >= p_max is not sampled whatever its Fb: the two stages
 // make exactly the decisions of computing Fb for every frame, at a fraction of BMv2's
 // per-frame work (bench/pipeline_bench.py).
-// qcn/cp_model.py is the same computation in Python, statement for statement.
+// qcn/core/cp_model.py is the same computation in Python, statement for statement.
 #ifndef __CONGESTION_POINT_P4__
 #define __CONGESTION_POINT_P4__
 
@@ -30,7 +30,7 @@ control CongestionPoint(inout headers_t hdr,
                         inout standard_metadata_t standard_metadata) {
 
     // Per-port state and telemetry.  Registers are read over Thrift (PI does not
-    // implement register access, shared/bmv2-notes.md); counters over P4Runtime.
+    // implement register access, docs/bmv2.md); counters over P4Runtime.
     // Indexed by port_t itself: a bit<32> index would cost BMv2 a cast per frame.
     register<int<32>, port_t>(NUM_PORTS_DEF) q_old;
     register<int<32>, port_t>(NUM_PORTS_DEF) bytes_to_sample;
@@ -91,7 +91,7 @@ control CongestionPoint(inout headers_t hdr,
         meta.cp.qoff = q - (int<32>)q_eq_pkts;
         meta.cp.qdelta = q - meta.cp.qdelta;
         meta.cp.fb_fp = -((meta.cp.qoff << W_FRAC_BITS) + (int<32>)w_fixed * meta.cp.qdelta);
-        // QntzFb = (min(|Fb| if Fb < 0 else 0, fbmax) * fb_mult) >> 32, at most 63.
+        // QntzFb = (min(|Fb| if Fb < 0 else 0, fbmax) * fb_multiplier) >> 32, at most 63.
         bit<64> qntz_fb = 0;
         if (meta.cp.fb_fp < 0) {
             qntz_fb = (bit<64>)(bit<32>)(-meta.cp.fb_fp);

@@ -1,5 +1,5 @@
 // Constants and types of the QCN Congestion Point pipeline, each defined once.
-// qcn/frames.py and qcn/params.py hold the Python side; tests/test_p4_constants.py checks
+// qcn/core/frames.py and qcn/core/params.py hold the Python side; tests/test_p4_program.py checks
 // that both agree.
 #ifndef __DEFINES_P4__
 #define __DEFINES_P4__
@@ -25,19 +25,19 @@ const bit<4>  CNM_VERSION = 0;
 const bit<16> MSDU_OFFSET_UNTAGGED = 12;
 const bit<16> MSDU_OFFSET_TAGGED = 16;
 
-// Fixed-point formats shared with qcn/params.py (W_FRAC_BITS, QNTZ_SHIFT, PROB_FRAC_BITS).
+// Fixed-point formats shared with qcn/core/params.py (W_FRAC_BITS, QNTZ_SHIFT, PROB_FRAC_BITS).
 const bit<8>  W_FRAC_BITS = 4;
 const bit<8>  QNTZ_SHIFT = 32;   // BMv2 takes shift amounts of at most 8 bits
 const bit<64> QNTZ_FB_MAX = 63;
 const bit<32> PROB_ONE = 0x1000000;   // 2^24
 
-// v1model instance types (behavioral-model docs/simple_switch.md).
+// v1model instance types (behavioral-model's simple_switch documentation).
 const bit<32> INSTANCE_TYPE_EGRESS_CLONE = 2;
 
 // Broadcast and unknown unicast arriving on port P are flooded through multicast group
 // FLOOD_GROUP_BASE + P, which holds every other port (one group per port, so no frame is
 // sent back where it came from).  PI implements clone session N as multicast group
-// 32768 + N, so the project's own groups stay below 32768 (bmv2-notes.md).
+// 32768 + N, so the project's own groups stay below 32768 (docs/bmv2.md).
 const bit<16> FLOOD_GROUP_BASE = 1;
 // CNMs leave through clone session CNM_SESSION_BASE + ingress port of the sampled frame.
 const bit<32> CNM_SESSION_BASE = 1;

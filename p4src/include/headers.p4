@@ -1,4 +1,4 @@
-// Headers and metadata.  The CNM layout mirrors qcn/frames.py's CNM layer.
+// Headers and metadata.  The CNM layout mirrors qcn/core/frames.py's CNM layer.
 #ifndef __HEADERS_P4__
 #define __HEADERS_P4__
 

@@ -8,10 +8,10 @@ whose service rate can change on a schedule::
     seed = "000"
     title = "..."
     duration_s = 6.0
-    qcn_preset = "2-qcn"             # base parameter set (qcn.params.Preset)
+    qcn_preset = "2-qcn"             # base parameter set (qcn.core.params.Preset)
 
-    [qcn.cp]                         # overrides of qcn.params.CpParams
-    [qcn.rp]                         # overrides of qcn.params.RpParams
+    [qcn.cp]                         # overrides of qcn.core.params.CpParams
+    [qcn.rp]                         # overrides of qcn.core.params.RpParams
 
     [network]
     sources = 10
@@ -55,20 +55,22 @@ Validation names the file and the field.
 
 from __future__ import annotations
 
-import tomllib
+import math
 from collections.abc import Collection
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from qcn.params import ParamError, QcnParams
+from qcn.core.errors import QcnError
+from qcn.core.params import ParamError, QcnParams
+from qcn.core.tomlfile import read_toml
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 Pattern = Literal["bernoulli", "constant", "onoff", "tcp"]
 Topology = Literal["single", "multihop"]
 
 
-class ScenarioError(ValueError):
+class ScenarioError(QcnError, ValueError):
     """An invalid or unknown scenario; the message names the file and the field."""
 
 
@@ -158,6 +160,8 @@ class Scenario:
     schedule: tuple[RateChange, ...] = ()
     notes: str = ""
     bmv2: Bmv2Scale = field(default_factory=Bmv2Scale)
+    preset: str = "qcn"
+    """The parameter set ``params`` was built on (qcn.core.params.Preset)."""
 
     @property
     def restore_at_s(self) -> float | None:
@@ -193,6 +197,11 @@ class Scenario:
     def with_overrides(self, overrides: dict[str, Any]) -> Scenario:
         """Apply ``{"qcn.rp.fb_hat": True, "duration_s": 2.0, ...}``-style overrides."""
         data = self.to_dict()
+        preset = overrides.get("qcn_preset", self.preset)
+        if preset != self.preset:
+            # Another base set: keep only what the scenario chose over its own preset, so
+            # the new preset's values take effect everywhere else.
+            data["qcn"] = _deviations(self.params, self.preset)
         for dotted, value in overrides.items():
             node = data
             *path, last = dotted.split(".")
@@ -242,12 +251,19 @@ class Scenario:
             "title": self.title,
             "duration_s": self.duration_s,
             "notes": self.notes,
+            "qcn_preset": self.preset,
             "qcn": self.params.to_dict(),
             "network": dict(vars(self.network)),
             "workload": {**vars(self.workload), "onoff_sources": list(self.workload.onoff_sources)},
             "schedule": [dict(vars(c)) for c in self.schedule],
             "bmv2": {**vars(self.bmv2), "set": dict(self.bmv2.set)},
         }
+
+
+def _deviations(params: QcnParams, preset: str) -> dict[str, dict[str, Any]]:
+    """The fields of ``params`` that differ from ``preset``'s, as a ``qcn`` table."""
+    base, mine = QcnParams.preset(preset).to_dict(), params.to_dict()
+    return {sec: {k: v for k, v in mine[sec].items() if base[sec][k] != v} for sec in mine}
 
 
 def available() -> list[str]:
@@ -263,10 +279,7 @@ def load(name_or_path: str) -> Scenario:
         raise ScenarioError(
             f"no scenario '{name_or_path}' (known: {', '.join(available())}; or give a file)"
         )
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise ScenarioError(f"{path}: not valid TOML: {e}") from None
+    data = read_toml(path, ScenarioError)
     return parse(data, where=str(path))
 
 
@@ -299,21 +312,27 @@ def _parse(data: dict[str, Any]) -> Scenario:
         raise ScenarioError(f"qcn.{e}") from None
     network = _table(Network, "network", data.get("network", {}))
     workload = _table(Workload, "workload", data.get("workload", {}))
-    schedule = tuple(
-        _table(RateChange, f"schedule[{i}]", c) for i, c in enumerate(data.get("schedule", []))
-    )
+    raw_schedule = data.get("schedule", [])
+    if not isinstance(raw_schedule, list):
+        raise ScenarioError(
+            f"schedule: must be a list of tables ([[schedule]]), got {raw_schedule!r}"
+        )
+    schedule = tuple(_table(RateChange, f"schedule[{i}]", c) for i, c in enumerate(raw_schedule))
     bmv2 = _table(Bmv2Scale, "bmv2", data.get("bmv2", {}))
     scenario = Scenario(
         name=_typed("name", data.get("name"), str),
         seed=str(data.get("seed", "")),
         title=str(data.get("title", "")),
-        duration_s=float(_typed("duration_s", data.get("duration_s"), (int, float))),
+        duration_s=_finite(
+            "duration_s", float(_typed("duration_s", data.get("duration_s"), (int, float)))
+        ),
         params=params,
         network=network,
         workload=workload,
         schedule=tuple(sorted(schedule, key=lambda c: c.at_s)),
         notes=str(data.get("notes", "")),
         bmv2=bmv2,
+        preset=str(data.get("qcn_preset", "qcn")),
     )
     _validate(scenario)
     return scenario
@@ -396,21 +415,42 @@ def _table(cls: type, name: str, values: Any) -> Any:
         for f in fields(cls)
     }
     _unknown(f"{name}.", values, set(defaults))
+    kinds = {f.name: f.type for f in fields(cls)}
     out = {}
     for key, raw in values.items():
-        default = defaults[key]
-        value: Any = raw
-        if isinstance(raw, int) and not isinstance(raw, bool) and not isinstance(default, int):
-            value = float(raw)  # TOML 10 for a float field
-        if isinstance(default, tuple) and isinstance(raw, list):
-            value = tuple(raw)
-        if default is not None and not isinstance(value, type(default)):
-            raise ScenarioError(f"{name}.{key}: must be a {type(default).__name__} (got {raw!r})")
-        out[key] = value
+        out[key] = _field_value(f"{name}.{key}", kinds[key], defaults[key], raw)
     missing = [k for k, d in defaults.items() if d is None and k not in out]
     if missing:
         raise ScenarioError(f"{name}: missing {', '.join(missing)}")
     return cls(**out)
+
+
+def _field_value(name: str, kind: Any, default: Any, raw: Any) -> Any:
+    """One TOML value checked against its field: a bool is not a number, numbers are finite,
+    and a list holds what its field's annotation says."""
+    if kind == "float" or isinstance(default, float):
+        if isinstance(raw, bool) or not isinstance(raw, int | float):
+            raise ScenarioError(f"{name}: must be a number (got {raw!r})")
+        return _finite(name, float(raw))  # TOML 10 for a float field is fine
+    if kind == "int" or (isinstance(default, int) and not isinstance(default, bool)):
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise ScenarioError(f"{name}: must be a whole number (got {raw!r})")
+        return raw
+    if kind == "tuple[int, ...]":
+        if not isinstance(raw, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in raw
+        ):
+            raise ScenarioError(f"{name}: must be a list of whole numbers (got {raw!r})")
+        return tuple(raw)
+    if default is not None and not isinstance(raw, type(default)):
+        raise ScenarioError(f"{name}: must be a {type(default).__name__} (got {raw!r})")
+    return raw
+
+
+def _finite(name: str, value: float) -> float:
+    if not math.isfinite(value):
+        raise ScenarioError(f"{name}: must be a finite number (got {value!r})")
+    return value
 
 
 def _typed(name: str, value: Any, kinds: type | tuple[type, ...]) -> Any:

@@ -1,6 +1,6 @@
 """A run's results: CSV time series, ``summary.json`` and the seeds' two kinds of plot.
 
-Recovery time follows shared/qcn-spec.md: from the moment the bottleneck's capacity is
+Recovery time follows docs/qcn.md: from the moment the bottleneck's capacity is
 restored until its throughput, in 1 ms windows, is back to 90 % of
 min(capacity, the sum of the sources' maximum rates).
 """
@@ -8,13 +8,14 @@ min(capacity, the sum of the sources' maximum rates).
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 from pathlib import Path
 from typing import Any
 
-from qcn.scenario import Scenario
-from simulator.engine import Trace
+from qcn.core.scenario import Scenario
+from qcn.core.trace import Trace
 
 #: The headline figures of a run (summary.json has these and more), as `qcn run` prints them.
 SUMMARY_KEYS = (
@@ -29,6 +30,8 @@ SUMMARY_KEYS = (
     "queue_mean_episode_pkts",
     "utilization_episode",
 )
+PARTIAL_MARKER = "PARTIAL"
+"""A file in a results directory whose writing has not finished (removed at the end)."""
 RECOVERY_FRACTION = 0.9
 WARMUP_FRACTION = 0.1
 """The first 10 % of a run is start-up: queue statistics are taken after it."""
@@ -53,6 +56,7 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         sum(tr.source_throughput_bps[k][i] for k in episode) for i in range(sc.network.sources)
     ]
     episode_capacity = sum(tr.capacity_bps[k] for k in episode)
+    phases = phase_figures(sc, tr)
     return {
         "scenario": sc.name,
         "seed_presentation": sc.seed,
@@ -62,6 +66,8 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         "duration_s": sc.duration_s,
         "queue_mean_pkts": sum(queue) / len(queue),
         "queue_max_pkts": max(tr.queue_pkts or [0]),
+        # Queue stability: how far the queue swings (after the warm-up; over the episode).
+        "queue_std_pkts": pstdev(queue),
         "q_eq_pkts": sc.params.cp.q_eq_pkts,
         "drops": tr.drops,
         "queue_mean_settled_pkts": sum(settled) / len(settled),
@@ -75,6 +81,10 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         "queue_mean_episode_pkts": (
             sum(tr.queue_pkts[k] for k in episode) / len(episode) if episode else math.nan
         ),
+        "queue_max_episode_pkts": max((tr.queue_pkts[k] for k in episode), default=math.nan),
+        "queue_std_episode_pkts": (
+            pstdev([tr.queue_pkts[k] for k in episode]) if episode else math.nan
+        ),
         "utilization_episode": (
             sum(tr.throughput_bps[k] for k in episode) / episode_capacity
             if episode_capacity
@@ -85,8 +95,63 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         "events": tr.events,
         "events_per_s": tr.events / tr.wall_s if tr.wall_s else None,
         "wall_s": tr.wall_s,
+        "phases": phases,
+        # The worst uncongested phase: QCN must not throttle a network that is not congested.
+        "delivered_offered_uncongested": min(
+            (p["delivered_offered"] for p in phases if not p["congested"]), default=math.nan
+        ),
         **tr.extra,
     }
+
+
+def offered_bps(sc: Scenario, t: float) -> float:
+    """What the sources offer at time ``t`` on average (on/off sources by their duty cycle;
+    staggered sources once started)."""
+    w = sc.workload
+    duty = w.mean_on_s / (w.mean_on_s + w.mean_off_s)
+    return sum(
+        w.max_rate_bps * (duty if i in w.onoff_sources or w.pattern == "onoff" else 1.0)
+        for i in range(sc.network.sources)
+        if i * w.stagger_s <= t
+    )
+
+
+def phase_figures(sc: Scenario, tr: Trace) -> list[dict[str, Any]]:
+    """Per phase of the bottleneck's schedule (its rate constant in between): capacity,
+    offered and delivered load, their ratio, and whether it was congested (offered above
+    capacity).  The first phase starts after the warm-up; a phase's first sample, which
+    still carries the previous rate's queue, is left out."""
+    if sc.workload.pattern == "tcp":
+        return []
+    edges = [WARMUP_FRACTION * sc.duration_s]
+    edges += [c.at_s for c in sc.schedule if edges[0] < c.at_s < sc.duration_s]
+    edges.append(sc.duration_s)
+    out = []
+    for a, b in itertools.pairwise(edges):
+        rows = [k for k, t in enumerate(tr.times_s) if a < t <= b][1:]
+        if not rows:
+            continue
+        capacity = sc.capacity_at((a + b) / 2)
+        offered = offered_bps(sc, a)
+        delivered = sum(tr.throughput_bps[k] for k in rows) / len(rows)
+        out.append(
+            {
+                "from_s": a,
+                "to_s": b,
+                "capacity_bps": capacity,
+                "offered_bps": offered,
+                "delivered_bps": delivered,
+                "delivered_offered": delivered / offered if offered else math.nan,
+                "congested": offered > capacity,
+            }
+        )
+    return out
+
+
+def pstdev(xs: list[int] | list[float]) -> float:
+    """Population standard deviation (0 for one value)."""
+    mean = sum(xs) / len(xs)
+    return math.sqrt(sum((x - mean) ** 2 for x in xs) / len(xs))
 
 
 def fairness_window_s(sc: Scenario) -> tuple[float, float]:
@@ -116,8 +181,11 @@ def recovery_ms(sc: Scenario, tr: Trace) -> float | None:
     return math.inf
 
 
-def write(out: Path, sc: Scenario, tr: Trace, summary: dict[str, Any]) -> list[Path]:
-    """Write CSVs, summary.json and plots into ``out``; return the plot paths."""
+def write(
+    out: Path, sc: Scenario, tr: Trace, summary: dict[str, Any], *, plots: bool = True
+) -> list[Path]:
+    """Write CSVs, summary.json and (unless ``plots`` is false) plots into ``out``; return
+    the plot paths."""
     out.mkdir(parents=True, exist_ok=True)
     with (out / "queue.csv").open("w", newline="") as f:
         w = csv.writer(f)
@@ -132,8 +200,20 @@ def write(out: Path, sc: Scenario, tr: Trace, summary: dict[str, Any]) -> list[P
         ):
             for i, (cr, target, tp) in enumerate(zip(crs, trs, tps, strict=True)):
                 w.writerow([f"{t:.6f}", i, f"{cr:.0f}", f"{target:.0f}", f"{tp:.0f}"])
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=True) + "\n")
-    return plot(out, sc, tr)
+    (out / "summary.json").write_text(json.dumps(json_safe(summary), indent=2) + "\n")
+    return plot(out, sc, tr) if plots else []
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every NaN or infinity replaced by null: JSON has no such numbers, and
+    a figure with no value (no congestion episode, no recovery) is null, not invalid JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def plot(out: Path, sc: Scenario, tr: Trace) -> list[Path]:

@@ -9,8 +9,8 @@ Per data frame on a CP-enabled egress port::
 
     qoff    = q - q_eq
     qdelta  = q - q_old
-    fb_fp   = -(qoff * 2^4 + w_fp * qdelta)            # = 16 * Fb
-    QntzFb  = 0 if fb_fp >= 0 else (min(-fb_fp, fbmax_fp) * fb_mult) >> 32
+    fb_fp   = -(qoff * 2^4 + w_fixed * qdelta)            # = 16 * Fb
+    QntzFb  = 0 if fb_fp >= 0 else (min(-fb_fp, fbmax_fixed) * fb_multiplier) >> 32
     sampled = Bernoulli(p_base + QntzFb * p_scale)    or byte-interval counter ran out
     on a sample: q_old = q; a CNM iff fb_fp < 0
 
@@ -26,7 +26,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from qcn.params import (
+from qcn.core.params import (
     PROB_ONE,
     QNTZ_FB_MAX,
     QNTZ_SHIFT,
@@ -54,34 +54,34 @@ class SampleInterval:
 class CpPortConfig:
     """The action parameters of one ``cp_config`` table entry (data-plane integers)."""
 
-    q_eq: int
-    w_fp: int
-    fbmax_fp: int
-    fb_mult: int
-    p_base_fp: int
-    p_scale_fp: int
+    q_eq_pkts: int
+    w_fixed: int
+    fbmax_fixed: int
+    fb_multiplier: int
+    p_base_fixed: int
+    p_scale_fixed: int
     sampling: SamplingMode
     intervals: tuple[SampleInterval, ...]
     depth_at: QueueDepth
 
     @property
-    def p_max_fp(self) -> int:
+    def p_max_fixed(self) -> int:
         """The largest sampling threshold (QntzFb = 63): the pipeline's stage-1 bound."""
         return sample_threshold(QNTZ_FB_MAX, self)
 
     @classmethod
     def from_params(cls, cp: CpParams) -> CpPortConfig:
         cp.validate()
-        w_fp = round(cp.w * W_ONE)
-        fbmax_fp = (2 * w_fp + W_ONE) * cp.q_eq_pkts
+        w_fixed = round(cp.w * W_ONE)
+        fbmax_fixed = (2 * w_fixed + W_ONE) * cp.q_eq_pkts
         return cls(
-            q_eq=cp.q_eq_pkts,
-            w_fp=w_fp,
-            fbmax_fp=fbmax_fp,
+            q_eq_pkts=cp.q_eq_pkts,
+            w_fixed=w_fixed,
+            fbmax_fixed=fbmax_fixed,
             # ceil, not round: with it the shift gives floor(|Fb| * 63 / Fbmax) exactly.
-            fb_mult=math.ceil(QNTZ_FB_MAX * (1 << QNTZ_SHIFT) / fbmax_fp),
-            p_base_fp=round(cp.p_base * PROB_ONE),
-            p_scale_fp=round(cp.p_scale * PROB_ONE),
+            fb_multiplier=math.ceil(QNTZ_FB_MAX * (1 << QNTZ_SHIFT) / fbmax_fixed),
+            p_base_fixed=round(cp.p_base * PROB_ONE),
+            p_scale_fixed=round(cp.p_scale * PROB_ONE),
             sampling=cp.sampling,
             intervals=tuple(
                 SampleInterval(n, 2 * math.floor(n * cp.sample_jitter))
@@ -126,13 +126,13 @@ def quantize(fb_fp: int, cfg: CpPortConfig) -> int:
     """QntzFb of a scaled feedback, by multiply-and-shift as the data plane does it."""
     if fb_fp >= 0:
         return 0
-    magnitude = min(-fb_fp, cfg.fbmax_fp)
-    return min(QNTZ_FB_MAX, (magnitude * cfg.fb_mult) >> QNTZ_SHIFT)
+    magnitude = min(-fb_fp, cfg.fbmax_fixed)
+    return min(QNTZ_FB_MAX, (magnitude * cfg.fb_multiplier) >> QNTZ_SHIFT)
 
 
 def sample_threshold(qntz_fb: int, cfg: CpPortConfig) -> int:
     """Bernoulli mode: a frame is sampled iff random(0, PROB_ONE - 1) < this."""
-    return cfg.p_base_fp + qntz_fb * cfg.p_scale_fp
+    return cfg.p_base_fixed + qntz_fb * cfg.p_scale_fixed
 
 
 class CongestionPoint:
@@ -152,9 +152,9 @@ class CongestionPoint:
         That is the depth the frame found on arrival, or on BMv2 with
         ``depth_at = "dequeue"`` the depth it left behind (``cfg.depth_at``)."""
         cfg = self.cfg
-        qoff = q - cfg.q_eq
+        qoff = q - cfg.q_eq_pkts
         qdelta = q - self.q_old
-        fb_fp = -(qoff * W_ONE + cfg.w_fp * qdelta)
+        fb_fp = -(qoff * W_ONE + cfg.w_fixed * qdelta)
         qntz = quantize(fb_fp, cfg)
         if cfg.sampling is SamplingMode.BERNOULLI:
             sampled = self._rand(0, PROB_ONE - 1) < sample_threshold(qntz, cfg)

@@ -35,7 +35,7 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Packet, bind_layers
 
-from qcn.cp_model import CpDecision
+from qcn.core.cp_model import CpDecision
 
 ETHERTYPE_CNM = 0x22E7
 ETHERTYPE_CNTAG = 0x22E9

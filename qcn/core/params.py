@@ -11,20 +11,22 @@ A parameter set is plain data (frozen dataclasses) that round-trips through TOML
     ...
 
 Sources: seeds 002 and 004 unless a field's docstring says otherwise (see
-``shared/qcn-spec.md``, "Defaults").  Validation names the field and the allowed range.
+``docs/qcn.md``, "Defaults").  Validation names the field and the allowed range.
 """
 
 from __future__ import annotations
 
 import difflib
 import math
-import tomllib
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import tomli_w
+
+from qcn.core.errors import QcnError
+from qcn.core.tomlfile import read_toml
 
 #: Frame size of every seed's workload (bytes).  q_eq = 33 KB = 22 frames of this size.
 SEED_FRAME_BYTES = 1500
@@ -45,7 +47,7 @@ STANDARD_SAMPLE_INTERVALS_BYTES: tuple[int, ...] = (
 )
 
 
-class ParamError(ValueError):
+class ParamError(QcnError, ValueError):
     """A parameter value outside its allowed range; ``field`` names it (e.g. ``cp.q_eq_pkts``)."""
 
     def __init__(self, field_name: str, message: str) -> None:
@@ -252,17 +254,16 @@ class QcnParams:
         return tomli_w.dumps(self.to_dict())
 
     def save(self, path: Path) -> None:
-        path.write_text(self.dumps())
+        """Write as TOML; a place that cannot be written is a ParamError naming it."""
+        try:
+            path.write_text(self.dumps())
+        except OSError as e:
+            raise ParamError(str(path), f"cannot write: {e.strerror}") from None
 
     @classmethod
     def load(cls, path: Path, base: QcnParams | None = None) -> QcnParams:
         """Read a TOML parameter file; errors name the file and the field."""
-        try:
-            data = tomllib.loads(path.read_text())
-        except OSError as e:
-            raise ParamError(str(path), f"cannot read: {e.strerror}") from None
-        except tomllib.TOMLDecodeError as e:
-            raise ParamError(str(path), f"not valid TOML: {e}") from None
+        data = read_toml(path, lambda message: ParamError(*message.split(": ", 1)))
         try:
             return cls.from_dict(data, base)
         except ParamError as e:
@@ -270,12 +271,12 @@ class QcnParams:
 
 
 # Data-plane fixed-point formats.  The controller encodes parameters with these, the P4
-# pipeline computes with them, and the CP reference model (qcn.cp_model) mirrors it.
+# pipeline computes with them, and the CP reference model (qcn.core.cp_model) mirrors it.
 W_FRAC_BITS = 4
-"""w is carried as w_fp = w * 2^W_FRAC_BITS; Fb is computed scaled by the same factor."""
+"""w is carried as w_fixed = w * 2^W_FRAC_BITS; Fb is computed scaled by the same factor."""
 W_ONE = 1 << W_FRAC_BITS
 QNTZ_SHIFT = 32
-"""QntzFb = (|Fb_fp| * fb_mult) >> QNTZ_SHIFT with fb_mult = ceil(63 * 2^32 / Fbmax_fp)."""
+"""QntzFb = (|Fb_fp| * fb_multiplier) >> QNTZ_SHIFT, fb_multiplier = ceil(63 * 2^32 / Fbmax_fp)."""
 FB_MAX_FP_LIMIT = 1 << 16
 """Largest Fbmax_fp for which multiply-and-shift equals floor(|Fb| * 63 / Fbmax) exactly."""
 PROB_FRAC_BITS = 24

@@ -1,0 +1,1 @@
+"""Benchmarks (`make bench`): run each with ``python -m bench.NAME``."""

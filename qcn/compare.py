@@ -1,0 +1,208 @@
+"""`qcn compare`: a scenario on Mininet/BMv2 and on the simulator, side by side.
+
+    qcn compare transient [--runs 3] [--duration S] [--set KEY=VALUE] [--out DIR]
+
+Both run the scenario as scaled for BMv2 (its ``[bmv2]`` section) with the same CP: the
+simulator models BMv2's departure-sampling CP (``--scaled``).  Each backend runs ``--runs``
+times (the simulator with seeds 1..N, BMv2 as it comes); the table gives each figure's mean
+and range on both, their ratio, and whether it meets its fidelity target:
+
+- queue mean over the congestion episode and recovery: within 25 % of the simulator's;
+- onset drops (all but the settled last quarter's): within 2x;
+- Jain fairness over the episode's last quarter: within 0.1;
+- the maximum queue over the episode: within 2x.
+
+Results: ``OUT/sim-K/`` and ``OUT/bmv2-K/`` as `qcn run` writes them, ``OUT/compare.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qcn.core.errors import QcnError
+from qcn.core.results import json_safe, summarize, write
+from qcn.core.scenario import Scenario
+
+DEFAULT_OUT = Path("results/compare")
+
+
+class CompareError(QcnError):
+    """A comparison that cannot run (no Mininet backend here, a bad --runs)."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One compared figure and its fidelity target."""
+
+    key: str
+    label: str
+    kind: str
+    """"ratio": BMv2 / simulator within [lo, hi]; "diff": |BMv2 - simulator| <= hi."""
+    lo: float
+    hi: float
+
+
+FIGURES = (
+    Figure("queue_mean_episode_pkts", "queue mean, episode (pkts)", "ratio", 0.75, 1.25),
+    Figure("queue_max_episode_pkts", "queue max, episode (pkts)", "ratio", 0.5, 2.0),
+    Figure("onset_drops", "onset drops", "ratio", 0.5, 2.0),
+    Figure("drops_settled", "settled drops", "info", 0.0, 0.0),
+    Figure("jain_fairness", "Jain fairness", "diff", 0.0, 0.1),
+    Figure("utilization_episode", "utilization, episode", "info", 0.0, 0.0),
+    Figure("recovery_ms", "recovery (ms, BMv2 time)", "ratio", 0.75, 1.25),
+    Figure("delivered_offered_uncongested", "delivered/offered, uncongested", "info", 0, 0),
+)
+
+
+def figures_of(summary: dict[str, Any]) -> dict[str, float]:
+    """The compared figures of one run's summary (NaN where it has none)."""
+    out = {}
+    for f in FIGURES:
+        if f.key == "onset_drops":
+            value = summary["drops"] - summary["drops_settled"]
+        else:
+            value = summary.get(f.key)
+        out[f.key] = float(value) if isinstance(value, int | float) else math.nan
+    return out
+
+
+def _stats(values: list[float]) -> tuple[float, float, float]:
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return math.nan, math.nan, math.nan
+    return statistics.fmean(finite), min(finite), max(finite)
+
+
+def compare_rows(sim: list[dict[str, float]], bmv2: list[dict[str, float]]) -> list[dict[str, Any]]:
+    """Per figure: both backends' mean and range, the ratio or difference, and the verdict
+    (None where the figure has no target or a side has no value)."""
+    rows = []
+    for f in FIGURES:
+        s_mean, s_lo, s_hi = _stats([r[f.key] for r in sim])
+        b_mean, b_lo, b_hi = _stats([r[f.key] for r in bmv2])
+        ratio = b_mean / s_mean if s_mean else math.nan
+        ok: bool | None = None
+        if math.isfinite(s_mean) and math.isfinite(b_mean):
+            if f.kind == "ratio" and s_mean:
+                ok = f.lo <= ratio <= f.hi
+            elif f.kind == "diff":
+                ok = abs(b_mean - s_mean) <= f.hi
+        rows.append(
+            {
+                "figure": f.key,
+                "label": f.label,
+                "sim": [s_mean, s_lo, s_hi],
+                "bmv2": [b_mean, b_lo, b_hi],
+                "ratio": ratio,
+                "target": _target(f),
+                "ok": ok,
+            }
+        )
+    return rows
+
+
+def _target(f: Figure) -> str:
+    if f.kind == "ratio":
+        return f"ratio in [{f.lo:g}, {f.hi:g}]"
+    if f.kind == "diff":
+        return f"within {f.hi:g}"
+    return ""
+
+
+def format_table(rows: list[dict[str, Any]], runs: int) -> str:
+    def cell(mean: float, lo: float, hi: float) -> str:
+        if not math.isfinite(mean):
+            return "-"
+        return f"{mean:.3g} ({lo:.3g}-{hi:.3g})" if runs > 1 else f"{mean:.3g}"
+
+    lines = [
+        f"{'figure':32} {'simulator':>22} {'BMv2':>22} {'BMv2/sim':>9}  target",
+    ]
+    for r in rows:
+        verdict = {True: "ok", False: "MISSED", None: ""}[r["ok"]]
+        ratio = f"{r['ratio']:.2f}" if math.isfinite(r["ratio"]) else "-"
+        lines.append(
+            f"{r['label']:32} {cell(*r['sim']):>22} {cell(*r['bmv2']):>22} {ratio:>9}  "
+            f"{r['target']} {verdict}".rstrip()
+        )
+    return "\n".join(lines)
+
+
+def run_compare(
+    sc: Scenario,
+    *,
+    runs: int,
+    out: Path,
+    keep: list[str],
+    say: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
+    """Run both backends ``runs`` times on the scaled scenario; write and return the rows."""
+    from simulator.engine import Simulation  # noqa: PLC0415
+    from topologies.experiment import MininetExperiment, missing_requirements  # noqa: PLC0415
+
+    if runs < 1:
+        raise CompareError(f"--runs must be at least 1 (got {runs})")
+    missing = missing_requirements()
+    if missing:
+        raise CompareError(
+            f"qcn compare needs the Mininet backend, which cannot run here: {missing}"
+        )
+    scaled = sc.scaled_for_bmv2(keep=keep)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CompareError(f"--out {out}: cannot write results there ({e.strerror})") from None
+    interval = 1e-3 * sc.bmv2.time_scale
+    sim, bmv2 = [], []
+    for k in range(1, runs + 1):
+        say(f"qcn compare: {sc.name}: simulator run {k}/{runs} (seed {k})")
+        trace = Simulation(scaled, seed=k, sample_interval_s=interval, cp_at_departure=True).run()
+        summary = summarize(scaled, trace, qcn=True, backend="sim", seed=k)
+        write(out / f"sim-{k}", scaled, trace, summary, plots=False)
+        sim.append(figures_of(summary))
+    for k in range(1, runs + 1):
+        say(f"qcn compare: {sc.name}: BMv2 run {k}/{runs} ({scaled.duration_s:g} s)")
+        d = out / f"bmv2-{k}"
+        trace = MininetExperiment(scaled, d, progress=lambda _m: None).run()
+        summary = summarize(scaled, trace, qcn=True, backend="mininet", seed=k)
+        write(d, scaled, trace, summary)
+        bmv2.append(figures_of(summary))
+    rows = compare_rows(sim, bmv2)
+    (out / "compare.json").write_text(
+        json.dumps(json_safe({"scenario": sc.name, "runs": runs, "rows": rows}), indent=2) + "\n"
+    )
+    return rows
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="run a scenario on Mininet/BMv2 and on the simulator, side by side",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    p.add_argument("scenario", help="a scenario name (qcn run --list) or a TOML file")
+    p.add_argument("--runs", type=int, default=3, help="runs per backend (default 3)")
+    p.add_argument("--duration", type=float, help="override the scenario's duration, s")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--out", type=Path, help="results directory (default results/compare/NAME)")
+    p.set_defaults(func=_command)
+
+
+def _command(args: argparse.Namespace) -> int:
+    from qcn.run import load_scenario  # noqa: PLC0415
+
+    sc, overrides = load_scenario(args.scenario, args.set, args.duration)
+    if sc.workload.pattern == "tcp":
+        raise CompareError(f"{sc.name} runs real TCP: the simulator has no TCP model to compare")
+    out = args.out or DEFAULT_OUT / sc.name
+    rows = run_compare(sc, runs=args.runs, out=out, keep=list(overrides))
+    print(format_table(rows, args.runs))
+    print(f"qcn compare: results in {out}/")
+    return 0

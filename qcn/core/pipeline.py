@@ -1,0 +1,175 @@
+"""The CP pipeline as Python sees it: where it is built, how, and every name it exposes.
+
+Everything Python says to or about ``p4src/`` is named here once: the p4c command line, the
+build outputs, BMv2's default ports, and the P4 program's tables, actions, action
+parameters, counters and registers.  ``tests/test_pipeline.py`` compiles the program and
+checks every name against the P4Info and the BMv2 JSON, so a rename on one side fails there.
+
+Build outputs are found by configuration, not by assuming a checkout: ``$QCN_BUILD_DIR``,
+else the checkout's ``build/`` when the package runs from one, else ``./build``.
+
+    python -m qcn.core.pipeline [--out DIR] [SOURCE]     # what `make build` runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from qcn.core.errors import QcnError
+
+PROGRAM = "qcn_cp"
+"""The top-level P4 file's stem; its outputs are PROGRAM.json and PROGRAM.p4info.txtpb."""
+_CHECKOUT = Path(__file__).resolve().parents[2]
+
+# -- BMv2 --------------------------------------------------------------------------------------
+BMV2_GRPC_PORT = 9559
+"""simple_switch_grpc's default --grpc-server-addr port."""
+BMV2_THRIFT_PORT = 9090
+"""simple_switch's default --thrift-port."""
+BMV2_DEVICE_ID = 1
+"""The P4Runtime device id the project's switches run with (finsy's default too)."""
+
+# -- P4 names (P4Info aliases; full names where BMv2's Thrift API needs them) -------------------
+TABLE_L2 = "l2_forwarding"
+ACTION_FORWARD = "forward"
+TABLE_EDGE_PORT = "edge_port"
+ACTION_MARK_EDGE = "mark_edge"
+TABLE_CP_SAMPLING = "cp_sampling"
+ACTION_SAMPLE_BERNOULLI = "sample_bernoulli"
+ACTION_SAMPLE_BYTE_INTERVAL = "sample_byte_interval"
+TABLE_CP_CONFIG = "cp_config"
+ACTION_COMPUTE_FEEDBACK = "compute_feedback"
+TABLE_SAMPLE_INTERVAL = "sample_interval"
+ACTION_SET_SAMPLE_INTERVAL = "set_sample_interval"
+
+#: Every action the controller writes, with its parameters, in the P4 program's order.  The
+#: data-plane integers of a CP port (qcn.core.cp_model.CpPortConfig) carry the same names.
+ACTION_PARAMS: dict[str, tuple[str, ...]] = {
+    ACTION_FORWARD: ("port",),
+    ACTION_MARK_EDGE: (),
+    ACTION_SAMPLE_BERNOULLI: ("p_max_fixed", "dequeue_depth"),
+    ACTION_SAMPLE_BYTE_INTERVAL: ("dequeue_depth",),
+    ACTION_COMPUTE_FEEDBACK: (
+        "q_eq_pkts",
+        "w_fixed",
+        "fbmax_fixed",
+        "fb_multiplier",
+        "p_base_fixed",
+        "p_scale_fixed",
+        "cpid",
+        "cp_mac",
+    ),
+    ACTION_SET_SAMPLE_INTERVAL: ("base_bytes", "jitter_span_bytes"),
+}
+#: Each table's match fields (their @name) and the actions the controller puts in it.
+TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    TABLE_L2: (("dst_addr",), (ACTION_FORWARD,)),
+    TABLE_EDGE_PORT: (("ig_port",), (ACTION_MARK_EDGE,)),
+    TABLE_CP_SAMPLING: (("eg_port",), (ACTION_SAMPLE_BERNOULLI, ACTION_SAMPLE_BYTE_INTERVAL)),
+    TABLE_CP_CONFIG: (("eg_port",), (ACTION_COMPUTE_FEEDBACK,)),
+    TABLE_SAMPLE_INTERVAL: (("eg_port", "idx"), (ACTION_SET_SAMPLE_INTERVAL,)),
+}
+
+#: Per-port counters, by P4Info alias, in the order `qcn ctl show` prints them; the value is
+#: the full name BMv2's Thrift API takes.
+COUNTERS: dict[str, str] = {
+    "cp_frames": "QcnEgress.cp.cp_frames",
+    "cp_samples": "QcnEgress.cp.cp_samples",
+    "cp_cnms": "QcnEgress.cp.cp_cnms",
+    "cnm_edge_drops": "QcnIngress.l2.cnm_edge_drops",
+}
+#: Per-port registers (Thrift only: PI does not serve registers over P4Runtime).
+REGISTER_Q_OLD = "QcnEgress.cp.q_old"
+REGISTER_BYTES_TO_SAMPLE = "QcnEgress.cp.bytes_to_sample"
+REGISTER_LAST_QDEPTH = "QcnEgress.cp.last_qdepth"
+REGISTERS = (REGISTER_Q_OLD, REGISTER_BYTES_TO_SAMPLE, REGISTER_LAST_QDEPTH)
+
+
+# -- building ----------------------------------------------------------------------------------
+
+
+class PipelineBuildError(QcnError):
+    """The P4 program could not be compiled (p4c missing, or it refused the program)."""
+
+
+def source_dir() -> Path:
+    """``p4src/``: ``$QCN_P4SRC``, else the checkout's."""
+    return Path(os.environ.get("QCN_P4SRC", _CHECKOUT / "p4src"))
+
+
+def build_dir() -> Path:
+    """Where the compiled pipeline lives (see the module docstring)."""
+    if "QCN_BUILD_DIR" in os.environ:
+        return Path(os.environ["QCN_BUILD_DIR"])
+    if (_CHECKOUT / "p4src" / f"{PROGRAM}.p4").is_file():
+        return _CHECKOUT / "build"
+    return Path("build")
+
+
+def outputs(out_dir: Path | None = None, program: str = PROGRAM) -> tuple[Path, Path]:
+    """(P4Info text file, BMv2 JSON) of ``program`` in ``out_dir`` (default: build_dir())."""
+    out = out_dir if out_dir is not None else build_dir()
+    return out / f"{program}.p4info.txtpb", out / f"{program}.json"
+
+
+def p4c_command(source: Path, out_dir: Path) -> list[str]:
+    """The one p4c command line: BMv2 simple_switch, v1model, P4Info as text."""
+    p4info, _ = outputs(out_dir, source.stem)
+    return [
+        "p4c",
+        "--target", "bmv2",
+        "--arch", "v1model",
+        "--std", "p4-16",
+        "-I", str(source_dir()),
+        "--p4runtime-files", str(p4info),
+        "-o", str(out_dir),
+        str(source),
+    ]  # fmt: skip
+
+
+def compile_program(source: Path | None = None, out_dir: Path | None = None) -> tuple[Path, Path]:
+    """Compile ``source`` (default: the CP pipeline) into ``out_dir``; return its outputs.
+
+    Skips the work when the outputs are newer than every ``.p4`` file they depend on.
+    """
+    source = source if source is not None else source_dir() / f"{PROGRAM}.p4"
+    out = out_dir if out_dir is not None else build_dir()
+    results = outputs(out, source.stem)
+    inputs = [source, *source_dir().rglob("*.p4")]
+    if all(r.exists() for r in results) and min(r.stat().st_mtime for r in results) >= max(
+        i.stat().st_mtime for i in inputs if i.exists()
+    ):
+        return results
+    if not source.is_file():
+        raise PipelineBuildError(f"{source}: no such P4 program (set QCN_P4SRC?)")
+    if shutil.which("p4c") is None:
+        raise PipelineBuildError(f"p4c: not installed (try 'make deps'); cannot build {source}")
+    out.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(p4c_command(source, out), capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        raise PipelineBuildError(f"p4c refused {source}:\n{r.stderr.strip()}")
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Compile the CP pipeline for BMv2.")
+    parser.add_argument("source", nargs="?", type=Path, help="P4 program (default: the CP)")
+    parser.add_argument("--out", type=Path, help="output directory (default: build_dir())")
+    args = parser.parse_args(argv)
+    try:
+        p4info, bmv2_json = compile_program(args.source, args.out)
+    except PipelineBuildError as e:
+        print(f"qcn: error: {e}", file=sys.stderr)
+        return 1
+    print(f"built {bmv2_json} and {p4info}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

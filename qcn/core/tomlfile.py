@@ -1,0 +1,30 @@
+"""Reading the project's TOML files (parameters, scenarios, networks) the same way.
+
+Every way a file can be unreadable becomes one line naming the file, raised as the caller's
+own error type (a :class:`~qcn.core.errors.QcnError`), never a traceback.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from qcn.core.errors import QcnError
+
+
+def read_toml(path: Path, error: Callable[[str], QcnError]) -> dict[str, Any]:
+    """The TOML document in ``path``; ``error(message)`` builds what is raised."""
+    if path.is_dir():
+        raise error(f"{path}: is a directory, not a TOML file")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as e:
+        raise error(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 text (byte {e.start}), so not a TOML file") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise error(f"{path}: not valid TOML: {e}") from None

@@ -1,0 +1,31 @@
+"""What a run recorded, whichever backend ran it: one row per sample interval.
+
+The simulator and the Mininet/BMv2 experiments both fill a :class:`Trace`;
+:mod:`qcn.core.results` turns it into CSVs, ``summary.json`` and plots.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Trace:
+    """What the run recorded, one row per sample interval."""
+
+    times_s: list[float] = field(default_factory=list)
+    queue_pkts: list[int] = field(default_factory=list)
+    throughput_bps: list[float] = field(default_factory=list)
+    capacity_bps: list[float] = field(default_factory=list)
+    source_cr_bps: list[list[float]] = field(default_factory=list)
+    source_tr_bps: list[list[float]] = field(default_factory=list)
+    source_throughput_bps: list[list[float]] = field(default_factory=list)
+    drops_so_far: list[int] = field(default_factory=list)
+    """Drops up to each sample."""
+    drops: int = 0
+    cnms: int = 0
+    frames_in: int = 0
+    events: int = 0
+    wall_s: float = 0.0
+    extra: dict[str, float] = field(default_factory=dict)
+    """Backend-specific figures that go into summary.json as they are."""

@@ -1,0 +1,553 @@
+"""`qcn sweep`: a parameter study — every point of a grid of scenario overrides, times random
+seeds — run in parallel on Dask distributed, with the results gathered.
+
+    qcn sweep robustness --grid network.rtt_s=10e-6,200e-6 --grid network.sources=2,10 \\
+        --seeds 3 [--backend sim|mininet] [--workers N] [--address tcp://HOST:8786] [--out DIR]
+
+Each point's results are written as `qcn run` writes them, in ``OUT/points/KEY/``; the
+table of every point's summary is ``OUT/sweep.csv`` and ``OUT/sweep.parquet``; plots of each
+metric against the grid's axes (a line for one axis, a heatmap for two) are
+``OUT/METRIC.png``.
+
+**Resumable.** A point's KEY hashes the scenario's content, the point's overrides, its seed,
+the backend and the code's version (the project's sources): a point whose directory holds a
+complete result with that key is not run again. Ctrl-C keeps every finished point (the table
+is rewritten as each one lands).
+
+**The engine** is Dask distributed: by default a local cluster of ``--workers`` processes on
+this machine; ``--address`` joins an existing cluster (``dask scheduler`` and ``dask worker``
+on any machines) with no other change. Workers compute and return the run's Trace; this
+process writes every file, so workers need no shared file system. A point whose worker dies
+is rescheduled by the scheduler. On the Mininet backend points run one at a time here: one
+BMv2 network per machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import hashlib
+import itertools
+import json
+import logging
+import math
+import time
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qcn.core import scenario as scenarios
+from qcn.core.errors import QcnError
+from qcn.core.progress import ProgressLine
+from qcn.core.results import PARTIAL_MARKER, json_safe, summarize, write
+from qcn.core.scenario import Scenario
+from qcn.core.trace import Trace
+
+DEFAULT_OUT = Path("results/sweeps")
+#: The figures plotted against the grid (those a point's summary has).
+PLOT_METRICS = (
+    "recovery_ms",
+    "queue_mean_pkts",
+    "queue_std_pkts",
+    "queue_std_episode_pkts",
+    "drops",
+    "jain_fairness",
+    "utilization",
+)
+#: Where the code's version comes from: every source file that decides a point's result.
+VERSIONED = ("qcn", "simulator", "reaction_point", "topologies", "controller", "p4src")
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+class SweepError(QcnError):
+    """A mistake in a sweep's grid, seeds, workers or engine address."""
+
+
+# -- the points ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run of the sweep: the base scenario with ``overrides``, at random ``seed``."""
+
+    overrides: tuple[tuple[str, Any], ...]
+    seed: int
+    key: str
+
+    @property
+    def label(self) -> str:
+        values = ", ".join(f"{k}={v}" for k, v in self.overrides)
+        return f"{values}{', ' if values else ''}seed {self.seed}"
+
+
+def parse_grid(text: str) -> tuple[str, list[Any]]:
+    """``KEY=V1,V2,...`` with TOML values (``10e-6``, ``true``, ``"dequeue"``)."""
+    key, sep, values = text.partition("=")
+    key = key.strip()
+    if not sep or not key or not values.strip():
+        raise SweepError(f"--grid {text!r}: expected KEY=V1,V2,...")
+    out = []
+    for raw in values.split(","):
+        try:
+            out.append(tomllib.loads(f"v = {raw.strip()}")["v"])
+        except tomllib.TOMLDecodeError:
+            out.append(raw.strip())
+    if len(set(map(repr, out))) != len(out):
+        raise SweepError(f"--grid {key}: a value is listed twice")
+    return key, out
+
+
+def code_version() -> str:
+    """A hash of the sources that decide a point's result (so a code change reruns it)."""
+    h = hashlib.sha256()
+    for top in VERSIONED:
+        for path in sorted((_ROOT / top).rglob("*")):
+            if path.suffix in (".py", ".p4", ".toml") and "__pycache__" not in path.parts:
+                h.update(str(path.relative_to(_ROOT)).encode())
+                h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def point_key(base: dict[str, Any], overrides: dict[str, Any], seed: int, backend: str) -> str:
+    blob = json.dumps(
+        {"scenario": base, "overrides": overrides, "seed": seed, "backend": backend,
+         "code": code_version()},
+        sort_keys=True, default=repr,
+    )  # fmt: skip
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def make_points(
+    sc: Scenario, grids: list[tuple[str, list[Any]]], seeds: int, backend: str
+) -> list[Point]:
+    """Every combination of the grid's values, for seeds 1..``seeds``; each is checked (a
+    bad value is an error before anything runs)."""
+    base = sc.to_dict()
+    keys = [k for k, _ in grids]
+    if len(set(keys)) != len(keys):
+        raise SweepError("each --grid KEY may be given once")
+    points = []
+    for values in itertools.product(*(v for _, v in grids)):
+        overrides = dict(zip(keys, values, strict=True))
+        try:
+            sc.with_overrides(overrides)
+        except QcnError as e:
+            raise SweepError(f"--grid: {e}") from None
+        for seed in range(1, seeds + 1):
+            key = point_key(base, overrides, seed, backend)
+            points.append(Point(tuple(overrides.items()), seed, key))
+    return points
+
+
+def point_scenario(sc: Scenario, overrides: dict[str, Any], *, scaled: bool) -> Scenario:
+    """The scenario a point runs: the base with its overrides, scaled for BMv2 if asked
+    (its figures are then in BMv2's time, as `qcn run` reports them)."""
+    out = sc.with_overrides(overrides)
+    return out.scaled_for_bmv2(keep=overrides.keys()) if scaled else out
+
+
+def run_point(
+    base: dict[str, Any], overrides: dict[str, Any], seed: int, scaled: bool
+) -> tuple[Trace, float]:
+    """Simulate one point (on a worker): its Trace and the seconds it computed."""
+    # Imported here: a worker process needs the simulator, the client does not.
+    from simulator.engine import Simulation  # noqa: PLC0415
+
+    began = time.perf_counter()
+    sc = scenarios.parse(base, where=str(base.get("name")))
+    interval = 1e-3 * (sc.bmv2.time_scale if scaled else 1.0)
+    trace = Simulation(
+        point_scenario(sc, overrides, scaled=scaled),
+        seed=seed,
+        sample_interval_s=interval,
+        cp_at_departure=scaled,
+    ).run()
+    return trace, time.perf_counter() - began
+
+
+# -- the results ---------------------------------------------------------------------------
+
+
+class Store:
+    """A sweep's output directory: one folder per point, the table, the plots."""
+
+    def __init__(
+        self,
+        out: Path,
+        sc: Scenario,
+        grid_keys: list[str],
+        *,
+        scaled: bool,
+        point_plots: bool = True,
+    ) -> None:
+        self.out, self.sc, self.grid_keys, self.scaled = out, sc, grid_keys, scaled
+        self.point_plots = point_plots
+        self.rows: dict[str, dict[str, Any]] = {}
+
+    def point_dir(self, p: Point) -> Path:
+        return self.out / "points" / p.key
+
+    def prepare(self) -> None:
+        try:
+            (self.out / "points").mkdir(parents=True, exist_ok=True)
+            probe = self.out / ".writable"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as e:
+            raise SweepError(
+                f"--out {self.out}: cannot write results there ({e.strerror})"
+            ) from None
+
+    def done(self, p: Point) -> bool:
+        """A complete result of this very point (same key) is on disk; its row is loaded."""
+        d = self.point_dir(p)
+        if (d / PARTIAL_MARKER).exists() or not (d / "summary.json").is_file():
+            return False
+        try:
+            summary = json.loads((d / "summary.json").read_text())
+        except ValueError:
+            return False
+        if summary.get("sweep_key") != p.key:
+            return False
+        self.rows[p.key] = self._row(p, summary)
+        return True
+
+    def write_point(self, p: Point, trace: Trace, *, backend: str, qcn: bool = True) -> None:
+        sc = point_scenario(self.sc, dict(p.overrides), scaled=self.scaled)
+        d = self.point_dir(p)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / PARTIAL_MARKER).write_text("this point's results are being written\n")
+        summary = summarize(sc, trace, qcn=qcn, backend=backend, seed=p.seed)
+        summary["sweep_key"] = p.key
+        summary["sweep_overrides"] = dict(p.overrides)
+        write(d, sc, trace, summary, plots=self.point_plots)
+        (d / PARTIAL_MARKER).unlink()
+        self.rows[p.key] = self._row(p, json_safe(summary))
+
+    def _row(self, p: Point, summary: dict[str, Any]) -> dict[str, Any]:
+        row: dict[str, Any] = {"key": p.key, "seed": p.seed}
+        row |= {k: v for k, v in p.overrides}
+        for k, v in summary.items():
+            if k not in row and (v is None or isinstance(v, int | float | str | bool)):
+                row[k] = v
+        return row
+
+    def write_table(self) -> tuple[Path, Path]:
+        """sweep.csv and sweep.parquet: one row per finished point, in key order."""
+        import pyarrow as pa  # noqa: PLC0415 - only a sweep needs it
+        import pyarrow.parquet as pq  # noqa: PLC0415
+
+        rows = [self.rows[k] for k in sorted(self.rows)]
+        columns: list[str] = []
+        for r in rows:
+            columns += [c for c in r if c not in columns]
+        csv_path, parquet_path = self.out / "sweep.csv", self.out / "sweep.parquet"
+        tmp = csv_path.with_suffix(".csv.tmp")
+        with tmp.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=columns)
+            w.writeheader()
+            w.writerows(rows)
+        tmp.replace(csv_path)
+        table = pa.Table.from_pylist([{c: _cell(r.get(c)) for c in columns} for r in rows])
+        pq.write_table(table, parquet_path)
+        return csv_path, parquet_path
+
+    def plot(self) -> list[Path]:
+        """Each metric against the first one or two grid axes (means over the seeds and any
+        further axes): a line with the seeds' range for one axis, a heatmap for two."""
+        if not self.grid_keys or not self.rows:
+            return []
+        import matplotlib  # noqa: PLC0415
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+
+        axes = self.grid_keys[:2]
+        paths = []
+        for metric in PLOT_METRICS:
+            cells: dict[tuple[Any, ...], list[float]] = {}
+            for r in self.rows.values():
+                v = r.get(metric)
+                if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+                    cells.setdefault(tuple(r[a] for a in axes), []).append(float(v))
+            if not cells:
+                continue
+            fig, ax = plt.subplots(figsize=(7, 4.5))
+            title = f"{self.sc.name}: {metric}"
+            if len(axes) == 1:
+                xs = sorted(cells, key=lambda c: c[0])
+                means = [sum(cells[x]) / len(cells[x]) for x in xs]
+                lo = [m - min(cells[x]) for m, x in zip(means, xs, strict=True)]
+                hi = [max(cells[x]) - m for m, x in zip(means, xs, strict=True)]
+                ax.errorbar([x[0] for x in xs], means, yerr=[lo, hi], marker="o", capsize=3)
+                ax.set(xlabel=axes[0], ylabel=metric, title=title)
+            else:
+                xs = sorted({c[0] for c in cells})
+                ys = sorted({c[1] for c in cells})
+                grid = [
+                    [
+                        sum(cells[(x, y)]) / len(cells[(x, y)]) if (x, y) in cells else math.nan
+                        for x in xs
+                    ]
+                    for y in ys
+                ]
+                im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
+                ax.set_xticks(range(len(xs)), [f"{x:g}" if isinstance(x, float) else str(x)
+                                               for x in xs])  # fmt: skip
+                ax.set_yticks(range(len(ys)), [str(y) for y in ys])
+                for j, row in enumerate(grid):
+                    for i, v in enumerate(row):
+                        if math.isfinite(v):
+                            ax.text(i, j, f"{v:.3g}", ha="center", va="center", color="w",
+                                    fontsize=8)  # fmt: skip
+                fig.colorbar(im, ax=ax, label=metric)
+                ax.set(xlabel=axes[0], ylabel=axes[1], title=f"{title} (mean over seeds)")
+            fig.tight_layout()
+            path = self.out / f"{metric}.png"
+            fig.savefig(path, dpi=110)
+            plt.close(fig)
+            paths.append(path)
+        return paths
+
+
+def _cell(v: Any) -> Any:
+    """Parquet columns need one type: numbers as floats, anything else as text."""
+    if v is None or isinstance(v, bool | str):
+        return v
+    if isinstance(v, int | float):
+        return float(v)
+    return str(v)
+
+
+# -- the engine ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def dask_client(address: str | None, workers: int) -> Iterator[Any]:
+    """A client of the cluster at ``address``, or of a local cluster of ``workers``
+    single-threaded worker processes (each simulation is single-threaded Python)."""
+    from distributed import Client, LocalCluster  # noqa: PLC0415
+
+    for name in ("distributed", "tornado", "bokeh"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    if address:
+        try:
+            client = Client(address, timeout="10s")
+        except OSError as e:
+            raise SweepError(
+                f"--address {address}: no Dask scheduler answers there ({e})"
+            ) from None
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    with (
+        LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
+@dataclass
+class SweepReport:
+    points: int
+    ran: int
+    skipped: int
+    wall_s: float
+    compute_s: float
+    """Seconds the points computed, summed over workers (for the engine's overhead)."""
+    table: tuple[Path, Path] | None
+    plots: list[Path]
+    startup_s: float = 0.0
+    """Seconds to start (or join) the cluster."""
+    loop_s: float = 0.0
+    """Seconds from the first submission to the last point's result written."""
+
+
+def sweep(
+    sc: Scenario,
+    grids: list[tuple[str, list[Any]]],
+    *,
+    seeds: int = 1,
+    backend: str = "sim",
+    workers: int = 2,
+    address: str | None = None,
+    out: Path,
+    scaled: bool = False,
+    quiet: bool = False,
+    point_plots: bool = True,
+    say: Any = print,
+) -> SweepReport:
+    """Run every point not already done; write the points, the table and the plots."""
+    if seeds < 1:
+        raise SweepError(f"--seeds must be at least 1 (got {seeds})")
+    if workers < 1:
+        raise SweepError(f"--workers must be at least 1 (got {workers})")
+    # A point's key names how it runs: the backend, and scaled for BMv2 or not.
+    points = make_points(sc, grids, seeds, f"{backend}-scaled" if scaled else backend)
+    # Mininet points run scaled for BMv2, as `qcn run` runs them.
+    store = Store(
+        out, sc, [k for k, _ in grids], scaled=scaled or backend == "mininet",
+        point_plots=point_plots,
+    )  # fmt: skip
+    store.prepare()
+    pending = [p for p in points if not store.done(p)]
+    skipped = len(points) - len(pending)
+    where = address or f"a local Dask cluster of {workers} worker process(es)"
+    say(
+        f"qcn sweep: {sc.name}: {len(points)} points ({skipped} already done) on the "
+        f"{backend} backend" + (f", {where}" if backend == "sim" and pending else "")
+    )
+    began = time.perf_counter()
+    compute = startup = loop = 0.0
+    progress = ProgressLine(f"qcn sweep: {sc.name}", unit="points", quiet=quiet)
+    done = 0
+    try:
+        if backend == "mininet":
+            compute = _run_mininet(sc, pending, store, progress)
+        elif pending:
+            with dask_client(address, workers) as client:
+                client.wait_for_workers(1, timeout=60)
+                startup = time.perf_counter() - began
+                base = sc.to_dict()
+                loop_began = time.perf_counter()
+                futures = {
+                    client.submit(
+                        run_point, base, dict(p.overrides), p.seed, scaled,
+                        key=f"qcn-point-{p.key}", pure=False, retries=2,
+                    ): p
+                    for p in pending
+                }  # fmt: skip
+                from distributed import as_completed  # noqa: PLC0415
+
+                try:
+                    for fut in as_completed(futures):
+                        p = futures[fut]
+                        try:
+                            trace, seconds = fut.result()
+                        except QcnError:
+                            raise
+                        except Exception as e:
+                            raise SweepError(f"point {p.label} failed: {e}") from None
+                        compute += seconds
+                        store.write_point(p, trace, backend="sim")
+                        store.write_table()
+                        done += 1
+                        progress.update(done, len(pending))
+                    loop = time.perf_counter() - loop_began
+                finally:
+                    client.cancel(list(futures))
+    finally:
+        progress.close()
+        table = store.write_table() if store.rows else None
+    plots = store.plot()
+    return SweepReport(
+        len(points),
+        len(pending),
+        skipped,
+        time.perf_counter() - began,
+        compute,
+        table,
+        plots,
+        startup,
+        loop,
+    )
+
+
+def _run_mininet(sc: Scenario, pending: list[Point], store: Store, progress: ProgressLine) -> float:
+    """One point at a time on this machine's BMv2 network (each a whole Mininet run)."""
+    from topologies.experiment import MininetExperiment, missing_requirements  # noqa: PLC0415
+
+    missing = missing_requirements()
+    if missing and pending:
+        raise SweepError(f"the Mininet backend cannot run here: {missing}")
+    compute = 0.0
+    for i, p in enumerate(pending, start=1):
+        point_sc = point_scenario(sc, dict(p.overrides), scaled=True)
+        d = store.point_dir(p)
+        d.mkdir(parents=True, exist_ok=True)
+        trace = MininetExperiment(point_sc, d, progress=lambda _m: None).run()
+        compute += trace.wall_s
+        store.write_point(p, trace, backend="mininet")
+        store.write_table()
+        progress.update(i, len(pending))
+    return compute
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="run a scenario over a grid of parameters and seeds, in parallel (Dask)",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    p.add_argument("scenario", help="a scenario name (qcn run --list) or a TOML file")
+    p.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="a scenario field and its values (TOML), e.g. network.rtt_s=10e-6,200e-6; "
+        "repeat for more axes",
+    )
+    p.add_argument("--seeds", type=int, default=1, help="random seeds per point (1..N)")
+    p.add_argument("--backend", choices=["sim", "mininet"], default="sim")
+    p.add_argument("--scaled", action="store_true", help="sim: the scenario as scaled for BMv2")
+    p.add_argument("--workers", type=int, default=2, help="local cluster: worker processes")
+    p.add_argument("--address", help="join this Dask scheduler (tcp://HOST:PORT) instead")
+    p.add_argument("--out", type=Path, help="results directory (default results/sweeps/NAME)")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a fixed override"
+    )
+    p.add_argument("--duration", type=float, help="override the scenario's duration, s")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.add_argument(
+        "--no-point-plots",
+        action="store_true",
+        help="write each point's CSVs and summary but not its two plots (faster)",
+    )
+    p.set_defaults(func=_command)
+
+
+def _command(args: argparse.Namespace) -> int:
+    from qcn.run import load_scenario  # noqa: PLC0415
+
+    sc, _ = load_scenario(args.scenario, args.set, args.duration)
+    if not args.grid:
+        raise SweepError("give at least one --grid KEY=V1,V2,...")
+    grids = [parse_grid(g) for g in args.grid]
+    if args.backend == "mininet" and args.address:
+        raise SweepError("--address is for the sim backend: Mininet points run on this machine")
+    report = sweep(
+        sc,
+        grids,
+        seeds=args.seeds,
+        backend=args.backend,
+        workers=args.workers,
+        address=args.address,
+        out=args.out or DEFAULT_OUT / sc.name,
+        scaled=args.scaled,
+        quiet=args.quiet,
+        point_plots=not args.no_point_plots,
+    )
+    print(
+        f"qcn sweep: {report.ran} points run, {report.skipped} already done, "
+        f"in {report.wall_s:.1f} s"
+    )
+    if report.table:
+        print(f"  table: {report.table[0]} and {report.table[1]}")
+    for path in report.plots:
+        print(f"  plot: {path}")
+    return 0

@@ -1,0 +1,181 @@
+"""Every user mistake is one ``qcn: error:`` line and exit status 2, never a traceback
+(the command line run as a user runs it, in a subprocess)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from qcn import cli
+from qcn.core.results import PARTIAL_MARKER
+from qcn.core.scenario import SCENARIO_DIR
+
+NOT_UTF8 = b"[rp]\nline_rate_bps = 1e9 # \xff\xfe\n"
+
+
+def qcn(
+    *args: str, cwd: Path | None = None, timeout_s: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "qcn.cli", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+        timeout=timeout_s,
+    )
+
+
+def assert_one_line_error(r: subprocess.CompletedProcess[str], *expected: str) -> None:
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("qcn: error: "), lines
+    for text in expected:
+        assert text in lines[0]
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    (tmp_path / "binary.toml").write_bytes(NOT_UTF8)
+    (tmp_path / "dir.toml").mkdir()
+    scenario = SCENARIO_DIR / "transient.toml"
+    text = scenario.read_text()
+    (tmp_path / "nan.toml").write_text(text.replace("at_s = 2.0", "at_s = nan", 1))
+    (tmp_path / "status").mkdir()
+    (tmp_path / "status" / "rp-h1-eth0.json").write_text('{"iface": "h1-eth0", "pid"')
+    (tmp_path / "status-shape").mkdir()
+    (tmp_path / "status-shape" / "rp-h1-eth0.json").write_text("[1, 2]")
+    return tmp_path
+
+
+RUN = ("run", "transient", "--backend", "sim")
+CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
+    ("params file not UTF-8", ("params", "{d}/binary.toml"), ("binary.toml", "not UTF-8")),
+    ("scenario not UTF-8", ("run", "{d}/binary.toml", "--backend", "sim"), ("not UTF-8",)),
+    ("network not UTF-8", ("ctl", "-c", "{d}/binary.toml", "show"), ("not UTF-8",)),
+    ("scenario is a directory", ("run", "{d}/dir.toml", "--backend", "sim"), ("directory",)),
+    ("params is a directory", ("params", "{d}/dir.toml"), ("directory",)),
+    ("schedule not a list", (*RUN, "--set", "schedule=5"), ("schedule: must be a list",)),
+    (
+        "onoff_sources strings",
+        (*RUN, "--set", 'workload.onoff_sources=["a"]'),
+        ("workload.onoff_sources: must be a list of whole numbers",),
+    ),
+    (
+        "onoff_sources floats",
+        (*RUN, "--set", "workload.onoff_sources=[1.5]"),
+        ("workload.onoff_sources",),
+    ),
+    (
+        "a bool is not a count",
+        (*RUN, "--set", "network.sources=true"),
+        ("network.sources: must be a whole number",),
+    ),
+    (
+        "infinite rate",
+        (*RUN, "--set", "network.bottleneck_rate_bps=inf"),
+        ("network.bottleneck_rate_bps: must be a finite number",),
+    ),
+    (
+        "infinite stagger",
+        (*RUN, "--set", "workload.stagger_s=inf"),
+        ("workload.stagger_s: must be a finite number",),
+    ),
+    (
+        "NaN in a schedule",
+        ("run", "{d}/nan.toml", "--backend", "sim"),
+        ("schedule[0].at_s: must be a finite number",),
+    ),
+    ("params into a missing dir", ("params", "--write", "{d}/no/such/p.toml"), ("cannot write",)),
+    (
+        "corrupt status file",
+        ("rp", "status", "--status-dir", "{d}/status"),
+        ("not a status file",),
+    ),
+    (
+        "status file of another shape",
+        ("rp", "status", "--status-dir", "{d}/status-shape"),
+        ("not a status file",),
+    ),
+    ("send port", ("rp", "send", "--dst", "10.0.0.2", "--port", "70000"), ("--port",)),
+    ("send start-at", ("rp", "send", "--dst", "10.0.0.2", "--start-at", "1e12"), ("--start-at",)),
+    ("send negative duration", ("rp", "send", "--dst", "10.0.0.2", "--duration", "-1"), ("dur",)),
+    (
+        "send NaN duration",
+        ("rp", "send", "--dst", "10.0.0.2", "--duration", "nan"),
+        ("duration_s must be a finite number",),
+    ),
+    (
+        "send NaN rate",
+        ("rp", "send", "--dst", "10.0.0.2", "--rate-bps", "nan"),
+        ("rate_bps must be a finite number",),
+    ),
+    ("unwritable --out", (*RUN, "--out", "/proc/qcn-results"), ("--out /proc/qcn-results",)),
+    (
+        "max limiters",
+        ("rp", "start", "--iface", "lo", "--max-limiters", "0"),
+        ("--max-limiters",),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"), [(a, e) for _, a, e in CASES], ids=[name for name, _, _ in CASES]
+)
+def test_user_mistake_is_one_line(
+    files: Path, args: tuple[str, ...], expected: tuple[str, ...]
+) -> None:
+    r = qcn(*(a.format(d=files) for a in args))
+    assert_one_line_error(r, *expected)
+
+
+def test_unwritable_out_fails_before_the_run() -> None:
+    began = time.monotonic()
+    r = qcn(*RUN, "--out", "/proc/qcn-results")
+    assert time.monotonic() - began < 10  # the run itself takes longer than this
+    assert "qcn run: transient on" not in r.stdout
+
+
+def test_sim_run_shows_progress_and_writes_strict_json(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    r = qcn(*RUN, "--duration", "2.5", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    progress = [line for line in r.stderr.splitlines() if "ETA" in line]
+    assert progress, r.stderr
+    assert "/2.5 s" in progress[0]
+    summary = json.loads(
+        (out / "summary.json").read_text(),
+        parse_constant=lambda c: pytest.fail(f"{c} in summary.json"),
+    )
+    assert summary["scenario"] == "transient"
+    assert not (out / PARTIAL_MARKER).exists()
+
+
+def test_quiet_run_prints_no_progress(tmp_path: Path) -> None:
+    r = qcn(*RUN, "--duration", "1.2", "--quiet", "--out", str(tmp_path / "q"))
+    assert r.returncode == 0, r.stderr
+    assert "ETA" not in r.stderr
+
+
+def test_interrupted_results_are_marked_partial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import qcn.core.results  # noqa: PLC0415
+
+    def interrupted(*_: object) -> list[Path]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(qcn.core.results, "plot", interrupted)
+    out = tmp_path / "cut"
+    code = cli.main([*RUN, "--duration", "0.3", "--quiet", "--out", str(out)])
+    assert code == 130
+    assert (out / "summary.json").exists()
+    assert "incomplete" in (out / PARTIAL_MARKER).read_text()
+    assert "qcn: interrupted" in capsys.readouterr().err

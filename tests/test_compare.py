@@ -1,0 +1,62 @@
+"""`qcn compare`: how two backends' figures are set side by side and judged."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from qcn.compare import compare_rows, figures_of, format_table
+from tests.test_cli_errors import assert_one_line_error, qcn
+
+
+def summary(**kw: Any) -> dict[str, Any]:
+    base = {
+        "queue_mean_episode_pkts": 22.0,
+        "queue_max_episode_pkts": 40,
+        "drops": 1000,
+        "drops_settled": 10,
+        "jain_fairness": 0.9,
+        "utilization_episode": 1.0,
+        "recovery_ms": 200.0,
+        "delivered_offered_uncongested": 0.99,
+    }
+    return base | kw
+
+
+def row(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    return next(r for r in rows if r["figure"] == key)
+
+
+def test_onset_drops_are_all_but_the_settled_ones() -> None:
+    assert figures_of(summary())["onset_drops"] == 990
+    assert math.isnan(figures_of(summary(recovery_ms=None))["recovery_ms"])
+
+
+def test_targets_judge_ratios_and_differences() -> None:
+    sim = [figures_of(summary()), figures_of(summary(queue_mean_episode_pkts=24.0))]
+    bmv2 = [figures_of(summary(queue_mean_episode_pkts=30.0, drops=3000, jain_fairness=0.75))]
+    rows = compare_rows(sim, bmv2)
+    q = row(rows, "queue_mean_episode_pkts")
+    assert q["sim"] == [23.0, 22.0, 24.0]
+    assert q["ratio"] == pytest.approx(30 / 23)
+    assert q["ok"] is False  # 1.30 is outside [0.75, 1.25]
+    assert row(rows, "onset_drops")["ok"] is False  # 2990 / 990 > 2
+    assert row(rows, "jain_fairness")["ok"] is False  # 0.15 apart
+    assert row(rows, "recovery_ms")["ok"] is True
+    assert row(rows, "drops_settled")["ok"] is None  # reported, no target
+    table = format_table(rows, runs=2)
+    assert "MISSED" in table
+    assert "queue mean, episode (pkts)" in table
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("tcp-multihop",), "no TCP model"),
+        (("transient", "--runs", "0"), "--runs must be at least 1"),
+    ],
+)
+def test_compare_mistakes_are_one_line(args: tuple[str, ...], expected: str) -> None:
+    assert_one_line_error(qcn("compare", *args), expected)

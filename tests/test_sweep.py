@@ -1,0 +1,196 @@
+"""`qcn sweep` on a real Dask cluster: a scheduler and workers started as separate processes
+over loopback (not an in-process fake), driven by the command as a user runs it."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qcn.core import scenario as scenarios
+from qcn.sweep import SweepError, make_points, parse_grid
+from tests.test_cli_errors import assert_one_line_error, qcn
+
+DASK = str(Path(sys.executable).parent / "dask")
+
+
+# -- the grid ------------------------------------------------------------------------------
+
+
+def test_grid_values_are_toml() -> None:
+    assert parse_grid("network.rtt_s=10e-6, 2e-4") == ("network.rtt_s", [10e-6, 2e-4])
+    assert parse_grid('qcn.cp.depth_at="dequeue",enqueue') == (
+        "qcn.cp.depth_at",
+        ["dequeue", "enqueue"],
+    )
+    with pytest.raises(SweepError, match="expected KEY=V1,V2"):
+        parse_grid("network.rtt_s")
+    with pytest.raises(SweepError, match="listed twice"):
+        parse_grid("network.sources=2,2")
+
+
+def test_points_are_the_product_times_seeds_with_stable_distinct_keys() -> None:
+    sc = scenarios.load("transient")
+    grids: list[tuple[str, list[Any]]] = [
+        ("network.sources", [2, 4]),
+        ("qcn.rp.fb_hat", [False, True]),
+    ]
+    points = make_points(sc, grids, seeds=3, backend="sim")
+    assert len(points) == 2 * 2 * 3
+    assert len({p.key for p in points}) == len(points)
+    assert [p.key for p in make_points(sc, grids, 3, "sim")] == [p.key for p in points]
+    # Another scenario content is another point, even with the same overrides and seed.
+    other = make_points(sc.with_overrides({"duration_s": 1.0}), grids, 3, "sim")
+    assert not {p.key for p in other} & {p.key for p in points}
+
+
+def test_a_bad_grid_value_is_refused_before_anything_runs() -> None:
+    sc = scenarios.load("transient")
+    with pytest.raises(SweepError, match=r"network\.sources"):
+        make_points(sc, [("network.sources", [2, "many"])], 1, "sim")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("transient",), "give at least one --grid"),
+        (("transient", "--grid", "network.sources"), "expected KEY=V1,V2"),
+        (("transient", "--grid", "network.sources=2", "--seeds", "0"), "--seeds"),
+        (("transient", "--grid", "nosuch.field=1"), "nosuch"),
+        (("transient", "--grid", "network.sources=2", "--out", "/proc/x"), "--out /proc/x"),
+        (
+            ("transient", "--grid", "network.sources=2", "--address", "tcp://127.0.0.1:1"),
+            "no Dask scheduler answers",
+        ),
+    ],
+)
+def test_sweep_mistakes_are_one_line(args: tuple[str, ...], expected: str) -> None:
+    assert_one_line_error(qcn("sweep", *args, "--duration", "0.05", "--quiet"), expected)
+
+
+# -- a real cluster ------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Cluster:
+    address: str
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def start_worker(self, tmp: Path) -> subprocess.Popen[bytes]:
+        w = subprocess.Popen(
+            [DASK, "worker", self.address, "--nthreads", "1", "--nworkers", "1",
+             "--no-dashboard", "--local-directory", str(tmp), "--death-timeout", "30"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        self.workers.append(w)
+        return w
+
+    def wait_for_workers(self, n: int) -> None:
+        from distributed import Client  # noqa: PLC0415
+
+        with Client(self.address, timeout="20s") as c:
+            c.wait_for_workers(n, timeout=60)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    port = free_port()
+    scheduler = subprocess.Popen(
+        [DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    c = Cluster(f"tcp://127.0.0.1:{port}")
+    try:
+        for _ in range(2):
+            c.start_worker(tmp_path)
+        c.wait_for_workers(2)
+        yield c
+    finally:
+        for p in [*c.workers, scheduler]:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in [*c.workers, scheduler]:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+def rows(out: Path) -> list[dict[str, str]]:
+    with (out / "sweep.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_sweep_on_a_cluster_then_resumes_without_rerunning(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    out = tmp_path / "sweep"
+    args = ("sweep", "transient", "--grid", "network.sources=2,3", "--grid",
+            "qcn.rp.fb_hat=false,true", "--seeds", "2", "--duration", "0.2",
+            "--address", cluster.address, "--out", str(out))  # fmt: skip
+    r = qcn(*args, timeout_s=240)
+    assert r.returncode == 0, r.stderr
+    assert "8 points run, 0 already done" in r.stdout
+    table = rows(out)
+    assert len(table) == 8
+    assert {(t["network.sources"], t["qcn.rp.fb_hat"], t["seed"]) for t in table} == {
+        (s, f, seed) for s in ("2", "3") for f in ("False", "True") for seed in ("1", "2")
+    }
+    for t in table:
+        summary = json.loads((out / "points" / t["key"] / "summary.json").read_text())
+        assert summary["sweep_key"] == t["key"]
+        assert summary["random_seed"] == int(t["seed"])
+        assert float(t["queue_mean_pkts"]) == pytest.approx(summary["queue_mean_pkts"])
+    # The same seed gives the same summary: a point is a function of its key.
+    again = qcn(*args, timeout_s=240)
+    assert again.returncode == 0, again.stderr
+    assert "0 points run, 8 already done" in again.stdout
+    assert rows(out) == table
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    assert pq.read_table(out / "sweep.parquet").num_rows == 8
+    heatmap = out / "queue_mean_pkts.png"
+    assert heatmap.exists()
+
+
+def test_a_worker_killed_mid_sweep_has_its_points_retried(cluster: Cluster, tmp_path: Path) -> None:
+    out = tmp_path / "killed"
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "qcn.cli", "sweep", "transient", "--grid",
+         "network.sources=2,3,4", "--seeds", "2", "--duration", "1.0", "--address",
+         cluster.address, "--out", str(out), "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    victim = cluster.workers[0]
+    deadline = time.monotonic() + 120
+    while not list((out / "points").glob("*/summary.json")):
+        assert sweep.poll() is None, sweep.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(victim.pid, signal.SIGKILL)  # mid-sweep: it holds a point
+    stdout, stderr = sweep.communicate(timeout=240)
+    assert sweep.returncode == 0, stderr
+    assert "6 points run" in stdout
+    assert len(rows(out)) == 6
+    assert victim.poll() is not None

@@ -1,0 +1,190 @@
+"""reaction_point.tc on a real interface: ids recycled, thousands of limiters, and an
+interface's existing qdiscs respected (root, one namespace with a veth pair)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from pyroute2 import NetNS
+
+from reaction_point.tc import (
+    FIRST_LIMITER_MINOR,
+    ROOT_MAJOR,
+    FlowMatch,
+    HtbLimiters,
+    IdPool,
+    TcError,
+    TcFullError,
+)
+from tests.toolchain import requires_root
+from topologies.netns import delete_netns
+from topologies.netns import sh as run
+
+CHURN_CYCLES = int(os.environ.get("QCN_TC_CHURN", "1500"))
+"""Create/release cycles of the churn test (bench/rp_bench.py runs 100,000)."""
+CONCURRENT = 2100
+"""Beyond the ~2,048 limiters at which one u32 priority per limiter exhausted the kernel."""
+
+
+def test_id_pool_hands_out_the_lowest_free_id() -> None:
+    pool = IdPool(1, 3)
+    assert [pool.take(), pool.take(), pool.take()] == [1, 2, 3]
+    with pytest.raises(TcFullError):
+        pool.take()
+    pool.give_back(2)
+    pool.give_back(1)
+    assert pool.in_use == 1
+    assert pool.take() == 1
+    assert pool.take() == 2
+
+
+@dataclass
+class Veth:
+    ns: str
+    iface: str
+
+    def tc(self, *args: str) -> str:
+        return subprocess.run(
+            ["ip", "netns", "exec", self.ns, "tc", *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+
+@pytest.fixture
+def veth() -> Iterator[Veth]:
+    ns = f"tct{os.getpid() % 100000}"
+    delete_netns(ns)
+    try:
+        run("ip", "netns", "add", ns)
+        run("ip", "-n", ns, "link", "add", "tc-a", "type", "veth", "peer", "name", "tc-b")
+        run("ip", "-n", ns, "link", "set", "tc-a", "up")
+        yield Veth(ns, "tc-a")
+    finally:
+        delete_netns(ns)
+
+
+def limiters_in(veth: Veth) -> HtbLimiters:
+    """Limiters on the veth, over a netlink socket inside its namespace."""
+    return HtbLimiters(veth.iface, ipr=NetNS(veth.ns))
+
+
+def flow(i: int) -> FlowMatch:
+    return FlowMatch("10.0.0.1", f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}", 17, 4000, 5001)
+
+
+pytestmark = requires_root()
+
+
+def test_churn_recycles_class_and_filter_ids(veth: Veth) -> None:
+    with limiters_in(veth) as tc:
+        for i in range(CHURN_CYCLES):
+            assert tc.add(flow(i), 10e6) == FIRST_LIMITER_MINOR  # the lowest id again
+            tc.remove(flow(i))
+        assert tc.filters_in_use == 0
+        assert "class htb" not in veth.tc("class", "show", "dev", veth.iface)
+        assert "filter" not in veth.tc("filter", "show", "dev", veth.iface).replace(
+            "filter parent 5143: protocol ip pref 1 u32 chain 0 \n", ""
+        )
+
+
+def test_thousands_of_concurrent_limiters(veth: Veth) -> None:
+    with limiters_in(veth) as tc:
+        minors = [tc.add(flow(i), 10e6 + i * 1e3) for i in range(CONCURRENT)]
+        assert sorted(minors) == list(range(FIRST_LIMITER_MINOR, FIRST_LIMITER_MINOR + CONCURRENT))
+        assert veth.tc("class", "show", "dev", veth.iface).count("class htb") == CONCURRENT
+        assert tc.class_rate_bps(minors[-1]) == 10e6 + (CONCURRENT - 1) * 1e3
+        for i in range(0, CONCURRENT, 2):
+            tc.remove(flow(i))
+        assert veth.tc("class", "show", "dev", veth.iface).count("class htb") == CONCURRENT // 2
+
+
+def test_a_foreign_root_qdisc_is_refused_then_replaced_on_request(veth: Veth) -> None:
+    veth.tc("qdisc", "add", "dev", veth.iface, "root", "handle", "7:", "tbf", "rate", "1mbit",
+            "burst", "10k", "latency", "50ms")  # fmt: skip
+    with pytest.raises(TcError, match=r"already has a root qdisc \(tbf 7:\).*--replace-qdisc"):
+        limiters_in(veth).open()
+    assert "qdisc tbf 7:" in veth.tc("qdisc", "show", "dev", veth.iface)
+    tc = limiters_in(veth)
+    said = tc.open(replace_foreign=True)
+    assert said is not None
+    assert "replaced the root qdisc tbf 7:" in said
+    assert f"qdisc htb {ROOT_MAJOR:x}:" in veth.tc("qdisc", "show", "dev", veth.iface)
+    tc.close()
+
+
+def test_a_dead_daemons_tree_is_found_and_removed(veth: Veth) -> None:
+    dead = limiters_in(veth)
+    dead.open()
+    dead.add(flow(1), 5e6)
+    dead._ipr.close()  # dies without cleaning up: the tree stays in the kernel
+    assert "class htb" in veth.tc("class", "show", "dev", veth.iface)
+    tc = limiters_in(veth)
+    said = tc.open()
+    assert said is not None
+    assert "removed the rate limiters a stopped daemon left behind" in said
+    assert "class htb" not in veth.tc("class", "show", "dev", veth.iface)
+    assert tc.add(flow(2), 5e6) == FIRST_LIMITER_MINOR
+    tc.close()
+    assert "htb" not in veth.tc("qdisc", "show", "dev", veth.iface)
+
+
+def test_the_kernels_default_qdisc_is_simply_replaced(veth: Veth) -> None:
+    veth.tc("qdisc", "replace", "dev", veth.iface, "root", "pfifo_fast")
+    veth.tc("qdisc", "del", "dev", veth.iface, "root")  # back to the kernel's own (handle 0)
+    tc = limiters_in(veth)
+    assert tc.open() is None
+    tc.close()
+
+
+def test_all_traffic_is_held_to_the_line_rate(veth: Veth) -> None:
+    with HtbLimiters(veth.iface, ipr=NetNS(veth.ns), line_rate_bps=100e6) as tc:
+        minor = tc.add(flow(1), 10e6)
+        classes = veth.tc("class", "show", "dev", veth.iface)
+        # The line-rate class, the default class under it, the limiter under it too.
+        assert "class htb 5143:1 root rate 100Mbit ceil 100Mbit" in classes
+        assert "class htb 5143:2 parent 5143:1 prio 0 rate 100Mbit ceil 100Mbit" in classes
+        assert f"class htb 5143:{minor:x} parent 5143:1" in classes
+        assert "default 0x2" in veth.tc("qdisc", "show", "dev", veth.iface)
+        tc.remove(flow(1))
+        assert f"5143:{minor:x}" not in veth.tc("class", "show", "dev", veth.iface)
+
+
+def test_bare_netlink_stats_match_pyroute2s(veth: Veth) -> None:
+    from pyroute2 import netns  # noqa: PLC0415
+
+    from reaction_point.tc import ClassStatsReader, DestinationMatch, read_class_stats  # noqa: PLC0415
+
+    run("ip", "-n", veth.ns, "link", "set", "tc-b", "up")  # a carrier: frames leave
+    run("ip", "-n", veth.ns, "addr", "add", "10.0.0.9/24", "dev", veth.iface)
+    run("ip", "-n", veth.ns, "neigh", "add", "10.0.0.1", "lladdr", "00:00:00:00:00:02",
+        "dev", veth.iface, "nud", "permanent")  # fmt: skip
+    with HtbLimiters(veth.iface, ipr=NetNS(veth.ns), line_rate_bps=100e6) as tc:
+        minor = tc.add(DestinationMatch("00:00:00:00:00:02", ("10.0.0.1",)), 50e6)
+        sent = subprocess.run(
+            ["ip", "netns", "exec", veth.ns, sys.executable, "-m", "qcn.cli", "rp", "send",
+             "--dst", "10.0.0.1", "--rate-bps", "2e6", "--duration", "0.2",
+             "--frame-bytes", "200"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        frames = int(sent.split()[1])
+        netns.pushns(veth.ns)
+        try:
+            reader = ClassStatsReader(tc.ifindex)
+        finally:
+            netns.popns()
+        try:
+            ours = reader.read()
+        finally:
+            reader.close()
+        with NetNS(veth.ns) as ipr:
+            theirs = read_class_stats(ipr, tc.ifindex)
+    assert ours == theirs
+    assert ours[minor] == (frames * 200, frames)
+    assert frames > 100

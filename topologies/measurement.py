@@ -1,0 +1,100 @@
+"""The measurement loop of a Mininet experiment, and what it records.
+
+While the traffic runs, :func:`measure` samples at a fixed interval: it applies the
+scenario's schedule (queue-rate changes of the CP port, over Thrift), reads the CP port's
+queue depth from the pipeline's ``last_qdepth`` register, lets the experiment do its own
+per-sample work, checks the helper processes, and prints progress once a second.  Times
+are monotonic; :mod:`topologies.traces` puts them on the run's grid.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from qcn.core.pipeline import REGISTER_LAST_QDEPTH
+from qcn.core.scenario import Scenario
+
+SOURCE_START_DELAY_S = 2.0
+"""The traffic starts this long after the loop is entered (the sources start meanwhile)."""
+
+
+@dataclass
+class Recording:
+    """What a run measured, in raw form (monotonic timestamps)."""
+
+    queue: list[tuple[float, int]] = field(default_factory=list)
+    sink: list[tuple[float, dict[str, list[int]]]] = field(default_factory=list)
+    """The sink's cumulative counts per source IP: [frames, bytes, lost]."""
+    capacity: list[tuple[float, float]] = field(default_factory=list)
+    limiter_rows: dict[int, list[tuple[float, float, float]]] = field(default_factory=dict)
+    """Per source index: (monotonic time, CR, TR) at every limiter change."""
+    cnms: int = 0
+    start: float = 0.0
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What an experiment adds to the loop."""
+
+    start_traffic: Callable[[float], None]
+    """Start the traffic so that it begins at the given monotonic time."""
+    on_sample: Callable[[float | None, float], None]
+    """Per sample: seconds into the run (None: the last sample, after the drain) and the
+    monotonic time."""
+    progress_detail: Callable[[int], str]
+    """The progress line's figures, given the CP port's depth."""
+    check: Callable[[], None]
+    """Raise if a helper process failed."""
+
+
+def rate_pps(sc: Scenario, rate_bps: float) -> int:
+    """A rate in the scenario's frames per second (BMv2 shapes queues in packets/s)."""
+    return max(1, round(rate_bps / (8 * sc.network.frame_bytes)))
+
+
+def measure(
+    sc: Scenario,
+    *,
+    thrift: Any,
+    cp_port: int,
+    interval_s: float,
+    hooks: Hooks,
+    progress: Callable[[str], None],
+) -> Recording:
+    """Run the scenario's traffic for its duration and record it (see the module doc)."""
+    rec = Recording()
+    pending = list(sc.schedule)
+    start = rec.start = time.monotonic() + SOURCE_START_DELAY_S
+    hooks.start_traffic(start)
+    time.sleep(max(0.0, start - time.monotonic()))
+    rec.capacity.append((start, sc.network.bottleneck_rate_bps))
+    next_sample, next_progress, end = start, start + 1.0, start + sc.duration_s
+    while (now := time.monotonic()) < end:
+        while pending and now - start >= pending[0].at_s:
+            change = pending.pop(0)
+            thrift.set_queue_rate(rate_pps(sc, change.bottleneck_rate_bps), cp_port)
+            rec.capacity.append((time.monotonic(), change.bottleneck_rate_bps))
+            progress(
+                f"qcn run: t={now - start:.1f} s: bottleneck -> "
+                f"{change.bottleneck_rate_bps / 1e6:g} Mb/s"
+            )
+        depth = thrift.register_read(REGISTER_LAST_QDEPTH, cp_port)
+        t = time.monotonic()
+        rec.queue.append((t, depth))
+        hooks.on_sample(now - start, t)
+        hooks.check()
+        if now >= next_progress:
+            progress(
+                f"qcn run: t={now - start:5.1f}/{sc.duration_s:g} s  "
+                + hooks.progress_detail(depth)
+            )
+            next_progress += 1.0
+        next_sample += interval_s
+        time.sleep(max(0.0, next_sample - time.monotonic()))
+    # Let the last frames drain into the sinks before counting.
+    time.sleep(min(1.0, 10 * interval_s))
+    hooks.on_sample(None, time.monotonic())
+    return rec

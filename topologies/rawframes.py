@@ -1,0 +1,169 @@
+"""Raw Ethernet frames in and out of an interface, for tests and benchmarks.
+
+A small program the harnesses start inside a namespace (``ip netns exec NS python -m
+topologies.rawframes ...``), so that what it does is linted and typed like the rest:
+
+    send IFACE [--gap S]                      hex frames on stdin, sent once each
+    blast IFACE --count N [--gap S]           hex frames on stdin, sent round-robin N
+                                              times; prints the rate achieved (frames/s)
+    pace IFACE --rate PPS --duration S        one hex frame on stdin at PPS; prints the count
+    capture IFACE --ethertype T --seconds S   prints "ready", then each frame received (hex)
+    count IFACE --ethertype T [--idle S]      prints "ready", then "N PPS" once the
+                                              interface has been idle for S
+    drain IFACE --ethertype T --count N       prints "ready", then the frames/s of reading
+                                              N frames (busy time only: a bare receiver)
+
+``T`` is a number or a name: ``cnm`` (the CNM EtherType of :mod:`qcn.core.frames`),
+``ipv4``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import select
+import socket
+import sys
+import time
+from collections.abc import Sequence
+
+from qcn.core.frames import ETHERTYPE_CNM
+
+ETHERTYPES = {"cnm": ETHERTYPE_CNM, "ipv4": 0x0800}
+RCVBUF_BYTES = 16 << 20
+RECV_BATCH = 256
+
+
+def _ethertype(text: str) -> int:
+    return ETHERTYPES[text] if text in ETHERTYPES else int(text, 0)
+
+
+def _frames_from_stdin() -> list[bytes]:
+    return [f for f in (bytes.fromhex(h) for h in sys.stdin.read().split()) if len(f) >= 14]
+
+
+def _sender(iface: str) -> socket.socket:
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    s.bind((iface, 0))
+    return s
+
+
+def _receiver(iface: str, ethertype: int) -> socket.socket:
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ethertype))
+    s.bind((iface, ethertype))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
+    return s
+
+
+def send(iface: str, gap_s: float) -> None:
+    with _sender(iface) as s:
+        for f in _frames_from_stdin():
+            s.send(f)
+            if gap_s:
+                time.sleep(gap_s)
+
+
+def blast(iface: str, count: int, gap_s: float) -> None:
+    frames = _frames_from_stdin()
+    with _sender(iface) as s:
+        began = time.monotonic()
+        for i in range(count):
+            s.send(frames[i % len(frames)])
+            if gap_s:
+                time.sleep(gap_s)
+        print(count / (time.monotonic() - began))
+
+
+def pace(iface: str, rate_pps: float, duration_s: float) -> None:
+    (frame,) = _frames_from_stdin()[:1]
+    sent = 0
+    with _sender(iface) as s:
+        began = time.perf_counter()
+        while (now := time.perf_counter() - began) < duration_s:
+            due = int(now * rate_pps)
+            while sent < due:
+                # A full interface queue refuses the frame: it is lost, like any other.
+                with contextlib.suppress(OSError):
+                    s.send(frame)
+                sent += 1
+            time.sleep(0.0005)
+    print(sent)
+
+
+def capture(iface: str, ethertype: int, seconds: float) -> None:
+    with _receiver(iface, ethertype) as s:
+        s.settimeout(0.2)
+        print("ready", flush=True)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            with contextlib.suppress(TimeoutError):
+                print(s.recv(2048).hex(), flush=True)
+
+
+def count(iface: str, ethertype: int, idle_s: float) -> None:
+    with _receiver(iface, ethertype) as s:
+        s.settimeout(idle_s)
+        n, first, last = 0, 0.0, 0.0
+        print("ready", flush=True)
+        while True:
+            try:
+                s.recv(2048)
+            except TimeoutError:
+                break
+            last = time.monotonic()
+            first = first or last
+            n += 1
+    print(n, (n - 1) / (last - first) if n > 1 else 0.0)
+
+
+def drain(iface: str, ethertype: int, frames: int, timeout_s: float = 30.0) -> None:
+    with _receiver(iface, ethertype) as s:
+        s.setblocking(False)
+        got, busy = 0, 0.0
+        print("ready", flush=True)
+        deadline = time.monotonic() + timeout_s
+        while got < frames and time.monotonic() < deadline:
+            if not select.select([s], [], [], 0.5)[0]:
+                continue
+            began = time.perf_counter()
+            for _ in range(RECV_BATCH):
+                try:
+                    s.recvmsg(2048, 64)
+                except BlockingIOError:
+                    break
+                got += 1
+            busy += time.perf_counter() - began
+    print(got / busy if busy else 0.0, got)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    cmds = parser.add_subparsers(dest="cmd", required=True)
+    for name in ("send", "blast", "pace", "capture", "count", "drain"):
+        p = cmds.add_parser(name)
+        p.add_argument("iface")
+        p.add_argument("--gap", type=float, default=0.0, help="seconds between frames")
+        p.add_argument("--count", type=int, default=1)
+        p.add_argument("--rate", type=float, default=1000.0, help="frames/s")
+        p.add_argument("--duration", type=float, default=1.0)
+        p.add_argument("--ethertype", type=_ethertype, default=ETHERTYPE_CNM)
+        p.add_argument("--seconds", type=float, default=1.0)
+        p.add_argument("--idle", type=float, default=2.0)
+    a = parser.parse_args(argv)
+    if a.cmd == "send":
+        send(a.iface, a.gap)
+    elif a.cmd == "blast":
+        blast(a.iface, a.count, a.gap)
+    elif a.cmd == "pace":
+        pace(a.iface, a.rate, a.duration)
+    elif a.cmd == "capture":
+        capture(a.iface, a.ethertype, a.seconds)
+    elif a.cmd == "count":
+        count(a.iface, a.ethertype, a.idle)
+    else:
+        drain(a.iface, a.ethertype, a.count)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,257 @@
+"""Bring-up and teardown of one Mininet network of BMv2 switches, and its processes.
+
+A :class:`Testbed` is what every Mininet experiment stands on: it compiles the pipeline,
+starts the topology (QcnHosts, Bmv2Switches logging into the results, static ARP),
+programs the switches through the controller, starts processes on hosts with their
+output in ``logs/``, starts the reaction-point daemons, and tears everything down in every
+case — Ctrl-C, SIGTERM, errors: processes first (the daemons restore their qdiscs), then
+the switch agents, then Mininet, then a check that no interface of the run is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from qcn.core.params import QcnParams
+from qcn.core.pipeline import build_dir, compile_program
+from qcn.core.scenario import Scenario
+from topologies.errors import ExperimentError
+from topologies.measurement import Hooks, Recording, measure
+
+SWITCH_INTERFACE = re.compile(r"^s\d+-eth\d+$")
+"""Switch-side veths of a Mininet run (sK-ethP)."""
+DAEMON_START_TIMEOUT_S = 20.0
+
+Progress = Callable[[str], None]
+
+
+def missing_requirements() -> str | None:
+    """Why the Mininet backend cannot run here, in one line (None: it can)."""
+    for tool in ("p4c", "simple_switch_grpc", "mnexec"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (see 'make deps')"
+    if os.geteuid() != 0:
+        return "Mininet needs root"
+    return None
+
+
+def remove_stale_interfaces(progress: Progress) -> None:
+    """Delete switch-side veths a crashed run left (Mininet would fail on them)."""
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=False)
+    stale = []
+    for line in links.stdout.splitlines():
+        name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
+        if SWITCH_INTERFACE.match(name):
+            stale.append(name)
+    for name in stale:
+        subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
+    if stale:
+        progress(f"qcn run: removed {len(stale)} interfaces left by an earlier run")
+
+
+def _raise_keyboard_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+class Testbed:
+    """One Mininet network of BMv2 switches with its agents and processes (a context
+    manager: leaving it tears everything down; SIGTERM inside it is a Ctrl-C)."""
+
+    def __init__(self, out: Path, progress: Progress = print) -> None:
+        # Absolute: the processes on the hosts run in it and are handed paths inside it.
+        self.out = out.resolve()
+        self.progress = progress
+        self.net: Any = None
+        self.procs: list[tuple[str, subprocess.Popen[str]]] = []
+        self.agents: list[Any] = []
+        """Every switch agent opened; closed at teardown."""
+        self._previous_sigterm: Any = None
+
+    def __enter__(self) -> Testbed:
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        return self
+
+    def __exit__(
+        self,
+        _type: type[BaseException] | None,
+        _value: BaseException | None,
+        _tb: TracebackType | None,
+    ) -> None:
+        try:
+            self.teardown()
+        finally:
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+
+    # -- bring-up ----------------------------------------------------------------------------
+
+    def start(self, topo: Any, what: str) -> None:
+        """Compile the pipeline if it changed, then start ``topo`` with static ARP."""
+        from mininet.log import setLogLevel  # noqa: PLC0415
+        from mininet.net import Mininet  # noqa: PLC0415
+
+        from topologies.mininet_bmv2 import Bmv2Switch, QcnHost  # noqa: PLC0415
+
+        self.progress(f"qcn run: compiling the pipeline into {build_dir()} if it changed")
+        compile_program()
+        setLogLevel("warning")
+        remove_stale_interfaces(self.progress)
+        self.progress(f"qcn run: starting Mininet: {what}")
+        self.net = Mininet(
+            topo=topo,
+            switch=partial(Bmv2Switch, log_dir=self.out),
+            host=QcnHost,
+            controller=None,
+            autoSetMacs=False,
+        )
+        self.net.start()
+        self.net.staticArp()
+
+    def program(
+        self,
+        cp_ports: dict[str, list[int]],
+        cp_params: dict[str, Any],
+        queues: dict[str, list[tuple[int, int, int]]],
+    ) -> dict[str, Any]:
+        """Bring every switch up through the controller: CPs on ``cp_ports`` with
+        ``cp_params``, and each (port, packets/s, buffer packets) of ``queues`` shaped.
+        Returns the agents by switch name (closed at teardown)."""
+        from controller.agent import SwitchAgent  # noqa: PLC0415
+        from topologies.mininet_bmv2 import network_config  # noqa: PLC0415
+
+        config = network_config(self.net, cp_ports=cp_ports, cp_params=cp_params)
+        agents = {}
+        for sw in self.net.switches:
+            agent = SwitchAgent(config, sw.name)
+            self.agents.append(agent)
+            agent.bring_up()
+            for port, pps, depth in queues.get(sw.name, []):
+                agent.set_queue(port, pps, depth)
+            agents[sw.name] = agent
+        return agents
+
+    # -- processes ---------------------------------------------------------------------------
+
+    def popen(
+        self, name: str, host: str, command: list[str], *, capture: bool = False
+    ) -> subprocess.Popen[str]:
+        """Start ``command`` on ``host``; its stderr (and its stdout, unless ``capture``)
+        go to ``logs/NAME.log`` in the results directory."""
+        logs = self.out / "logs"
+        logs.mkdir(exist_ok=True)
+        log = (logs / f"{name.replace(' ', '-')}.log").open("w")
+        proc: subprocess.Popen[str] = self.net.get(host).popen(
+            command,
+            stdout=subprocess.PIPE if capture else log,
+            stderr=log,
+            text=True,
+            cwd=str(self.out),
+        )
+        log.close()
+        self.procs.append((name, proc))
+        return proc
+
+    def last_log_line(self, name: str) -> str:
+        path = self.out / "logs" / f"{name.replace(' ', '-')}.log"
+        lines = path.read_text().strip().splitlines() if path.exists() else []
+        return lines[-1] if lines else "no output"
+
+    def check_processes(self) -> None:
+        """Fail the run when a helper process failed (the tail of its log says why)."""
+        for name, proc in self.procs:
+            if proc.poll() not in (None, 0):
+                raise ExperimentError(f"{name} failed: {self.last_log_line(name)}")
+
+    def start_reaction_points(self, hosts: list[str], params: QcnParams) -> None:
+        """One ``qcn rp start`` per host on its eth0, CSVs in ``rp/``; waits until all run."""
+        from topologies.bmv2 import wait_until  # noqa: PLC0415
+
+        path = self.out / "params.toml"
+        params.save(path)
+        status_dir = self.out / "rp-status"
+        status_dir.mkdir(exist_ok=True)
+        for name in hosts:
+            self.popen(
+                f"rp {name}",
+                name,
+                [
+                    *(sys.executable, "-m", "qcn", "rp", "start", f"--iface={name}-eth0"),
+                    *(f"--params={path}", f"--csv-dir={self.out / 'rp'}"),
+                    f"--status-dir={status_dir}",
+                ],
+            )
+
+        def ready() -> bool:
+            for name, proc in self.procs:
+                if proc.poll() is not None:
+                    raise ExperimentError(f"{name} exited: {self.last_log_line(name)}")
+            return len(list(status_dir.glob("rp-*.json"))) == len(hosts)
+
+        if not wait_until(ready, DAEMON_START_TIMEOUT_S, interval_s=0.1):
+            raise ExperimentError(
+                f"the reaction-point daemons did not start within {DAEMON_START_TIMEOUT_S:g} s"
+            )
+
+    # -- the run -----------------------------------------------------------------------------
+
+    def measure_or_cli(
+        self,
+        sc: Scenario,
+        agent: Any,
+        cp_port: int,
+        interval_s: float,
+        hooks: Hooks,
+        *,
+        cli: bool,
+    ) -> Recording:
+        """Run the measurement loop on ``agent``'s switch, or (``cli``) hand the running
+        network to the Mininet CLI until the user exits it (nothing is recorded)."""
+        if not cli:
+            return measure(
+                sc,
+                thrift=agent.thrift(),
+                cp_port=cp_port,
+                interval_s=interval_s,
+                hooks=hooks,
+                progress=self.progress,
+            )
+        from mininet.cli import CLI  # noqa: PLC0415
+
+        self.progress("qcn run: everything is running; 'exit' ends the run")
+        CLI(self.net)
+        return Recording()
+
+    # -- teardown ----------------------------------------------------------------------------
+
+    def teardown(self) -> None:
+        for _name, proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)  # the RP daemons restore their qdiscs
+        deadline = time.monotonic() + 5.0
+        for _name, proc in self.procs:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for agent in self.agents:
+            with contextlib.suppress(Exception):
+                agent.close()
+        self.agents.clear()
+        if self.net is not None:
+            self.progress("qcn run: stopping Mininet")
+            self.net.stop()
+            self.net = None
+        remove_stale_interfaces(self.progress)

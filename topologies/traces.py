@@ -1,0 +1,110 @@
+"""A Mininet experiment's recording on the run's time grid: the :class:`Trace` every
+backend fills, so results (CSV, summary, plots) come from the same code as the simulator's.
+
+The pieces both experiments share are here: the grid, the queue and the capacity at a
+grid point, and each source's limiter (CR, TR) from the reaction points' CSVs.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import math
+from pathlib import Path
+
+from qcn.core.scenario import Scenario
+from qcn.core.trace import Trace
+from topologies.measurement import Recording
+
+
+def grid(rec: Recording, duration_s: float, dt: float) -> list[tuple[float, float]]:
+    """(seconds into the run, monotonic time) of every grid point, from the first interval."""
+    return [(k * dt, rec.start + k * dt) for k in range(1, int(duration_s / dt) + 1)]
+
+
+LimiterRows = dict[int, list[tuple[float, float, float]]]
+
+
+def read_limiter_logs(rp_dir: Path, hosts: list[str]) -> LimiterRows:
+    """Each host's limiter rows (monotonic time, CR, TR), by source index, from the CSVs the
+    daemons wrote (one per limiter)."""
+    out = {}
+    for i, name in enumerate(hosts):
+        rows: list[tuple[float, float, float]] = []
+        for path in sorted(rp_dir.glob(f"rp-{name}-eth0-*.csv")):
+            with path.open() as f:
+                for r in csv.DictReader(f):
+                    rows.append((float(r["monotonic_s"]), float(r["cr_bps"]), float(r["tr_bps"])))
+        out[i] = sorted(rows)
+    return out
+
+
+class GridReader:
+    """Looks up what was recorded at a monotonic time (the last value at or before it)."""
+
+    def __init__(self, sc: Scenario, rec: Recording, *, qcn: bool) -> None:
+        self.sc, self.rec, self.qcn = sc, rec, qcn
+        self._queue_times = [t for t, _ in rec.queue]
+        self._capacity_times = [t for t, _ in rec.capacity]
+        self._limiter_times = {i: [r[0] for r in rows] for i, rows in rec.limiter_rows.items()}
+
+    def queue_at(self, t: float) -> int:
+        i = bisect.bisect_right(self._queue_times, t) - 1
+        return self.rec.queue[i][1] if i >= 0 else 0
+
+    def capacity_at(self, t: float) -> float:
+        i = bisect.bisect_right(self._capacity_times, t) - 1
+        return self.rec.capacity[max(i, 0)][1] if self.rec.capacity else math.nan
+
+    def rates_at(self, t: float, sources: int) -> tuple[list[float], list[float]]:
+        """Every source's (CR, TR) at ``t``: its limiter's, or line rate before its first
+        CNM (no limiter); without QCN the offered rate and no target."""
+        line, crs, trs = self.sc.network.line_rate_bps, [], []
+        for i in range(sources):
+            li = bisect.bisect_right(self._limiter_times.get(i, []), t) - 1
+            if not self.qcn:
+                crs.append(self.sc.workload.max_rate_bps)
+                trs.append(math.nan)
+            elif li < 0:
+                crs.append(line)
+                trs.append(line)
+            else:
+                _, cr, target = self.rec.limiter_rows[i][li]
+                crs.append(cr)
+                trs.append(target)
+        return crs, trs
+
+    def append_common(self, tr: Trace, elapsed_s: float, t: float, sources: int) -> None:
+        """The grid point's time, queue, capacity and limiter rates."""
+        tr.times_s.append(elapsed_s)
+        tr.queue_pkts.append(self.queue_at(t))
+        tr.capacity_bps.append(self.capacity_at(t))
+        crs, trs = self.rates_at(t, sources)
+        tr.source_cr_bps.append(crs)
+        tr.source_tr_bps.append(trs)
+
+
+def sink_trace(sc: Scenario, rec: Recording, dt: float, *, qcn: bool) -> Trace:
+    """The single-bottleneck run's trace: throughput and losses from the sink's per-source
+    counts (sequence numbers), on the grid."""
+    tr, reader = Trace(), GridReader(sc, rec, qcn=qcn)
+    n = sc.network.sources
+    ips = [f"10.0.0.{i + 1}" for i in range(n)]
+    s_times = [t for t, _ in rec.sink]
+    previous: dict[str, list[int]] = {}
+    zero = [0, 0, 0]
+    for elapsed, t in grid(rec, sc.duration_s, dt):
+        reader.append_common(tr, elapsed, t, n)
+        si = bisect.bisect_right(s_times, t) - 1
+        counts = rec.sink[si][1] if si >= 0 else {}
+        per_source = [8 * (counts.get(ip, zero)[1] - previous.get(ip, zero)[1]) / dt for ip in ips]
+        previous = counts
+        tr.drops_so_far.append(sum(counts.get(ip, zero)[2] for ip in ips))
+        tr.source_throughput_bps.append(per_source)
+        tr.throughput_bps.append(sum(per_source))
+    final = rec.sink[-1][1] if rec.sink else {}
+    tr.drops = sum(final.get(ip, zero)[2] for ip in ips)
+    tr.frames_in = sum(final.get(ip, zero)[0] for ip in ips) + tr.drops
+    tr.cnms = rec.cnms
+    tr.events = len(rec.queue)
+    return tr
