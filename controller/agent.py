@@ -249,6 +249,7 @@ class SwitchAgent:
                 if int(stage1[0].action.args["dequeue_depth"])
                 else QueueDepth.ENQUEUE
             ),
+            positive_feedback=bool(int(args["positive_feedback"])),
         )
         if len(rows) == 8:
             bases = tuple(int(a["base_bytes"]) for _, a in rows)

@@ -29,6 +29,10 @@ SET_OPTIONS: dict[str, tuple[str, type, str]] = {
 }
 
 
+#: `qcn ctl set --feedback`: the CP's feedback mode -> CpParams.positive_feedback.
+FEEDBACK_MODES = {"qcn": False, "ecm": True}
+
+
 def register(sub: Any) -> None:
     ctl = sub.add_parser(
         "ctl",
@@ -50,6 +54,11 @@ def register(sub: Any) -> None:
     for opt, (_, kind, text) in SET_OPTIONS.items():
         st.add_argument("--" + opt.replace("_", "-"), type=kind, help=text)
     st.add_argument("--sampling", choices=[m.value for m in SamplingMode], help="sampling mode")
+    st.add_argument(
+        "--feedback",
+        choices=list(FEEDBACK_MODES),
+        help="qcn: CNMs for Fb < 0 only; ecm: also flagged positive ones for Fb > 0",
+    )
     st.add_argument(
         "--depth-at",
         choices=[m.value for m in QueueDepth],
@@ -110,6 +119,8 @@ def _set(args: argparse.Namespace) -> int:
         changes["sampling"] = args.sampling
     if args.depth_at:
         changes["depth_at"] = args.depth_at
+    if args.feedback:
+        changes["positive_feedback"] = FEEDBACK_MODES[args.feedback]
     if not changes:
         raise ConfigError("nothing to set: give at least one of --q-eq, --w, --p-base, ...")
     net = _network(args)
@@ -118,7 +129,8 @@ def _set(args: argparse.Namespace) -> int:
     print(
         f"{args.switch} port {args.port}: q_eq={new.q_eq_pkts} w={new.w:g} "
         f"p_base={new.p_base:g} p_scale={new.p_scale:g} sampling={new.sampling.value} "
-        f"depth_at={new.depth_at.value}"
+        f"depth_at={new.depth_at.value} "
+        f"feedback={'ecm' if new.positive_feedback else 'qcn'}"
     )
     return 0
 
@@ -142,7 +154,7 @@ def _show(args: argparse.Namespace) -> int:
         for r in rows:
             cp = (
                 f"q_eq={r.cp.q_eq_pkts} w={r.cp.w:g} {r.cp.sampling.value[:4]} "
-                f"{r.cp.depth_at.value[:3]}"
+                f"{r.cp.depth_at.value[:3]}{' ecm' if r.cp.positive_feedback else ''}"
                 if r.cp
                 else "off"
             )

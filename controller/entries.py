@@ -85,7 +85,7 @@ def cp_config_entry(cp: CpPort) -> P4TableEntry:
     # port's.  One name per quantity, so no mapping to keep in step.
     identity = {"cpid": cp.cpid, "cp_mac": cp.cp_mac}
     args = {
-        name: identity[name] if name in identity else getattr(cfg, name)
+        name: identity[name] if name in identity else int(getattr(cfg, name))
         for name in ACTION_PARAMS[ACTION_COMPUTE_FEEDBACK]
     }
     return P4TableEntry(

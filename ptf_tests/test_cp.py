@@ -25,7 +25,7 @@ from ptf_tests.qcn_base import (
     wait_for,
 )
 from qcn.core.frames import CNM
-from qcn.core.params import CpParams, QueueDepth, SamplingMode
+from qcn.core.params import CpParams, QcnParams, QueueDepth, SamplingMode
 from qcn.core.pipeline import REGISTER_BYTES_TO_SAMPLE, REGISTER_LAST_QDEPTH
 
 SLOW_PPS = 200
@@ -267,3 +267,50 @@ class MalformedInputTest(CongestionTest):
         frame = udp_frame(0, 1, 9)
         self.send(0, frame)
         testutils.verify_packet(self, frame, 1)
+
+
+ECM_ALWAYS = replace(QcnParams.preset("ecm").cp, p_base=1.0, p_scale=0.0)
+"""Seed 004's ECM CP (q_eq 16 frames, W 2, positive feedback), sampling every frame."""
+
+
+class EcmPositiveFeedbackTest(QcnTest):
+    """ECM mode: an empty queue (Fb = +q_eq) gets a CNM flagged positive for every sample,
+    byte for byte the reference model's; QCN mode sends none for the same frames."""
+
+    def runTest(self) -> None:
+        cp = self.enable_cp(ECM_ALWAYS)
+        frames = [udp_frame(0, BOTTLENECK, seq) for seq in range(20)]
+        sent = by_msdu(frames)
+        for frame in frames:
+            self.send(0, frame)
+            testutils.verify_packet(self, frame, BOTTLENECK)
+            (cnm,) = self.cnms(self.collect(ports=(0,), quiet_s=0.3)[0])
+            self.assert_cnm_exact(cnm, sent, cp)
+            pdu = Ether(cnm)[CNM]
+            # q = 0, qdelta = 0: Fb = +16 of Fbmax 80 -> QntzFb floor(16 * 63 / 80) = 12.
+            self.assertEqual((pdu.fb_positive, pdu.qntz_fb, pdu.qoff), (1, 12, -16))
+        self.assertEqual(self.counters(BOTTLENECK)["cp_cnms"], 20)
+        self.enable_cp(replace(ECM_ALWAYS, positive_feedback=False), modify=True)
+        self.send(0, udp_frame(0, BOTTLENECK, 99))
+        testutils.verify_packet(self, udp_frame(0, BOTTLENECK, 99), BOTTLENECK)
+        testutils.verify_no_other_packets(self)
+
+
+class EcmCongestionTest(CongestionTest):
+    """ECM mode under a burst: positive CNMs while the queue is below q_eq, negative ones
+    above it, every one exactly the reference model's."""
+
+    def runTest(self) -> None:
+        cp = self.enable_cp(ECM_ALWAYS)
+        frames = [udp_frame(0, BOTTLENECK, seq) for seq in range(40)]
+        out = self.burst(frames)
+        self.assertEqual(len(out[BOTTLENECK]), 40)
+        cnms = self.cnms(out[0])
+        sent = by_msdu(frames)
+        signs = []
+        for cnm in cnms:
+            self.assert_cnm_exact(cnm, sent, cp)
+            signs.append(Ether(cnm)[CNM].fb_positive)
+        self.assertGreaterEqual(signs.count(1), 5, "positive feedback below q_eq")
+        self.assertGreaterEqual(signs.count(0), 5, "negative feedback above q_eq")
+        self.assertEqual(self.counters(BOTTLENECK)["cp_cnms"], len(cnms))

@@ -371,10 +371,15 @@ class ReactionPoint:
         match = self._match_for(cnm)
         if match is None:
             return False
-        lim = self.limiters.get(match) or self._create(match)
+        lim = self.limiters.get(match)
+        if lim is None and cnm.fb_positive:
+            # An ECM CP's positive feedback raises a limiter's rate; it never creates one.
+            self.counters["positive_without_limiter"] += 1
+            return False
+        lim = lim or self._create(match)
         if lim is None:
             return False
-        lim.rules.on_cnm(cnm.qntz_fb)
+        lim.rules.on_cnm(cnm.qntz_fb, positive=cnm.fb_positive)
         lim.changed = True
         lim.last_signal_s = self.clock()
         self.counters["cnms_accepted"] += 1

@@ -4,12 +4,21 @@ One :class:`RateLimiterRules` is one rate limiter's state machine.  It owns no c
 randomness: the caller injects ``clock()`` (seconds, monotonic) and ``uniform()`` (a float in
 [0, 1)), and calls
 
-- :meth:`on_cnm` for every CNM addressed to this limiter,
+- :meth:`on_cnm` for every CNM addressed to this limiter (``positive=True`` for an ECM CP's
+  message with Fb > 0),
 - :meth:`on_transmit` for every frame the limiter sent,
 - :meth:`on_timer` when :attr:`timer_deadline` has passed (or :meth:`advance` to fire all
   expired timer cycles at once).
 
-The daemon, the simulator and the tests all drive this same class.
+The daemon, the simulator and the tests all drive this same class, for every scheme of
+``RpParams.scheme`` (``docs/schemes.md``):
+
+- ``qcn``: the byte counter, plus the timer and HAI where the parameters enable them;
+- ``2-qcn``: the byte counter alone (seed 000);
+- ``timer-qcn``: the timer alone clocks FR, AI and HAI (seed 004);
+- ``ecm``: AIMD on the signed feedback, a drift increase every Td (seed 004).
+
+Seed 004's adaptive timer (``RpParams.adaptive_timer``) works with every timer-clocked scheme.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from qcn.core.params import RpParams
+from qcn.core.params import QNTZ_FB_MAX, RpParams, RpScheme
 
 #: Fb-hat is a 5-bit saturating counter (seed 000).
 FB_HAT_MAX = 31
@@ -59,6 +68,17 @@ class RateLimiterRules:
         self.p = params
         self._clock = clock
         self._uniform = uniform
+        scheme = params.scheme
+        self._byte_clocked = scheme in (RpScheme.QCN, RpScheme.TWO_QCN)
+        """The byte counter clocks increases (QCN and 2-QCN)."""
+        self._timer_clocked = scheme is RpScheme.TIMER_QCN or (
+            scheme is RpScheme.QCN and params.timer_enabled
+        )
+        """The QCN timer clocks increases (full QCN and timer-only QCN)."""
+        self._ecm = scheme is RpScheme.ECM
+        self._hai = params.hai_enabled and scheme in (RpScheme.QCN, RpScheme.TIMER_QCN)
+        self.timer_period_s = params.timer_s
+        """T: the timer's base period (it moves only with the adaptive timer)."""
         self.current_rate_bps = params.line_rate_bps
         self.target_rate_bps = params.line_rate_bps
         self.byte_stage = 0
@@ -76,6 +96,7 @@ class RateLimiterRules:
 
     @property
     def stage(self) -> Stage:
+        """FR/AI/HAI (ECM has no stages: it reports FR until a drift or increase)."""
         th = self.p.fast_recovery_th
         if self._hyper_active():
             return Stage.HYPER_ACTIVE_INCREASE
@@ -95,11 +116,20 @@ class RateLimiterRules:
 
     # -- events ----------------------------------------------------------------------------
 
-    def on_cnm(self, qntz_fb: int) -> None:
-        """Multiplicative decrease on a CNM carrying QntzFb (0..63)."""
+    def on_cnm(self, qntz_fb: int, positive: bool = False) -> None:
+        """A CNM carrying QntzFb (0..63): QCN's multiplicative decrease, or ECM's AIMD step
+        (``positive``: the ECM CP's Fb > 0; QCN schemes ignore such a message)."""
         p = self.p
-        if not 0 <= qntz_fb <= 63:
-            raise ValueError(f"QntzFb must be in [0, 63], got {qntz_fb}")
+        if not 0 <= qntz_fb <= QNTZ_FB_MAX:
+            raise ValueError(f"QntzFb must be in [0, {QNTZ_FB_MAX}], got {qntz_fb}")
+        if self._ecm:
+            self._ecm_feedback(qntz_fb, positive)
+            return
+        if positive:
+            return  # QCN has no positive feedback
+        if p.adaptive_timer and self.timer_deadline is not None:
+            # Dinged before the timer expired: a longer period (seed 004, "T + b or T * d").
+            self._set_timer_period(self.timer_period_s * p.timer_cnm_factor + p.timer_cnm_step_s)
         self.cnms += 1
         # Extra fast recovery: a CNM during the first FR cycle keeps TR.
         if self.byte_stage != 0:
@@ -111,8 +141,25 @@ class RateLimiterRules:
         if p.fb_hat:
             self.fb_hat = min(FB_HAT_MAX, self.fb_hat + qntz_fb)
         self.bytes_left = self._byte_cycle()
-        if p.timer_enabled:
+        if self._timer_clocked:
             self.timer_deadline = self._clock() + self._timer_cycle()
+
+    def _ecm_feedback(self, qntz_fb: int, positive: bool) -> None:
+        """ECM: r += Gi * Fb * Ru on Fb > 0, r *= 1 - Gd * |Fb| on Fb < 0, in seed 004's
+        units (QntzFb back to pages by ``ecm_fb_max``); each message restarts the drift."""
+        p = self.p
+        fb = qntz_fb * p.ecm_fb_max / QNTZ_FB_MAX
+        if positive:
+            if self.cnms == 0:
+                return  # never throttled: nothing to increase
+            rate = self.current_rate_bps + p.ecm_gi * fb * p.ecm_ru_bps
+        else:
+            rate = self.current_rate_bps * (1 - p.ecm_gd * fb)
+        self.cnms += 1
+        self.current_rate_bps = min(p.line_rate_bps, max(p.min_rate_bps, rate))
+        self.target_rate_bps = self.current_rate_bps
+        self.frames_since_cnm = 0
+        self.timer_deadline = self._clock() + p.ecm_td_s
 
     def on_transmit(self, nbytes: int, frames: int = 1) -> None:
         """Count ``frames`` sent frames of ``nbytes`` in all; may end a byte-counter cycle."""
@@ -122,8 +169,8 @@ class RateLimiterRules:
             while self._frames_since_fb_hat_halving >= FB_HAT_HALVING_FRAMES:
                 self._frames_since_fb_hat_halving -= FB_HAT_HALVING_FRAMES
                 self.fb_hat >>= 1
-        if self.cnms == 0:
-            return  # never throttled: no cycles to clock
+        if self.cnms == 0 or not self._byte_clocked:
+            return  # never throttled, or no byte counter: no cycles to clock
         self.bytes_left -= nbytes
         if self.bytes_left < 0:
             self.byte_stage += 1
@@ -145,18 +192,37 @@ class RateLimiterRules:
         return fired
 
     def _end_timer_cycle(self, next_starts: float) -> None:
-        """One more timer stage; the next cycle (shorter after FR) starts at ``next_starts``."""
+        """One more timer stage; the next cycle (shorter after FR) starts at ``next_starts``.
+        ECM: one drift step of Rd."""
+        p = self.p
+        if self._ecm:
+            self.current_rate_bps = min(p.line_rate_bps, self.current_rate_bps + p.ecm_rd_bps)
+            self.target_rate_bps = self.current_rate_bps
+            self.timer_deadline = next_starts + p.ecm_td_s
+            return
+        if p.adaptive_timer:
+            # Expired without a CNM: a shorter period (seed 004, "T - a or T * c").
+            self._set_timer_period(
+                self.timer_period_s * p.timer_expiry_factor - p.timer_expiry_step_s
+            )
         self.time_stage += 1
         self.timer_deadline = next_starts + self._timer_cycle()
         self._increase()
 
+    def _set_timer_period(self, period_s: float) -> None:
+        span = self.p.adaptive_timer_span
+        self.timer_period_s = min(self.p.timer_s * span, max(self.p.timer_s / span, period_s))
+
     # -- the rules -------------------------------------------------------------------------
 
     def _hyper_active(self) -> bool:
+        """HAI: both clocks past FR (timer-only QCN: the timer stands for both) and 500
+        frames sent since the last CNM (seed 004)."""
         th = self.p.fast_recovery_th
+        byte_stage = self.byte_stage if self._byte_clocked else self.time_stage
         return (
-            self.p.hai_enabled
-            and self.byte_stage > th
+            self._hai
+            and byte_stage > th
             and self.time_stage > th
             and self.frames_since_cnm >= self.p.hai_min_frames
         )
@@ -165,7 +231,10 @@ class RateLimiterRules:
         p = self.p
         th = p.fast_recovery_th
         if self._hyper_active():
-            self.target_rate_bps += p.r_hai_bps * (min(self.byte_stage, self.time_stage) - th)
+            stages = (
+                self.time_stage if not self._byte_clocked else min(self.byte_stage, self.time_stage)
+            )
+            self.target_rate_bps += p.r_hai_bps * (stages - th)
         elif self.byte_stage > th or self.time_stage > th:
             self.target_rate_bps += p.r_ai_bps
         # else fast recovery: TR unchanged
@@ -194,7 +263,7 @@ class RateLimiterRules:
 
     def _timer_cycle(self) -> float:
         p = self.p
-        period = p.timer_s
+        period = self.timer_period_s
         if p.shorten_cycles_after_fr and self.time_stage >= p.fast_recovery_th:
             period /= 2
         return period * self._jitter()

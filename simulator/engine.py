@@ -16,7 +16,8 @@ Model (the seeds' single-bottleneck experiments):
   (``cp_at_departure``), it sees each frame as it leaves, with q = the frames it found
   (``depth_at = "enqueue"``, BMv2's enq_qdepth) or the frames it leaves behind
   (``"dequeue"``, deq_qdepth).
-- A CNM reaches its source one RTT after the CP sent it.
+- A CNM reaches its source one RTT after the CP sent it (an ECM CP's positive message
+  too, as ``CNM_POSITIVE``).
 
 Events are (time, sequence, kind, source, version) tuples in a heap; a source's pending
 send or timer event is cancelled by bumping its version.
@@ -39,7 +40,7 @@ from qcn.core.trace import Trace
 from reaction_point.rules import RateLimiterRules
 from reaction_point.sources import empty_slots_before_frame
 
-SEND, DEPART, CNM, TIMER, RATE, SAMPLE, START = range(7)
+SEND, DEPART, CNM, TIMER, RATE, SAMPLE, START, CNM_POSITIVE = range(8)
 
 
 @dataclass
@@ -216,7 +217,8 @@ class Simulation:
             decision = self.cp.on_frame(q, self.frame_bytes)
             if decision.cnm:
                 self.trace.cnms += 1
-                self._push(self.now + self.sc.network.rtt_s, CNM, src, decision.qntz_fb)
+                kind = CNM_POSITIVE if decision.positive else CNM
+                self._push(self.now + self.sc.network.rtt_s, kind, src, decision.qntz_fb)
 
     def _rate_changed(self, s: Source) -> None:
         """CR changed: re-pace the source's next send."""
@@ -280,10 +282,10 @@ class Simulation:
                     self._send(s)
             elif kind == DEPART:
                 self._depart()
-            elif kind == CNM:
+            elif kind in (CNM, CNM_POSITIVE):
                 s = sources[src]
                 assert s.rules is not None
-                s.rules.on_cnm(version)
+                s.rules.on_cnm(version, positive=kind == CNM_POSITIVE)
                 self._schedule_timer(s)
                 self._rate_changed(s)
             elif kind == TIMER:

@@ -202,6 +202,15 @@ def test_depth_source_change_reads_back(lab: Lab) -> None:
     assert (cp["depth_at"], cp["sampling"], cp["q_eq_pkts"]) == ("dequeue", "bernoulli", 22)
 
 
+def test_feedback_mode_change_reads_back(lab: Lab) -> None:
+    lab.ctl("up")
+    assert "feedback=ecm" in lab.ctl("set", "s1", "2", "--feedback", "ecm").stdout
+    cp = lab.show()[2]["cp"]
+    assert (cp["positive_feedback"], cp["q_eq_pkts"]) == (True, 22)
+    lab.ctl("set", "s1", "2", "--feedback", "qcn")
+    assert lab.show()[2]["cp"]["positive_feedback"] is False
+
+
 def test_counters_increase_with_traffic(lab: Lab) -> None:
     lab.ctl("up")
     before = lab.show()[2]["counters"]

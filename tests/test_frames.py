@@ -131,6 +131,7 @@ def test_fast_pdu_decoder_agrees_with_scapy_layer(pdu: bytes) -> None:
     for name in (
         "version",
         "reserved_v",
+        "fb_positive",
         "qntz_fb",
         "cpid",
         "qoff",

@@ -250,6 +250,25 @@ def test_crafted_cnms_set_exact_kernel_rate(daemon_factory: Any, hosts: Hosts) -
     assert kernel_rates(hosts) == [expected_kernel_rate(d.params, [63, 20, 40])]
 
 
+def test_ecm_positive_feedback_raises_only_an_existing_limiter(
+    daemon_factory: Any, hosts: Hosts
+) -> None:
+    # Ru scaled as the line rate is (10G -> 100M), as on BMv2.
+    ecm = {**HOLD, "scheme": "ecm", "min_rate_bps": 1e6, "ecm_ru_bps": 1e4, "ecm_td_s": 60.0}
+    d = daemon_factory(ecm, "ecm")
+    send_frames(hosts.h2, hosts.if2, [cnm(30, fb_positive=1)])
+    assert d.wait(lambda s: s["counters"].get("positive_without_limiter") == 1)
+    assert kernel_rates(hosts) == []  # positive feedback never creates a limiter
+    rules = RateLimiterRules(d.params, lambda: 0.0, lambda: 0.5)
+    for qntz_fb, positive in ((63, False), (21, True)):
+        send_frames(hosts.h2, hosts.if2, [cnm(qntz_fb, fb_positive=int(positive))])
+        rules.on_cnm(qntz_fb, positive)
+        assert d.wait(lambda s, n=rules.cnms: s["counters"].get("cnms_accepted") == n)
+        # 100M * (1 - Gd * 1875) = 50 Mb/s, then + Gi * 625 pages * Ru = +3.33 Mb/s
+        assert kernel_rates(hosts) == [round(rules.current_rate_bps / 1e6) * 1e6]
+    assert kernel_rates(hosts) == [53e6]
+
+
 def iperf_udp(hosts: Hosts, rate: str, seconds: int) -> float:
     """Goodput of an iperf3 UDP flow h1 -> h2 as received, bits/s of payload."""
     server = subprocess.Popen(

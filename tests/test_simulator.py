@@ -15,7 +15,7 @@ from qcn.core.results import SUMMARY_KEYS, fairness_window_s, jain, summarize
 from qcn.core.scenario import ScenarioError
 from qcn.core.trace import Trace
 from simulator.engine import Simulation
-from simulator.reproduce import checks, run_rows
+from simulator.reproduce import ROWS, SCHEME_ROWS, checks, ecm_checks, run_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -132,6 +132,16 @@ def test_seeds_reproduced_within_tolerances() -> None:
     assert not failed, failed
 
 
+def test_seed_004_ecm_reproduced_within_tolerances() -> None:
+    """Issue 18's ECM tolerances, one random seed: recoveries within 2x of 3 ms and 214 ms,
+    and the standard Gi measurably less stable than QCN at RTT 200 us."""
+    qcn_200 = [r for r in ROWS if r.label == "robustness, RTT 200 us"]
+    ecm_rows = [r for r in SCHEME_ROWS if "ECM" in r.label]
+    results = run_rows([1], progress=lambda _: None, rows=qcn_200 + ecm_rows)
+    failed = [text for text, ok in ecm_checks(results) if not ok]
+    assert not failed, failed
+
+
 def test_scaling_for_bmv2_scales_rates_times_and_bytes() -> None:
     sc = scenarios.load("transient").with_overrides(
         {"bmv2.rate_scale": 1e-3, "bmv2.time_scale": 10.0, "bmv2.set": {"qcn.cp.p_base": 0.5}}
@@ -145,6 +155,10 @@ def test_scaling_for_bmv2_scales_rates_times_and_bytes() -> None:
     assert b.workload.max_rate_bps == pytest.approx(sc.workload.max_rate_bps * k)
     assert b.duration_s == pytest.approx(sc.duration_s * tau)
     assert b.params.rp.timer_s == pytest.approx(sc.params.rp.timer_s * tau)
+    # ECM's rate units and drift period, and the adaptive timer's steps, scale too.
+    assert b.params.rp.ecm_ru_bps == pytest.approx(sc.params.rp.ecm_ru_bps * k)
+    assert b.params.rp.ecm_rd_bps == pytest.approx(sc.params.rp.ecm_rd_bps * k)
+    assert b.params.rp.ecm_td_s == pytest.approx(sc.params.rp.ecm_td_s * tau)
     assert [c.at_s for c in b.schedule] == pytest.approx([c.at_s * tau for c in sc.schedule])
     assert [c.bottleneck_rate_bps for c in b.schedule] == pytest.approx(
         [c.bottleneck_rate_bps * k for c in sc.schedule]

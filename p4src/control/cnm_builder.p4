@@ -31,6 +31,7 @@ control CnmBuilder(inout headers_t hdr,
         }
         hdr.cnm.version = CNM_VERSION;
         hdr.cnm.reserved_v = 0;
+        hdr.cnm.fb_positive = meta.cnm_fields[CNM_FIELDS_FB_POSITIVE];
         hdr.cnm.qntz_fb = meta.cnm_fields[CNM_FIELDS_QNTZ_FB];
         hdr.cnm.cpid = meta.cnm_fields[CNM_FIELDS_CPID];
         hdr.cnm.qoff = meta.cnm_fields[CNM_FIELDS_QOFF];

@@ -15,6 +15,9 @@
 //   sampled: Bernoulli iff r < p_base + QntzFb * p_scale; byte-interval always, and the
 //            counter is reloaded from the interval table row QntzFb >> 3, +/- jitter
 //   on a sample: q_old = q, and if Fb < 0 an E2E clone becomes the CNM (CnmBuilder)
+// ECM mode (positive_feedback = 1, docs/schemes.md): a sampled frame with Fb > 0 gets a
+// CNM too, flagged fb_positive, its QntzFb the same quantisation of +Fb; the sampling
+// still uses the negative QntzFb (0 for Fb >= 0).
 // Since p <= p_max, a frame with r >= p_max is not sampled whatever its Fb: the two stages
 // make exactly the decisions of computing Fb for every frame, at a fraction of BMv2's
 // per-frame work (bench/pipeline_bench.py).
@@ -85,16 +88,22 @@ control CongestionPoint(inout headers_t hdr,
 
     action compute_feedback(bit<32> q_eq_pkts, bit<32> w_fixed, bit<32> fbmax_fixed,
                             bit<64> fb_multiplier, bit<32> p_base_fixed,
-                            bit<32> p_scale_fixed, bit<64> cpid, mac_addr_t cp_mac) {
+                            bit<32> p_scale_fixed, bit<64> cpid, mac_addr_t cp_mac,
+                            bit<1> positive_feedback) {
         int<32> q = (int<32>)(bit<32>)meta.cp.q;
         q_old.read(meta.cp.qdelta, standard_metadata.egress_port);
         meta.cp.qoff = q - (int<32>)q_eq_pkts;
         meta.cp.qdelta = q - meta.cp.qdelta;
         meta.cp.fb_fp = -((meta.cp.qoff << W_FRAC_BITS) + (int<32>)w_fixed * meta.cp.qdelta);
-        // QntzFb = (min(|Fb| if Fb < 0 else 0, fbmax) * fb_multiplier) >> 32, at most 63.
+        // QntzFb = (min(|Fb|, fbmax) * fb_multiplier) >> 32, at most 63, of Fb < 0 (or, in
+        // ECM mode, of Fb > 0).
         bit<64> qntz_fb = 0;
+        bit<1> positive = 0;
         if (meta.cp.fb_fp < 0) {
             qntz_fb = (bit<64>)(bit<32>)(-meta.cp.fb_fp);
+        } else if (positive_feedback == 1 && meta.cp.fb_fp > 0) {
+            qntz_fb = (bit<64>)(bit<32>)meta.cp.fb_fp;
+            positive = 1;
         }
         if (qntz_fb > (bit<64>)fbmax_fixed) {
             qntz_fb = (bit<64>)fbmax_fixed;
@@ -104,10 +113,18 @@ control CongestionPoint(inout headers_t hdr,
             qntz_fb = QNTZ_FB_MAX;
         }
         meta.cp.qntz_fb = (bit<6>)qntz_fb;
+        // The sampling rate follows congestion only: QntzFb of Fb < 0, else 0.
+        bit<6> congestion = meta.cp.qntz_fb;
+        if (positive == 1) {
+            congestion = 0;
+        }
+        meta.cp.interval_idx = congestion[5:3];
         // Bernoulli mode: p = p_base + QntzFb * p_scale, in 24-bit fixed point.
         meta.cp.sample = meta.cp.byte_interval
-                         || meta.cp.rand < p_base_fixed + (bit<32>)meta.cp.qntz_fb * p_scale_fixed;
-        meta.cnm_fields = cp_mac ++ cpid ++ 38w0;   // request_cnm adds the per-sample fields
+                         || meta.cp.rand < p_base_fixed + (bit<32>)congestion * p_scale_fixed;
+        // request_cnm adds the per-sample fields; the positive flag travels here too, so
+        // the frame needs no metadata field of its own for it.
+        meta.cnm_fields = positive ++ cp_mac ++ cpid ++ 38w0;
     }
 
     // The port's CP parameters (one entry per CP-enabled egress port, with cp_sampling's).
@@ -146,7 +163,6 @@ control CongestionPoint(inout headers_t hdr,
     action record_sample() {
         cp_samples.count(standard_metadata.egress_port);
         q_old.write(standard_metadata.egress_port, (int<32>)(bit<32>)meta.cp.q);
-        meta.cp.interval_idx = meta.cp.qntz_fb[5:3];
     }
 
     // A CNM for this frame: the E2E clone carries what CnmBuilder needs.
@@ -178,7 +194,7 @@ control CongestionPoint(inout headers_t hdr,
                     if (meta.cp.byte_interval) {
                         sample_interval.apply();
                     }
-                    if (meta.cp.fb_fp < 0) {
+                    if (meta.cp.fb_fp < 0 || meta.cnm_fields[CNM_FIELDS_FB_POSITIVE] == 1) {
                         request_cnm();
                     }
                 }

@@ -44,7 +44,8 @@ const bit<32> CNM_SESSION_BASE = 1;
 // The metadata an E2E clone keeps (@field_list index): local_metadata_t.cnm_fields, the
 // CNM PDU's per-sample fields and the CP's MAC packed as below (slices of cnm_fields).
 const bit<8> CNM_FIELD_LIST = 1;
-#define CNM_FIELDS_BITS 150
+#define CNM_FIELDS_BITS 151
+#define CNM_FIELDS_FB_POSITIVE 150:150
 #define CNM_FIELDS_CP_MAC 149:102
 #define CNM_FIELDS_CPID 101:38
 #define CNM_FIELDS_QOFF 37:22

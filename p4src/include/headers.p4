@@ -23,10 +23,12 @@ header cntag_t {
     bit<16> ether_type;
 }
 
-// 802.1Qau CNM PDU (24 bytes).
+// 802.1Qau CNM PDU (24 bytes).  fb_positive is the lowest reserved bit, set only by a CP
+// in ECM mode for Fb > 0 (docs/schemes.md, "The ECM message").
 header cnm_t {
     bit<4>     version;
-    bit<6>     reserved_v;
+    bit<5>     reserved_v;
+    bit<1>     fb_positive;
     bit<6>     qntz_fb;
     bit<64>    cpid;
     bit<16>    qoff;              // signed

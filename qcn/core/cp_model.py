@@ -13,6 +13,8 @@ Per data frame on a CP-enabled egress port::
     QntzFb  = 0 if fb_fp >= 0 else (min(-fb_fp, fbmax_fixed) * fb_multiplier) >> 32
     sampled = Bernoulli(p_base + QntzFb * p_scale)    or byte-interval counter ran out
     on a sample: q_old = q; a CNM iff fb_fp < 0
+    ECM's CP (positive_feedback): also a message iff fb_fp > 0, flagged positive, its
+    QntzFb the same quantisation of +Fb (the sampling still uses the negative QntzFb)
 
 The pipeline computes the feedback only for frames its first stage cannot rule out (a
 Bernoulli draw below ``p_max``, or the byte counter running out); the decisions are the
@@ -63,6 +65,8 @@ class CpPortConfig:
     sampling: SamplingMode
     intervals: tuple[SampleInterval, ...]
     depth_at: QueueDepth
+    positive_feedback: bool = False
+    """ECM's CP: messages for Fb > 0 too."""
 
     @property
     def p_max_fixed(self) -> int:
@@ -88,6 +92,7 @@ class CpPortConfig:
                 for n in cp.sample_intervals_bytes
             ),
             depth_at=cp.depth_at,
+            positive_feedback=cp.positive_feedback,
         )
 
 
@@ -101,12 +106,15 @@ class CpDecision:
     fb_fp: int
     """16 * Fb (Fb = -(qoff + w * qdelta)); negative means congestion."""
     qntz_fb: int
+    """QntzFb of the message: of -Fb (Fb < 0), or of +Fb for a positive ECM message."""
     sampled: bool
+    positive: bool = False
+    """An ECM CP's message for Fb > 0 (the CNM's fb_positive flag)."""
 
     @property
     def cnm(self) -> bool:
-        """A CNM is sent for a sampled frame with Fb < 0."""
-        return self.sampled and self.fb_fp < 0
+        """A CNM is sent for a sampled frame with Fb < 0 (or, ECM, flagged positive)."""
+        return self.sampled and (self.fb_fp < 0 or self.positive)
 
     @property
     def fb(self) -> float:
@@ -126,8 +134,12 @@ def quantize(fb_fp: int, cfg: CpPortConfig) -> int:
     """QntzFb of a scaled feedback, by multiply-and-shift as the data plane does it."""
     if fb_fp >= 0:
         return 0
-    magnitude = min(-fb_fp, cfg.fbmax_fixed)
-    return min(QNTZ_FB_MAX, (magnitude * cfg.fb_multiplier) >> QNTZ_SHIFT)
+    return quantize_magnitude(-fb_fp, cfg)
+
+
+def quantize_magnitude(magnitude: int, cfg: CpPortConfig) -> int:
+    """QntzFb of |Fb| (scaled), saturated at Fbmax."""
+    return min(QNTZ_FB_MAX, (min(magnitude, cfg.fbmax_fixed) * cfg.fb_multiplier) >> QNTZ_SHIFT)
 
 
 def sample_threshold(qntz_fb: int, cfg: CpPortConfig) -> int:
@@ -170,4 +182,8 @@ class CongestionPoint:
                 )
         if sampled:
             self.q_old = q
+        if cfg.positive_feedback and fb_fp > 0:
+            return CpDecision(
+                q, qoff, qdelta, fb_fp, quantize_magnitude(fb_fp, cfg), sampled, positive=True
+            )
         return CpDecision(q, qoff, qdelta, fb_fp, qntz, sampled)

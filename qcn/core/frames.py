@@ -5,10 +5,13 @@ This is the Python side's one definition of the CNM layout; the P4 side's is
 
 CNM PDU, 24 bytes, network order::
 
-    version:4 | reserved_v:6 | qntz_fb:6 | cpid:64 | qoff:16s | qdelta:16s
+    version:4 | reserved_v:5 | fb_positive:1 | qntz_fb:6 | cpid:64 | qoff:16s | qdelta:16s
     | encap_priority:3 | encap_reserved:13 | encap_da:48 | msdu_len:16
     then msdu_len bytes of the sampled frame, from its EtherType on (after any 802.1Q tag),
     at most 64.
+
+``fb_positive`` is this project's use of the lowest reserved bit: set only by a CP in ECM
+mode, for Fb > 0 (``docs/schemes.md``, "The ECM message"); a QCN CP leaves it 0.
 
 Importing this module binds the layers, so ``Ether(raw)`` dissects them and
 ``Ether()/CNM(...)`` builds them.
@@ -55,7 +58,8 @@ class CNM(Packet):
     name = "CNM"
     fields_desc = [  # noqa: RUF012 - scapy's declaration style
         BitField("version", CNM_VERSION, 4),
-        BitField("reserved_v", 0, 6),
+        BitField("reserved_v", 0, 5),
+        BitField("fb_positive", 0, 1),
         BitField("qntz_fb", 0, 6),
         XLongField("cpid", 0),
         SignedShortField("qoff", 0),
@@ -124,6 +128,7 @@ def expected_cnm(
         return None
     start = msdu_offset(sampled_frame)
     pkt: Ether = Ether(dst=sampled_frame[6:12], src=cp_mac, type=ETHERTYPE_CNM) / CNM(
+        fb_positive=int(decision.positive),
         qntz_fb=decision.qntz_fb,
         cpid=cpid,
         qoff=decision.cnm_qoff,
@@ -150,6 +155,7 @@ class CnmInfo:
     cp_mac: str
     rp_mac: str
     qntz_fb: int
+    fb_positive: bool
     cpid: int
     qoff: int
     qdelta: int
@@ -231,6 +237,7 @@ def parse_cnm(frame: bytes) -> CnmInfo:
         cp_mac=_mac_str(frame[6:12]),
         rp_mac=_mac_str(frame[0:6]),
         qntz_fb=pdu["qntz_fb"],
+        fb_positive=bool(pdu["fb_positive"]),
         cpid=pdu["cpid"],
         qoff=pdu["qoff"],
         qdelta=pdu["qdelta"],

@@ -81,6 +81,19 @@ class QueueDepth(StrEnum):
     scenarios/transient.toml)."""
 
 
+class RpScheme(StrEnum):
+    """How a reaction point reacts to feedback and clocks its increases (``docs/schemes.md``)."""
+
+    QCN = "qcn"
+    """802.1Qau QCN: byte counter, plus the timer and HAI where enabled (seeds 002, 004)."""
+    TWO_QCN = "2-qcn"
+    """Seed 000's 2-QCN: the byte counter alone clocks FR and AI (no timer, no HAI)."""
+    TIMER_QCN = "timer-qcn"
+    """Seed 004's timer-only QCN: the timer alone clocks FR, AI and HAI."""
+    ECM = "ecm"
+    """ECM, BCN's successor (seed 004): AIMD on signed feedback, drift increase every Td."""
+
+
 @dataclass(frozen=True)
 class CpParams:
     """Congestion-point parameters of one egress port."""
@@ -102,6 +115,9 @@ class CpParams:
     depth_at: QueueDepth = QueueDepth.ENQUEUE
     """BMv2: the queue depth taken as q (the simulator's CP samples arrivals unless asked to
     model BMv2, see simulator/engine.py)."""
+    positive_feedback: bool = False
+    """ECM's CP: a sampled frame with Fb > 0 gets a message too, flagged positive
+    (``docs/schemes.md``, "The ECM message").  QCN's CP sends only Fb < 0."""
 
     @property
     def fb_max(self) -> float:
@@ -136,6 +152,8 @@ class CpParams:
         _check_range("cp.sample_jitter", self.sample_jitter, 0.0, 0.99)
         if not isinstance(self.depth_at, QueueDepth):
             raise ParamError("cp.depth_at", f"must be one of {[m.value for m in QueueDepth]}")
+        if not isinstance(self.positive_feedback, bool):
+            raise ParamError("cp.positive_feedback", "must be true or false")
 
 
 @dataclass(frozen=True)
@@ -174,6 +192,34 @@ class RpParams:
     """Seed 000's Fb-hat cycle shrinking: 50-frame cycles while Fb-hat <= 1, else 100."""
     frame_bytes: int = SEED_FRAME_BYTES
     """Frame size the Fb-hat variant counts cycles in."""
+    scheme: RpScheme = RpScheme.QCN
+    """The reaction point's scheme (qcn, 2-qcn, timer-qcn, ecm)."""
+    adaptive_timer: bool = False
+    """Seed 004's adaptive timer: the timer period T moves with the feedback (below)."""
+    timer_expiry_factor: float = 0.9
+    """Adaptive timer, the c of seed 004: after a cycle ends by expiry, T = T * c - a."""
+    timer_expiry_step_s: float = 0.0
+    """Adaptive timer, the a of seed 004 (seconds)."""
+    timer_cnm_factor: float = 1.25
+    """Adaptive timer, the d of seed 004: on a CNM before expiry, T = T * d + b."""
+    timer_cnm_step_s: float = 0.0
+    """Adaptive timer, the b of seed 004 (seconds)."""
+    adaptive_timer_span: float = 4.0
+    """Adaptive timer: T stays within [timer_s / span, timer_s * span]."""
+    ecm_gi: float = 0.53333
+    """ECM Gi: r += Gi * Fb * Ru on Fb > 0 (seed 004; 0.0053333 stability-adjusted)."""
+    ecm_gd: float = 0.00026667
+    """ECM Gd: r *= 1 - Gd * |Fb| on Fb < 0 (Gd * ecm_fb_max = 1/2, as QCN's largest cut)."""
+    ecm_ru_bps: float = 1e6
+    """ECM Ru: the rate unit of the increase on Fb > 0."""
+    ecm_rd_bps: float = 1e6
+    """ECM Rd: the drift, added every Td without a message."""
+    ecm_td_s: float = 1e-3
+    """ECM Td: the drift period."""
+    ecm_fb_max: float = 1875.0
+    """ECM: the |Fb| that QntzFb 63 stands for, in seed 004's queue unit (64-byte pages):
+    (2W + 1) * Qeq = 5 * 375.  The CP quantises in its own unit; this turns QntzFb back
+    into the seed's Fb, so Gi and Gd keep seed 004's values."""
 
     def validate(self) -> None:
         _check_range("rp.line_rate_bps", self.line_rate_bps, 1e3, 1e13)
@@ -187,10 +233,39 @@ class RpParams:
         _check_int("rp.fast_recovery_th", self.fast_recovery_th, 1, 100)
         _check_range("rp.jitter", self.jitter, 0.0, 0.99)
         _check_int("rp.hai_min_frames", self.hai_min_frames, 0, 1 << 30)
-        for name in ("timer_enabled", "hai_enabled", "shorten_cycles_after_fr", "fb_hat"):
+        for name in (
+            "timer_enabled",
+            "hai_enabled",
+            "shorten_cycles_after_fr",
+            "fb_hat",
+            "adaptive_timer",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise ParamError(f"rp.{name}", "must be true or false")
         _check_int("rp.frame_bytes", self.frame_bytes, 60, 9216)
+        if not isinstance(self.scheme, RpScheme):
+            raise ParamError("rp.scheme", f"must be one of {[m.value for m in RpScheme]}")
+        if self.scheme is RpScheme.TWO_QCN:
+            for name in ("timer_enabled", "hai_enabled", "shorten_cycles_after_fr"):
+                if getattr(self, name):
+                    raise ParamError(
+                        f"rp.{name}",
+                        '2-qcn has no timer, HAI or shortened cycles; set rp.scheme = "qcn" '
+                        "to add them",
+                    )
+        if self.scheme is RpScheme.TIMER_QCN and not self.timer_enabled:
+            raise ParamError("rp.timer_enabled", "timer-qcn is clocked by the timer alone")
+        _check_range("rp.timer_expiry_factor", self.timer_expiry_factor, 0.01, 1.0)
+        _check_range("rp.timer_cnm_factor", self.timer_cnm_factor, 1.0, 100.0)
+        _check_range("rp.timer_expiry_step_s", self.timer_expiry_step_s, 0.0, self.timer_s)
+        _check_range("rp.timer_cnm_step_s", self.timer_cnm_step_s, 0.0, 60.0)
+        _check_range("rp.adaptive_timer_span", self.adaptive_timer_span, 1.0, 1000.0)
+        _check_range("rp.ecm_gi", self.ecm_gi, 0.0, 100.0)
+        _check_range("rp.ecm_fb_max", self.ecm_fb_max, 1.0, 1e9)
+        _check_range("rp.ecm_gd", self.ecm_gd, 0.0, 1.0 / self.ecm_fb_max, low_open=True)
+        _check_range("rp.ecm_ru_bps", self.ecm_ru_bps, 0.0, self.line_rate_bps)
+        _check_range("rp.ecm_rd_bps", self.ecm_rd_bps, 0.0, self.line_rate_bps)
+        _check_range("rp.ecm_td_s", self.ecm_td_s, 1e-6, 60.0)
 
 
 class Preset(StrEnum):
@@ -200,6 +275,22 @@ class Preset(StrEnum):
     """Full QCN (seeds 002, 004): byte counter + timer, AI and HAI."""
     TWO_QCN = "2-qcn"
     """The earlier 2-QCN of seed 000: byte counter only, 100-frame cycles, AI 25 Mb/s."""
+    TIMER_QCN = "timer-qcn"
+    """Seed 004's timer-only QCN: full QCN's parameters, the timer alone clocking."""
+    ECM = "ecm"
+    """Seed 004's ECM with its standard Gi: Qeq 375 pages (24 KB = 16 frames), W 2,
+    positive and negative feedback, Rmin 1 Mb/s."""
+
+
+#: Seed 004's ECM queue unit: 64-byte pages (``docs/schemes.md``).
+ECM_PAGE_BYTES = 64
+#: Seed 004's ECM Qeq, in pages.
+ECM_Q_EQ_PAGES = 375
+#: Seed 004's stability-adjusted ECM Gi (its standard Gi is RpParams.ecm_gi's default).
+ECM_GI_STABLE = 0.0053333
+#: The ECM CP's sampling probability, flat in Fb: seed 004 gives none; its two ECM
+#: recoveries (3 ms, 214 ms) each imply about 5 % (docs/schemes.md, "Sampling").
+ECM_SAMPLE_PROBABILITY = 0.05
 
 
 @dataclass(frozen=True)
@@ -218,11 +309,25 @@ class QcnParams:
         if preset is Preset.TWO_QCN:
             return cls(
                 rp=RpParams(
+                    scheme=RpScheme.TWO_QCN,
                     timer_enabled=False,
                     hai_enabled=False,
                     shorten_cycles_after_fr=False,
                     r_ai_bps=25e6,
                 )
+            )
+        if preset is Preset.TIMER_QCN:
+            return cls(rp=RpParams(scheme=RpScheme.TIMER_QCN))
+        if preset is Preset.ECM:
+            return cls(
+                cp=CpParams(
+                    q_eq_pkts=ECM_Q_EQ_PAGES * ECM_PAGE_BYTES // SEED_FRAME_BYTES,
+                    positive_feedback=True,
+                    sampling=SamplingMode.BERNOULLI,
+                    p_base=ECM_SAMPLE_PROBABILITY,
+                    p_scale=0.0,
+                ),
+                rp=RpParams(scheme=RpScheme.ECM, min_rate_bps=1e6, rate_unit_bps=1e6),
             )
         return cls()
 
@@ -236,6 +341,7 @@ class QcnParams:
         d = asdict(self)
         d["cp"]["sampling"] = self.cp.sampling.value
         d["cp"]["depth_at"] = self.cp.depth_at.value
+        d["rp"]["scheme"] = self.rp.scheme.value
         d["cp"]["sample_intervals_bytes"] = list(self.cp.sample_intervals_bytes)
         return d
 
@@ -303,6 +409,7 @@ def _reject_unknown(prefix: str, data: dict[str, Any], known: list[str]) -> None
 ENUM_FIELD_TYPES: dict[str, type[StrEnum]] = {
     "SamplingMode": SamplingMode,
     "QueueDepth": QueueDepth,
+    "RpScheme": RpScheme,
 }
 
 

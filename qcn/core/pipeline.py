@@ -64,6 +64,7 @@ ACTION_PARAMS: dict[str, tuple[str, ...]] = {
         "p_scale_fixed",
         "cpid",
         "cp_mac",
+        "positive_feedback",
     ),
     ACTION_SET_SAMPLE_INTERVAL: ("base_bytes", "jitter_span_bytes"),
 }

@@ -72,6 +72,10 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         "drops": tr.drops,
         "queue_mean_settled_pkts": sum(settled) / len(settled),
         "queue_max_settled_pkts": max(settled),
+        # Oscillation once settled: the swing, and how often the queue ran dry (seed 004's
+        # "unstable" ECM: the queue swinging between empty and full).
+        "queue_std_settled_pkts": pstdev(settled),
+        "queue_empty_settled": sum(q == 0 for q in settled) / len(settled),
         "drops_settled": tr.drops - drops_before_tail,
         "cnms": tr.cnms,
         "jain_fairness": jain(per_source),
