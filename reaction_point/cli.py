@@ -219,6 +219,7 @@ def _send(args: argparse.Namespace) -> int:
     report = run_source(spec, random.Random(args.seed))
     print(
         f"sent {report.sent_frames} frames ({report.sent_bytes} B) in {report.elapsed_s:.2f} s "
-        f"({spec.duration_s:g} s asked); {report.blocked} refused by a full limiter queue"
+        f"({spec.duration_s:g} s asked); {report.blocked} refused by a full limiter queue; "
+        f"{report.late_frames} sent late (at most {report.max_lag_s * 1e3:.1f} ms behind)"
     )
     return 0

@@ -89,6 +89,11 @@ class SourceReport:
     elapsed_s: float = 0.0
     """From the first frame to the end; never much beyond the duration, since a send that a
     full limiter holds back waits at most until the end."""
+    max_lag_s: float = 0.0
+    """The furthest behind its schedule the source fell (it was not scheduled in time, or
+    a limiter held a send back): frames that were due then leave back to back."""
+    late_frames: int = 0
+    """Frames sent more than one frame time behind their schedule."""
 
 
 def run_source(
@@ -120,6 +125,10 @@ def run_source(
             delay = t - clock()
             if delay > 0:
                 sleep(delay)
+            lag = clock() - t
+            if lag > slot_s:
+                report.late_frames += 1
+                report.max_lag_s = max(report.max_lag_s, lag)
             dst = spec.destinations[rng.randrange(len(spec.destinations))]
             SEQUENCE.pack_into(payload, 0, report.sent_frames)
             # A limiter slower than the source fills the socket's send buffer and a send

@@ -24,7 +24,7 @@ from controller.entries import (
     sample_interval_entries,
 )
 from controller.errors import ConfigError
-from qcn.core.params import CpParams, QueueDepth, SamplingMode
+from qcn.core.params import CpParams, QcnParams, QueueDepth, SamplingMode
 
 NETWORK = """
 [qcn]
@@ -155,7 +155,10 @@ def test_cp_entry_fixed_point_encoding() -> None:
         "p_scale_fixed": 23_593,  # round(0.09/64 * 2^24)
         "cpid": 0x0200000001000003,
         "cp_mac": "02:00:00:00:01:00",
+        "positive_feedback": 0,  # QCN's CP: Fb < 0 only
     }
+    ecm = CpPort.with_default_cpid(3, QcnParams.preset("ecm").cp, "02:00:00:00:01:00")
+    assert args(cp_config_entry(ecm))["positive_feedback"] == 1
 
 
 def test_sample_interval_entries() -> None:

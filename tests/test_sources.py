@@ -55,6 +55,30 @@ def test_onoff_sends_about_half_the_time() -> None:
     assert 0.3 * full < report.sent_frames < 0.7 * full
 
 
+def test_a_stall_is_reported_as_lag(receiver: tuple[int, list[int]]) -> None:
+    """A source that was not scheduled for 50 ms sends what fell due back to back, and
+    says so: late frames and the largest lag."""
+    port, _ = receiver
+    now = [0.0]
+    stalled = [False]
+
+    def clock() -> float:
+        return now[0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+        if not stalled[0] and now[0] >= 0.1:
+            stalled[0] = True
+            now[0] += 0.055  # descheduled: the clock runs on
+
+    spec = SourceSpec(("127.0.0.1",), rate_bps=1.2e6, duration_s=0.3, port=port)  # 10 ms frames
+    report = run_source(spec, clock=clock, sleep=sleep)
+    # Due at 100..140 ms: 55..15 ms behind; the one due at 150 ms is 5 ms behind, in time.
+    assert report.late_frames == 5
+    assert report.max_lag_s == pytest.approx(0.055)
+    assert report.sent_frames == 30
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
