@@ -220,6 +220,7 @@ def _send(args: argparse.Namespace) -> int:
     print(
         f"sent {report.sent_frames} frames ({report.sent_bytes} B) in {report.elapsed_s:.2f} s "
         f"({spec.duration_s:g} s asked); {report.blocked} refused by a full limiter queue; "
-        f"{report.late_frames} sent late (at most {report.max_lag_s * 1e3:.1f} ms behind)"
+        f"{report.late_frames} sent late (at most {report.max_lag_s * 1e3:.1f} ms behind); "
+        f"not run for {report.stalled_s * 1e3:.0f} ms in all (what fell due then skipped)"
     )
     return 0

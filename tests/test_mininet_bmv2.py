@@ -237,10 +237,11 @@ def test_uncongested_phase_carries_its_offered_load_with_qcn(tmp_path: Path) -> 
     summary = json.loads((tmp_path / "rel-out" / "summary.json").read_text())  # relative --out
     (phase,) = summary["phases"]
     assert not phase["congested"]
-    # Measured 0.88-0.98 for this 30 s run (its start holds the ten sources' common start)
-    # and 0.95-0.99 for the full transient; 0.65-0.69 before the reaction points stopped
-    # starving the switch of CPU (README, "On BMv2").
-    assert phase["delivered_offered"] >= 0.85, phase
+    # Measured for this 30 s run: 0.97-1.00 on an idle machine (5 runs), 0.89-0.91 with a
+    # second process taking a whole core (4 runs; 0.80-0.86 before the switch got CPU
+    # priority and sources stopped bursting after a stall), 0.745 once in CI before those
+    # changes.  The bug this guards against carried 0.60-0.68 (README, "On BMv2").
+    assert phase["delivered_offered"] >= 0.8, phase
     assert leftovers() == ("", "")
 
 

@@ -43,6 +43,10 @@ class Bmv2Config:
     """Run inside this network namespace (readiness is then probed from inside it)."""
     executable: str = SIMPLE_SWITCH_GRPC
     """The switch binary (another BMv2 build, e.g. one without logging macros)."""
+    nice: int = 0
+    """Scheduling niceness of the switch and all its threads (negative: first call on the
+    CPU).  An emulated network gives its switch priority: a real switch has hardware of its
+    own, and a switch kept waiting releases frames in bursts that the CP then punishes."""
 
     @property
     def grpc_address(self) -> str:
@@ -50,6 +54,8 @@ class Bmv2Config:
 
     def command(self) -> list[str]:
         prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
+        if self.nice:
+            prefix = ["nice", "-n", str(self.nice), *prefix]
         cmd = [
             *prefix,
             self.executable,

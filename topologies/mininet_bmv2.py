@@ -38,6 +38,11 @@ def switch_number(name: str) -> int:
     return int(digits or 1)
 
 
+SWITCH_NICE = -10
+"""The switches' niceness in Mininet runs (docs/bmv2.md, "CPU"): first on the CPU, ahead of
+the hosts' sources and daemons."""
+
+
 class Bmv2Switch(Switch):  # type: ignore[misc]
     """A BMv2 simple_switch_grpc as a Mininet switch (root namespace, gRPC on loopback)."""
 
@@ -69,6 +74,7 @@ class Bmv2Switch(Switch):  # type: ignore[misc]
                 grpc_port=self.grpc_port,
                 thrift_port=self.thrift_port,
                 log_level="trace" if self.trace else "warn",
+                nice=SWITCH_NICE,
             )
         ).start()
 
