@@ -38,7 +38,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pyroute2 import NetNS
 from scapy.layers.l2 import Ether
 
 from qcn.core.frames import CNM
@@ -195,7 +194,7 @@ def flood_run(n: int, workdir: Path) -> dict[str, Any]:
 
 def churn_run(cycles: int) -> tuple[float, float]:
     """(limiter create/release cycles per second, bare class changes per second)."""
-    with HtbLimiters(IF1, ipr=NetNS(H1)) as tc:
+    with HtbLimiters(IF1, netns=H1) as tc:
         match = FlowMatch("10.0.0.1", "10.0.0.2", 17, 1, 1)
         tc.add(match, 10e6)
         began = time.perf_counter()

@@ -72,7 +72,7 @@ def veth() -> Iterator[Veth]:
 
 def limiters_in(veth: Veth) -> HtbLimiters:
     """Limiters on the veth, over a netlink socket inside its namespace."""
-    return HtbLimiters(veth.iface, ipr=NetNS(veth.ns))
+    return HtbLimiters(veth.iface, netns=veth.ns)
 
 
 def flow(i: int) -> FlowMatch:
@@ -144,7 +144,7 @@ def test_the_kernels_default_qdisc_is_simply_replaced(veth: Veth) -> None:
 
 
 def test_all_traffic_is_held_to_the_line_rate(veth: Veth) -> None:
-    with HtbLimiters(veth.iface, ipr=NetNS(veth.ns), line_rate_bps=100e6) as tc:
+    with HtbLimiters(veth.iface, netns=veth.ns, line_rate_bps=100e6) as tc:
         minor = tc.add(flow(1), 10e6)
         classes = veth.tc("class", "show", "dev", veth.iface)
         # The line-rate class, the default class under it, the limiter under it too.
@@ -165,7 +165,7 @@ def test_bare_netlink_stats_match_pyroute2s(veth: Veth) -> None:
     run("ip", "-n", veth.ns, "addr", "add", "10.0.0.9/24", "dev", veth.iface)
     run("ip", "-n", veth.ns, "neigh", "add", "10.0.0.1", "lladdr", "00:00:00:00:00:02",
         "dev", veth.iface, "nud", "permanent")  # fmt: skip
-    with HtbLimiters(veth.iface, ipr=NetNS(veth.ns), line_rate_bps=100e6) as tc:
+    with HtbLimiters(veth.iface, netns=veth.ns, line_rate_bps=100e6) as tc:
         minor = tc.add(DestinationMatch("00:00:00:00:00:02", ("10.0.0.1",)), 50e6)
         sent = subprocess.run(
             ["ip", "netns", "exec", veth.ns, sys.executable, "-m", "qcn.cli", "rp", "send",
@@ -188,3 +188,17 @@ def test_bare_netlink_stats_match_pyroute2s(veth: Veth) -> None:
     assert ours == theirs
     assert ours[minor] == (frames * 200, frames)
     assert frames > 100
+
+
+def test_a_rate_change_is_exactly_what_a_fresh_class_would_get(veth: Veth) -> None:
+    """set_rate (one bare netlink message) leaves the class as pyroute2 would create it at
+    that rate: rate, ceil, burst and cburst; up to 10 Gb/s and beyond 2^32 bytes/s."""
+    with limiters_in(veth) as tc:
+        for rate in (1e6, 50_781_250, 9_999e6, 40e9):
+            tc.add(flow(1), rate)
+            fresh = veth.tc("-d", "class", "show", "dev", veth.iface)
+            tc.set_rate(flow(1), 123e6)
+            tc.set_rate(flow(1), rate)
+            assert veth.tc("-d", "class", "show", "dev", veth.iface) == fresh, rate
+            assert tc.class_rate_bps(tc.limiters[flow(1)]) == 8 * (rate // 8)  # bytes/s
+            tc.remove(flow(1))
