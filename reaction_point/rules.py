@@ -96,7 +96,7 @@ class RateLimiterRules:
 
     @property
     def stage(self) -> Stage:
-        """FR/AI/HAI (ECM has no stages: it reports FR until a drift or increase)."""
+        """FR/AI/HAI (ECM has no stages: it always reports FR)."""
         th = self.p.fast_recovery_th
         if self._hyper_active():
             return Stage.HYPER_ACTIVE_INCREASE
@@ -215,15 +215,19 @@ class RateLimiterRules:
 
     # -- the rules -------------------------------------------------------------------------
 
+    @property
+    def _hai_stages(self) -> int:
+        """The stage count HAI goes by: the lower of the two clocks' (timer-only QCN: the
+        timer stands for both)."""
+        if not self._byte_clocked:
+            return self.time_stage
+        return min(self.byte_stage, self.time_stage)
+
     def _hyper_active(self) -> bool:
-        """HAI: both clocks past FR (timer-only QCN: the timer stands for both) and 500
-        frames sent since the last CNM (seed 004)."""
-        th = self.p.fast_recovery_th
-        byte_stage = self.byte_stage if self._byte_clocked else self.time_stage
+        """HAI: both clocks past FR and 500 frames sent since the last CNM (seed 004)."""
         return (
             self._hai
-            and byte_stage > th
-            and self.time_stage > th
+            and self._hai_stages > self.p.fast_recovery_th
             and self.frames_since_cnm >= self.p.hai_min_frames
         )
 
@@ -231,10 +235,7 @@ class RateLimiterRules:
         p = self.p
         th = p.fast_recovery_th
         if self._hyper_active():
-            stages = (
-                self.time_stage if not self._byte_clocked else min(self.byte_stage, self.time_stage)
-            )
-            self.target_rate_bps += p.r_hai_bps * (stages - th)
+            self.target_rate_bps += p.r_hai_bps * (self._hai_stages - th)
         elif self.byte_stage > th or self.time_stage > th:
             self.target_rate_bps += p.r_ai_bps
         # else fast recovery: TR unchanged
