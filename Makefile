@@ -72,12 +72,17 @@ reproduce: venv  ## the seeds' published numbers next to the simulator's
 	$(PY) -m simulator.reproduce
 
 ROBUSTNESS_MAP := results/robustness-map
-robustness-map: venv  ## seed 004's robustness claim as a map: QCN over RTT x sources (qcn sweep)
-	$(VENV)/bin/qcn sweep robustness --out $(ROBUSTNESS_MAP) --seeds 3 \
-	    --grid network.rtt_s=10e-6,50e-6,100e-6,200e-6,500e-6 --grid network.sources=2,5,10,20
+ROBUSTNESS_GRID := --seeds 3 --no-point-plots \
+    --grid network.rtt_s=10e-6,50e-6,100e-6,200e-6,500e-6 --grid network.sources=2,5,10,20
+robustness-map: venv  ## seed 004's robustness claim as a map: QCN and ECM over RTT x sources (qcn sweep)
+	$(VENV)/bin/qcn sweep robustness --out $(ROBUSTNESS_MAP)/qcn $(ROBUSTNESS_GRID)
+	$(VENV)/bin/qcn sweep robustness --out $(ROBUSTNESS_MAP)/ecm $(ROBUSTNESS_GRID) \
+	    --set qcn_preset='"ecm"' --set qcn.cp.sampling='"bernoulli"'
 	@mkdir -p docs/img
-	cp $(ROBUSTNESS_MAP)/recovery_ms.png docs/img/robustness-map-recovery.png
-	cp $(ROBUSTNESS_MAP)/queue_std_episode_pkts.png docs/img/robustness-map-queue-std.png
+	for scheme in qcn ecm; do \
+	    cp $(ROBUSTNESS_MAP)/$$scheme/recovery_ms.png docs/img/robustness-map-$$scheme-recovery.png && \
+	    cp $(ROBUSTNESS_MAP)/$$scheme/queue_std_episode_pkts.png docs/img/robustness-map-$$scheme-queue-std.png; \
+	done
 
 clean:  ## remove build outputs and the virtual environment
 	rm -rf $(BUILD) $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

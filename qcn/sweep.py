@@ -268,17 +268,13 @@ class Store:
         axes = self.grid_keys[:2]
         paths = []
         for metric in PLOT_METRICS:
-            cells: dict[tuple[Any, ...], list[float]] = {}
-            for r in self.rows.values():
-                v = r.get(metric)
-                if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
-                    cells.setdefault(tuple(r[a] for a in axes), []).append(float(v))
-            if not cells:
+            cells, never = metric_cells(list(self.rows.values()), metric, axes)
+            if not any(cells.values()):
                 continue
             fig, ax = plt.subplots(figsize=(7, 4.5))
-            title = f"{self.sc.name}: {metric}"
+            title = f"{self.sc.name} ({self.sc.preset}): {metric}"
             if len(axes) == 1:
-                xs = sorted(cells, key=lambda c: c[0])
+                xs = sorted((c for c in cells if cells[c]), key=lambda c: c[0])
                 means = [sum(cells[x]) / len(cells[x]) for x in xs]
                 lo = [m - min(cells[x]) for m, x in zip(means, xs, strict=True)]
                 hi = [max(cells[x]) - m for m, x in zip(means, xs, strict=True)]
@@ -289,7 +285,7 @@ class Store:
                 ys = sorted({c[1] for c in cells})
                 grid = [
                     [
-                        sum(cells[(x, y)]) / len(cells[(x, y)]) if (x, y) in cells else math.nan
+                        sum(cells[(x, y)]) / len(cells[(x, y)]) if cells.get((x, y)) else math.nan
                         for x in xs
                     ]
                     for y in ys
@@ -300,8 +296,12 @@ class Store:
                 ax.set_yticks(range(len(ys)), [str(y) for y in ys])
                 for j, row in enumerate(grid):
                     for i, v in enumerate(row):
-                        if math.isfinite(v):
-                            ax.text(i, j, f"{v:.3g}", ha="center", va="center", color="w",
+                        n_inf = never.get((xs[i], ys[j]), 0)
+                        text = f"{v:.3g}" if math.isfinite(v) else ""
+                        if n_inf:  # seeds with no finite figure (e.g. never recovered)
+                            text = f"{text} ({n_inf}x inf)".strip()
+                        if text:
+                            ax.text(i, j, text, ha="center", va="center", color="w",
                                     fontsize=8)  # fmt: skip
                 fig.colorbar(im, ax=ax, label=metric)
                 ax.set(xlabel=axes[0], ylabel=axes[1], title=f"{title} (mean over seeds)")
@@ -311,6 +311,26 @@ class Store:
             plt.close(fig)
             paths.append(path)
         return paths
+
+
+def metric_cells(
+    rows: list[dict[str, Any]], metric: str, axes: list[str]
+) -> tuple[dict[tuple[Any, ...], list[float]], dict[tuple[Any, ...], int]]:
+    """A metric's finite values per cell of the grid's ``axes``, and per cell how many seeds
+    gave an infinite one (no recovery within the run): those are not averaged in, but shown."""
+    cells: dict[tuple[Any, ...], list[float]] = {}
+    never: dict[tuple[Any, ...], int] = {}
+    for r in rows:
+        v = r.get(metric)
+        if not isinstance(v, int | float) or isinstance(v, bool) or math.isnan(v):
+            continue
+        key = tuple(r[a] for a in axes)
+        values = cells.setdefault(key, [])
+        if math.isinf(v):
+            never[key] = never.get(key, 0) + 1
+        else:
+            values.append(float(v))
+    return cells, never
 
 
 def _cell(v: Any) -> Any:

@@ -25,13 +25,13 @@ send or timer event is cancelled by bumping its version.
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from heapq import heappop, heappush
 
 from qcn.core.cp_model import CongestionPoint, CpPortConfig
 from qcn.core.params import QueueDepth
@@ -40,10 +40,13 @@ from qcn.core.trace import Trace
 from reaction_point.rules import RateLimiterRules
 from reaction_point.sources import empty_slots_before_frame
 
-SEND, DEPART, CNM, TIMER, RATE, SAMPLE, START, CNM_POSITIVE = range(8)
+# Event kinds, in the order simultaneous events are handled (then by source): the
+# bottleneck's rate changes and departures first, so a frame arriving at the instant one
+# leaves finds it gone; the results never depend on the order events were scheduled in.
+RATE, DEPART, CNM, CNM_POSITIVE, TIMER, SEND, SAMPLE = range(7)
 
 
-@dataclass
+@dataclass(slots=True)
 class Source:
     index: int
     rules: RateLimiterRules | None
@@ -56,7 +59,7 @@ class Source:
     send_version: int = 0
     timer_version: int = 0
     timer_at: float | None = None
-    sent_bytes: int = 0
+    sent_frames: int = 0
     window_bytes: int = 0
 
     @property
@@ -111,12 +114,18 @@ class Simulation:
         self.frame_bytes = net.frame_bytes
         self.frame_bits = 8 * net.frame_bytes
         self.slot_s = self.frame_bits / net.line_rate_bps
+        self.line_rate_bps = net.line_rate_bps
+        self.line_gap_s = self.frame_bits / net.line_rate_bps
+        self.buffer_pkts = net.buffer_pkts
+        self.rtt_s = net.rtt_s
         self.capacity = net.bottleneck_rate_bps
         self.queue: deque[tuple[int, int]] = deque()
         """(source, frames it found on arrival) of each frame in the buffer."""
         self.cp_at_departure = cp_at_departure
         self.depth_left_behind = scenario.params.cp.depth_at is QueueDepth.DEQUEUE
-        self.busy = False
+        self.next_depart = math.inf
+        """When the frame in service leaves (inf: the link is idle).  Kept out of the heap:
+        one departure is pending at a time, and a frame's two heap operations fewer count."""
         self.window_bytes = 0
         self._heap: list[tuple[float, int, int, int, int]] = []
         self._seq = 0
@@ -130,6 +139,8 @@ class Simulation:
             if qcn
             else None
         )
+        self.arrival_cp = None if cp_at_departure else self.cp
+        """The CP when it judges frames as they arrive (in ``_send``; else in the loop)."""
         self.sources = [
             Source(
                 i,
@@ -146,20 +157,18 @@ class Simulation:
 
     def _push(self, t: float, kind: int, src: int = 0, version: int = 0) -> None:
         self._seq += 1
-        heapq.heappush(self._heap, (t, self._seq, kind, src, version))
+        heappush(self._heap, (t, kind, src, self._seq, version))
 
     # -- the offered load --------------------------------------------------------------------
-
-    def _arrival_gap(self, s: Source) -> float:
-        if s.pattern == "bernoulli":
-            # Frame slots at line rate, each busy with probability offered / line rate.
-            load = s.offered_bps * self.slot_s / self.frame_bits
-            return self.slot_s * (1 + empty_slots_before_frame(load, 1.0 - self.rng.random()))
-        return self.frame_bits / s.offered_bps
 
     def _arrivals_until(self, s: Source, t: float) -> None:
         """Move the frames the source offered up to ``t`` into its adapter queue."""
         wl = self.sc.workload
+        slot_s = self.slot_s
+        # Bernoulli: frame slots at line rate, each busy with probability offered / line rate.
+        bernoulli = s.pattern == "bernoulli"
+        load = s.offered_bps * slot_s / self.frame_bits
+        random = self.rng.random
         while s.next_arrival <= t:
             if s.pattern == "onoff" and s.next_arrival > s.on_until:
                 off = self.rng.expovariate(1 / wl.mean_off_s)
@@ -168,62 +177,69 @@ class Simulation:
                 s.next_arrival = start
                 continue
             s.backlog += 1
-            s.next_arrival += self._arrival_gap(s)
+            if bernoulli:
+                s.next_arrival += slot_s * (1 + empty_slots_before_frame(load, 1.0 - random()))
+            else:
+                s.next_arrival += self.frame_bits / s.offered_bps
 
     # -- events ------------------------------------------------------------------------------
 
     def _send(self, s: Source) -> None:
-        self._arrivals_until(s, self.now)
+        now = self.now
+        if s.next_arrival <= now:
+            self._arrivals_until(s, now)
         if s.backlog == 0:
-            self._push(max(s.next_arrival, self.now), SEND, s.index, s.send_version)
+            self._push(max(s.next_arrival, now), SEND, s.index, s.send_version)
             return
         s.backlog -= 1
-        s.last_send = self.now
-        s.sent_bytes += self.frame_bytes
-        s.window_bytes += self.frame_bytes
-        if s.rules is not None:
-            s.rules.on_transmit(self.frame_bytes)
-            self._schedule_timer(s)
-        self._arrive(s.index)
-        gap = self.frame_bits / min(s.rate_bps, self.sc.network.line_rate_bps)
-        self._push(self.now + gap, SEND, s.index, s.send_version)
-
-    def _arrive(self, src: int) -> None:
-        """A frame of source ``src`` reaches the bottleneck."""
-        q = len(self.queue)
-        self.trace.frames_in += 1
-        if q >= self.sc.network.buffer_pkts:
-            self.trace.drops += 1
-            return
-        if not self.cp_at_departure:
-            self._congestion_point(src, q)
-        self.queue.append((src, q))
-        if not self.busy:
-            self.busy = True
-            self._push(self.now + self.frame_bits / self.capacity, DEPART)
-
-    def _depart(self) -> None:
-        src, q = self.queue.popleft()
-        if self.cp_at_departure:
-            self._congestion_point(src, len(self.queue) if self.depth_left_behind else q)
-        self.window_bytes += self.frame_bytes
-        if self.queue:
-            self._push(self.now + self.frame_bits / self.capacity, DEPART)
+        s.last_send = now
+        frame_bytes = self.frame_bytes
+        s.sent_frames += 1
+        s.window_bytes += frame_bytes
+        rules = s.rules
+        if rules is not None:
+            rules.on_transmit(frame_bytes)
+            if rules.timer_deadline != s.timer_at:
+                self._schedule_timer(s)
+            rate = rules.current_rate_bps
+            gap = self.frame_bits / rate if rate < self.line_rate_bps else self.line_gap_s
         else:
-            self.busy = False
+            gap = self.line_gap_s
+        # The frame reaches the bottleneck.
+        queue, trace = self.queue, self.trace
+        q = len(queue)
+        if q >= self.buffer_pkts:
+            trace.drops += 1
+        else:
+            if self.arrival_cp is not None:
+                decision = self.arrival_cp.sample(q, frame_bytes)
+                if decision is not None and decision.cnm:
+                    trace.cnms += 1
+                    kind = CNM_POSITIVE if decision.positive else CNM
+                    self._push(now + self.rtt_s, kind, s.index, decision.qntz_fb)
+            queue.append((s.index, q))
+            if self.next_depart == math.inf:
+                self.next_depart = now + self.frame_bits / self.capacity
+        # With nothing left to send, the next send is when the next frame is offered: one
+        # event where waking at now + gap only to find the adapter empty would take two.
+        due = now + gap
+        if s.backlog == 0 and s.next_arrival > due:
+            due = s.next_arrival
+        self._seq += 1
+        heappush(self._heap, (due, SEND, s.index, self._seq, s.send_version))
 
     def _congestion_point(self, src: int, q: int) -> None:
-        if self.cp is not None:
-            decision = self.cp.on_frame(q, self.frame_bytes)
-            if decision.cnm:
-                self.trace.cnms += 1
-                kind = CNM_POSITIVE if decision.positive else CNM
-                self._push(self.now + self.sc.network.rtt_s, kind, src, decision.qntz_fb)
+        assert self.cp is not None
+        decision = self.cp.sample(q, self.frame_bytes)
+        if decision is not None and decision.cnm:
+            self.trace.cnms += 1
+            kind = CNM_POSITIVE if decision.positive else CNM
+            self._push(self.now + self.rtt_s, kind, src, decision.qntz_fb)
 
     def _rate_changed(self, s: Source) -> None:
         """CR changed: re-pace the source's next send."""
         s.send_version += 1
-        gap = self.frame_bits / min(s.rate_bps, self.sc.network.line_rate_bps)
+        gap = self.frame_bits / min(s.rate_bps, self.line_rate_bps)
         self._push(max(self.now, s.last_send + gap), SEND, s.index, s.send_version)
 
     def _schedule_timer(self, s: Source) -> None:
@@ -268,10 +284,26 @@ class Simulation:
         self._push(self.sample_interval_s, SAMPLE)
         rates = [c.bottleneck_rate_bps for c in self.sc.schedule]
         end = self.sc.duration_s
-        heap, sources = self._heap, self.sources
+        heap, sources, queue = self._heap, self.sources, self.queue
+        cp_at_departure = self.cp_at_departure and self.cp is not None
+        frame_bits, frame_bytes = self.frame_bits, self.frame_bytes
         events = 0
         while heap:
-            t, _, kind, src, version = heapq.heappop(heap)
+            depart = self.next_depart
+            head = heap[0]
+            if depart < head[0] or (depart == head[0] and head[1] > DEPART):
+                # The frame in service leaves the bottleneck.
+                if depart > end:
+                    break
+                self.now = depart
+                events += 1
+                src, q = queue.popleft()
+                if cp_at_departure:
+                    self._congestion_point(src, len(queue) if self.depth_left_behind else q)
+                self.window_bytes += frame_bytes
+                self.next_depart = depart + frame_bits / self.capacity if queue else math.inf
+                continue
+            t, kind, src, _, version = heappop(heap)
             if t > end:
                 break
             self.now = t
@@ -280,8 +312,6 @@ class Simulation:
                 s = sources[src]
                 if version == s.send_version:
                     self._send(s)
-            elif kind == DEPART:
-                self._depart()
             elif kind in (CNM, CNM_POSITIVE):
                 s = sources[src]
                 assert s.rules is not None
@@ -303,5 +333,6 @@ class Simulation:
                 if self.progress is not None:
                     self.progress(t, end)
         self.trace.events = events
+        self.trace.frames_in = sum(s.sent_frames for s in sources)
         self.trace.wall_s = time.perf_counter() - started
         return self.trace

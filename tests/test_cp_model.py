@@ -123,3 +123,34 @@ def test_byte_interval_shrinks_under_congestion() -> None:
     point = cp_at(cp, q_old=200)
     point.on_frame(q=200, frame_bytes=1500)  # QntzFb 63 -> interval 18.5 KB
     assert point.bytes_to_sample == 18_500
+
+
+@pytest.mark.parametrize(
+    "cp",
+    [
+        CpParams(),
+        CpParams(p_base=0.02, p_scale=0.2 / 64),
+        CpParams(sampling=SamplingMode.BYTE_INTERVAL),
+        CpParams(positive_feedback=True, p_base=0.05, p_scale=0.0),
+    ],
+    ids=["bernoulli", "bernoulli-steep", "byte-interval", "ecm"],
+)
+def test_two_stages_decide_as_computing_every_frame(cp: CpParams) -> None:
+    """sample() (the pipeline's stage 1 first) and on_frame() (Fb for every frame) draw the
+    same numbers and send the same CNMs for the same frames, from the same state."""
+    every = CongestionPoint(CpPortConfig.from_params(cp), random.Random(7).randint)
+    staged = CongestionPoint(CpPortConfig.from_params(cp), random.Random(7).randint)
+    walk = random.Random(3)
+    q, sent = 0, 0
+    for _ in range(20_000):
+        q = max(0, min(120, q + walk.choice((-2, -1, 0, 1, 1, 2))))
+        size = walk.choice((64, 1500, 9000))
+        full = every.on_frame(q, size)
+        fast = staged.sample(q, size)
+        if fast is None:
+            assert not full.sampled
+        else:
+            assert fast == full
+        assert (staged.q_old, staged.bytes_to_sample) == (every.q_old, every.bytes_to_sample)
+        sent += full.cnm
+    assert sent > 100  # the walk congests: the comparison covered CNMs

@@ -224,14 +224,14 @@ def test_fairness_is_taken_where_sources_contend() -> None:
 def cp_calls(sim: Simulation, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     """Record each frame the simulated CP judges: (its q, frames in the buffer then)."""
     assert sim.cp is not None
-    judge = sim.cp.on_frame
+    judge = sim.cp.sample
     calls: list[tuple[int, int]] = []
 
-    def recording(q: int, frame_bytes: int) -> CpDecision:
+    def recording(q: int, frame_bytes: int) -> CpDecision | None:
         calls.append((q, len(sim.queue)))
         return judge(q, frame_bytes)
 
-    monkeypatch.setattr(sim.cp, "on_frame", recording)
+    monkeypatch.setattr(sim.cp, "sample", recording)
     return calls
 
 

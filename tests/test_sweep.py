@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import signal
 import socket
@@ -19,13 +20,26 @@ from typing import Any
 import pytest
 
 from qcn.core import scenario as scenarios
-from qcn.sweep import SweepError, make_points, parse_grid
+from qcn.sweep import SweepError, make_points, metric_cells, parse_grid
 from tests.test_cli_errors import assert_one_line_error, qcn
 
 DASK = str(Path(sys.executable).parent / "dask")
 
 
 # -- the grid ------------------------------------------------------------------------------
+
+
+def test_a_seed_that_never_recovered_is_counted_not_averaged() -> None:
+    rows = [
+        {"network.rtt_s": 1e-5, "network.sources": 2, "recovery_ms": 90.0},
+        {"network.rtt_s": 1e-5, "network.sources": 2, "recovery_ms": math.inf},
+        {"network.rtt_s": 5e-4, "network.sources": 2, "recovery_ms": math.inf},
+        {"network.rtt_s": 5e-4, "network.sources": 5, "recovery_ms": math.nan},
+        {"network.rtt_s": 5e-4, "network.sources": 5, "recovery_ms": True},
+    ]
+    cells, never = metric_cells(rows, "recovery_ms", ["network.rtt_s", "network.sources"])
+    assert cells == {(1e-5, 2): [90.0], (5e-4, 2): []}
+    assert never == {(1e-5, 2): 1, (5e-4, 2): 1}
 
 
 def test_grid_values_are_toml() -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from qcn.core.params import (
     PROB_ONE,
@@ -96,9 +97,8 @@ class CpPortConfig:
         )
 
 
-@dataclass(frozen=True)
-class CpDecision:
-    """What the CP computed for one frame."""
+class CpDecision(NamedTuple):
+    """What the CP computed for one frame (a tuple: made once per frame, and cheap to make)."""
 
     q: int
     qoff: int
@@ -153,25 +153,48 @@ class CongestionPoint:
     def __init__(self, cfg: CpPortConfig, rand: RandomInt) -> None:
         self.cfg = cfg
         self._rand = rand
+        self._bernoulli = cfg.sampling is SamplingMode.BERNOULLI
+        self._p_max_fixed = cfg.p_max_fixed
         self.q_old = 0
         """Register ``q_old``: q at the previous sample (0 after reset, as BMv2 registers)."""
         self.bytes_to_sample = 0
         """Register ``bytes_to_sample``: 0 after reset, so the first frame is sampled."""
 
     def on_frame(self, q: int, frame_bytes: int) -> CpDecision:
-        """Process one data frame; ``q`` is the queue depth (packets) it is judged by.
+        """Process one data frame; ``q`` is the queue depth it is judged by (in the port's
+        unit): the queue it found on arrival, or on BMv2's departure CP the depth BMv2
+        reports (``cfg.depth_at``).  Computes every frame's Fb."""
+        if self._bernoulli:
+            return self._judge(q, self._rand(0, PROB_ONE - 1))
+        self.bytes_to_sample -= frame_bytes
+        return self._judge(q, 0)
 
-        That is the depth the frame found on arrival, or on BMv2 with
-        ``depth_at = "dequeue"`` the depth it left behind (``cfg.depth_at``)."""
+    def sample(self, q: int, frame_bytes: int) -> CpDecision | None:
+        """The pipeline's two stages: None for a frame stage 1 rules out (a Bernoulli draw
+        at or above p_max, or the byte counter not run out), which is not sampled and
+        changes nothing else; otherwise :meth:`on_frame`'s decision.  The same draws and
+        decisions as :meth:`on_frame`, for a tenth of the work (the simulator's path)."""
+        if self._bernoulli:
+            r = self._rand(0, PROB_ONE - 1)
+            if r >= self._p_max_fixed:
+                return None
+            return self._judge(q, r)
+        self.bytes_to_sample -= frame_bytes
+        if self.bytes_to_sample > 0:
+            return None
+        return self._judge(q, 0)
+
+    def _judge(self, q: int, r: int) -> CpDecision:
+        """Stage 2: Fb, QntzFb, the sampling decision (draw ``r`` in Bernoulli mode) and
+        the state a sample changes."""
         cfg = self.cfg
         qoff = q - cfg.q_eq_pkts
         qdelta = q - self.q_old
         fb_fp = -(qoff * W_ONE + cfg.w_fixed * qdelta)
         qntz = quantize(fb_fp, cfg)
-        if cfg.sampling is SamplingMode.BERNOULLI:
-            sampled = self._rand(0, PROB_ONE - 1) < sample_threshold(qntz, cfg)
+        if self._bernoulli:
+            sampled = r < sample_threshold(qntz, cfg)
         else:
-            self.bytes_to_sample -= frame_bytes
             sampled = self.bytes_to_sample <= 0
             if sampled:
                 row = cfg.intervals[qntz >> 3]
