@@ -9,10 +9,11 @@ what comes out of h1, and the switch process's CPU time is read from /proc (its 
 rate, measured just before, subtracted).  A program's figure is packets forwarded per
 CPU-second: the rate one core of this machine sustains with it.  (Measuring under
 overload instead is no use on 2 cores: BMv2's pcap input then loses frames erratically
-and sender, receiver and switch fight for the same CPUs.)  The CP pipeline runs with a CP
-on the egress port (seeds' defaults: Bernoulli sampling at 1 %, nothing congested, so it
-runs its per-frame stage for every frame and the feedback stage for the ~1 % of frames
-that may be sampled, and sends no CNMs).  Rounds alternate between the programs; medians
+and sender, receiver and switch fight for the same CPUs.)  The CP pipeline runs with the
+arrival CP on the egress port (the defaults: bytes, Bernoulli sampling at 1 %, nothing
+congested): every frame is admitted and counted in ingress, judged by the CP's per-frame
+stage, and taken off the count in egress; the feedback stage runs for the ~10 % of frames
+that may be sampled, and no CNM is sent.  Rounds alternate between the programs; medians
 are compared.  ``--simple-switch`` runs another BMv2 build, e.g. one configured with
 ``--disable-logging-macros`` (behavioral-model's performance guide): with logging macros
 compiled in, BMv2 formats a log line's arguments for every table and action even when the
@@ -24,7 +25,7 @@ window subtracted).  It leaves out the kernel's share of the work, which is the 
 both programs, so its ratio is lower than the CPU-time ratio; it is the figure to compare
 two versions of the pipeline with.
 
-Target (issue 3): qcn / l2 >= 0.9.
+Target (issue 20): qcn / l2 >= 0.85 with the arrival CP on every frame.
 """
 
 from __future__ import annotations
@@ -241,7 +242,7 @@ def main() -> int:
                 }
     l2, qcn = statistics.median(results["l2"]), statistics.median(results["qcn"])
     print(f"pipeline: l2 baseline {l2:,.0f}, qcn {qcn:,.0f} packets per CPU-second (medians)")
-    print(f"pipeline: qcn / l2 = {qcn / l2:.2f} (target >= 0.9)")
+    print(f"pipeline: qcn / l2 = {qcn / l2:.2f} (target >= 0.85)")
     if args.instructions:
         print(
             f"pipeline: instructions per packet l2 {counts['l2']:,.0f}, qcn {counts['qcn']:,.0f}: "

@@ -23,8 +23,11 @@ from finsy import (
 from controller.bmv2_thrift import Bmv2Thrift
 from controller.config import NetworkConfig, SwitchConfig
 from controller.entries import (
+    BMV2_DEFAULT_QUEUE_PKTS,
     SAMPLING_ACTIONS,
     CpPort,
+    admission_entry,
+    bmv2_queue_pkts,
     cnm_clone_session,
     cp_config_entry,
     cp_entries,
@@ -37,13 +40,25 @@ from controller.entries import (
 )
 from controller.errors import Bmv2ThriftError, ConfigError, P4RuntimeError
 from controller.p4runtime import P4RuntimeSwitch
-from qcn.core.params import PROB_ONE, W_ONE, CpParams, QcnParams, QueueDepth
+from qcn.core.params import (
+    PROB_ONE,
+    SEED_FRAME_BYTES,
+    W_ONE,
+    CpParams,
+    QcnParams,
+    QueueDepth,
+    QueueUnit,
+)
 from qcn.core.pipeline import (
     COUNTERS,
-    REGISTER_LAST_QDEPTH,
-    TABLE_CP_CONFIG,
-    TABLE_CP_SAMPLING,
-    TABLE_SAMPLE_INTERVAL,
+    CP_ARRIVAL,
+    CP_INSTANCES,
+    CP_TABLE_CONFIG,
+    CP_TABLE_SAMPLE_INTERVAL,
+    CP_TABLE_SAMPLING,
+    REGISTER_OCCUPANCY_PKTS,
+    TABLE_ADMISSION,
+    cp_name,
 )
 
 
@@ -55,7 +70,8 @@ class PortStatus:
     cp: CpParams | None
     cpid: int | None
     counters: dict[str, int]
-    last_qdepth_pkts: int | None
+    queue_pkts: int | None
+    """The pipeline's count of the port's queue (None: no CP port, or no Thrift)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,7 +79,7 @@ class PortStatus:
             "cp": None if self.cp is None else QcnParams(cp=self.cp).to_dict()["cp"],
             "cpid": None if self.cpid is None else f"0x{self.cpid:016x}",
             "counters": self.counters,
-            "last_qdepth_pkts": self.last_qdepth_pkts,
+            "queue_pkts": self.queue_pkts,
         }
 
 
@@ -121,7 +137,12 @@ class SwitchAgent:
     def cp_port(self, port: int, params: CpParams | None = None) -> CpPort:
         p = self.cfg.port(port)
         return CpPort(
-            port, params or p.cp_params, self.cfg.cp_mac, default_cpid(self.cfg.cp_mac, port)
+            port,
+            params or p.cp_params,
+            self.cfg.cp_mac,
+            default_cpid(self.cfg.cp_mac, port),
+            limit_pkts=p.queue_depth_pkts or BMV2_DEFAULT_QUEUE_PKTS,
+            limit_bytes=p.queue_depth_bytes,
         )
 
     def desired_table_entries(self) -> list[P4TableEntry]:
@@ -151,14 +172,20 @@ class SwitchAgent:
         return report
 
     def apply_queue_shaping(self) -> None:
-        shaped = [p for p in self.cfg.ports if p.queue_rate_pps is not None or p.queue_depth_pkts]
+        """Queue rates; and depths: a CP port's buffer is the pipeline's limit, and BMv2's
+        own queue is made deeper (controller.entries.bmv2_queue_pkts)."""
+        shaped = [
+            p for p in self.cfg.ports if p.queue_rate_pps is not None or p.queue_depth_pkts or p.cp
+        ]
         if not shaped:
             return
         with self.thrift() as t:
             for p in shaped:
                 if p.queue_rate_pps is not None:
                     t.set_queue_rate(p.queue_rate_pps, p.port)
-                if p.queue_depth_pkts is not None:
+                if p.cp:
+                    t.set_queue_depth(bmv2_queue_pkts(self.cp_port(p.port).limit_pkts), p.port)
+                elif p.queue_depth_pkts is not None:
                     t.set_queue_depth(p.queue_depth_pkts, p.port)
 
     def _reconcile_tables(
@@ -186,7 +213,7 @@ class SwitchAgent:
         if self._p4rt is None:
             return False
         try:
-            self._p4rt.read(P4TableEntry(TABLE_CP_CONFIG))
+            self._p4rt.read(P4TableEntry(TABLE_ADMISSION))
         except P4RuntimeError:
             return False
         return True
@@ -228,27 +255,37 @@ class SwitchAgent:
     def read_cp(self, port: int) -> tuple[CpParams, int] | None:
         """The CP parameters the switch holds for ``port`` (None: CP off) and its CPID."""
         sw = self.connect()
-        stage1 = sw.read(P4TableEntry(TABLE_CP_SAMPLING, match=P4TableMatch(eg_port=port)))
-        found = sw.read(P4TableEntry(TABLE_CP_CONFIG, match=P4TableMatch(eg_port=port)))
-        if not stage1 or not found:
+        match = P4TableMatch(eg_port=port)
+        admitted = sw.read(P4TableEntry(TABLE_ADMISSION, match=match))
+        for instance in CP_INSTANCES:
+            stage1 = sw.read(P4TableEntry(cp_name(instance, CP_TABLE_SAMPLING), match=match))
+            found = sw.read(P4TableEntry(cp_name(instance, CP_TABLE_CONFIG), match=match))
+            if admitted and stage1 and found:
+                break
+        else:
             return None
         args = found[0].action.args
-        modes = {action: mode for mode, action in SAMPLING_ACTIONS.items()}
-        intervals = sw.read(P4TableEntry(TABLE_SAMPLE_INTERVAL))
+        modes = {cp_name(instance, action): mode for mode, action in SAMPLING_ACTIONS.items()}
+        intervals = sw.read(P4TableEntry(cp_name(instance, CP_TABLE_SAMPLE_INTERVAL)))
         rows = sorted(
             (e.match["idx"], e.action.args) for e in intervals if int(e.match["eg_port"]) == port
         )
+        depth_at = QueueDepth.ARRIVAL
+        if instance != CP_ARRIVAL:
+            dequeue = int(stage1[0].action.args["dequeue_depth"])
+            depth_at = QueueDepth.DEQUEUE if dequeue else QueueDepth.ENQUEUE
+        unit = QueueUnit.BYTES if int(admitted[0].action.args["bytes_unit"]) else QueueUnit.PACKETS
+        q_eq = int(args["q_eq"])
         params = CpParams(
-            q_eq_pkts=int(args["q_eq_pkts"]),
+            # Bytes mode holds q_eq in bytes only; q_eq_pkts is its nearest frame count.
+            q_eq_pkts=q_eq if unit is QueueUnit.PACKETS else max(1, round(q_eq / SEED_FRAME_BYTES)),
+            q_eq_bytes=q_eq if unit is QueueUnit.BYTES else 0,
+            queue_unit=unit,
             w=int(args["w_fixed"]) / W_ONE,
             p_base=int(args["p_base_fixed"]) / PROB_ONE,
             p_scale=int(args["p_scale_fixed"]) / PROB_ONE,
             sampling=modes[stage1[0].action.name],
-            depth_at=(
-                QueueDepth.DEQUEUE
-                if int(stage1[0].action.args["dequeue_depth"])
-                else QueueDepth.ENQUEUE
-            ),
+            depth_at=depth_at,
             positive_feedback=bool(int(args["positive_feedback"])),
         )
         if len(rows) == 8:
@@ -267,24 +304,42 @@ class SwitchAgent:
             )
         current = self.read_cp(port)
         base = current[0] if current else self.cfg.port(port).cp_params
+        if "q_eq_pkts" in changes and "q_eq_bytes" not in changes:
+            changes = {**changes, "q_eq_bytes": 0}  # bytes mode follows the new frame count
         new = QcnParams.from_dict({"cp": changes}, QcnParams(cp=base)).cp  # raises ParamError
         cp = self.cp_port(port, new)
         sw = self.connect()
         if current is None:
             sw.insert(cp_entries(cp))
             return new
-        sw.modify([cp_config_entry(cp), cp_sampling_entry(cp)])
+        old = self.cp_port(port, current[0])
+        if old.instance != cp.instance:
+            # Another CP judges the port now: point the admission at it, then move the
+            # entries (until they are in, the port's frames are simply not sampled).
+            sw.modify([admission_entry(cp)])
+            sw.delete([cp_sampling_entry(old), *sample_interval_entries(old), cp_config_entry(old)])
+            sw.insert([cp_config_entry(cp), *sample_interval_entries(cp), cp_sampling_entry(cp)])
+            return new
+        sw.modify([admission_entry(cp), cp_config_entry(cp), cp_sampling_entry(cp)])
         if {"sample_intervals_bytes", "sample_jitter"} & changes.keys():
             sw.modify(sample_interval_entries(cp))
         return new
 
     def set_queue(self, port: int, rate_pps: int | None, depth_pkts: int | None) -> None:
-        self.cfg.port(port)
+        """A port's queue rate and buffer; a CP port's buffer is the pipeline's limit (its
+        admission entry), BMv2's own queue then deeper (controller.entries.bmv2_queue_pkts)."""
+        current = self.read_cp(port) if self.cfg.port(port).cp else None
         with self.thrift() as t:
             if rate_pps is not None:
                 t.set_queue_rate(rate_pps, port)
-            if depth_pkts is not None:
+            if depth_pkts is None:
+                return
+            if current is None:
                 t.set_queue_depth(depth_pkts, port)
+                return
+            cp = replace(self.cp_port(port, current[0]), limit_pkts=depth_pkts)
+            self.connect().modify([admission_entry(cp)])
+            t.set_queue_depth(bmv2_queue_pkts(depth_pkts), port)
 
     # -- read-back ---------------------------------------------------------------------------
 
@@ -301,7 +356,11 @@ class SwitchAgent:
         try:
             for p in self.cfg.ports:
                 cp = self.read_cp(p.port)
-                depth = thrift.register_read(REGISTER_LAST_QDEPTH, p.port) if thrift else None
+                depth = (
+                    thrift.register_read(REGISTER_OCCUPANCY_PKTS, p.port)
+                    if thrift and p.cp
+                    else None
+                )
                 rows.append(
                     PortStatus(
                         p.port,
@@ -318,8 +377,9 @@ class SwitchAgent:
 
 
 def read_counters(sw: P4RuntimeSwitch, port: int) -> dict[str, int]:
-    """The pipeline's per-port packet counters (frames, samples, CNMs, edge drops)."""
-    out = {}
+    """The pipeline's per-port packet counters (frames, samples, CNMs: of the CP instance
+    that judges the port, the other's being 0; tail drops, edge drops)."""
+    out: dict[str, int] = {}
     for name in COUNTERS:
         entries = sw.read(P4CounterEntry(name, index=port))
         if len(entries) != 1:
@@ -327,7 +387,8 @@ def read_counters(sw: P4RuntimeSwitch, port: int) -> dict[str, int]:
                 f"{sw.address}: counter {name}[{port}] read {len(entries)} entries"
             )
         data = entries[0].data
-        out[name] = data.packet_count if data else 0
+        key = name.rsplit(".", 1)[-1]  # one figure for both CP instances
+        out[key] = out.get(key, 0) + (data.packet_count if data else 0)
     return out
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from controller import config
 from controller.errors import ConfigError
-from qcn.core.params import QueueDepth, SamplingMode
+from qcn.core.params import QueueDepth, QueueUnit, SamplingMode
 
 if TYPE_CHECKING:
     from controller.agent import PortStatus
@@ -21,7 +21,8 @@ DEFAULT_CONFIG = Path(os.environ.get("QCN_NETWORK", "qcn-network.toml"))
 
 # `qcn ctl set` options -> CpParams fields.
 SET_OPTIONS: dict[str, tuple[str, type, str]] = {
-    "q_eq": ("q_eq_pkts", int, "equilibrium queue depth, packets"),
+    "q_eq": ("q_eq_pkts", int, "equilibrium queue, packets (bytes mode: 1500 B each)"),
+    "q_eq_bytes": ("q_eq_bytes", int, "bytes mode: equilibrium queue, bytes"),
     "w": ("w", float, "weight of qdelta (a multiple of 1/16)"),
     "p_base": ("p_base", float, "sampling probability at QntzFb 0"),
     "p_scale": ("p_scale", float, "added sampling probability per QntzFb step"),
@@ -62,7 +63,13 @@ def register(sub: Any) -> None:
     st.add_argument(
         "--depth-at",
         choices=[m.value for m in QueueDepth],
-        help="the depth taken as q: on arrival (enqueue, the spec) or left behind (dequeue)",
+        help="q: the queue an arriving frame finds (arrival, the standard's CP), or BMv2's "
+        "depth as a frame leaves (enqueue: the depth it found; dequeue: left behind)",
+    )
+    st.add_argument(
+        "--queue-unit",
+        choices=[u.value for u in QueueUnit],
+        help="what q, q_eq and Fb count (bytes needs --depth-at arrival)",
     )
     st.set_defaults(func=_set)
 
@@ -119,6 +126,8 @@ def _set(args: argparse.Namespace) -> int:
         changes["sampling"] = args.sampling
     if args.depth_at:
         changes["depth_at"] = args.depth_at
+    if args.queue_unit:
+        changes["queue_unit"] = args.queue_unit
     if args.feedback:
         changes["positive_feedback"] = FEEDBACK_MODES[args.feedback]
     if not changes:
@@ -127,7 +136,7 @@ def _set(args: argparse.Namespace) -> int:
     with SwitchAgent(net, args.switch, timeout_s=args.timeout) as agent:
         new = agent.set_cp(args.port, **changes)
     print(
-        f"{args.switch} port {args.port}: q_eq={new.q_eq_pkts} w={new.w:g} "
+        f"{args.switch} port {args.port}: q_eq={new.q_eq} {new.queue_unit.value} w={new.w:g} "
         f"p_base={new.p_base:g} p_scale={new.p_scale:g} sampling={new.sampling.value} "
         f"depth_at={new.depth_at.value} "
         f"feedback={'ecm' if new.positive_feedback else 'qcn'}"
@@ -148,21 +157,22 @@ def _show(args: argparse.Namespace) -> int:
         return 0
     print(
         f"{'switch':8} {'port':>4} {'CP':24} {'frames':>9} {'samples':>8} {'CNMs':>7} "
-        f"{'edge drops':>10} {'qdepth':>6}"
+        f"{'tail drops':>10} {'edge drops':>10} {'queue':>6}"
     )
     for name, rows in report.items():
         for r in rows:
             cp = (
-                f"q_eq={r.cp.q_eq_pkts} w={r.cp.w:g} {r.cp.sampling.value[:4]} "
+                f"q_eq={r.cp.q_eq}{'B' if r.cp.queue_unit is QueueUnit.BYTES else ''} "
+                f"w={r.cp.w:g} {r.cp.sampling.value[:4]} "
                 f"{r.cp.depth_at.value[:3]}{' ecm' if r.cp.positive_feedback else ''}"
                 if r.cp
                 else "off"
             )
             c = r.counters
-            depth = "-" if r.last_qdepth_pkts is None else str(r.last_qdepth_pkts)
+            depth = "-" if r.queue_pkts is None else str(r.queue_pkts)
             print(
-                f"{name:8} {r.port:>4} {cp:24} {c['cp_frames']:>9} {c['cp_samples']:>8} "
-                f"{c['cp_cnms']:>7} {c['cnm_edge_drops']:>10} {depth:>6}"
+                f"{name:8} {r.port:>4} {cp:28} {c['cp_frames']:>9} {c['cp_samples']:>8} "
+                f"{c['cp_cnms']:>7} {c['tail_drops']:>10} {c['cnm_edge_drops']:>10} {depth:>6}"
             )
     return 0
 

@@ -17,7 +17,7 @@ A TOML file::
     edge = true                   # host-facing: CNMs arriving here are dropped
     cp = true                     # run a congestion point on this egress port
     queue_rate_pps = 1000         # optional BMv2 queue shaping
-    queue_depth_pkts = 100
+    queue_depth_pkts = 100        # the port's buffer (a CP port: the pipeline's tail drop)
     qcn = { q_eq_pkts = 30 }      # optional per-port overrides
 
     [[host]]
@@ -49,6 +49,8 @@ from qcn.core.tomlfile import read_toml
 
 MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 MAX_PORT = 510  # port_t is 9 bits; 511 is BMv2's drop port
+MAX_QUEUE_BYTES = 1 << 30
+"""A sanity bound; the pipeline's own (Fb in 32 bits) is checked with w (controller.entries)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,9 @@ class PortConfig:
     cp_params: CpParams = field(default_factory=CpParams)
     queue_rate_pps: int | None = None
     queue_depth_pkts: int | None = None
+    """The port's buffer: on a CP port, the pipeline's tail drop (default BMv2's 64)."""
+    queue_depth_bytes: int | None = None
+    """A CP port's buffer in bytes too (the pipeline drops at whichever is reached first)."""
 
 
 @dataclass(frozen=True)
@@ -226,9 +231,14 @@ def _switch(where: str, s: Any, base: CpParams, base_dir: Path) -> SwitchConfig:
 def _port(where: str, p: Any, base: CpParams) -> PortConfig:
     if not isinstance(p, dict):
         raise ConfigError(f"{where}: must be a table")
-    _keys(where, p, {"port", "edge", "cp", "qcn", "queue_rate_pps", "queue_depth_pkts"})
+    _keys(
+        where,
+        p,
+        {"port", "edge", "cp", "qcn", "queue_rate_pps", "queue_depth_pkts", "queue_depth_bytes"},
+    )
     rate = p.get("queue_rate_pps")
     depth = p.get("queue_depth_pkts")
+    depth_bytes = p.get("queue_depth_bytes")
     return PortConfig(
         port=_int(f"{where}.port", p.get("port"), 0, MAX_PORT),
         edge=_bool(f"{where}.edge", p.get("edge", False)),
@@ -238,6 +248,9 @@ def _port(where: str, p: Any, base: CpParams) -> PortConfig:
         queue_depth_pkts=None
         if depth is None
         else _int(f"{where}.queue_depth_pkts", depth, 1, 100_000),
+        queue_depth_bytes=None
+        if depth_bytes is None
+        else _int(f"{where}.queue_depth_bytes", depth_bytes, 64, MAX_QUEUE_BYTES),
     )
 
 

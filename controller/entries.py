@@ -18,50 +18,125 @@ from finsy import (
 )
 
 from qcn.core.cp_model import CpPortConfig
-from qcn.core.params import CpParams, QueueDepth, SamplingMode
+from qcn.core.params import W_ONE, CpParams, ParamError, QueueDepth, QueueUnit, SamplingMode
 from qcn.core.pipeline import (
-    ACTION_COMPUTE_FEEDBACK,
+    ACTION_ADMIT,
     ACTION_FORWARD,
     ACTION_MARK_EDGE,
-    ACTION_PARAMS,
-    ACTION_SAMPLE_BERNOULLI,
-    ACTION_SAMPLE_BYTE_INTERVAL,
-    ACTION_SET_SAMPLE_INTERVAL,
-    TABLE_CP_CONFIG,
-    TABLE_CP_SAMPLING,
+    CP_ACTION_COMPUTE_FEEDBACK,
+    CP_ACTION_PARAMS,
+    CP_ACTION_SAMPLE_BERNOULLI,
+    CP_ACTION_SAMPLE_BYTE_INTERVAL,
+    CP_ACTION_SET_SAMPLE_INTERVAL,
+    CP_ARRIVAL,
+    CP_DEPARTURE,
+    CP_TABLE_CONFIG,
+    CP_TABLE_SAMPLE_INTERVAL,
+    CP_TABLE_SAMPLING,
+    TABLE_ADMISSION,
     TABLE_EDGE_PORT,
     TABLE_L2,
-    TABLE_SAMPLE_INTERVAL,
+    cp_name,
 )
 
 #: p4src/include/defines.p4: FLOOD_GROUP_BASE, CNM_SESSION_BASE.
 FLOOD_GROUP_BASE = 1
 CNM_SESSION_BASE = 1
 
-#: cp_sampling's action for each sampling mode.
+#: cp_sampling's action for each sampling mode (names inside the CP control).
 SAMPLING_ACTIONS = {
-    SamplingMode.BERNOULLI: ACTION_SAMPLE_BERNOULLI,
-    SamplingMode.BYTE_INTERVAL: ACTION_SAMPLE_BYTE_INTERVAL,
+    SamplingMode.BERNOULLI: CP_ACTION_SAMPLE_BERNOULLI,
+    SamplingMode.BYTE_INTERVAL: CP_ACTION_SAMPLE_BYTE_INTERVAL,
 }
+
+BMV2_DEFAULT_QUEUE_PKTS = 64
+"""BMv2's egress queue depth when none is set: a CP port's buffer limit by default."""
+MAX_FRAME_BYTES = 9216
+"""The largest frame a port's queue is assumed to hold (jumbo), for the Fb range check."""
+NO_LIMIT = (1 << 32) - 1
+"""An admission limit that is never reached (the action's bit<32> maximum)."""
+
+
+def bmv2_queue_pkts(limit_pkts: int) -> int:
+    """BMv2's own queue depth for a CP port whose pipeline admits ``limit_pkts`` frames.
+
+    Deep enough never to drop a frame the pipeline counted, which would leave the count
+    too high for ever: besides the counted frames (at most the limit), the queue holds the
+    frames the pipeline does not count, flooded frames and CNMs leaving through that port,
+    as many as arrive while the counted ones drain.  A deep BMv2 queue costs nothing until
+    it fills, so the headroom is simply large.
+    """
+    return limit_pkts + UNCOUNTED_HEADROOM_PKTS
+
+
+UNCOUNTED_HEADROOM_PKTS = 1 << 16
+"""Room in a CP port's BMv2 queue for frames the pipeline does not count."""
 
 
 @dataclass(frozen=True)
 class CpPort:
-    """One CP-enabled egress port: its parameters and identity."""
+    """One CP-enabled egress port: its parameters, identity and buffer limits."""
 
     port: int
     params: CpParams
     cp_mac: str
     cpid: int
+    limit_pkts: int = BMV2_DEFAULT_QUEUE_PKTS
+    """The pipeline's tail drop: frames in the port's queue (p4src/control/admission.p4)."""
+    limit_bytes: int | None = None
+    """And bytes, if set."""
 
     @classmethod
-    def with_default_cpid(cls, port: int, params: CpParams, cp_mac: str) -> CpPort:
-        return cls(port, params, cp_mac, default_cpid(cp_mac, port))
+    def with_default_cpid(
+        cls,
+        port: int,
+        params: CpParams,
+        cp_mac: str,
+        limit_pkts: int = BMV2_DEFAULT_QUEUE_PKTS,
+        limit_bytes: int | None = None,
+    ) -> CpPort:
+        return cls(port, params, cp_mac, default_cpid(cp_mac, port), limit_pkts, limit_bytes)
+
+    def __post_init__(self) -> None:
+        # Fb = -(16 qoff + w_fixed qdelta) is computed in 32 signed bits: |qoff| and
+        # |qdelta| are at most the deepest queue the port admits.
+        deepest = self.limit_pkts * MAX_FRAME_BYTES
+        if self.limit_bytes is not None:
+            deepest = min(deepest, self.limit_bytes)
+        if self.params.queue_unit is QueueUnit.PACKETS:
+            deepest = self.limit_pkts
+        w_fixed = CpPortConfig.from_params(self.params).w_fixed
+        if deepest * (W_ONE + w_fixed) >= 1 << 31:
+            raise ParamError(
+                "cp.w",
+                f"port {self.port}: a queue of {deepest} {self.params.queue_unit.value} with "
+                f"w = {self.params.w:g} overflows the pipeline's 32-bit Fb; lower the buffer or w",
+            )
+
+    @property
+    def instance(self) -> str:
+        """The CP instance that holds the entries: arrivals are judged in ingress."""
+        return CP_ARRIVAL if self.params.depth_at is QueueDepth.ARRIVAL else CP_DEPARTURE
 
 
 def default_cpid(cp_mac: str, port: int) -> int:
     """CPID = the switch's MAC in the top 48 bits, the port in the low 16."""
     return (int(cp_mac.replace(":", ""), 16) << 16) | port
+
+
+def admission_entry(cp: CpPort) -> P4TableEntry:
+    """The port's queue as the pipeline counts it: limits, unit of q, which CP judges."""
+    return P4TableEntry(
+        TABLE_ADMISSION,
+        match=P4TableMatch(eg_port=cp.port),
+        action=P4TableAction(
+            ACTION_ADMIT,
+            limit_pkts=cp.limit_pkts,
+            limit_bytes=NO_LIMIT if cp.limit_bytes is None else cp.limit_bytes,
+            bytes_unit=int(cp.params.queue_unit is QueueUnit.BYTES),
+            at_departure=int(cp.params.depth_at is not QueueDepth.ARRIVAL),
+        ),
+    )
 
 
 def cp_sampling_entry(cp: CpPort) -> P4TableEntry:
@@ -72,9 +147,9 @@ def cp_sampling_entry(cp: CpPort) -> P4TableEntry:
     if cfg.sampling is SamplingMode.BERNOULLI:
         args["p_max_fixed"] = cfg.p_max_fixed
     return P4TableEntry(
-        TABLE_CP_SAMPLING,
+        cp_name(cp.instance, CP_TABLE_SAMPLING),
         match=P4TableMatch(eg_port=cp.port),
-        action=P4TableAction(SAMPLING_ACTIONS[cfg.sampling], **args),
+        action=P4TableAction(cp_name(cp.instance, SAMPLING_ACTIONS[cfg.sampling]), **args),
     )
 
 
@@ -86,12 +161,12 @@ def cp_config_entry(cp: CpPort) -> P4TableEntry:
     identity = {"cpid": cp.cpid, "cp_mac": cp.cp_mac}
     args = {
         name: identity[name] if name in identity else int(getattr(cfg, name))
-        for name in ACTION_PARAMS[ACTION_COMPUTE_FEEDBACK]
+        for name in CP_ACTION_PARAMS[CP_ACTION_COMPUTE_FEEDBACK]
     }
     return P4TableEntry(
-        TABLE_CP_CONFIG,
+        cp_name(cp.instance, CP_TABLE_CONFIG),
         match=P4TableMatch(eg_port=cp.port),
-        action=P4TableAction(ACTION_COMPUTE_FEEDBACK, **args),
+        action=P4TableAction(cp_name(cp.instance, CP_ACTION_COMPUTE_FEEDBACK), **args),
     )
 
 
@@ -99,10 +174,10 @@ def sample_interval_entries(cp: CpPort) -> list[P4TableEntry]:
     cfg = CpPortConfig.from_params(cp.params)
     return [
         P4TableEntry(
-            TABLE_SAMPLE_INTERVAL,
+            cp_name(cp.instance, CP_TABLE_SAMPLE_INTERVAL),
             match=P4TableMatch(eg_port=cp.port, idx=i),
             action=P4TableAction(
-                ACTION_SET_SAMPLE_INTERVAL,
+                cp_name(cp.instance, CP_ACTION_SET_SAMPLE_INTERVAL),
                 base_bytes=row.base_bytes,
                 jitter_span_bytes=row.jitter_span_bytes,
             ),
@@ -112,8 +187,14 @@ def sample_interval_entries(cp: CpPort) -> list[P4TableEntry]:
 
 
 def cp_entries(cp: CpPort) -> list[P4TableEntry]:
-    """Everything that configures one CP port."""
-    return [cp_config_entry(cp), *sample_interval_entries(cp), cp_sampling_entry(cp)]
+    """Everything that configures one CP port (its CP's stage 1 last: once a frame can be
+    sampled, stage 2 is there)."""
+    return [
+        admission_entry(cp),
+        cp_config_entry(cp),
+        *sample_interval_entries(cp),
+        cp_sampling_entry(cp),
+    ]
 
 
 def l2_entry(mac: str, port: int) -> P4TableEntry:

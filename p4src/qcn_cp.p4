@@ -1,8 +1,12 @@
 // qcn-p4: an IEEE 802.1Qau QCN Congestion Point for BMv2 simple_switch (v1model).
 //
-// Ingress: L2 forwarding (control/forwarding.p4).
-// Egress:  the congestion point of the egress port (control/congestion_point.p4); the E2E
-//          clone of a sampled frame is rewritten into its CNM (control/cnm_builder.p4).
+// Ingress: L2 forwarding (control/forwarding.p4); a unicast frame to a CP port is admitted
+//          to that port's queue or tail-dropped (control/admission.p4), and the port's
+//          congestion point judges it on arrival (control/congestion_point.p4: arrival_cp,
+//          the standard's CP; a sampled frame's I2E clone becomes its CNM).
+// Egress:  the frame leaves its port's queue (admission.p4); on a port configured to judge
+//          departing frames, departure_cp does so with BMv2's depths (E2E clones); a clone
+//          of a sampled frame is rewritten into its CNM (control/cnm_builder.p4).
 #include <core.p4>
 // The v1model whose counters and registers take a typed index (port_t, no casts).
 #define V1MODEL_VERSION 20200408
@@ -12,34 +16,53 @@
 #include "include/headers.p4"
 #include "include/parser.p4"
 #include "control/forwarding.p4"
+#include "control/admission.p4"
 #include "control/congestion_point.p4"
 #include "control/cnm_builder.p4"
+
+// The frames a CP may sample: data frames, never a CNM, never a frame the parser could not
+// read (a frame too short for Ethernet is a parser error too), never one from a group
+// source address.
+#define CP_DATA_FRAME (!hdr.cnm.isValid() \
+                       && standard_metadata.parser_error == error.NoError \
+                       && hdr.ethernet.src_addr[40:40] == 0)
 
 control QcnIngress(inout headers_t hdr,
                    inout local_metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
     L2Forwarding() l2;
+    Admission() admission;
+    CongestionPoint(CloneType.I2E) arrival_cp;
     apply {
         l2.apply(hdr, meta, standard_metadata);
+        // Flooded frames are not counted: their ports are known only after replication.
+        if (standard_metadata.mcast_grp == 0) {
+            admission.apply(hdr, meta, standard_metadata);
+            if (meta.cp.admitted && !meta.cp.at_departure && CP_DATA_FRAME) {
+                arrival_cp.apply(hdr, meta, standard_metadata, standard_metadata.egress_spec);
+            }
+        }
     }
 }
 
 control QcnEgress(inout headers_t hdr,
                   inout local_metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
-    CongestionPoint() cp;
+    Departure() departure;
+    CongestionPoint(CloneType.E2E) departure_cp;
     CnmBuilder() cnm_builder;
     apply {
-        // The frames a CP may sample: data frames, never a CNM (nor the E2E clone that
-        // becomes one), never a frame the parser could not read (a frame too short for
-        // Ethernet is a parser error too), never one from a group source address.  One
-        // condition, tested first: BMv2 walks each condition and table node per frame.
-        if (standard_metadata.instance_type != INSTANCE_TYPE_EGRESS_CLONE
-                && !hdr.cnm.isValid()
-                && standard_metadata.parser_error == error.NoError
-                && hdr.ethernet.src_addr[40:40] == 0) {
-            cp.apply(hdr, meta, standard_metadata);
-        } else if (standard_metadata.instance_type == INSTANCE_TYPE_EGRESS_CLONE) {
+        // Clones start with their metadata reset (but for the CNM field list), so only the
+        // admitted frame itself is taken off the count.  One condition first: BMv2 walks
+        // each condition and table node per frame.
+        if (meta.cp.admitted) {
+            departure.apply(hdr, meta, standard_metadata);
+            if (meta.cp.at_departure && CP_DATA_FRAME) {
+                meta.cp.q = (bit<32>)standard_metadata.enq_qdepth;
+                departure_cp.apply(hdr, meta, standard_metadata, standard_metadata.egress_port);
+            }
+        } else if (standard_metadata.instance_type == INSTANCE_TYPE_INGRESS_CLONE
+                   || standard_metadata.instance_type == INSTANCE_TYPE_EGRESS_CLONE) {
             cnm_builder.apply(hdr, meta, standard_metadata);
         }
     }

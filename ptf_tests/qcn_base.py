@@ -22,7 +22,9 @@ from scapy.layers.l2 import Ether
 from controller.agent import read_counters
 from controller.bmv2_thrift import Bmv2Thrift
 from controller.entries import (
+    BMV2_DEFAULT_QUEUE_PKTS,
     CpPort,
+    bmv2_queue_pkts,
     cnm_clone_session,
     cp_entries,
     edge_port_entry,
@@ -38,8 +40,8 @@ from qcn.core.frames import (
     expected_cnm,
     msdu_offset,
 )
-from qcn.core.params import CpParams
-from qcn.core.pipeline import COUNTERS, REGISTERS
+from qcn.core.params import CpParams, QueueUnit
+from qcn.core.pipeline import COUNTERS, REGISTER_OCCUPANCY_BYTES, REGISTER_OCCUPANCY_PKTS, REGISTERS
 from topologies.bmv2 import wait_until
 
 PORTS = (0, 1, 2, 3)
@@ -49,8 +51,8 @@ CP_MAC = "02:00:00:00:00:fe"
 BOTTLENECK = 3
 """The egress port the tests congest."""
 DEFAULT_QUEUE_DEPTH = 64
-ALWAYS = CpParams(p_base=1.0, p_scale=0.0)
-"""Sample every frame: every frame's feedback is then visible."""
+ALWAYS = CpParams(p_base=1.0, p_scale=0.0, queue_unit=QueueUnit.PACKETS)
+"""The arrival CP in packets, sampling every frame: every frame's feedback is visible."""
 
 _switch: P4RuntimeSwitch | None = None
 
@@ -122,11 +124,27 @@ class QcnTest(BaseTest):  # type: ignore[misc]
     # -- configuration --------------------------------------------------------------------
 
     def enable_cp(
-        self, params: CpParams, port: int = BOTTLENECK, *, modify: bool = False
+        self,
+        params: CpParams,
+        port: int = BOTTLENECK,
+        *,
+        modify: bool = False,
+        limit_pkts: int = BMV2_DEFAULT_QUEUE_PKTS,
+        limit_bytes: int | None = None,
     ) -> CpPort:
-        cp = CpPort.with_default_cpid(port, params, CP_MAC)
+        """A CP on ``port``, its buffer the pipeline's (BMv2's own queue deeper, as the
+        controller sets it)."""
+        cp = CpPort.with_default_cpid(port, params, CP_MAC, limit_pkts, limit_bytes)
         (self.sw.modify if modify else self.sw.insert)(cp_entries(cp))
+        self.thrift.set_queue_depth(bmv2_queue_pkts(limit_pkts), port)
         return cp
+
+    def occupancy(self, port: int = BOTTLENECK) -> tuple[int, int]:
+        """The pipeline's count of the port's queue: (frames, bytes)."""
+        return (
+            self.thrift.register_read(REGISTER_OCCUPANCY_PKTS, port),
+            self.thrift.register_read(REGISTER_OCCUPANCY_BYTES, port),
+        )
 
     def mark_edge(self, port: int) -> None:
         self.sw.insert([edge_port_entry(port)])
@@ -160,7 +178,7 @@ class QcnTest(BaseTest):  # type: ignore[misc]
         """The reference model's decision for the sample a CNM reports (q, q_old from it)."""
         qoff = int.from_bytes(cnm[24:26], "big", signed=True)
         qdelta = int.from_bytes(cnm[26:28], "big", signed=True)
-        q = qoff + params.q_eq_pkts
+        q = qoff + params.q_eq
         point = CongestionPoint(CpPortConfig.from_params(params), lambda lo, _hi: lo)
         point.q_old = q - qdelta
         return point.on_frame(q, 1500)

@@ -1,8 +1,9 @@
-"""PTF tests of the CP pipeline on BMv2: forwarding, feedback, CNM bytes, sampling, guards.
+"""PTF tests of the CP pipeline on BMv2: forwarding, admission, feedback, CNM bytes,
+sampling, guards.
 
 Congestion is built inside BMv2 (a queue rate on the bottleneck port, then a burst), so
-the queue depth the pipeline sees is real.  Every CNM is checked byte for byte against
-the CP reference model and the frame layer (qcn_base.QcnTest.assert_cnm_exact).
+the queue the pipeline counts is real.  Every CNM is checked byte for byte against the
+CP reference model and the frame layer (qcn_base.QcnTest.assert_cnm_exact).
 """
 
 from __future__ import annotations
@@ -18,15 +19,23 @@ from scapy.layers.l2 import Dot1Q, Ether
 from ptf_tests.qcn_base import (
     ALWAYS,
     BOTTLENECK,
+    CP_MAC,
     HOST_MAC,
     QcnTest,
     by_msdu,
     udp_frame,
     wait_for,
 )
-from qcn.core.frames import CNM
-from qcn.core.params import CpParams, QcnParams, QueueDepth, SamplingMode
-from qcn.core.pipeline import REGISTER_BYTES_TO_SAMPLE, REGISTER_LAST_QDEPTH
+from qcn.core.cp_model import CongestionPoint, CpPortConfig
+from qcn.core.frames import CNM, CNM_HEADER_BYTES, expected_cnm
+from qcn.core.params import CpParams, QcnParams, QueueDepth, QueueUnit, SamplingMode
+from qcn.core.pipeline import (
+    CP_ARRIVAL,
+    CP_DEPARTURE,
+    CP_REGISTER_BYTES_TO_SAMPLE,
+    CP_REGISTER_LAST_QDEPTH,
+    cp_full_name,
+)
 
 SLOW_PPS = 200
 """Bottleneck service rate for congestion tests: a 40-frame burst queues up almost whole."""
@@ -99,11 +108,13 @@ class CongestedCnmBytesTest(CongestionTest):
         self.assertEqual(self.counters(BOTTLENECK)["cp_cnms"], len(cnms))
         self.assertEqual(out[1] + out[2], [], "CNMs go only to the sampled frame's port")
         # q is the depth each frame found: the last one queued behind most of the burst.
-        self.assertGreaterEqual(self.thrift.register_read(REGISTER_LAST_QDEPTH, BOTTLENECK), 20)
+        last_q = cp_full_name(CP_ARRIVAL, CP_REGISTER_LAST_QDEPTH)
+        self.assertGreaterEqual(self.thrift.register_read(last_q, BOTTLENECK), 20)
 
 
 class DequeueDepthTest(CongestionTest):
-    """depth_at = dequeue: q is the queue a frame leaves behind, so the burst drains."""
+    """depth_at = dequeue (the departure CP, in egress): q is the queue a frame leaves
+    behind, so the burst drains."""
 
     def runTest(self) -> None:
         cp = self.enable_cp(replace(ALWAYS, depth_at=QueueDepth.DEQUEUE))
@@ -116,14 +127,16 @@ class DequeueDepthTest(CongestionTest):
         q_by_seq = {}
         for cnm in cnms:
             self.assert_cnm_exact(cnm, sent, cp)
-            q_by_seq[sampled_seq(cnm)] = Ether(cnm)[CNM].qoff + cp.params.q_eq_pkts
+            q_by_seq[sampled_seq(cnm)] = Ether(cnm)[CNM].qoff + cp.params.q_eq
         # Frames after the burst's arrival leave an ever shorter queue (with the enqueue
         # depth, later frames found a longer one), and the last left it empty.
         after_burst = [q_by_seq[s] for s in sorted(q_by_seq) if s >= 10]
         self.assertGreaterEqual(len(after_burst), 3)
         self.assertEqual(after_burst, sorted(after_burst, reverse=True))
         self.assertEqual(len(set(after_burst)), len(after_burst))
-        self.assertEqual(self.thrift.register_read(REGISTER_LAST_QDEPTH, BOTTLENECK), 0)
+        last_q = cp_full_name(CP_DEPARTURE, CP_REGISTER_LAST_QDEPTH)
+        self.assertEqual(self.thrift.register_read(last_q, BOTTLENECK), 0)
+        self.assertEqual(self.occupancy(), (0, 0), "the pipeline's count drained too")
 
 
 class QOldSemanticsTest(CongestionTest):
@@ -183,7 +196,7 @@ class ByteIntervalSamplingTest(QcnTest):
         self.assertEqual(self.counters(BOTTLENECK)["cp_samples"], 1 + (n - 1) // 15)
 
         self.enable_cp(replace(exact, sample_jitter=0.15), modify=True)
-        self.thrift.register_reset(REGISTER_BYTES_TO_SAMPLE)
+        self.thrift.register_reset(cp_full_name(CP_ARRIVAL, CP_REGISTER_BYTES_TO_SAMPLE))
         before = self.counters(BOTTLENECK)["cp_samples"]
         for seq in range(n):
             self.send(0, udp_frame(0, BOTTLENECK, seq, size=1000))
@@ -234,17 +247,20 @@ class CnmGuardsTest(CongestionTest):
 
 
 class MalformedInputTest(CongestionTest):
-    """Runts, truncated IPv4, unknown EtherTypes, jumbo frames: forwarded, no bogus CNM."""
+    """Truncated tags and CNMs, unknown EtherTypes, jumbo frames: forwarded, no bogus CNM."""
 
     def runTest(self) -> None:
-        cp = self.enable_cp(ALWAYS)
-        self.thrift.set_queue_depth(100, BOTTLENECK)
+        cp = self.enable_cp(ALWAYS, limit_pkts=100)
         src, dst = HOST_MAC[0], HOST_MAC[BOTTLENECK]
         frames: list[bytes] = []
         for seq in range(12):
             frames.append(udp_frame(0, BOTTLENECK, 1000 + seq))  # ordinary, to congest
             truncated_ip = bytes(Ether(src=src, dst=dst) / IP(id=seq))[: 14 + 10 + seq % 5]
-            frames.append(truncated_ip)
+            frames.append(truncated_ip)  # only payload to the lean parser: a data frame
+            # Tags cut short: the parser stops with an error, so no CP may sample them.
+            # (Not a cut-short 802.1Q tag: the kernel's VLAN receive path drops those.)
+            frames.append(bytes(Ether(src=src, dst=dst, type=0x22E7)) + bytes([seq]) * 10)
+            frames.append(bytes(Ether(src=src, dst=dst, type=0x22E9)) + bytes([seq]))
             frames.append(
                 bytes(Ether(src=src, dst=dst, type=0x88B5)) + seq.to_bytes(2, "big") + bytes(44)
             )
@@ -254,14 +270,18 @@ class MalformedInputTest(CongestionTest):
                 bytes(Ether(src=src, dst=dst) / Dot1Q(prio=seq % 8, vlan=7) / IP(id=500 + seq))
             )
         out = self.burst(frames, pps=400)
-        self.assertEqual(sorted(out[BOTTLENECK]), sorted(frames), "every frame forwarded unchanged")
+        missing = [f.hex() for f in frames if f not in out[BOTTLENECK]]
+        extra = [f.hex() for f in out[BOTTLENECK] if f not in frames]
+        self.assertEqual((missing, extra), ([], []), "every frame forwarded unchanged")
+        self.assertEqual(len(out[BOTTLENECK]), len(frames))
         cnms = self.cnms(out[0])
         self.assertGreater(len(cnms), 10)
         sent = by_msdu(frames)
         for cnm in cnms:
             sampled = self.assert_cnm_exact(cnm, sent, cp)
-            truncated = sampled[12:14] == b"\x08\x00" and len(sampled) < 34
-            self.assertFalse(truncated, "a frame the parser could not read caused a CNM")
+            cut_short = sampled[12:14] in (b"\x22\xe7", b"\x22\xe9") and len(sampled) < 38
+            self.assertFalse(cut_short, "a frame the parser could not read caused a CNM")
+        self.assertTrue(wait_for(lambda: self.occupancy() == (0, 0)))
         # Still forwarding normally afterwards.
         self.thrift.set_queue_rate(0)
         frame = udp_frame(0, 1, 9)
@@ -269,7 +289,9 @@ class MalformedInputTest(CongestionTest):
         testutils.verify_packet(self, frame, 1)
 
 
-ECM_ALWAYS = replace(QcnParams.preset("ecm").cp, p_base=1.0, p_scale=0.0)
+ECM_ALWAYS = replace(
+    QcnParams.preset("ecm").cp, p_base=1.0, p_scale=0.0, queue_unit=QueueUnit.PACKETS
+)
 """Seed 004's ECM CP (q_eq 16 frames, W 2, positive feedback), sampling every frame."""
 
 
@@ -314,3 +336,119 @@ class EcmCongestionTest(CongestionTest):
         self.assertGreaterEqual(signs.count(1), 5, "positive feedback below q_eq")
         self.assertGreaterEqual(signs.count(0), 5, "negative feedback above q_eq")
         self.assertEqual(self.counters(BOTTLENECK)["cp_cnms"], len(cnms))
+
+
+# -- the arrival CP: admission, occupancy, bytes ------------------------------------------
+
+
+class ArrivalSequenceTest(CongestionTest):
+    """The arrival CP judges each frame against the queue it found: in ECM mode every
+    sampled frame gets a message, so every frame's q is known, and the reference model fed
+    that arrival sequence (its q_old carried from frame to frame) gives every CNM byte for
+    byte.  The queue barely drains during the burst, so q counts the frames before it."""
+
+    def runTest(self) -> None:
+        # q_eq above the burst and w = 1/16: Fb = -(q - 40) - qdelta/16 > 0 for every frame,
+        # so each one's message is there (Fb = 0 sends none).
+        cp = self.enable_cp(replace(ECM_ALWAYS, q_eq_pkts=40, w=1 / 16))
+        frames = [udp_frame(0, BOTTLENECK, seq) for seq in range(30)]
+        out = self.burst(frames, pps=20)
+        self.assertEqual(len(out[BOTTLENECK]), 30)
+        cnms = sorted(self.cnms(out[0]), key=sampled_seq)
+        self.assertEqual([sampled_seq(c) for c in cnms], list(range(30)), "one per frame")
+        qs = [Ether(c)[CNM].qoff + cp.params.q_eq for c in cnms]
+        departed = [i - q for i, q in enumerate(qs)]
+        self.assertEqual(departed, sorted(departed), "q grows by one per arrival at most")
+        self.assertLessEqual(departed[-1], 3, f"the queue drained during the burst: {qs}")
+        model = CongestionPoint(CpPortConfig.from_params(cp.params), lambda lo, _hi: lo)
+        sent = by_msdu(frames)
+        for q, cnm in zip(qs, cnms, strict=True):
+            decision = model.on_frame(q, len(sent[cnm[CNM_HEADER_BYTES:]]))
+            want = expected_cnm(sent[cnm[CNM_HEADER_BYTES:]], decision, cp.cpid, CP_MAC)
+            assert want is not None
+            self.assertEqual(cnm.hex(), bytes(want).hex())
+
+
+class TailDropTest(CongestionTest):
+    """The pipeline drops at the port's buffer limit, counts each drop, and its count of
+    the queue comes back to zero."""
+
+    def runTest(self) -> None:
+        self.enable_cp(replace(ALWAYS, p_base=0.0), limit_pkts=10)
+        frames = [udp_frame(0, BOTTLENECK, seq) for seq in range(40)]
+        out = self.burst(frames, pps=20)
+        delivered = len(out[BOTTLENECK])
+        self.assertGreaterEqual(delivered, 10)
+        self.assertLess(delivered, 15, "a 40-frame burst into 10 frames of buffer")
+        self.assertEqual(self.counters(BOTTLENECK)["tail_drops"], 40 - delivered)
+        self.assertTrue(wait_for(lambda: self.occupancy() == (0, 0)))
+        # A byte limit too: 3 frames of 1000 B fit in 3500 B.
+        self.enable_cp(replace(ALWAYS, p_base=0.0), modify=True, limit_bytes=3500)
+        out = self.burst([udp_frame(0, BOTTLENECK, seq, size=1000) for seq in range(20)], pps=5)
+        self.assertLessEqual(len(out[BOTTLENECK]), 5)
+        self.assertTrue(wait_for(lambda: self.occupancy() == (0, 0)))
+
+
+class BytesFeedbackTest(CongestionTest):
+    """queue_unit = bytes: q, q_eq and Fb in bytes, every CNM the reference model's."""
+
+    def runTest(self) -> None:
+        params = replace(ALWAYS, queue_unit=QueueUnit.BYTES, q_eq_bytes=22 * 200)
+        cp = self.enable_cp(params)
+        frames = [udp_frame(0, BOTTLENECK, seq, size=200) for seq in range(40)]
+        out = self.burst(frames, pps=20)
+        cnms = self.cnms(out[0])
+        self.assertGreaterEqual(len(cnms), 10)
+        sent = by_msdu(frames)
+        for cnm in cnms:
+            self.assert_cnm_exact(cnm, sent, cp)
+            q = Ether(cnm)[CNM].qoff + params.q_eq
+            # Each frame of the burst adds its own size (200 B of UDP payload's frame).
+            self.assertEqual(q % len(sent[cnm[CNM_HEADER_BYTES:]]), 0, f"q = {q} bytes")
+
+
+class NoDriftTest(CongestionTest):
+    """After 10^4 frames of every kind (unicast, flooded, CNMs crossing, frames cut short,
+    tail-dropped), the port's count is back to zero once its queue drains."""
+
+    def runTest(self) -> None:
+        self.enable_cp(replace(ALWAYS, p_base=0.1), limit_pkts=20)
+        src, dst = HOST_MAC[0], HOST_MAC[BOTTLENECK]
+        kinds = [
+            udp_frame(0, BOTTLENECK, 1),
+            udp_frame(0, BOTTLENECK, 2, size=9000),
+            bytes(Ether(src=src, dst="ff:ff:ff:ff:ff:ff", type=0x0806) / bytes(46)),
+            bytes(Ether(src="02:00:00:00:00:aa", dst=dst) / CNM(qntz_fb=5, msdu=b"\x08\x00")),
+            bytes(Ether(src=src, dst=dst, type=0x22E7)) + b"\x01",
+            bytes(Ether(src="01:00:5e:00:00:01", dst=dst)) + bytes(50),
+        ]
+        self.thrift.set_queue_rate(1500, BOTTLENECK)
+        n = 10_000
+        for i in range(n):
+            self.send(1 if i % len(kinds) == 3 else 0, kinds[i % len(kinds)])
+        self.dataplane.flush()
+        self.assertTrue(wait_for(lambda: self.occupancy() == (0, 0), timeout_s=20.0))
+        c = self.counters(BOTTLENECK)
+        self.assertGreater(c["tail_drops"], 0, "the test must reach the limit")
+        self.assertGreater(c["cp_cnms"], 0)
+
+
+class CnmsLeaveThroughTheSampledPortTest(CongestionTest):
+    """The I2E clone of a sampled frame leaves through the port that frame came in on."""
+
+    def runTest(self) -> None:
+        cp = self.enable_cp(ALWAYS)
+        self.thrift.set_queue_rate(SLOW_PPS, BOTTLENECK)
+        frames = {p: [udp_frame(p, BOTTLENECK, 100 * p + s) for s in range(20)] for p in (0, 2)}
+        for a, b in zip(frames[0], frames[2], strict=True):
+            self.send(0, a)
+            self.send(2, b)
+            time.sleep(BURST_GAP_S)
+        out = self.collect(quiet_s=0.5)
+        self.assertEqual(out[1], [])
+        for port in (0, 2):
+            cnms = self.cnms(out[port])
+            self.assertGreaterEqual(len(cnms), 5, f"port {port}")
+            sent = by_msdu(frames[port])
+            for cnm in cnms:
+                self.assert_cnm_exact(cnm, sent, cp)

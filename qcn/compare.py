@@ -3,7 +3,8 @@
     qcn compare transient [--runs 3] [--duration S] [--set KEY=VALUE] [--out DIR]
 
 Both run the scenario as scaled for BMv2 (its ``[bmv2]`` section) with the same CP: the
-simulator models BMv2's departure-sampling CP (``--scaled``).  Each backend runs ``--runs``
+arrival CP by default, the same model on both; with ``depth_at`` enqueue or dequeue the
+simulator models BMv2's departure CP (``--scaled``).  Each backend runs ``--runs``
 times (the simulator with seeds 1..N, BMv2 as it comes); the table gives each figure's mean
 and range on both, their ratio, and whether it meets its fidelity target:
 

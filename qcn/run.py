@@ -40,8 +40,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--scaled",
         action="store_true",
-        help="sim: run the scenario as scaled for BMv2 (its [bmv2] section), with the CP "
-        "sampling departing frames as BMv2's does, to predict a Mininet run",
+        help="sim: run the scenario as scaled for BMv2 (its [bmv2] section), with BMv2's CP "
+        "(a departure CP judges departing frames), to predict a Mininet run",
     )
     p.add_argument(
         "--cli", action="store_true", help="mininet: open the Mininet CLI with everything running"

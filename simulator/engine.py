@@ -12,10 +12,11 @@ Model (the seeds' single-bottleneck experiments):
   CNM's way back, which leaves the loop's delay and dynamics unchanged.
 - The bottleneck is a FIFO with a buffer in packets and a service rate that follows the
   schedule; a frame finding the buffer full is dropped.  The CP sees each accepted frame
-  on arrival with q = frames in the buffer (the seeds' CP).  Modelling BMv2
-  (``cp_at_departure``), it sees each frame as it leaves, with q = the frames it found
-  (``depth_at = "enqueue"``, BMv2's enq_qdepth) or the frames it leaves behind
-  (``"dequeue"``, deq_qdepth).
+  on arrival with q = what the buffer holds, in bytes or frames (``queue_unit``): the
+  seeds' CP, and BMv2's (``depth_at = "arrival"``, the pipeline counting its queue).
+  Modelling BMv2's departure CP (``cp_at_departure`` with ``depth_at`` "enqueue" or
+  "dequeue"), it sees each frame as it leaves, with q = the frames it found (BMv2's
+  enq_qdepth) or the frames it leaves behind (deq_qdepth).
 - A CNM reaches its source one RTT after the CP sent it (an ECM CP's positive message
   too, as ``CNM_POSITIVE``).
 
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from heapq import heappop, heappush
 
 from qcn.core.cp_model import CongestionPoint, CpPortConfig
-from qcn.core.params import QueueDepth
+from qcn.core.params import QueueDepth, QueueUnit
 from qcn.core.scenario import Scenario, ScenarioError
 from qcn.core.trace import Trace
 from reaction_point.rules import RateLimiterRules
@@ -121,7 +122,11 @@ class Simulation:
         self.capacity = net.bottleneck_rate_bps
         self.queue: deque[tuple[int, int]] = deque()
         """(source, frames it found on arrival) of each frame in the buffer."""
-        self.cp_at_departure = cp_at_departure
+        cp_params = scenario.params.cp
+        # Only a departure CP judges departing frames; the arrival CP is the same everywhere.
+        self.cp_at_departure = cp_at_departure and cp_params.depth_at is not QueueDepth.ARRIVAL
+        self.q_unit = net.frame_bytes if cp_params.queue_unit is QueueUnit.BYTES else 1
+        """What one frame in the buffer adds to q (every frame has the scenario's size)."""
         self.depth_left_behind = scenario.params.cp.depth_at is QueueDepth.DEQUEUE
         self.next_depart = math.inf
         """When the frame in service leaves (inf: the link is idle).  Kept out of the heap:
@@ -139,7 +144,7 @@ class Simulation:
             if qcn
             else None
         )
-        self.arrival_cp = None if cp_at_departure else self.cp
+        self.arrival_cp = None if self.cp_at_departure else self.cp
         """The CP when it judges frames as they arrive (in ``_send``; else in the loop)."""
         self.sources = [
             Source(
@@ -212,7 +217,7 @@ class Simulation:
             trace.drops += 1
         else:
             if self.arrival_cp is not None:
-                decision = self.arrival_cp.sample(q, frame_bytes)
+                decision = self.arrival_cp.sample(q * self.q_unit, frame_bytes)
                 if decision is not None and decision.cnm:
                     trace.cnms += 1
                     kind = CNM_POSITIVE if decision.positive else CNM

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import signal
 import subprocess
 import sys
@@ -14,6 +15,8 @@ import pytest
 from controller import config
 from controller.entries import (
     CpPort,
+    admission_entry,
+    bmv2_queue_pkts,
     cnm_clone_session,
     cp_config_entry,
     cp_entries,
@@ -24,7 +27,7 @@ from controller.entries import (
     sample_interval_entries,
 )
 from controller.errors import ConfigError
-from qcn.core.params import CpParams, QcnParams, QueueDepth, SamplingMode
+from qcn.core.params import CpParams, ParamError, QcnParams, QueueDepth, QueueUnit, SamplingMode
 
 NETWORK = """
 [qcn]
@@ -141,16 +144,16 @@ def action_name(entry: Any) -> str:
 
 
 def test_cp_entry_fixed_point_encoding() -> None:
-    cp = CpPort.with_default_cpid(3, CpParams(), "02:00:00:00:01:00")
+    cp = CpPort.with_default_cpid(3, CpParams(queue_unit=QueueUnit.PACKETS), "02:00:00:00:01:00")
     assert cp.cpid == 0x020000000100_0003
     entry = cp_config_entry(cp)
-    assert entry.table_id == "cp_config"
+    assert entry.table_id == "arrival_cp.cp_config"
     assert dict(entry.match or {}) == {"eg_port": 3}
     assert args(entry) == {
-        "q_eq_pkts": 22,
+        "q_eq": 22,
         "w_fixed": 32,  # 2.0 * 16
         "fbmax_fixed": 1760,  # (2*32 + 16) * 22 = 16 * Fbmax
-        "fb_multiplier": 153_740_307,  # ceil(63 * 2^32 / 1760)
+        "fb_multiplier": 10_075_524_734_530,  # ceil(63 * 2^48 / 1760)
         "p_base_fixed": 167_772,  # round(0.01 * 2^24)
         "p_scale_fixed": 23_593,  # round(0.09/64 * 2^24)
         "cpid": 0x0200000001000003,
@@ -159,6 +162,45 @@ def test_cp_entry_fixed_point_encoding() -> None:
     }
     ecm = CpPort.with_default_cpid(3, QcnParams.preset("ecm").cp, "02:00:00:00:01:00")
     assert args(cp_config_entry(ecm))["positive_feedback"] == 1
+    # The standard's unit: q_eq = 33 KB, Fbmax = 16 * 5 * 33,000 bytes.
+    in_bytes = args(cp_config_entry(CpPort.with_default_cpid(3, CpParams(), "02:00:00:00:01:00")))
+    assert (in_bytes["q_eq"], in_bytes["fbmax_fixed"]) == (33_000, 2_640_000)
+    assert in_bytes["fb_multiplier"] == math.ceil(63 * 2**48 / 2_640_000)
+
+
+def test_admission_entry() -> None:
+    """Limits and the unit of q go to ingress; the departure CP is flagged there too."""
+    cp = CpPort.with_default_cpid(3, CpParams(), "02:00:00:00:01:00", limit_pkts=100)
+    entry = admission_entry(cp)
+    assert (entry.table_id, action_name(entry), dict(entry.match or {})) == (
+        "admission",
+        "admit",
+        {"eg_port": 3},
+    )
+    assert args(entry) == {
+        "limit_pkts": 100,
+        "limit_bytes": 2**32 - 1,
+        "bytes_unit": 1,
+        "at_departure": 0,
+    }
+    leaving = CpParams(depth_at=QueueDepth.DEQUEUE, queue_unit=QueueUnit.PACKETS)
+    cp = CpPort.with_default_cpid(3, leaving, "02:00:00:00:01:00", 10, limit_bytes=15_000)
+    assert args(admission_entry(cp)) == {
+        "limit_pkts": 10,
+        "limit_bytes": 15_000,
+        "bytes_unit": 0,
+        "at_departure": 1,
+    }
+    assert cp_config_entry(cp).table_id == "departure_cp.cp_config"
+    assert bmv2_queue_pkts(100) >= 100 + 50_000  # BMv2 never drops a counted frame
+
+
+def test_a_queue_that_overflows_fb_is_refused() -> None:
+    """|Fb| * 16 must fit the pipeline's 32 bits for the deepest queue admitted."""
+    steep = CpParams(w=64.0, q_eq_bytes=3000)
+    CpPort.with_default_cpid(3, steep, "02:00:00:00:01:00", limit_pkts=100, limit_bytes=2_000_000)
+    with pytest.raises(ParamError, match="overflows the pipeline's 32-bit Fb"):
+        CpPort.with_default_cpid(3, steep, "02:00:00:00:01:00", limit_pkts=1000)
 
 
 def test_sample_interval_entries() -> None:
@@ -169,8 +211,8 @@ def test_sample_interval_entries() -> None:
     assert args(rows[7]) == {"base_bytes": 18_500, "jitter_span_bytes": 5_550}
     stage1 = cp_sampling_entry(cp)
     assert (stage1.table_id, action_name(stage1), args(stage1)) == (
-        "cp_sampling",
-        "sample_byte_interval",
+        "arrival_cp.cp_sampling",
+        "arrival_cp.sample_byte_interval",
         {"dequeue_depth": 0},
     )
 
@@ -178,12 +220,12 @@ def test_sample_interval_entries() -> None:
 def test_bernoulli_stage_bound() -> None:
     """Stage 1 lets through exactly the draws below p_base + 63 * p_scale."""
     stage1 = cp_sampling_entry(CpPort(2, CpParams(), "02:00:00:00:01:00", 7))
-    assert action_name(stage1) == "sample_bernoulli"
+    assert action_name(stage1) == "arrival_cp.sample_bernoulli"
     assert args(stage1) == {"p_max_fixed": 167_772 + 63 * 23_593, "dequeue_depth": 0}
 
 
 def test_depth_at_dequeue_is_a_stage1_flag() -> None:
-    params = CpParams(depth_at=QueueDepth.DEQUEUE)
+    params = CpParams(depth_at=QueueDepth.DEQUEUE, queue_unit=QueueUnit.PACKETS)
     stage1 = cp_sampling_entry(CpPort(2, params, "02:00:00:00:01:00", 7))
     assert args(stage1)["dequeue_depth"] == 1
 
@@ -191,7 +233,12 @@ def test_depth_at_dequeue_is_a_stage1_flag() -> None:
 def test_cp_entries_enable_the_port_last() -> None:
     """The per-frame stage goes in after the feedback table, so no frame meets half a CP."""
     tables = [e.table_id for e in cp_entries(CpPort(2, CpParams(), "02:00:00:00:01:00", 7))]
-    assert tables == ["cp_config", *["sample_interval"] * 8, "cp_sampling"]
+    assert tables == [
+        "admission",
+        "arrival_cp.cp_config",
+        *["arrival_cp.sample_interval"] * 8,
+        "arrival_cp.cp_sampling",
+    ]
 
 
 def test_forwarding_entities() -> None:

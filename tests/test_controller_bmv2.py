@@ -69,6 +69,7 @@ class Lab:
 NETWORK = """
 [qcn]
 q_eq_pkts = 22
+queue_unit = "packets"
 
 [[switch]]
 name = "s1"
@@ -182,8 +183,9 @@ def test_bring_up_is_idempotent_and_reads_back(lab: Lab) -> None:
     cp = ports[2]["cp"]
     assert (cp["q_eq_pkts"], cp["w"], cp["p_base"], cp["p_scale"]) == (22, 2.0, 1.0, 0.0)
     assert cp["sampling"] == "bernoulli"
-    assert cp["depth_at"] == "enqueue"
+    assert (cp["depth_at"], cp["queue_unit"]) == ("arrival", "packets")
     assert ports[2]["cpid"] == "0x0200000001000002"
+    assert ports[2]["queue_pkts"] == 0  # the pipeline's count of the CP port's queue
 
 
 def test_sampling_mode_change_reads_back(lab: Lab) -> None:
@@ -196,10 +198,27 @@ def test_sampling_mode_change_reads_back(lab: Lab) -> None:
 
 
 def test_depth_source_change_reads_back(lab: Lab) -> None:
+    """Arrival -> dequeue moves the port's entries to the egress CP, and back."""
     lab.ctl("up")
     assert "depth_at=dequeue" in lab.ctl("set", "s1", "2", "--depth-at", "dequeue").stdout
     cp = lab.show()[2]["cp"]
     assert (cp["depth_at"], cp["sampling"], cp["q_eq_pkts"]) == ("dequeue", "bernoulli", 22)
+    before = lab.show()[2]["counters"]
+    send_frames(lab.ns, "h0", frames(10), gap_s=0.0005)
+    assert wait_for(lambda: lab.show()[2]["counters"]["cp_samples"] == before["cp_samples"] + 10)
+    lab.ctl("set", "s1", "2", "--depth-at", "arrival", "--queue-unit", "bytes")
+    cp = lab.show()[2]["cp"]
+    assert (cp["depth_at"], cp["queue_unit"], cp["q_eq_pkts"]) == ("arrival", "bytes", 22)
+    send_frames(lab.ns, "h0", frames(10), gap_s=0.0005)
+    assert wait_for(lambda: lab.show()[2]["counters"]["cp_samples"] == before["cp_samples"] + 20)
+
+
+def test_bytes_need_the_arrival_cp(lab: Lab) -> None:
+    lab.ctl("up")
+    r = lab.ctl("set", "s1", "2", "--depth-at", "enqueue", "--queue-unit", "bytes", check=False)
+    assert r.returncode != 0
+    assert "bytes need depth_at = arrival" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
 
 
 def test_feedback_mode_change_reads_back(lab: Lab) -> None:

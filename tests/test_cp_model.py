@@ -1,4 +1,7 @@
-"""The CP reference model against the spec's formulas (docs/qcn.md, "Congestion Point")."""
+"""The CP reference model against the spec's formulas (docs/qcn.md, "Congestion Point").
+
+In packets: the model is unit-free (q, q_eq and Fb in one unit), and the spec writes its
+formulas in frames; test_bytes_is_packets_scaled covers bytes."""
 
 from __future__ import annotations
 
@@ -12,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from qcn.core.cp_model import CongestionPoint, CpPortConfig, quantize
-from qcn.core.params import PROB_ONE, CpParams, SamplingMode
+from qcn.core.params import PROB_ONE, CpParams, QueueUnit, SamplingMode
 
-ALWAYS = CpParams(p_base=1.0, p_scale=0.0)
+ALWAYS = CpParams(queue_unit=QueueUnit.PACKETS, p_base=1.0, p_scale=0.0)
 
 
 def spec_qntz_fb(q: int, q_old: int, cp: CpParams) -> int:
@@ -56,7 +59,7 @@ def test_saturates_at_63() -> None:
 
 
 def test_q_old_only_moves_on_samples() -> None:
-    point = cp_at(CpParams(p_base=0.0, p_scale=0.0), q_old=5)
+    point = cp_at(CpParams(queue_unit=QueueUnit.PACKETS, p_base=0.0, p_scale=0.0), q_old=5)
     for q in (40, 50, 60):
         d = point.on_frame(q=q, frame_bytes=1500)
         assert not d.sampled
@@ -71,7 +74,7 @@ def test_q_old_only_moves_on_samples() -> None:
     w16=st.integers(0, 64),
 )
 def test_quantisation_is_exactly_the_spec_floor(q: int, q_old: int, q_eq: int, w16: int) -> None:
-    cp = CpParams(q_eq_pkts=q_eq, w=w16 / 16)
+    cp = CpParams(queue_unit=QueueUnit.PACKETS, q_eq_pkts=q_eq, w=w16 / 16)
     if cp.fb_max * 16 > 1 << 16:
         return
     d = cp_at(replace(cp, p_base=1.0, p_scale=0.0), q_old).on_frame(q, 1500)
@@ -82,19 +85,19 @@ def test_quantisation_is_exactly_the_spec_floor(q: int, q_old: int, q_eq: int, w
 
 @given(q_old=st.integers(0, 500), qs=st.lists(st.integers(0, 500), min_size=2, max_size=30))
 def test_qntzfb_non_decreasing_in_q(q_old: int, qs: list[int]) -> None:
-    cfg = CpPortConfig.from_params(CpParams())
+    cfg = CpPortConfig.from_params(CpParams(queue_unit=QueueUnit.PACKETS))
     values = [quantize(-((q - 22) * 16 + cfg.w_fixed * (q - q_old)), cfg) for q in sorted(qs)]
     assert values == sorted(values)
 
 
 def test_bernoulli_threshold_encoding() -> None:
-    cfg = CpPortConfig.from_params(CpParams())
+    cfg = CpPortConfig.from_params(CpParams(queue_unit=QueueUnit.PACKETS))
     assert cfg.p_base_fixed == round(0.01 * PROB_ONE)
     assert cfg.p_base_fixed + 63 * cfg.p_scale_fixed == pytest.approx(0.09859375 * PROB_ONE, abs=64)
 
 
 def test_bernoulli_sampling_rate() -> None:
-    point = cp_at(CpParams(p_base=0.1, p_scale=0.0), q_old=0)
+    point = cp_at(CpParams(queue_unit=QueueUnit.PACKETS, p_base=0.1, p_scale=0.0), q_old=0)
     n = 20_000
     hits = sum(point.on_frame(q=0, frame_bytes=1500).sampled for _ in range(n))
     sd = math.sqrt(n * 0.1 * 0.9)
@@ -102,7 +105,7 @@ def test_bernoulli_sampling_rate() -> None:
 
 
 def test_byte_interval_sampling_with_jitter() -> None:
-    cp = CpParams(sampling=SamplingMode.BYTE_INTERVAL)
+    cp = CpParams(queue_unit=QueueUnit.PACKETS, sampling=SamplingMode.BYTE_INTERVAL)
     point = cp_at(cp, q_old=0, rand=random.Random(3))
     assert point.on_frame(q=0, frame_bytes=1500).sampled  # register starts at 0
     gaps: list[int] = []
@@ -119,7 +122,9 @@ def test_byte_interval_sampling_with_jitter() -> None:
 
 
 def test_byte_interval_shrinks_under_congestion() -> None:
-    cp = CpParams(sampling=SamplingMode.BYTE_INTERVAL, sample_jitter=0.0)
+    cp = CpParams(
+        queue_unit=QueueUnit.PACKETS, sampling=SamplingMode.BYTE_INTERVAL, sample_jitter=0.0
+    )
     point = cp_at(cp, q_old=200)
     point.on_frame(q=200, frame_bytes=1500)  # QntzFb 63 -> interval 18.5 KB
     assert point.bytes_to_sample == 18_500
@@ -128,10 +133,10 @@ def test_byte_interval_shrinks_under_congestion() -> None:
 @pytest.mark.parametrize(
     "cp",
     [
-        CpParams(),
-        CpParams(p_base=0.02, p_scale=0.2 / 64),
-        CpParams(sampling=SamplingMode.BYTE_INTERVAL),
-        CpParams(positive_feedback=True, p_base=0.05, p_scale=0.0),
+        CpParams(queue_unit=QueueUnit.PACKETS),
+        CpParams(queue_unit=QueueUnit.PACKETS, p_base=0.02, p_scale=0.2 / 64),
+        CpParams(queue_unit=QueueUnit.PACKETS, sampling=SamplingMode.BYTE_INTERVAL),
+        CpParams(queue_unit=QueueUnit.PACKETS, positive_feedback=True, p_base=0.05, p_scale=0.0),
     ],
     ids=["bernoulli", "bernoulli-steep", "byte-interval", "ecm"],
 )
@@ -154,3 +159,19 @@ def test_two_stages_decide_as_computing_every_frame(cp: CpParams) -> None:
         assert (staged.q_old, staged.bytes_to_sample) == (every.q_old, every.bytes_to_sample)
         sent += full.cnm
     assert sent > 100  # the walk congests: the comparison covered CNMs
+
+
+@given(
+    st.integers(0, 200), st.integers(0, 200), st.integers(1, 60), st.integers(0, 64),
+    st.sampled_from([64, 1000, 1500, 9000]),
+)  # fmt: skip
+def test_bytes_is_packets_scaled(q: int, q_old: int, q_eq: int, w16: int, size: int) -> None:
+    """Every frame of ``size`` bytes: bytes mode decides exactly as packets mode."""
+    pkts = CpParams(queue_unit=QueueUnit.PACKETS, q_eq_pkts=q_eq, w=w16 / 16)
+    in_bytes = replace(pkts, queue_unit=QueueUnit.BYTES, q_eq_bytes=q_eq * size)
+    if in_bytes.fb_max * 16 > 1 << 24:
+        return  # outside exact quantisation: validation refuses it
+    a, b = cp_at(pkts, q_old), cp_at(in_bytes, q_old * size)
+    da, db = a.on_frame(q, size), b.on_frame(q * size, size)
+    assert (da.qntz_fb, da.sampled, da.cnm) == (db.qntz_fb, db.sampled, db.cnm)
+    assert db.fb_fp == da.fb_fp * size

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from qcn.core.params import ParamError, QcnParams, QueueDepth, SamplingMode
+from qcn.core.params import CpParams, ParamError, QcnParams, QueueDepth, QueueUnit, SamplingMode
 
 
 def test_defaults_are_the_spec_table() -> None:
@@ -16,7 +17,10 @@ def test_defaults_are_the_spec_table() -> None:
     assert (r.gd, r.min_rate_bps, r.bc_limit_bytes, r.timer_s) == (1 / 128, 10e6, 150_000, 0.015)
     assert (r.r_ai_bps, r.r_hai_bps, r.fast_recovery_th, r.jitter) == (5e6, 50e6, 5, 0.15)
     assert r.rate_unit_bps == 1e6
-    assert p.cp.fb_max == 110
+    # The standard's CP: arriving frames, counted in bytes; q_eq = 33 KB = 22 frames.
+    assert (p.cp.depth_at, p.cp.queue_unit, p.cp.q_eq) == ("arrival", "bytes", 33_000)
+    assert p.cp.fb_max == 110 * 1500
+    assert replace(p.cp, queue_unit=QueueUnit.PACKETS).fb_max == 110
 
 
 def test_two_qcn_preset() -> None:
@@ -30,7 +34,12 @@ def test_two_qcn_preset() -> None:
 def test_round_trip(tmp_path: Path) -> None:
     p = QcnParams.from_dict(
         {
-            "cp": {"q_eq_pkts": 17, "sampling": "byte-interval", "depth_at": "dequeue"},
+            "cp": {
+                "q_eq_pkts": 17,
+                "sampling": "byte-interval",
+                "depth_at": "dequeue",
+                "queue_unit": "packets",
+            },
             "rp": {"r_ai_bps": 3e6},
         }
     )
@@ -46,7 +55,9 @@ def test_round_trip(tmp_path: Path) -> None:
     [
         ({"cp": {"q_eq_pkts": 0}}, "cp.q_eq_pkts"),
         ({"cp": {"q_eq_pkts": 2.5}}, "cp.q_eq_pkts"),
-        ({"cp": {"q_eq_pkts": 1000}}, "cp.q_eq_pkts"),  # Fbmax too large for exact quantisation
+        # Fbmax too large for exact quantisation (bytes mode: 1000 frames of 1500 B)
+        ({"cp": {"q_eq_pkts": 1000}}, "cp.q_eq_bytes"),
+        ({"cp": {"q_eq_pkts": 2048, "queue_unit": "packets"}}, "cp.q_eq_pkts"),
         ({"cp": {"w": -1}}, "cp.w"),
         ({"cp": {"w": 0.3}}, "cp.w"),
         ({"cp": {"p_base": 1.5}}, "cp.p_base"),
@@ -54,7 +65,8 @@ def test_round_trip(tmp_path: Path) -> None:
         ({"cp": {"p_scale": 0.5}}, "cp.p_scale"),
         ({"cp": {"p_base": 0.5, "p_scale": 0.01}}, "cp.p_scale"),
         ({"cp": {"sampling": "sometimes"}}, "cp.sampling"),
-        ({"cp": {"depth_at": "arrival"}}, "cp.depth_at"),
+        ({"cp": {"depth_at": "departure"}}, "cp.depth_at"),
+        ({"cp": {"queue_unit": "frames"}}, "cp.queue_unit"),
         ({"cp": {"sample_intervals_bytes": [1, 2]}}, "cp.sample_intervals_bytes"),
         ({"cp": {"sample_intervals_bytes": [150000] * 7 + [0]}}, "cp.sample_intervals_bytes[7]"),
         ({"cp": {"sample_jitter": 1.0}}, "cp.sample_jitter"),
@@ -98,3 +110,15 @@ def test_file_errors_name_the_file(tmp_path: Path) -> None:
         QcnParams.load(f)
     with pytest.raises(ParamError, match="cannot read"):
         QcnParams.load(tmp_path / "missing.toml")
+
+
+def test_bytes_mode_q_eq_and_its_limits() -> None:
+    assert CpParams(q_eq_pkts=30).q_eq == 45_000  # follows the frame count...
+    assert CpParams(q_eq_pkts=30, q_eq_bytes=26_000).q_eq == 26_000  # ...unless set (seed 001)
+    with pytest.raises(ParamError, match=r"cp\.queue_unit.*enqueue depth counts packets"):
+        CpParams(depth_at=QueueDepth.ENQUEUE).validate()
+    CpParams(depth_at=QueueDepth.ENQUEUE, queue_unit=QueueUnit.PACKETS).validate()
+    # Exact quantisation needs (2w+1) * q_eq * 16 <= 2^24: 209,715 bytes at w = 2.
+    CpParams(q_eq_bytes=209_715).validate()
+    with pytest.raises(ParamError, match=r"cp\.q_eq_bytes.*exact quantisation"):
+        CpParams(q_eq_bytes=209_716).validate()

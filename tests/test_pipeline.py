@@ -54,7 +54,7 @@ def test_cp_port_integers_carry_the_action_parameter_names() -> None:
     """One name per quantity: the data-plane integers are the action's parameters."""
     cfg = vars(CpPortConfig.from_params(CpParams()))
     identity = {"cpid", "cp_mac"}
-    params = pipeline.ACTION_PARAMS[pipeline.ACTION_COMPUTE_FEEDBACK]
+    params = pipeline.CP_ACTION_PARAMS[pipeline.CP_ACTION_COMPUTE_FEEDBACK]
     assert set(params) - identity <= set(cfg)
 
 

@@ -189,12 +189,14 @@ def ecm_cp() -> CongestionPoint:
 
 
 def test_ecm_cp_sends_positive_feedback_below_qeq() -> None:
+    """In bytes (the default): q_eq = 16 frames of 1500 B = 24 KB, ECM's Qeq."""
     cp = ecm_cp()
-    d = cp.on_frame(0, 1500)  # Fb = -(0 - 16) = 16 = 12.6 of 63 steps of Fbmax 80
+    frame = 1500
+    d = cp.on_frame(0, frame)  # Fb = -(0 - 16) = 16 = 12.6 of 63 steps of Fbmax 80 (frames)
     assert (d.positive, d.qntz_fb, d.cnm) == (True, 12, True)
-    d = cp.on_frame(16, 1500)  # qoff 0, qdelta +16: Fb = -32 -> QntzFb 25
+    d = cp.on_frame(16 * frame, frame)  # qoff 0, qdelta +16: Fb = -32 -> QntzFb 25
     assert (d.positive, d.qntz_fb, d.cnm) == (False, 25, True)
-    d = cp.on_frame(16, 1500)  # Fb = 0: no message
+    d = cp.on_frame(16 * frame, frame)  # Fb = 0: no message
     assert not d.cnm
     qcn = CongestionPoint(CpPortConfig.from_params(CpParams()), lambda lo, _hi: lo)
     assert not qcn.on_frame(0, 1500).cnm  # QCN's CP: never positive

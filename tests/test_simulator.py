@@ -250,6 +250,7 @@ def test_modelling_bmv2_the_cp_judges_frames_as_they_leave(
             "qcn.cp.p_base": 0.0,
             "qcn.cp.p_scale": 0.0,
             "qcn.cp.depth_at": depth_at,
+            "qcn.cp.queue_unit": "packets",
         },
     )
     arrivals = cp_calls(on_arrival := Simulation(sc), monkeypatch)
@@ -268,11 +269,11 @@ def test_modelling_bmv2_the_cp_judges_frames_as_they_leave(
 
 
 def test_a_users_set_wins_over_the_scenarios_bmv2_set() -> None:
-    sc = scenarios.load("transient").with_overrides({"qcn.cp.depth_at": "enqueue"})
-    assert sc.scaled_for_bmv2().params.cp.depth_at == "dequeue"  # transient's [bmv2.set]
-    kept = sc.scaled_for_bmv2(keep={"qcn.cp.depth_at"}).params
-    assert kept.cp.depth_at == "enqueue"
-    assert kept.cp.p_base == 0.04  # the rest of [bmv2.set] still applies
+    sc = scenarios.load("transient").with_overrides({"qcn.cp.p_base": 0.02})
+    assert sc.scaled_for_bmv2().params.cp.p_base == 0.04  # transient's [bmv2.set]
+    kept = sc.scaled_for_bmv2(keep={"qcn.cp.p_base"}).params
+    assert kept.cp.p_base == 0.02
+    assert kept.cp.p_scale == pytest.approx(0.04 / 7)  # the rest of [bmv2.set] still applies
 
 
 def test_fast_randint_draws_what_randint_draws() -> None:

@@ -2,7 +2,7 @@
 
 While the traffic runs, :func:`measure` samples at a fixed interval: it applies the
 scenario's schedule (queue-rate changes of the CP port, over Thrift), reads the CP port's
-queue depth from the pipeline's ``last_qdepth`` register, lets the experiment do its own
+queue depth from the pipeline's own count (``occupancy_pkts``), lets the experiment do its own
 per-sample work, checks the helper processes, and prints progress once a second.  Times
 are monotonic; :mod:`topologies.traces` puts them on the run's grid.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from qcn.core.pipeline import REGISTER_LAST_QDEPTH
+from qcn.core.pipeline import REGISTER_OCCUPANCY_PKTS
 from qcn.core.scenario import Scenario
 
 SOURCE_START_DELAY_S = 2.0
@@ -81,7 +81,7 @@ def measure(
                 f"qcn run: t={now - start:.1f} s: bottleneck -> "
                 f"{change.bottleneck_rate_bps / 1e6:g} Mb/s"
             )
-        depth = thrift.register_read(REGISTER_LAST_QDEPTH, cp_port)
+        depth = thrift.register_read(REGISTER_OCCUPANCY_PKTS, cp_port)
         t = time.monotonic()
         rec.queue.append((t, depth))
         hooks.on_sample(now - start, t)

@@ -131,10 +131,17 @@ def host_mac(i: int) -> str:
 
 
 def network_config(
-    net: Any, cp_ports: dict[str, list[int]], cp_params: dict[str, Any] | None = None
+    net: Any,
+    cp_ports: dict[str, list[int]],
+    cp_params: dict[str, Any] | None = None,
+    queues: dict[str, list[tuple[int, int, int]]] | None = None,
 ) -> NetworkConfig:
     """The controller's view of a Mininet network of Bmv2Switches: every host-facing port
-    is an edge port, ``cp_ports`` run a congestion point with ``cp_params``."""
+    is an edge port, ``cp_ports`` run a congestion point with ``cp_params``, and each
+    (port, packets/s, buffer packets) of ``queues`` is shaped."""
+    shaped = {
+        (sw, port): (pps, depth) for sw, qs in (queues or {}).items() for port, pps, depth in qs
+    }
     switches, hosts, links = [], [], []
     for sw in net.switches:
         ports = []
@@ -144,6 +151,8 @@ def network_config(
             entry: dict[str, Any] = {"port": port, "edge": not isinstance(far.node, Switch)}
             if port in cp_ports.get(sw.name, []):
                 entry["cp"] = True
+            if (sw.name, port) in shaped:
+                entry["queue_rate_pps"], entry["queue_depth_pkts"] = shaped[(sw.name, port)]
             ports.append(entry)
         switches.append(
             {

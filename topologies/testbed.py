@@ -131,14 +131,12 @@ class Testbed:
         from controller.agent import SwitchAgent  # noqa: PLC0415
         from topologies.mininet_bmv2 import network_config  # noqa: PLC0415
 
-        config = network_config(self.net, cp_ports=cp_ports, cp_params=cp_params)
+        config = network_config(self.net, cp_ports=cp_ports, cp_params=cp_params, queues=queues)
         agents = {}
         for sw in self.net.switches:
             agent = SwitchAgent(config, sw.name)
             self.agents.append(agent)
-            agent.bring_up()
-            for port, pps, depth in queues.get(sw.name, []):
-                agent.set_queue(port, pps, depth)
+            agent.bring_up()  # shapes the queues too: a CP port's buffer is the pipeline's
             agents[sw.name] = agent
         return agents
 

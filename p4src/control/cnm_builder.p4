@@ -1,10 +1,10 @@
-// Turns the E2E clone of a sampled frame into its 802.1Qau CNM (docs/qcn.md, "CNM
+// Turns the clone of a sampled frame (I2E or E2E) into its 802.1Qau CNM (docs/qcn.md, "CNM
 // frame"); qcn/core/frames.py's expected_cnm() builds the same bytes in Python.
 //   Ethernet: dst = sampled source, src = CP MAC, type = 0x22E7
 //   CNM PDU, then the sampled frame from its EtherType on, at most 64 bytes
-// The clone still holds the sampled frame's parsed headers (E2E clones are taken before
-// deparsing, docs/bmv2.md); re-emitting them after the PDU and truncating gives
-// the MSDU without copying payload bytes by hand.
+// The clone holds the sampled frame's parsed headers (an E2E clone is taken before
+// deparsing; BMv2 parses an I2E clone again, docs/bmv2.md); re-emitting them after the PDU
+// and truncating gives the MSDU without copying payload bytes by hand.
 #ifndef __CNM_BUILDER_P4__
 #define __CNM_BUILDER_P4__
 

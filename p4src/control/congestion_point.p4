@@ -1,17 +1,21 @@
 // The QCN Congestion Point of one egress port (docs/qcn.md, "Congestion Point").
 //
+// The pipeline holds two instances (qcn_cp.p4): arrival_cp in ingress, the standard's CP,
+// judging each arriving frame against the occupancy it found (control/admission.p4, in
+// packets or bytes); and departure_cp in egress, judging departing frames by BMv2's own
+// depths, kept for comparison (cp.depth_at; qcn.core.params.QueueDepth).  A port's entries
+// are in one instance's tables, so each frame meets one CP.
+//
 // Per data frame on a port with a cp_sampling entry (stage 1, every frame):
-//   q = enq_qdepth (the depth the frame found: the spec), or deq_qdepth (the depth it
-//       leaves, the queue as the CP acts) where the port is so configured: BMv2 shows its
-//       queue only to departing frames (cp.depth_at; qcn.params.QueueDepth says when each fits)
-//   last_qdepth = q (packets; BMv2 counts the egress queue only when the port has a queue
-//                 rate, see docs/bmv2.md)
+//   q = the caller's meta.cp.q (the occupancy found; in egress enq_qdepth), or deq_qdepth
+//       where the port is so configured (the depth the frame leaves behind)
+//   last_qdepth = q
 //   Bernoulli mode:      r = random(); candidate iff r < p_max = p_base + 63 * p_scale
 //   byte-interval mode:  bytes_to_sample -= frame length; candidate iff it ran out
 // For a candidate only (stage 2, cp_config):
 //   qoff   = q - q_eq;  qdelta = q - q_old
 //   fb_fp  = -(qoff * 16 + w_fixed * qdelta)              16 * Fb, so w may be fractional
-//   QntzFb = (min(-fb_fp, fbmax_fixed) * fb_multiplier) >> 32   no run-time division
+//   QntzFb = (min(-fb_fp, fbmax_fixed) * fb_multiplier) >> 48   no run-time division
 //   sampled: Bernoulli iff r < p_base + QntzFb * p_scale; byte-interval always, and the
 //            counter is reloaded from the interval table row QntzFb >> 3, +/- jitter
 //   on a sample: q_old = q, and if Fb < 0 an E2E clone becomes the CNM (CnmBuilder)
@@ -21,6 +25,9 @@
 // Since p <= p_max, a frame with r >= p_max is not sampled whatever its Fb: the two stages
 // make exactly the decisions of computing Fb for every frame, at a fraction of BMv2's
 // per-frame work (bench/pipeline_bench.py).
+// A CNM is the clone of the sampled frame (of the arriving frame, I2E, in ingress; of the
+// departing one, E2E, in egress: the constructor's cnm_clone), out of the port the sampled
+// frame came in on; CnmBuilder rewrites it in egress.
 // qcn/core/cp_model.py is the same computation in Python, statement for statement.
 #ifndef __CONGESTION_POINT_P4__
 #define __CONGESTION_POINT_P4__
@@ -30,14 +37,16 @@
 
 control CongestionPoint(inout headers_t hdr,
                         inout local_metadata_t meta,
-                        inout standard_metadata_t standard_metadata) {
+                        inout standard_metadata_t standard_metadata,
+                        in port_t port)
+                       (CloneType cnm_clone) {
 
     // Per-port state and telemetry.  Registers are read over Thrift (PI does not
     // implement register access, docs/bmv2.md); counters over P4Runtime.
     // Indexed by port_t itself: a bit<32> index would cost BMv2 a cast per frame.
     register<int<32>, port_t>(NUM_PORTS_DEF) q_old;
     register<int<32>, port_t>(NUM_PORTS_DEF) bytes_to_sample;
-    register<qdepth_t, port_t>(NUM_PORTS_DEF) last_qdepth;
+    register<bit<32>, port_t>(NUM_PORTS_DEF) last_qdepth;
     counter<port_t>(NUM_PORTS_DEF, CounterType.packets) cp_frames;
     counter<port_t>(NUM_PORTS_DEF, CounterType.packets) cp_samples;
     counter<port_t>(NUM_PORTS_DEF, CounterType.packets) cp_cnms;
@@ -45,12 +54,11 @@ control CongestionPoint(inout headers_t hdr,
     // -- stage 1: every data frame ------------------------------------------------------
 
     action count_frame(bit<1> dequeue_depth) {
-        meta.cp.q = standard_metadata.enq_qdepth;
         if (dequeue_depth == 1) {
-            meta.cp.q = standard_metadata.deq_qdepth;
+            meta.cp.q = (bit<32>)standard_metadata.deq_qdepth;
         }
-        last_qdepth.write(standard_metadata.egress_port, meta.cp.q);
-        cp_frames.count(standard_metadata.egress_port);
+        last_qdepth.write(port, meta.cp.q);
+        cp_frames.count(port);
     }
 
     action sample_bernoulli(bit<32> p_max_fixed, bit<1> dequeue_depth) {
@@ -62,9 +70,9 @@ control CongestionPoint(inout headers_t hdr,
     action sample_byte_interval(bit<1> dequeue_depth) {
         count_frame(dequeue_depth);
         // qoff holds the bytes left until the sample here (stage 2 recomputes it).
-        bytes_to_sample.read(meta.cp.qoff, standard_metadata.egress_port);
+        bytes_to_sample.read(meta.cp.qoff, port);
         meta.cp.qoff = meta.cp.qoff - (int<32>)standard_metadata.packet_length;
-        bytes_to_sample.write(standard_metadata.egress_port, meta.cp.qoff);  // sample_interval reloads
+        bytes_to_sample.write(port, meta.cp.qoff);  // sample_interval reloads
         meta.cp.sample = meta.cp.qoff <= 0;
         meta.cp.byte_interval = true;
     }
@@ -73,7 +81,7 @@ control CongestionPoint(inout headers_t hdr,
     // on that port.
     table cp_sampling {
         key = {
-            standard_metadata.egress_port : exact @name("eg_port");
+            port : exact @name("eg_port");
         }
         actions = {
             sample_bernoulli;
@@ -86,16 +94,16 @@ control CongestionPoint(inout headers_t hdr,
 
     // -- stage 2: sampling candidates ---------------------------------------------------
 
-    action compute_feedback(bit<32> q_eq_pkts, bit<32> w_fixed, bit<32> fbmax_fixed,
+    action compute_feedback(bit<32> q_eq, bit<32> w_fixed, bit<32> fbmax_fixed,
                             bit<64> fb_multiplier, bit<32> p_base_fixed,
                             bit<32> p_scale_fixed, bit<64> cpid, mac_addr_t cp_mac,
                             bit<1> positive_feedback) {
-        int<32> q = (int<32>)(bit<32>)meta.cp.q;
-        q_old.read(meta.cp.qdelta, standard_metadata.egress_port);
-        meta.cp.qoff = q - (int<32>)q_eq_pkts;
+        int<32> q = (int<32>)meta.cp.q;
+        q_old.read(meta.cp.qdelta, port);
+        meta.cp.qoff = q - (int<32>)q_eq;
         meta.cp.qdelta = q - meta.cp.qdelta;
         meta.cp.fb_fp = -((meta.cp.qoff << W_FRAC_BITS) + (int<32>)w_fixed * meta.cp.qdelta);
-        // QntzFb = (min(|Fb|, fbmax) * fb_multiplier) >> 32, at most 63, of Fb < 0 (or, in
+        // QntzFb = (min(|Fb|, fbmax) * fb_multiplier) >> 48, at most 63, of Fb < 0 (or, in
         // ECM mode, of Fb > 0).
         bit<64> qntz_fb = 0;
         bit<1> positive = 0;
@@ -130,7 +138,7 @@ control CongestionPoint(inout headers_t hdr,
     // The port's CP parameters (one entry per CP-enabled egress port, with cp_sampling's).
     table cp_config {
         key = {
-            standard_metadata.egress_port : exact @name("eg_port");
+            port : exact @name("eg_port");
         }
         actions = {
             compute_feedback;
@@ -142,14 +150,14 @@ control CongestionPoint(inout headers_t hdr,
 
     action set_sample_interval(bit<32> base_bytes, bit<32> jitter_span_bytes) {
         random(meta.cp.rand, 0, jitter_span_bytes);
-        bytes_to_sample.write(standard_metadata.egress_port,
+        bytes_to_sample.write(port,
                               (int<32>)(base_bytes - (jitter_span_bytes >> 1) + meta.cp.rand));
     }
 
     // Byte-interval mode: the 802.1Qau table, 8 rows per port indexed by QntzFb >> 3.
     table sample_interval {
         key = {
-            standard_metadata.egress_port : exact @name("eg_port");
+            port : exact @name("eg_port");
             meta.cp.interval_idx          : exact @name("idx");
         }
         actions = {
@@ -161,13 +169,13 @@ control CongestionPoint(inout headers_t hdr,
     }
 
     action record_sample() {
-        cp_samples.count(standard_metadata.egress_port);
-        q_old.write(standard_metadata.egress_port, (int<32>)(bit<32>)meta.cp.q);
+        cp_samples.count(port);
+        q_old.write(port, (int<32>)meta.cp.q);
     }
 
-    // A CNM for this frame: the E2E clone carries what CnmBuilder needs.
+    // A CNM for this frame: the clone carries what CnmBuilder needs.
     action request_cnm() {
-        cp_cnms.count(standard_metadata.egress_port);
+        cp_cnms.count(port);
         // Saturate to the 16-bit signed fields of the CNM (qoff >= -q_eq > -32768).
         if (meta.cp.qoff > 32767) {
             meta.cp.qoff = 32767;
@@ -180,7 +188,7 @@ control CongestionPoint(inout headers_t hdr,
         meta.cnm_fields[CNM_FIELDS_QOFF] = (bit<16>)(bit<32>)meta.cp.qoff;
         meta.cnm_fields[CNM_FIELDS_QDELTA] = (bit<16>)(bit<32>)meta.cp.qdelta;
         meta.cnm_fields[CNM_FIELDS_QNTZ_FB] = meta.cp.qntz_fb;
-        clone_preserving_field_list(CloneType.E2E,
+        clone_preserving_field_list(cnm_clone,
                                     CNM_SESSION_BASE + (bit<32>)standard_metadata.ingress_port,
                                     CNM_FIELD_LIST);
     }

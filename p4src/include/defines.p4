@@ -6,15 +6,10 @@
 
 typedef bit<48> mac_addr_t;
 typedef bit<9>  port_t;
-typedef bit<19> qdepth_t;   // standard_metadata.enq_qdepth, deq_qdepth
 
-const bit<16> ETHERTYPE_IPV4  = 0x0800;
 const bit<16> ETHERTYPE_VLAN  = 0x8100;
 const bit<16> ETHERTYPE_CNM   = 0x22E7;   // 802.1Qau Congestion Notification Message
 const bit<16> ETHERTYPE_CNTAG = 0x22E9;   // 802.1Qau Congestion Notification Tag
-
-const bit<8> IP_PROTO_TCP = 6;
-const bit<8> IP_PROTO_UDP = 17;
 
 const bit<32> ETH_HEADER_BYTES = 14;
 const bit<32> CNM_PDU_BYTES = 24;
@@ -27,11 +22,12 @@ const bit<16> MSDU_OFFSET_TAGGED = 16;
 
 // Fixed-point formats shared with qcn/core/params.py (W_FRAC_BITS, QNTZ_SHIFT, PROB_FRAC_BITS).
 const bit<8>  W_FRAC_BITS = 4;
-const bit<8>  QNTZ_SHIFT = 32;   // BMv2 takes shift amounts of at most 8 bits
+const bit<8>  QNTZ_SHIFT = 48;   // BMv2 takes shift amounts of at most 8 bits
 const bit<64> QNTZ_FB_MAX = 63;
 const bit<32> PROB_ONE = 0x1000000;   // 2^24
 
 // v1model instance types (behavioral-model's simple_switch documentation).
+const bit<32> INSTANCE_TYPE_INGRESS_CLONE = 1;
 const bit<32> INSTANCE_TYPE_EGRESS_CLONE = 2;
 
 // Broadcast and unknown unicast arriving on port P are flooded through multicast group

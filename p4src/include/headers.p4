@@ -45,49 +45,21 @@ header msdu_ethertype_t {
     bit<16> ether_type;
 }
 
-// IPv4, TCP and UDP are parsed (so a researcher's extension finds them) but the CP reads
-// none of their fields.  BMv2 extracts, re-emits and logs every field separately, per
-// frame, so the fields nothing reads are kept as one each (bench/pipeline_bench.py).
-header ipv4_t {
-    bit<4>  version;
-    bit<4>  ihl;
-    bit<40> tos_len_id;       // DSCP/ECN, total length, identification
-    bit<3>  flags;
-    bit<13> frag_offset;
-    bit<8>  ttl;
-    bit<8>  protocol;
-    bit<16> hdr_checksum;
-    bit<64> addrs;            // source, destination address
-}
-
-header tcp_t {
-    bit<16>  src_port;
-    bit<16>  dst_port;
-    bit<128> rest;            // sequence and ack numbers, offset, flags, window, checksum, urgent
-}
-
-header udp_t {
-    bit<16> src_port;
-    bit<16> dst_port;
-    bit<32> length_checksum;
-}
-
 struct headers_t {
     ethernet_t       ethernet;
     vlan_t           vlan;
     cnm_t            cnm;
     msdu_ethertype_t msdu_ethertype;
     cntag_t          cntag;
-    ipv4_t           ipv4;
-    tcp_t            tcp;
-    udp_t            udp;
 }
 
-// What the CP computed for this frame.  Metadata starts zeroed for every frame, so a
-// frame on a port without CP is never sampled.  BMv2 zeroes every metadata field of every
-// frame one by one, so there are as few as the computation allows.
+// What the admission and the CP computed for this frame.  Metadata starts zeroed for
+// every frame, so a frame on a port without CP is never sampled.  BMv2 zeroes every
+// metadata field of every frame one by one, so there are as few as the computation allows.
 struct cp_state_t {
-    qdepth_t q;              // the queue depth the port's CP judges frames by
+    bit<32> q;               // the queue the port's CP judges the frame by (packets or bytes)
+    bool    admitted;        // counted into its port's occupancy (egress takes it off again)
+    bool    at_departure;    // the port's CP judges departing frames (enqueue/dequeue depth)
     bit<32> rand;            // Bernoulli: the draw, shared by both stages; byte interval: jitter
     bool    sample;          // stage 1: may be sampled; stage 2: is sampled
     bool    byte_interval;   // the port samples by byte interval

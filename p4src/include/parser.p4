@@ -1,6 +1,9 @@
-// Parser and deparser.  Nothing here drops a frame: an unknown EtherType ends parsing
-// (the rest is payload) and a short frame ends it with a parser error, which L2 forwarding
-// ignores and the congestion point treats as "not a data frame" (no CNM).
+// Parser and deparser.  Only what the pipeline reads is parsed: Ethernet, the 802.1Q tag,
+// the CN-TAG and the CNM; everything after them is payload (the CNM's MSDU is the frame's
+// own bytes either way).  BMv2 extracts, re-emits and logs each parsed field per frame, so
+// an IPv4/L4 parse the CP never reads costs every frame (bench/pipeline_bench.py).
+// Nothing here drops a frame: an unknown EtherType ends parsing and a short frame ends it
+// with a parser error, which L2 forwarding ignores and the CP treats as "not a data frame".
 #ifndef __PARSER_P4__
 #define __PARSER_P4__
 
@@ -16,7 +19,6 @@ parser QcnParser(packet_in packet,
             ETHERTYPE_VLAN: parse_vlan;
             ETHERTYPE_CNM: parse_cnm;
             ETHERTYPE_CNTAG: parse_cntag;
-            ETHERTYPE_IPV4: parse_ipv4;
             default: accept;
         }
     }
@@ -26,7 +28,6 @@ parser QcnParser(packet_in packet,
         transition select(hdr.vlan.ether_type) {
             ETHERTYPE_CNM: parse_cnm;
             ETHERTYPE_CNTAG: parse_cntag;
-            ETHERTYPE_IPV4: parse_ipv4;
             default: accept;
         }
     }
@@ -38,29 +39,6 @@ parser QcnParser(packet_in packet,
 
     state parse_cntag {
         packet.extract(hdr.cntag);
-        transition select(hdr.cntag.ether_type) {
-            ETHERTYPE_IPV4: parse_ipv4;
-            default: accept;
-        }
-    }
-
-    state parse_ipv4 {
-        packet.extract(hdr.ipv4);
-        // Only option-less, unfragmented datagrams have the L4 header right after.
-        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
-            (5, 0, IP_PROTO_TCP): parse_tcp;
-            (5, 0, IP_PROTO_UDP): parse_udp;
-            default: accept;
-        }
-    }
-
-    state parse_tcp {
-        packet.extract(hdr.tcp);
-        transition accept;
-    }
-
-    state parse_udp {
-        packet.extract(hdr.udp);
         transition accept;
     }
 }
@@ -75,9 +53,6 @@ control QcnDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.cnm);
         packet.emit(hdr.msdu_ethertype);
         packet.emit(hdr.cntag);
-        packet.emit(hdr.ipv4);
-        packet.emit(hdr.tcp);
-        packet.emit(hdr.udp);
     }
 }
 

@@ -10,7 +10,7 @@ Per data frame on a CP-enabled egress port::
     qoff    = q - q_eq
     qdelta  = q - q_old
     fb_fp   = -(qoff * 2^4 + w_fixed * qdelta)            # = 16 * Fb
-    QntzFb  = 0 if fb_fp >= 0 else (min(-fb_fp, fbmax_fixed) * fb_multiplier) >> 32
+    QntzFb  = 0 if fb_fp >= 0 else (min(-fb_fp, fbmax_fixed) * fb_multiplier) >> 48
     sampled = Bernoulli(p_base + QntzFb * p_scale)    or byte-interval counter ran out
     on a sample: q_old = q; a CNM iff fb_fp < 0
     ECM's CP (positive_feedback): also a message iff fb_fp > 0, flagged positive, its
@@ -57,7 +57,8 @@ class SampleInterval:
 class CpPortConfig:
     """The action parameters of one ``cp_config`` table entry (data-plane integers)."""
 
-    q_eq_pkts: int
+    q_eq: int
+    """In the port's queue unit (packets or bytes)."""
     w_fixed: int
     fbmax_fixed: int
     fb_multiplier: int
@@ -78,9 +79,9 @@ class CpPortConfig:
     def from_params(cls, cp: CpParams) -> CpPortConfig:
         cp.validate()
         w_fixed = round(cp.w * W_ONE)
-        fbmax_fixed = (2 * w_fixed + W_ONE) * cp.q_eq_pkts
+        fbmax_fixed = (2 * w_fixed + W_ONE) * cp.q_eq
         return cls(
-            q_eq_pkts=cp.q_eq_pkts,
+            q_eq=cp.q_eq,
             w_fixed=w_fixed,
             fbmax_fixed=fbmax_fixed,
             # ceil, not round: with it the shift gives floor(|Fb| * 63 / Fbmax) exactly.
@@ -188,7 +189,7 @@ class CongestionPoint:
         """Stage 2: Fb, QntzFb, the sampling decision (draw ``r`` in Bernoulli mode) and
         the state a sample changes."""
         cfg = self.cfg
-        qoff = q - cfg.q_eq_pkts
+        qoff = q - cfg.q_eq
         qdelta = q - self.q_old
         fb_fp = -(qoff * W_ONE + cfg.w_fixed * qdelta)
         qntz = quantize(fb_fp, cfg)

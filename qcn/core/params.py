@@ -65,13 +65,17 @@ class SamplingMode(StrEnum):
 
 
 class QueueDepth(StrEnum):
-    """Which of BMv2's egress-queue depths a CP takes as q.
+    """Which queue depth a CP takes as q, and so which frames it judges.
 
-    BMv2 shows the queue only in egress, as a frame leaves it.  The seeds' CP samples
-    arriving frames against the queue they find; on BMv2 it samples departing frames, up to
-    a queueing delay later, with either depth below.
+    The standard's CP (and the seeds') samples arriving frames against the queue they find:
+    ``arrival``, for which the pipeline counts each CP port's queue itself.  BMv2 shows its
+    own queue only in egress, as a frame leaves it: ``enqueue`` and ``dequeue`` judge
+    departing frames, up to a queueing delay later, by BMv2's depths (for comparison).
     """
 
+    ARRIVAL = "arrival"
+    """The pipeline's count of the port's queue as the frame arrives (the standard's CP):
+    judged in ingress, in packets or bytes (``queue_unit``)."""
     ENQUEUE = "enqueue"
     """standard_metadata.enq_qdepth: the depth this frame found on arrival (the spec's q)."""
     DEQUEUE = "dequeue"
@@ -79,6 +83,15 @@ class QueueDepth(StrEnum):
     deep queue the enqueue depth is a queueing delay old by the time the CNM goes out, so
     the CP keeps signalling a full queue after the sources have cut (see
     scenarios/transient.toml)."""
+
+
+class QueueUnit(StrEnum):
+    """What q, q_eq and Fb count (the arrival CP; BMv2's own depths count packets)."""
+
+    BYTES = "bytes"
+    """802.1Qau's and the seeds' unit: q_eq = 33 KB."""
+    PACKETS = "packets"
+    """Frames: the same decisions as bytes when every frame is 1500 bytes."""
 
 
 class RpScheme(StrEnum):
@@ -112,28 +125,43 @@ class CpParams:
     """Byte-interval mode: bytes between samples for QntzFb >> 3 = 0..7."""
     sample_jitter: float = 0.15
     """Byte-interval mode: each interval is drawn uniformly within +/- this fraction."""
-    depth_at: QueueDepth = QueueDepth.ENQUEUE
-    """BMv2: the queue depth taken as q (the simulator's CP samples arrivals unless asked to
-    model BMv2, see simulator/engine.py)."""
+    depth_at: QueueDepth = QueueDepth.ARRIVAL
+    """The queue depth taken as q: arriving frames against the queue they find (the
+    standard), or on BMv2 departing frames by BMv2's depths (simulator/engine.py models
+    both)."""
+    queue_unit: QueueUnit = QueueUnit.BYTES
+    """What q counts: bytes (the standard) or packets.  Bytes need ``depth_at = arrival``."""
+    q_eq_bytes: int = 0
+    """Bytes mode's q_eq; 0: q_eq_pkts frames of 1500 bytes (33 KB at the default)."""
     positive_feedback: bool = False
     """ECM's CP: a sampled frame with Fb > 0 gets a message too, flagged positive
     (``docs/schemes.md``, "The ECM message").  QCN's CP sends only Fb < 0."""
 
     @property
+    def q_eq(self) -> int:
+        """q_eq in the port's queue unit."""
+        if self.queue_unit is QueueUnit.PACKETS:
+            return self.q_eq_pkts
+        return self.q_eq_bytes or self.q_eq_pkts * SEED_FRAME_BYTES
+
+    @property
     def fb_max(self) -> float:
-        """Fbmax = (2w + 1) * q_eq: the |Fb| that quantises to 63."""
-        return (2 * self.w + 1) * self.q_eq_pkts
+        """Fbmax = (2w + 1) * q_eq: the |Fb| that quantises to 63 (in the queue unit)."""
+        return (2 * self.w + 1) * self.q_eq
 
     def validate(self) -> None:
         _check_int("cp.q_eq_pkts", self.q_eq_pkts, 1, 2047)
+        if not isinstance(self.queue_unit, QueueUnit):
+            raise ParamError("cp.queue_unit", f"must be one of {[u.value for u in QueueUnit]}")
+        _check_int("cp.q_eq_bytes", self.q_eq_bytes, 0, FB_MAX_FP_LIMIT // W_ONE)
         _check_range("cp.w", self.w, 0.0, 64.0)
         if not float(self.w * W_ONE).is_integer():
             raise ParamError("cp.w", f"must be a multiple of 1/{W_ONE} (got {self.w})")
         if self.fb_max * W_ONE > FB_MAX_FP_LIMIT:
             raise ParamError(
-                "cp.q_eq_pkts",
+                "cp.q_eq_bytes" if self.queue_unit is QueueUnit.BYTES else "cp.q_eq_pkts",
                 f"(2w+1)*q_eq must be at most {FB_MAX_FP_LIMIT // W_ONE} for exact quantisation "
-                f"(got {self.fb_max:g})",
+                f"(got {self.fb_max:g} {self.queue_unit.value})",
             )
         _check_range("cp.p_base", self.p_base, 0.0, 1.0)
         _check_range("cp.p_scale", self.p_scale, 0.0, 1.0 / QNTZ_FB_MAX)
@@ -152,6 +180,12 @@ class CpParams:
         _check_range("cp.sample_jitter", self.sample_jitter, 0.0, 0.99)
         if not isinstance(self.depth_at, QueueDepth):
             raise ParamError("cp.depth_at", f"must be one of {[m.value for m in QueueDepth]}")
+        if self.queue_unit is QueueUnit.BYTES and self.depth_at is not QueueDepth.ARRIVAL:
+            raise ParamError(
+                "cp.queue_unit",
+                f"BMv2's {self.depth_at.value} depth counts packets: bytes need depth_at = "
+                "arrival (or set queue_unit = packets)",
+            )
         if not isinstance(self.positive_feedback, bool):
             raise ParamError("cp.positive_feedback", "must be true or false")
 
@@ -341,6 +375,7 @@ class QcnParams:
         d = asdict(self)
         d["cp"]["sampling"] = self.cp.sampling.value
         d["cp"]["depth_at"] = self.cp.depth_at.value
+        d["cp"]["queue_unit"] = self.cp.queue_unit.value
         d["rp"]["scheme"] = self.rp.scheme.value
         d["cp"]["sample_intervals_bytes"] = list(self.cp.sample_intervals_bytes)
         return d
@@ -381,10 +416,14 @@ class QcnParams:
 W_FRAC_BITS = 4
 """w is carried as w_fixed = w * 2^W_FRAC_BITS; Fb is computed scaled by the same factor."""
 W_ONE = 1 << W_FRAC_BITS
-QNTZ_SHIFT = 32
-"""QntzFb = (|Fb_fp| * fb_multiplier) >> QNTZ_SHIFT, fb_multiplier = ceil(63 * 2^32 / Fbmax_fp)."""
-FB_MAX_FP_LIMIT = 1 << 16
-"""Largest Fbmax_fp for which multiply-and-shift equals floor(|Fb| * 63 / Fbmax) exactly."""
+QNTZ_SHIFT = 48
+"""QntzFb = (|Fb_fp| * fb_multiplier) >> QNTZ_SHIFT, fb_multiplier = ceil(63 * 2^48 / Fbmax_fp)."""
+FB_MAX_FP_LIMIT = 1 << 24
+"""Largest Fbmax_fp for which multiply-and-shift equals floor(|Fb| * 63 / Fbmax) exactly:
+the multiplier's rounding adds less than Fbmax_fp / 2^48 <= 1 / Fbmax_fp, which never
+carries the quotient past an integer (docs/qcn.md, "Quantisation"); and the product,
+at most 63 * 2^48 + Fbmax_fp, stays below 2^54 in the pipeline's 64 bits.  Bytes mode's
+Fbmax = (2w + 1) * 33 KB * 16 is well inside."""
 PROB_FRAC_BITS = 24
 """Probabilities are carried as p * 2^PROB_FRAC_BITS and compared with a random value below it."""
 PROB_ONE = 1 << PROB_FRAC_BITS
@@ -409,6 +448,7 @@ def _reject_unknown(prefix: str, data: dict[str, Any], known: list[str]) -> None
 ENUM_FIELD_TYPES: dict[str, type[StrEnum]] = {
     "SamplingMode": SamplingMode,
     "QueueDepth": QueueDepth,
+    "QueueUnit": QueueUnit,
     "RpScheme": RpScheme,
 }
 

@@ -40,23 +40,32 @@ TABLE_L2 = "l2_forwarding"
 ACTION_FORWARD = "forward"
 TABLE_EDGE_PORT = "edge_port"
 ACTION_MARK_EDGE = "mark_edge"
-TABLE_CP_SAMPLING = "cp_sampling"
-ACTION_SAMPLE_BERNOULLI = "sample_bernoulli"
-ACTION_SAMPLE_BYTE_INTERVAL = "sample_byte_interval"
-TABLE_CP_CONFIG = "cp_config"
-ACTION_COMPUTE_FEEDBACK = "compute_feedback"
-TABLE_SAMPLE_INTERVAL = "sample_interval"
-ACTION_SET_SAMPLE_INTERVAL = "set_sample_interval"
+TABLE_ADMISSION = "admission"
+ACTION_ADMIT = "admit"
 
-#: Every action the controller writes, with its parameters, in the P4 program's order.  The
-#: data-plane integers of a CP port (qcn.core.cp_model.CpPortConfig) carry the same names.
-ACTION_PARAMS: dict[str, tuple[str, ...]] = {
-    ACTION_FORWARD: ("port",),
-    ACTION_MARK_EDGE: (),
-    ACTION_SAMPLE_BERNOULLI: ("p_max_fixed", "dequeue_depth"),
-    ACTION_SAMPLE_BYTE_INTERVAL: ("dequeue_depth",),
-    ACTION_COMPUTE_FEEDBACK: (
-        "q_eq_pkts",
+#: The CP's two instances (p4src/qcn_cp.p4), by P4Info alias prefix, with their full names:
+#: the arrival CP in ingress (the standard's) and the departure CP in egress (BMv2's own
+#: depths, for comparison).  A port's CP entries live in one of them
+#: (controller.entries.CpPort.instance).
+CP_ARRIVAL = "arrival_cp"
+CP_DEPARTURE = "departure_cp"
+CP_INSTANCES: dict[str, str] = {
+    CP_ARRIVAL: "QcnIngress.arrival_cp",
+    CP_DEPARTURE: "QcnEgress.departure_cp",
+}
+# Each instance's tables and actions, by their name inside the CP control.
+CP_TABLE_SAMPLING = "cp_sampling"
+CP_ACTION_SAMPLE_BERNOULLI = "sample_bernoulli"
+CP_ACTION_SAMPLE_BYTE_INTERVAL = "sample_byte_interval"
+CP_TABLE_CONFIG = "cp_config"
+CP_ACTION_COMPUTE_FEEDBACK = "compute_feedback"
+CP_TABLE_SAMPLE_INTERVAL = "sample_interval"
+CP_ACTION_SET_SAMPLE_INTERVAL = "set_sample_interval"
+CP_ACTION_PARAMS: dict[str, tuple[str, ...]] = {
+    CP_ACTION_SAMPLE_BERNOULLI: ("p_max_fixed", "dequeue_depth"),
+    CP_ACTION_SAMPLE_BYTE_INTERVAL: ("dequeue_depth",),
+    CP_ACTION_COMPUTE_FEEDBACK: (
+        "q_eq",
         "w_fixed",
         "fbmax_fixed",
         "fb_multiplier",
@@ -66,30 +75,69 @@ ACTION_PARAMS: dict[str, tuple[str, ...]] = {
         "cp_mac",
         "positive_feedback",
     ),
-    ACTION_SET_SAMPLE_INTERVAL: ("base_bytes", "jitter_span_bytes"),
+    CP_ACTION_SET_SAMPLE_INTERVAL: ("base_bytes", "jitter_span_bytes"),
+}
+CP_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    CP_TABLE_SAMPLING: (
+        ("eg_port",),
+        (CP_ACTION_SAMPLE_BERNOULLI, CP_ACTION_SAMPLE_BYTE_INTERVAL),
+    ),
+    CP_TABLE_CONFIG: (("eg_port",), (CP_ACTION_COMPUTE_FEEDBACK,)),
+    CP_TABLE_SAMPLE_INTERVAL: (("eg_port", "idx"), (CP_ACTION_SET_SAMPLE_INTERVAL,)),
+}
+CP_COUNTERS = ("cp_frames", "cp_samples", "cp_cnms")
+CP_REGISTER_Q_OLD = "q_old"
+CP_REGISTER_BYTES_TO_SAMPLE = "bytes_to_sample"
+CP_REGISTER_LAST_QDEPTH = "last_qdepth"
+CP_REGISTERS = (CP_REGISTER_Q_OLD, CP_REGISTER_BYTES_TO_SAMPLE, CP_REGISTER_LAST_QDEPTH)
+
+
+def cp_name(instance: str, name: str) -> str:
+    """The P4Info alias of one of a CP instance's tables, actions or counters."""
+    return f"{instance}.{name}"
+
+
+def cp_full_name(instance: str, name: str) -> str:
+    """The full name (BMv2's Thrift API) of one of a CP instance's registers or counters."""
+    return f"{CP_INSTANCES[instance]}.{name}"
+
+
+#: Every action the controller writes, with its parameters, in the P4 program's order.  The
+#: data-plane integers of a CP port (qcn.core.cp_model.CpPortConfig) carry the same names.
+ACTION_PARAMS: dict[str, tuple[str, ...]] = {
+    ACTION_FORWARD: ("port",),
+    ACTION_MARK_EDGE: (),
+    ACTION_ADMIT: ("limit_pkts", "limit_bytes", "bytes_unit", "at_departure"),
+    **{cp_name(i, a): params for i in CP_INSTANCES for a, params in CP_ACTION_PARAMS.items()},
 }
 #: Each table's match fields (their @name) and the actions the controller puts in it.
 TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     TABLE_L2: (("dst_addr",), (ACTION_FORWARD,)),
     TABLE_EDGE_PORT: (("ig_port",), (ACTION_MARK_EDGE,)),
-    TABLE_CP_SAMPLING: (("eg_port",), (ACTION_SAMPLE_BERNOULLI, ACTION_SAMPLE_BYTE_INTERVAL)),
-    TABLE_CP_CONFIG: (("eg_port",), (ACTION_COMPUTE_FEEDBACK,)),
-    TABLE_SAMPLE_INTERVAL: (("eg_port", "idx"), (ACTION_SET_SAMPLE_INTERVAL,)),
+    TABLE_ADMISSION: (("eg_port",), (ACTION_ADMIT,)),
+    **{
+        cp_name(i, t): (fields, tuple(cp_name(i, a) for a in actions))
+        for i in CP_INSTANCES
+        for t, (fields, actions) in CP_TABLES.items()
+    },
 }
 
 #: Per-port counters, by P4Info alias, in the order `qcn ctl show` prints them; the value is
 #: the full name BMv2's Thrift API takes.
 COUNTERS: dict[str, str] = {
-    "cp_frames": "QcnEgress.cp.cp_frames",
-    "cp_samples": "QcnEgress.cp.cp_samples",
-    "cp_cnms": "QcnEgress.cp.cp_cnms",
+    **{cp_name(i, c): cp_full_name(i, c) for i in CP_INSTANCES for c in CP_COUNTERS},
+    "tail_drops": "QcnIngress.admission.tail_drops",
     "cnm_edge_drops": "QcnIngress.l2.cnm_edge_drops",
 }
-#: Per-port registers (Thrift only: PI does not serve registers over P4Runtime).
-REGISTER_Q_OLD = "QcnEgress.cp.q_old"
-REGISTER_BYTES_TO_SAMPLE = "QcnEgress.cp.bytes_to_sample"
-REGISTER_LAST_QDEPTH = "QcnEgress.cp.last_qdepth"
-REGISTERS = (REGISTER_Q_OLD, REGISTER_BYTES_TO_SAMPLE, REGISTER_LAST_QDEPTH)
+#: Per-port registers (Thrift only: PI does not serve registers over P4Runtime).  The
+#: occupancy is the pipeline's own count of each CP port's queue (p4src/control/admission.p4).
+REGISTER_OCCUPANCY_PKTS = "occupancy_pkts"
+REGISTER_OCCUPANCY_BYTES = "occupancy_bytes"
+REGISTERS = (
+    REGISTER_OCCUPANCY_PKTS,
+    REGISTER_OCCUPANCY_BYTES,
+    *(cp_full_name(i, r) for i in CP_INSTANCES for r in CP_REGISTERS),
+)
 
 
 # -- building ----------------------------------------------------------------------------------
