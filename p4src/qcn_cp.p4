@@ -39,7 +39,7 @@ control QcnIngress(inout headers_t hdr,
         if (standard_metadata.mcast_grp == 0) {
             admission.apply(hdr, meta, standard_metadata);
             if (meta.cp.admitted && !meta.cp.at_departure && CP_DATA_FRAME) {
-                arrival_cp.apply(hdr, meta, standard_metadata, standard_metadata.egress_spec);
+                arrival_cp.apply(hdr, meta, standard_metadata);
             }
         }
     }
@@ -59,7 +59,8 @@ control QcnEgress(inout headers_t hdr,
             departure.apply(hdr, meta, standard_metadata);
             if (meta.cp.at_departure && CP_DATA_FRAME) {
                 meta.cp.q = (bit<32>)standard_metadata.enq_qdepth;
-                departure_cp.apply(hdr, meta, standard_metadata, standard_metadata.egress_port);
+                standard_metadata.egress_spec = standard_metadata.egress_port;
+                departure_cp.apply(hdr, meta, standard_metadata);
             }
         } else if (standard_metadata.instance_type == INSTANCE_TYPE_INGRESS_CLONE
                    || standard_metadata.instance_type == INSTANCE_TYPE_EGRESS_CLONE) {

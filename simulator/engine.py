@@ -19,6 +19,13 @@ Model (the seeds' single-bottleneck experiments):
   enq_qdepth) or the frames it leaves behind (deq_qdepth).
 - A CNM reaches its source one RTT after the CP sent it (an ECM CP's positive message
   too, as ``CNM_POSITIVE``).
+- With ``network.pause`` (seed 001's switch), the buffer is partitioned per input: each
+  source may hold ``buffer_pkts`` frames at the bottleneck, and there is no output queue
+  limit.  When a source's bytes there pass ``pause_hi_bytes``, the bottleneck sends it an
+  802.3x PAUSE (one RTT to take effect, like a CNM) for as long as the queue ahead takes to
+  drain (at most 65535 quanta of 512 bit times), again whenever the last one runs out
+  while the input is still above; below ``pause_lo_bytes`` it sends a pause of 0 (resume).
+  A paused source sends nothing; what it had in flight still arrives.
 
 Events are (time, sequence, kind, source, version) tuples in a heap; a source's pending
 send or timer event is cancelled by bumping its version.
@@ -44,7 +51,11 @@ from reaction_point.sources import empty_slots_before_frame
 # Event kinds, in the order simultaneous events are handled (then by source): the
 # bottleneck's rate changes and departures first, so a frame arriving at the instant one
 # leaves finds it gone; the results never depend on the order events were scheduled in.
-RATE, DEPART, CNM, CNM_POSITIVE, TIMER, SEND, SAMPLE = range(7)
+RATE, DEPART, CNM, CNM_POSITIVE, PAUSE, TIMER, SEND, SAMPLE = range(8)
+
+PAUSE_QUANTUM_BITS = 512
+"""802.3x: a pause time counts quanta of 512 bit times at the link's rate."""
+PAUSE_MAX_QUANTA = 0xFFFF
 
 
 @dataclass(slots=True)
@@ -62,6 +73,13 @@ class Source:
     timer_at: float | None = None
     sent_frames: int = 0
     window_bytes: int = 0
+    buffered_bytes: int = 0
+    """PAUSE: the source's frames in the bottleneck's buffer (its input's partition)."""
+    paused_until: float = 0.0
+    """PAUSE: the source sends nothing before this time."""
+    pause_holds_until: float = -math.inf
+    """PAUSE, the bottleneck's view: until when the last PAUSE it sent this source holds."""
+    pauses: int = 0
 
     @property
     def rate_bps(self) -> float:
@@ -127,6 +145,9 @@ class Simulation:
         self.cp_at_departure = cp_at_departure and cp_params.depth_at is not QueueDepth.ARRIVAL
         self.q_unit = net.frame_bytes if cp_params.queue_unit is QueueUnit.BYTES else 1
         """What one frame in the buffer adds to q (every frame has the scenario's size)."""
+        self.pause = net.pause
+        self.partition_bytes = net.buffer_pkts * net.frame_bytes
+        self.quantum_s = PAUSE_QUANTUM_BITS / net.line_rate_bps
         self.depth_left_behind = scenario.params.cp.depth_at is QueueDepth.DEQUEUE
         self.next_depart = math.inf
         """When the frame in service leaves (inf: the link is idle).  Kept out of the heap:
@@ -191,6 +212,9 @@ class Simulation:
 
     def _send(self, s: Source) -> None:
         now = self.now
+        if now < s.paused_until:
+            self._push(s.paused_until, SEND, s.index, s.send_version)
+            return
         if s.next_arrival <= now:
             self._arrivals_until(s, now)
         if s.backlog == 0:
@@ -213,9 +237,17 @@ class Simulation:
         # The frame reaches the bottleneck.
         queue, trace = self.queue, self.trace
         q = len(queue)
-        if q >= self.buffer_pkts:
+        if (
+            s.buffered_bytes + frame_bytes > self.partition_bytes
+            if self.pause
+            else q >= self.buffer_pkts
+        ):
             trace.drops += 1
         else:
+            if self.pause:
+                s.buffered_bytes += frame_bytes
+                if s.buffered_bytes > self.sc.network.pause_hi_bytes:
+                    self._send_pause(s)
             if self.arrival_cp is not None:
                 decision = self.arrival_cp.sample(q * self.q_unit, frame_bytes)
                 if decision is not None and decision.cnm:
@@ -232,6 +264,34 @@ class Simulation:
             due = s.next_arrival
         self._seq += 1
         heappush(self._heap, (due, SEND, s.index, self._seq, s.send_version))
+
+    def _left_partition(self, s: Source) -> None:
+        """One of the source's frames left: below lo, a paused input is resumed."""
+        s.buffered_bytes -= self.frame_bytes
+        if s.buffered_bytes < self.sc.network.pause_lo_bytes and s.pause_holds_until > self.now:
+            s.pause_holds_until = self.now
+            self._push(self.now + self.rtt_s, PAUSE, s.index, 0)
+
+    def _send_pause(self, s: Source) -> None:
+        """The source's input is above hi: a PAUSE, unless the last one still holds when
+        this one would arrive."""
+        arrives = self.now + self.rtt_s
+        if arrives < s.pause_holds_until:
+            return
+        drain_s = len(self.queue) * self.frame_bits / self.capacity
+        quanta = min(PAUSE_MAX_QUANTA, max(1, math.ceil(drain_s / self.quantum_s)))
+        s.pause_holds_until = arrives + quanta * self.quantum_s
+        s.pauses += 1
+        self._push(arrives, PAUSE, s.index, quanta)
+
+    def _on_pause(self, s: Source, quanta: int) -> None:
+        """A PAUSE reaches the source: stop for ``quanta``; a pause of 0 resumes."""
+        if quanta:
+            s.paused_until = self.now + quanta * self.quantum_s
+            return
+        s.paused_until = self.now
+        s.send_version += 1
+        self._push(self.now, SEND, s.index, s.send_version)
 
     def _congestion_point(self, src: int, q: int) -> None:
         assert self.cp is not None
@@ -303,6 +363,8 @@ class Simulation:
                 self.now = depart
                 events += 1
                 src, q = queue.popleft()
+                if self.pause:
+                    self._left_partition(sources[src])
                 if cp_at_departure:
                     self._congestion_point(src, len(queue) if self.depth_left_behind else q)
                 self.window_bytes += frame_bytes
@@ -330,6 +392,8 @@ class Simulation:
                     if s.rules.advance(t):
                         self._rate_changed(s)
                     self._schedule_timer(s)
+            elif kind == PAUSE:
+                self._on_pause(sources[src], version)
             elif kind == RATE:
                 self.capacity = rates.pop(0)
             elif kind == SAMPLE:
@@ -339,5 +403,8 @@ class Simulation:
                     self.progress(t, end)
         self.trace.events = events
         self.trace.frames_in = sum(s.sent_frames for s in sources)
+        if self.pause:
+            self.trace.extra["pauses"] = sum(s.pauses for s in sources)
+            self.trace.extra["pauses_per_source_max"] = max(s.pauses for s in sources)
         self.trace.wall_s = time.perf_counter() - started
         return self.trace

@@ -15,7 +15,15 @@ from qcn.core.results import SUMMARY_KEYS, fairness_window_s, jain, summarize
 from qcn.core.scenario import ScenarioError
 from qcn.core.trace import Trace
 from simulator.engine import Simulation
-from simulator.reproduce import ROWS, SCHEME_ROWS, checks, ecm_checks, run_rows
+from simulator.reproduce import (
+    PAUSE_ROWS,
+    ROWS,
+    SCHEME_ROWS,
+    checks,
+    ecm_checks,
+    pause_checks,
+    run_rows,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -139,6 +147,14 @@ def test_seed_004_ecm_reproduced_within_tolerances() -> None:
     ecm_rows = [r for r in SCHEME_ROWS if "ECM" in r.label]
     results = run_rows([1], progress=lambda _: None, rows=qcn_200 + ecm_rows)
     failed = [text for text, ok in ecm_checks(results) if not ok]
+    assert not failed, failed
+
+
+def test_seed_001_pause_reproduced() -> None:
+    """make reproduce's PAUSE rows, one random seed: the full transient QCN loses frames at
+    the hot spot's onset, and with PAUSE beside it none."""
+    results = run_rows([1], progress=lambda _: None, rows=PAUSE_ROWS)
+    failed = [text for text, ok in pause_checks(results) if not ok]
     assert not failed, failed
 
 
@@ -285,3 +301,54 @@ def test_fast_randint_draws_what_randint_draws() -> None:
     fast = fast_randint(b)
     for lo, hi in [(0, (1 << 24) - 1), (0, 0), (5, 17), (0, 1499)] * 500:
         assert fast(lo, hi) == a.randint(lo, hi)
+
+
+def test_pause_per_input_removes_the_onset_drops() -> None:
+    """Seed 001's switch: a source whose input passes the high watermark is paused (one RTT
+    later) until its input falls below the low one; the hot spot's onset then loses
+    nothing, where QCN alone drops frames."""
+    full = {
+        "qcn.rp.scheme": "qcn",
+        "qcn.rp.timer_enabled": True,
+        "qcn.rp.hai_enabled": True,
+        "qcn.rp.fb_hat": True,
+    }
+    sc = short("transient", 3.0, **full)
+    alone = Simulation(sc, seed=1).run()
+    paused = Simulation(sc.with_overrides({"network.pause": True}), seed=1).run()
+    assert alone.drops > 1000
+    assert paused.drops == 0
+    assert paused.extra["pauses"] > 0
+    assert "pauses" not in alone.extra
+    # No output limit with per-input partitions: the queue may pass buffer_pkts, but no
+    # source ever holds more than its partition.
+    assert max(paused.queue_pkts) <= sc.network.sources * sc.network.buffer_pkts
+
+
+def test_a_paused_source_sends_nothing_until_resumed() -> None:
+    from simulator.engine import SEND  # noqa: PLC0415
+
+    sc = short("robustness", 0.002, **{"network.pause": True})
+    sim = Simulation(sc, seed=1, qcn=False)
+    s = sim.sources[0]
+    sim._on_pause(s, 100)  # 100 quanta of 512 bits at 10 Gb/s: 5.12 us
+    assert s.paused_until == pytest.approx(100 * 512 / 10e9)
+    s.next_arrival = 0.0  # a frame waits to be sent
+    sim._send(s)
+    assert s.sent_frames == 0  # held back: its next send is at the pause's end
+    assert [e[0] for e in sim._heap if e[1] == SEND] == [s.paused_until]
+    sim._on_pause(s, 0)  # a pause of 0 resumes at once
+    assert s.paused_until == sim.now
+    sim._send(s)
+    assert s.sent_frames == 1
+
+
+def test_pause_runs_on_the_simulator_only(tmp_path: Path) -> None:
+    from topologies.errors import ExperimentError  # noqa: PLC0415
+    from topologies.experiment import MininetExperiment  # noqa: PLC0415
+
+    sc = short("transient", 0.1, **{"network.pause": True})
+    with pytest.raises(ExperimentError, match=r"network\.pause runs on the simulator only"):
+        MininetExperiment(sc, tmp_path)
+    with pytest.raises(ScenarioError, match=r"network\.pause_lo_bytes"):
+        short("transient", 0.1, **{"network.pause": True, "network.pause_lo_bytes": 140_000})

@@ -68,6 +68,11 @@ class MininetExperiment:
         sample_hz: float = DEFAULT_SAMPLE_HZ,
         progress: Callable[[str], None] = print,
     ) -> None:
+        if sc.network.pause:
+            raise ExperimentError(
+                f"{sc.name}: network.pause runs on the simulator only for now (the BMv2 "
+                "pipeline does not send PAUSE yet); use --backend sim"
+            )
         self.sc = sc
         self.out = out
         self.qcn = qcn

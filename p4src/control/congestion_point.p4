@@ -35,10 +35,14 @@
 #include "../include/headers.p4"
 #include "../include/size.p4"
 
+// The port is egress_spec: in ingress where the frame is going; egress sets it to
+// egress_port before applying departure_cp (BMv2 resets it in egress).  Read in place: a
+// control parameter would cost the arrival CP a copy, one more table and action per frame.
+#define port standard_metadata.egress_spec
+
 control CongestionPoint(inout headers_t hdr,
                         inout local_metadata_t meta,
-                        inout standard_metadata_t standard_metadata,
-                        in port_t port)
+                        inout standard_metadata_t standard_metadata)
                        (CloneType cnm_clone) {
 
     // Per-port state and telemetry.  Registers are read over Thrift (PI does not
@@ -210,5 +214,7 @@ control CongestionPoint(inout headers_t hdr,
         }
     }
 }
+
+#undef port
 
 #endif  // __CONGESTION_POINT_P4__

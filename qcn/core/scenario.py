@@ -23,6 +23,9 @@ whose service rate can change on a schedule::
     topology = "single"              # "single" | "multihop" (below)
     innocent_sources = 0             # multihop: senders to the innocent sink
     innocent_rate_bps = 40e9         # multihop: the innocent sink port's service rate
+    pause = false                    # 802.3x PAUSE per input on watermarks (simulator)
+    pause_hi_bytes = 130_000         # seed 001's watermarks
+    pause_lo_bytes = 110_000
 
     [workload]
     pattern = "bernoulli"            # "bernoulli" | "constant" | "onoff" | "tcp"
@@ -85,6 +88,13 @@ class Network:
     topology: Topology = "single"
     innocent_sources: int = 0
     innocent_rate_bps: float = 40e9
+    pause: bool = False
+    """802.3x PAUSE at the bottleneck, as seed 001's switch (simulator): memory partitioned
+    per input port (each source may hold ``buffer_pkts`` frames there; no output queue
+    limit), an input above ``pause_hi_bytes`` pauses its source, below ``pause_lo_bytes``
+    resumes it."""
+    pause_hi_bytes: int = 130_000
+    pause_lo_bytes: int = 110_000
 
 
 @dataclass(frozen=True)
@@ -370,6 +380,12 @@ def _validate(s: Scenario) -> None:
             "must be in [0, 100], and 0 unless network.topology is multihop",
         ),
         ("network.innocent_rate_bps", n.innocent_rate_bps > 0, "must be positive"),
+        (
+            "network.pause_lo_bytes",
+            not n.pause or 0 < n.pause_lo_bytes < n.pause_hi_bytes <= n.buffer_pkts * n.frame_bytes,
+            "the watermarks need 0 < pause_lo_bytes < pause_hi_bytes <= the buffer's bytes "
+            "(buffer_pkts * frame_bytes)",
+        ),
         (
             "workload.hotspot_duration_s",
             w.hotspot_start_s >= 0
