@@ -55,8 +55,8 @@ def cp_role(qcn: bool) -> str:
     return "with a CP" if qcn else "without QCN (the CP never samples)"
 
 
-class MininetExperiment:
-    """N sources, each behind its reaction point, send through one switch to a sink."""
+class Experiment:
+    """What every Mininet experiment is given and records; refuses what BMv2 cannot run."""
 
     def __init__(
         self,
@@ -73,14 +73,20 @@ class MininetExperiment:
                 f"{sc.name}: network.pause runs on the simulator only for now (the BMv2 "
                 "pipeline does not send PAUSE yet); use --backend sim"
             )
-        self.sc = sc
-        self.out = out
-        self.qcn = qcn
-        self.cli = cli
+        self.sc, self.out, self.qcn, self.cli, self.progress = sc, out, qcn, cli, progress
         self.sample_interval_s = 1.0 / sample_hz
-        self.progress = progress
         self.rec = Recording()
-        n = sc.network.sources
+        self.setup()
+
+    def setup(self) -> None:
+        """The experiment's own state, from ``self.sc`` (a subclass's constructor step)."""
+
+
+class MininetExperiment(Experiment):
+    """N sources, each behind its reaction point, send through one switch to a sink."""
+
+    def setup(self) -> None:
+        n = self.sc.network.sources
         self.sink_index = n + 1  # host h(N+1), switch port N+1: the bottleneck
         self.sink_ip = f"10.0.0.{self.sink_index}"
         self.cp_port = self.sink_index

@@ -22,16 +22,14 @@ from __future__ import annotations
 import bisect
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from qcn.core.params import QcnParams
-from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
 from topologies.errors import ExperimentError
-from topologies.experiment import DEFAULT_SAMPLE_HZ, cp_params, cp_role
-from topologies.measurement import Hooks, Recording, rate_pps
+from topologies.experiment import Experiment, cp_params, cp_role
+from topologies.measurement import Hooks, rate_pps
 from topologies.testbed import Testbed
 from topologies.traces import GridReader, grid, read_limiter_logs
 
@@ -62,21 +60,9 @@ class CounterSamples:
         return self.rows[i][1] if i >= 0 else {}
 
 
-class MultihopTcpExperiment:
-    def __init__(
-        self,
-        sc: Scenario,
-        out: Path,
-        *,
-        qcn: bool = True,
-        cli: bool = False,
-        sample_hz: float = DEFAULT_SAMPLE_HZ,
-        progress: Callable[[str], None] = print,
-    ) -> None:
-        self.sc, self.out, self.qcn, self.cli, self.progress = sc, out, qcn, cli, progress
-        self.sample_interval_s = 1.0 / sample_hz
-        self.rec = Recording()
-        net = sc.network
+class MultihopTcpExperiment(Experiment):
+    def setup(self) -> None:
+        net = self.sc.network
         self.senders = net.sources + net.innocent_sources
         self.hot_sink = f"h{self.senders + 1}"
         self.innocent_sink = f"h{self.senders + 2}"
