@@ -186,6 +186,9 @@ def test_bring_up_is_idempotent_and_reads_back(lab: Lab) -> None:
     assert (cp["depth_at"], cp["queue_unit"]) == ("arrival", "packets")
     assert ports[2]["cpid"] == "0x0200000001000002"
     assert ports[2]["queue_pkts"] == 0  # the pipeline's count of the CP port's queue
+    table = lab.ctl("show").stdout  # the same, for people
+    assert "tail drops" in table
+    assert "q_eq=22 w=2 bern arr" in table
 
 
 def test_sampling_mode_change_reads_back(lab: Lab) -> None:
