@@ -118,9 +118,11 @@ def test_transient_with_qcn_holds_the_queue_near_q_eq(tmp_path: Path) -> None:
     assert 0.5 * q_eq <= s["queue_mean_settled_pkts"] <= 2 * q_eq, s
     assert s["drops_settled"] == 0, s
     assert s["utilization"] > 0.5
-    # Fair shares by the episode's last quarter (0.2-0.3 when the CP judged departing
-    # frames by their enqueue depth, qcn/scenarios/transient.toml).
-    assert s["jain_fairness"] >= 0.6, s
+    # Fair shares by the episode's last quarter: 0.2-0.3 when the CP judged departing
+    # frames by their enqueue depth (qcn/scenarios/transient.toml); with the arrival CP,
+    # runs of this shortened test gave 0.58-0.84 here, the simulator modelling it 0.73-0.89
+    # over 12 seeds.  The bound keeps the gap to the pathology without failing on spread.
+    assert s["jain_fairness"] >= 0.5, s
     for name in ("queue.csv", "sources.csv", "rates.png", "queue.png"):
         assert (tmp_path / name).stat().st_size > 0
     assert leftovers() == ("", "")
