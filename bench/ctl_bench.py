@@ -27,7 +27,7 @@ from finsy import P4TableEntry, P4TableMatch
 from bench.lab import namespace, switch
 from controller.agent import SwitchAgent
 from controller.config import parse
-from qcn.core.pipeline import compile_program
+from qcn.core.pipeline import CP_ARRIVAL, CP_TABLE_CONFIG, compile_program, cp_name
 
 PORT = 1
 
@@ -63,17 +63,20 @@ def main() -> int:
         with namespace(2), switch(2, work), SwitchAgent(net, "s1") as agent:
             agent.bring_up()
             p4rt = agent.connect()
-            entry = P4TableEntry("cp_config", match=P4TableMatch(eg_port=PORT))
+            entry = P4TableEntry(
+                cp_name(CP_ARRIVAL, CP_TABLE_CONFIG), match=P4TableMatch(eg_port=PORT)
+            )
             writes, reads, wrong = [], [], 0
             for i in range(args.writes):
                 q_eq = 10 + i % 50
                 t0 = time.perf_counter()
-                agent.set_cp(PORT, q_eq_pkts=q_eq)
+                held_params = agent.set_cp(PORT, q_eq_pkts=q_eq)
                 writes.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
                 (held,) = p4rt.read(entry)
                 reads.append(time.perf_counter() - t0)
-                wrong += int(held.action.args["q_eq_pkts"]) != q_eq
+                # In the port's unit: bytes by default, q_eq_pkts frames of 1500 B.
+                wrong += int(held.action.args["q_eq"]) != held_params.q_eq
     ms = 1e3
     w50, w99 = percentile(writes, 0.5) * ms, percentile(writes, 0.99) * ms
     r50 = statistics.median(reads) * ms
