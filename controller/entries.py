@@ -57,6 +57,10 @@ NO_LIMIT = (1 << 32) - 1
 """An admission limit that is never reached (the action's bit<32> maximum)."""
 
 
+UNCOUNTED_HEADROOM_PKTS = 1 << 16
+"""Room in a CP port's BMv2 queue for frames the pipeline does not count."""
+
+
 def bmv2_queue_pkts(limit_pkts: int) -> int:
     """BMv2's own queue depth for a CP port whose pipeline admits ``limit_pkts`` frames.
 
@@ -67,10 +71,6 @@ def bmv2_queue_pkts(limit_pkts: int) -> int:
     it fills, so the headroom is simply large.
     """
     return limit_pkts + UNCOUNTED_HEADROOM_PKTS
-
-
-UNCOUNTED_HEADROOM_PKTS = 1 << 16
-"""Room in a CP port's BMv2 queue for frames the pipeline does not count."""
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from heapq import heappop, heappush
 
-from qcn.core.cp_model import CongestionPoint, CpPortConfig
+from qcn.core.cp_model import CongestionPoint, CpDecision, CpPortConfig
 from qcn.core.params import QueueDepth, QueueUnit
 from qcn.core.scenario import Scenario, ScenarioError
 from qcn.core.trace import Trace
@@ -148,7 +148,7 @@ class Simulation:
         self.pause = net.pause
         self.partition_bytes = net.buffer_pkts * net.frame_bytes
         self.quantum_s = PAUSE_QUANTUM_BITS / net.line_rate_bps
-        self.depth_left_behind = scenario.params.cp.depth_at is QueueDepth.DEQUEUE
+        self.depth_left_behind = cp_params.depth_at is QueueDepth.DEQUEUE
         self.next_depart = math.inf
         """When the frame in service leaves (inf: the link is idle).  Kept out of the heap:
         one departure is pending at a time, and a frame's two heap operations fewer count."""
@@ -250,10 +250,8 @@ class Simulation:
                     self._send_pause(s)
             if self.arrival_cp is not None:
                 decision = self.arrival_cp.sample(q * self.q_unit, frame_bytes)
-                if decision is not None and decision.cnm:
-                    trace.cnms += 1
-                    kind = CNM_POSITIVE if decision.positive else CNM
-                    self._push(now + self.rtt_s, kind, s.index, decision.qntz_fb)
+                if decision is not None:  # stage 1 let it through (a tenth of the frames)
+                    self._feedback(decision, s.index)
             queue.append((s.index, q))
             if self.next_depart == math.inf:
                 self.next_depart = now + self.frame_bits / self.capacity
@@ -294,9 +292,15 @@ class Simulation:
         self._push(self.now, SEND, s.index, s.send_version)
 
     def _congestion_point(self, src: int, q: int) -> None:
+        """The departure CP judges a frame of source ``src`` as it leaves."""
         assert self.cp is not None
         decision = self.cp.sample(q, self.frame_bytes)
-        if decision is not None and decision.cnm:
+        if decision is not None:
+            self._feedback(decision, src)
+
+    def _feedback(self, decision: CpDecision, src: int) -> None:
+        """A CNM (or ECM's positive message) reaches source ``src`` one RTT later."""
+        if decision.cnm:
             self.trace.cnms += 1
             kind = CNM_POSITIVE if decision.positive else CNM
             self._push(self.now + self.rtt_s, kind, src, decision.qntz_fb)

@@ -16,6 +16,7 @@ from qcn.core.scenario import ScenarioError
 from qcn.core.trace import Trace
 from simulator.engine import Simulation
 from simulator.reproduce import (
+    FULL_QCN_FB_HAT,
     PAUSE_ROWS,
     ROWS,
     SCHEME_ROWS,
@@ -307,13 +308,7 @@ def test_pause_per_input_removes_the_onset_drops() -> None:
     """Seed 001's switch: a source whose input passes the high watermark is paused (one RTT
     later) until its input falls below the low one; the hot spot's onset then loses
     nothing, where QCN alone drops frames."""
-    full = {
-        "qcn.rp.scheme": "qcn",
-        "qcn.rp.timer_enabled": True,
-        "qcn.rp.hai_enabled": True,
-        "qcn.rp.fb_hat": True,
-    }
-    sc = short("transient", 3.0, **full)
+    sc = short("transient", 3.0, **FULL_QCN_FB_HAT)
     alone = Simulation(sc, seed=1).run()
     paused = Simulation(sc.with_overrides({"network.pause": True}), seed=1).run()
     assert alone.drops > 1000
