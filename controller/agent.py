@@ -36,6 +36,8 @@ from controller.entries import (
     edge_port_entry,
     flood_groups,
     l2_entry,
+    pause_source_entry,
+    pause_watermarks_entry,
     sample_interval_entries,
 )
 from controller.errors import Bmv2ThriftError, ConfigError, P4RuntimeError
@@ -150,6 +152,9 @@ class SwitchAgent:
             l2_entry(mac, port) for mac, port in sorted(self.net.l2_ports(self.cfg.name).items())
         ]
         out += [edge_port_entry(p.port) for p in self.cfg.ports if p.edge]
+        out += [pause_watermarks_entry(p.port, p.pause) for p in self.cfg.ports if p.pause]
+        if any(p.pause for p in self.cfg.ports):
+            out += [pause_source_entry(p.port, self.cfg.cp_mac) for p in self.cfg.ports]
         for p in self.cfg.ports:
             if p.cp:
                 out += cp_entries(self.cp_port(p.port))

@@ -19,6 +19,9 @@ A TOML file::
     queue_rate_pps = 1000         # optional BMv2 queue shaping
     queue_depth_pkts = 100        # the port's buffer (a CP port: the pipeline's tail drop)
     qcn = { q_eq_pkts = 30 }      # optional per-port overrides
+    # optional 802.3x PAUSE on frames arriving here (controller.entries.PauseWatermarks)
+    pause = { hi_bytes = 130000, lo_bytes = 110000, partition_bytes = 150000,
+              pause_quanta = 65535, refresh_us = 2000 }
 
     [[host]]
     name = "h1"
@@ -42,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from controller.entries import PauseWatermarks
 from controller.errors import ConfigError
 from qcn.core.params import CpParams, ParamError, QcnParams
 from qcn.core.pipeline import BMV2_DEVICE_ID, BMV2_THRIFT_PORT, outputs
@@ -64,6 +68,8 @@ class PortConfig:
     """The port's buffer: on a CP port, the pipeline's tail drop (default BMv2's 64)."""
     queue_depth_bytes: int | None = None
     """A CP port's buffer in bytes too (the pipeline drops at whichever is reached first)."""
+    pause: PauseWatermarks | None = None
+    """802.3x PAUSE on the frames arriving at this port."""
 
 
 @dataclass(frozen=True)
@@ -234,7 +240,16 @@ def _port(where: str, p: Any, base: CpParams) -> PortConfig:
     _keys(
         where,
         p,
-        {"port", "edge", "cp", "qcn", "queue_rate_pps", "queue_depth_pkts", "queue_depth_bytes"},
+        {
+            "port",
+            "edge",
+            "cp",
+            "qcn",
+            "queue_rate_pps",
+            "queue_depth_pkts",
+            "queue_depth_bytes",
+            "pause",
+        },
     )
     rate = p.get("queue_rate_pps")
     depth = p.get("queue_depth_pkts")
@@ -251,7 +266,26 @@ def _port(where: str, p: Any, base: CpParams) -> PortConfig:
         queue_depth_bytes=None
         if depth_bytes is None
         else _int(f"{where}.queue_depth_bytes", depth_bytes, 64, MAX_QUEUE_BYTES),
+        pause=None if p.get("pause") is None else _pause(f"{where}.pause", p["pause"]),
     )
+
+
+PAUSE_FIELDS = ("hi_bytes", "lo_bytes", "partition_bytes", "pause_quanta", "refresh_us")
+
+
+def _pause(where: str, values: Any) -> PauseWatermarks:
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: must be a table ({', '.join(PAUSE_FIELDS)})")
+    _keys(where, values, set(PAUSE_FIELDS))
+    for name in PAUSE_FIELDS:
+        if name not in values:
+            raise ConfigError(f"{where}.{name}: required")
+    try:
+        return PauseWatermarks(
+            **{n: _int(f"{where}.{n}", values[n], 0, MAX_QUEUE_BYTES) for n in PAUSE_FIELDS}
+        )
+    except ParamError as e:
+        raise ConfigError(f"{where}: {str(e).split(': ', 1)[1]}") from None
 
 
 def _host(where: str, h: Any, switches: dict[str, SwitchConfig]) -> HostConfig:

@@ -23,6 +23,8 @@ from qcn.core.pipeline import (
     ACTION_ADMIT,
     ACTION_FORWARD,
     ACTION_MARK_EDGE,
+    ACTION_SET_SOURCE,
+    ACTION_WATCH,
     CP_ACTION_COMPUTE_FEEDBACK,
     CP_ACTION_PARAMS,
     CP_ACTION_SAMPLE_BERNOULLI,
@@ -36,6 +38,8 @@ from qcn.core.pipeline import (
     TABLE_ADMISSION,
     TABLE_EDGE_PORT,
     TABLE_L2,
+    TABLE_PAUSE_SOURCE,
+    TABLE_PAUSE_WATERMARKS,
     cp_name,
 )
 
@@ -220,6 +224,57 @@ def flood_groups(ports: list[int]) -> list[P4MulticastGroupEntry]:
         for p in sorted(ports)
         if len(ports) > 1
     ]
+
+
+@dataclass(frozen=True)
+class PauseWatermarks:
+    """802.3x PAUSE on one input port (p4src/control/pause.p4): its buffer partition, the
+    watermarks, and the PAUSE it sends."""
+
+    hi_bytes: int
+    lo_bytes: int
+    partition_bytes: int
+    """Frames from the input beyond this are dropped (pause_drops)."""
+    pause_quanta: int
+    """The pause time each PAUSE asks for (512-bit quanta at the peer's rate)."""
+    refresh_us: int
+    """While above hi, a PAUSE again once this long has passed since the last."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.lo_bytes < self.hi_bytes < self.partition_bytes <= NO_LIMIT:
+            raise ParamError(
+                "pause",
+                f"watermarks must satisfy 0 <= lo < hi < partition (got lo {self.lo_bytes}, "
+                f"hi {self.hi_bytes}, partition {self.partition_bytes} bytes)",
+            )
+        if not 1 <= self.pause_quanta <= 0xFFFF:
+            raise ParamError("pause.pause_quanta", f"must be 1..65535 (got {self.pause_quanta})")
+        if not 1 <= self.refresh_us < 1 << 48:
+            raise ParamError("pause.refresh_us", f"must be positive (got {self.refresh_us})")
+
+
+def pause_watermarks_entry(port: int, pause: PauseWatermarks) -> P4TableEntry:
+    return P4TableEntry(
+        TABLE_PAUSE_WATERMARKS,
+        match=P4TableMatch(ig_port=port),
+        action=P4TableAction(
+            ACTION_WATCH,
+            hi_bytes=pause.hi_bytes,
+            lo_bytes=pause.lo_bytes,
+            partition_bytes=pause.partition_bytes,
+            refresh_us=pause.refresh_us,
+            pause_quanta=pause.pause_quanta,
+        ),
+    )
+
+
+def pause_source_entry(port: int, mac: str) -> P4TableEntry:
+    """PAUSEs leaving ``port`` come from ``mac`` (the switch's)."""
+    return P4TableEntry(
+        TABLE_PAUSE_SOURCE,
+        match=P4TableMatch(eg_port=port),
+        action=P4TableAction(ACTION_SET_SOURCE, port_mac=mac),
+    )
 
 
 def cnm_clone_session(port: int) -> P4CloneSessionEntry:

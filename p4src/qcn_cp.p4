@@ -3,10 +3,15 @@
 // Ingress: L2 forwarding (control/forwarding.p4); a unicast frame to a CP port is admitted
 //          to that port's queue or tail-dropped (control/admission.p4), and the port's
 //          congestion point judges it on arrival (control/congestion_point.p4: arrival_cp,
-//          the standard's CP; a sampled frame's I2E clone becomes its CNM).
+//          the standard's CP; a sampled frame's I2E clone becomes its CNM).  On an input
+//          port PAUSE guards, the frame is counted into that input's buffer, and past its
+//          high watermark an I2E clone becomes a PAUSE out of it (control/pause.p4).  MAC
+//          Control frames are counted and dropped.
 // Egress:  the frame leaves its port's queue (admission.p4); on a port configured to judge
 //          departing frames, departure_cp does so with BMv2's depths (E2E clones); a clone
-//          of a sampled frame is rewritten into its CNM (control/cnm_builder.p4).
+//          of a sampled frame is rewritten into its CNM (control/cnm_builder.p4); a
+//          guarded input's count falls, and below its low watermark the E2E clone of the
+//          departing frame becomes the PAUSE that lifts the pause (control/pause.p4).
 #include <core.p4>
 // The v1model whose counters and registers take a typed index (port_t, no casts).
 #define V1MODEL_VERSION 20200408
@@ -19,6 +24,7 @@
 #include "control/admission.p4"
 #include "control/congestion_point.p4"
 #include "control/cnm_builder.p4"
+#include "control/pause.p4"
 
 // The frames a CP may sample: data frames, never a CNM, never a frame the parser could not
 // read (a frame too short for Ethernet is a parser error too), never one from a group
@@ -30,16 +36,31 @@
 control QcnIngress(inout headers_t hdr,
                    inout local_metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
+    MacControl() mac_control;
     L2Forwarding() l2;
+    PauseWatch() pause_watch;
     Admission() admission;
+    PauseUncount() pause_uncount;
     CongestionPoint(CloneType.I2E) arrival_cp;
     apply {
-        l2.apply(hdr, meta, standard_metadata);
-        // Flooded frames are not counted: their ports are known only after replication.
-        if (standard_metadata.mcast_grp == 0) {
-            admission.apply(hdr, meta, standard_metadata);
-            if (meta.cp.admitted && !meta.cp.at_departure && CP_DATA_FRAME) {
-                arrival_cp.apply(hdr, meta, standard_metadata);
+        if (meta.pause.mac_control) {
+            mac_control.apply(hdr, meta, standard_metadata);
+        } else {
+            l2.apply(hdr, meta, standard_metadata);
+            // Flooded frames are not counted: their ports are known only after replication.
+            if (standard_metadata.mcast_grp == 0) {
+                pause_watch.apply(hdr, meta, standard_metadata);
+                if (standard_metadata.egress_spec != DROP_PORT) {
+                    admission.apply(hdr, meta, standard_metadata);
+                    if (meta.cp.admitted) {
+                        if (!meta.cp.at_departure && CP_DATA_FRAME) {
+                            arrival_cp.apply(hdr, meta, standard_metadata);
+                        }
+                    } else if (meta.pause.counted
+                               && standard_metadata.egress_spec == DROP_PORT) {
+                        pause_uncount.apply(hdr, meta, standard_metadata);
+                    }
+                }
             }
         }
     }
@@ -49,12 +70,17 @@ control QcnEgress(inout headers_t hdr,
                   inout local_metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
     Departure() departure;
+    PauseRelease() pause_release;
     CongestionPoint(CloneType.E2E) departure_cp;
     CnmBuilder() cnm_builder;
+    PauseBuilder() pause_builder;
     apply {
         // Clones start with their metadata reset (but for the CNM field list), so only the
-        // admitted frame itself is taken off the count.  One condition first: BMv2 walks
+        // admitted frame itself is taken off the counts.  One condition first: BMv2 walks
         // each condition and table node per frame.
+        if (meta.pause.counted) {
+            pause_release.apply(hdr, meta, standard_metadata);
+        }
         if (meta.cp.admitted) {
             departure.apply(hdr, meta, standard_metadata);
             if (meta.cp.at_departure && CP_DATA_FRAME) {
@@ -64,7 +90,11 @@ control QcnEgress(inout headers_t hdr,
             }
         } else if (standard_metadata.instance_type == INSTANCE_TYPE_INGRESS_CLONE
                    || standard_metadata.instance_type == INSTANCE_TYPE_EGRESS_CLONE) {
-            cnm_builder.apply(hdr, meta, standard_metadata);
+            if (meta.pause_fields != 0) {
+                pause_builder.apply(hdr, meta, standard_metadata);
+            } else {
+                cnm_builder.apply(hdr, meta, standard_metadata);
+            }
         }
     }
 }

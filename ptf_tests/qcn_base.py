@@ -34,6 +34,7 @@ from controller.entries import (
 from controller.p4runtime import P4RuntimeSwitch
 from qcn.core.cp_model import CongestionPoint, CpDecision, CpPortConfig
 from qcn.core.frames import (
+    CNM,
     CNM_HEADER_BYTES,
     CNM_MAX_MSDU_BYTES,
     ETHERTYPE_CNM,
@@ -90,6 +91,11 @@ def by_msdu(frames: list[bytes]) -> dict[bytes, bytes]:
     out = {f[msdu_offset(f) : msdu_offset(f) + CNM_MAX_MSDU_BYTES]: f for f in frames}
     assert len(out) == len(frames), "test frames must differ in their first 64 MSDU bytes"
     return out
+
+
+def sampled_seq(cnm: bytes) -> int:
+    """The sequence number (udp_frame) of the frame a CNM encapsulates."""
+    return int.from_bytes(Ether(cnm)[CNM].msdu[30:34], "big")
 
 
 class QcnTest(BaseTest):  # type: ignore[misc]

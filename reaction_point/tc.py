@@ -14,6 +14,9 @@ limiter when it is released) would leave as one burst that the congestion point 
 punishes.  Without a line rate (``line_rate_bps=None``) the tree is flat and unclaimed
 traffic goes unshaped, as before.
 
+Where the PAUSE agent's gate holds the root (:mod:`reaction_point.pause`), the tree hangs
+under it, so a PAUSE holds the limiters' traffic too.
+
 The root's major number 0x5143 ("QC") marks the tree as this daemon's: a new daemon that
 finds it knows it was left by one that died, and removes it; a root qdisc of anyone else's
 is never touched unless the user says so (``replace_foreign``).
@@ -44,6 +47,12 @@ from pyroute2.netlink.rtnl.tcmsg.common import calc_xmittime, get_hz
 from pyroute2.netns import create_socket
 
 from qcn.core.errors import QcnError
+from reaction_point.pause import (
+    GATE_CHILD,
+    GATE_FIFO_HANDLE,
+    GATE_HANDLE,
+    fifo_under_gate,
+)
 
 ROOT_MAJOR = 0x5143
 """The root qdisc's major number: "QC", this daemon's mark on the tree it owns."""
@@ -162,8 +171,9 @@ class RootQdisc:
 
     @property
     def kernel_default(self) -> bool:
-        """The qdisc the kernel attaches by itself (handle 0: nobody configured it)."""
-        return self.handle == 0
+        """The qdisc the kernel attaches by itself (handle 0: nobody configured it), or the
+        FIFO the PAUSE gate holds when no tree hangs under it."""
+        return self.handle in (0, GATE_FIFO_HANDLE)
 
     def __str__(self) -> str:
         return f"{self.kind} {self.handle >> 16:x}:"
@@ -209,11 +219,22 @@ class HtbLimiters:
         self._node_ids = IdPool(1, MAX_FILTERS)
         self._installed: dict[Match, Installed] = {}
         self._open = False
+        self._tree_parent = TC_H_ROOT
+        """Where the tree hangs: the root, or under the PAUSE gate."""
 
     def root_qdisc(self) -> RootQdisc | None:
-        """The interface's root qdisc as it is now (None: none at all)."""
-        for q in self._ipr.get_qdiscs(index=self.ifindex):
-            if q["parent"] == TC_H_ROOT:
+        """The qdisc where the tree goes, as it is now (None: none at all): the interface's
+        root, or the child of the PAUSE gate when one is installed (reaction_point.pause)."""
+        qdiscs = self._ipr.get_qdiscs(index=self.ifindex)
+        self._tree_parent = TC_H_ROOT
+        for q in qdiscs:
+            if q["parent"] == TC_H_ROOT and (q.get_attr("TCA_KIND"), q["handle"]) == (
+                "tbf",
+                GATE_HANDLE,
+            ):
+                self._tree_parent = GATE_CHILD
+        for q in qdiscs:
+            if q["parent"] == self._tree_parent:
                 return RootQdisc(str(q.get_attr("TCA_KIND")), int(q["handle"]))
         return None
 
@@ -238,7 +259,10 @@ class HtbLimiters:
             said = f"{self.ifname}: replaced the root qdisc {found} (--replace-qdisc)"
         try:
             default = DEFAULT_MINOR if self.line_rate_bps else 0
-            self._ipr.tc("replace", "htb", self.ifindex, ROOT_HANDLE, default=default)
+            self._ipr.tc(
+                "replace", "htb", self.ifindex, ROOT_HANDLE, parent=self._tree_parent,
+                default=default,
+            )  # fmt: skip
             if self.line_rate_bps:
                 line = _rate(self.line_rate_bps)
                 for minor, parent in ((LINE_MINOR, ROOT_HANDLE), (DEFAULT_MINOR, self._parent)):
@@ -253,6 +277,11 @@ class HtbLimiters:
 
     def _delete_root(self) -> None:
         try:
+            if self._tree_parent == GATE_CHILD:
+                # Under the PAUSE gate a deleted child would leave TBF a qdisc that drops
+                # everything: a plain FIFO takes the tree's place.
+                fifo_under_gate(self._ipr, self.ifindex)
+                return
             self._ipr.tc("del", "htb", self.ifindex, ROOT_HANDLE)
         except NetlinkError as e:
             if e.code not in (errno.ENODEV, errno.ENOENT, errno.EINVAL):

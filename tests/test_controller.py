@@ -15,6 +15,7 @@ import pytest
 from controller import config
 from controller.entries import (
     CpPort,
+    PauseWatermarks,
     admission_entry,
     bmv2_queue_pkts,
     cnm_clone_session,
@@ -24,10 +25,12 @@ from controller.entries import (
     default_cpid,
     flood_groups,
     l2_entry,
+    pause_watermarks_entry,
     sample_interval_entries,
 )
 from controller.errors import ConfigError
 from qcn.core.params import CpParams, ParamError, QcnParams, QueueDepth, QueueUnit, SamplingMode
+from qcn.core.pipeline import ACTION_WATCH, TABLE_PAUSE_WATERMARKS
 
 NETWORK = """
 [qcn]
@@ -78,6 +81,12 @@ b = "s2:2"
 """
 
 
+PAUSE = (
+    "pause = { hi_bytes = 130000, lo_bytes = 110000, partition_bytes = 150000, "
+    "pause_quanta = 5000, refresh_us = 2000 }"
+)
+
+
 def write(tmp_path: Path, text: str) -> Path:
     f = tmp_path / "net.toml"
     f.write_text(text)
@@ -116,6 +125,21 @@ def test_valid_network(tmp_path: Path) -> None:
         ("queue_rate_pps = 1000", "queue_rate_pps = -1", "queue_rate_pps: must be a whole number"),
         ("[qcn]", "[qcn]\nbogus = 1", "qcn.bogus: unknown parameter"),
         ('name = "h1"', 'name = "h1"\ncolour = "red"', "host[0].colour: unknown field"),
+        (
+            "queue_rate_pps = 1000",
+            "queue_rate_pps = 1000\n" + PAUSE.replace("lo_bytes = 110000", "lo_bytes = 140000"),
+            "switch[0].port[1].pause: watermarks must satisfy 0 <= lo < hi < partition",
+        ),
+        (
+            "queue_rate_pps = 1000",
+            "queue_rate_pps = 1000\n" + PAUSE.replace(", refresh_us = 2000", ""),
+            "switch[0].port[1].pause.refresh_us: required",
+        ),
+        (
+            "queue_rate_pps = 1000",
+            "queue_rate_pps = 1000\npause = { hi = 1 }",
+            "switch[0].port[1].pause.hi: unknown field",
+        ),
     ],
 )
 def test_invalid_field_named(tmp_path: Path, old: str, new: str, message: str) -> None:
@@ -124,6 +148,22 @@ def test_invalid_field_named(tmp_path: Path, old: str, new: str, message: str) -
         config.load(write(tmp_path, NETWORK.replace(old, new, 1)))
     assert str(e.value).startswith(str(tmp_path / "net.toml"))
     assert message in str(e.value)
+
+
+def test_pause_on_a_port(tmp_path: Path) -> None:
+    net = config.load(write(tmp_path, NETWORK.replace("queue_rate_pps = 1000", PAUSE, 1)))
+    s1 = net.switch("s1")
+    pause = s1.port(3).pause
+    assert pause == PauseWatermarks(130000, 110000, 150000, 5000, 2000)
+    entry = pause_watermarks_entry(3, pause)
+    assert (entry.table_id, action_name(entry)) == (TABLE_PAUSE_WATERMARKS, ACTION_WATCH)
+    assert args(entry) == {
+        "hi_bytes": 130000,
+        "lo_bytes": 110000,
+        "partition_bytes": 150000,
+        "refresh_us": 2000,
+        "pause_quanta": 5000,
+    }
 
 
 def test_missing_and_broken_files(tmp_path: Path) -> None:

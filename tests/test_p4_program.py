@@ -20,7 +20,9 @@ HEADERS = ROOT / "p4src" / "include" / "headers.p4"
 
 def p4_constants() -> dict[str, int]:
     text = DEFINES.read_text()
-    found = re.findall(r"const bit<\d+>\s+(\w+)\s*=\s*(0x[0-9A-Fa-f]+|\d+);", text)
+    found = re.findall(
+        r"const (?:bit<\d+>|mac_addr_t|port_t)\s+(\w+)\s*=\s*(0x[0-9A-Fa-f]+|\d+);", text
+    )
     return {name: int(value, 0) for name, value in found}
 
 
@@ -42,6 +44,10 @@ def p4_constants() -> dict[str, int]:
         ("PROB_ONE", params.PROB_ONE),
         ("FLOOD_GROUP_BASE", entries.FLOOD_GROUP_BASE),
         ("CNM_SESSION_BASE", entries.CNM_SESSION_BASE),
+        ("ETHERTYPE_MAC_CONTROL", frames.ETHERTYPE_MAC_CONTROL),
+        ("MAC_CONTROL_OPCODE_PAUSE", frames.MAC_CONTROL_OPCODE_PAUSE),
+        ("PAUSE_FRAME_BYTES", frames.PAUSE_FRAME_BYTES),
+        ("PAUSE_DST_ADDR", int(frames.PAUSE_DST_MAC.replace(":", ""), 16)),
     ],
 )
 def test_constant_agrees(p4_name: str, python_value: int) -> None:

@@ -8,6 +8,8 @@ topologies.rawframes ...``), so that what it does is linted and typed like the r
                                               times; prints the rate achieved (frames/s)
     pace IFACE --rate PPS --duration S        one hex frame on stdin at PPS; prints the count
     capture IFACE --ethertype T --seconds S   prints "ready", then each frame received (hex)
+    arrivals IFACE --ethertype T --seconds S  prints "ready", then when each frame arrived
+                                              (the kernel's receive time, CLOCK_MONOTONIC s)
     count IFACE --ethertype T [--idle S]      prints "ready", then "N PPS" once the
                                               interface has been idle for S
     drain IFACE --ethertype T --count N       prints "ready", then the frames/s of reading
@@ -23,6 +25,7 @@ import argparse
 import contextlib
 import select
 import socket
+import struct
 import sys
 import time
 from collections.abc import Sequence
@@ -32,6 +35,7 @@ from qcn.core.frames import ETHERTYPE_CNM
 ETHERTYPES = {"cnm": ETHERTYPE_CNM, "ipv4": 0x0800}
 RCVBUF_BYTES = 16 << 20
 RECV_BATCH = 256
+SO_TIMESTAMPNS = 35
 
 
 def _ethertype(text: str) -> int:
@@ -100,6 +104,25 @@ def capture(iface: str, ethertype: int, seconds: float) -> None:
                 print(s.recv(2048).hex(), flush=True)
 
 
+def arrivals(iface: str, ethertype: int, seconds: float) -> None:
+    times = []
+    with _receiver(iface, ethertype) as s:
+        s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        s.settimeout(0.2)
+        # The kernel stamps frames in CLOCK_REALTIME: its offset to CLOCK_MONOTONIC, once.
+        offset = time.monotonic() - time.time()
+        print("ready", flush=True)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            with contextlib.suppress(TimeoutError):
+                _, anc, _, _ = s.recvmsg(2048, socket.CMSG_SPACE(16))
+                for level, kind, data in anc:
+                    if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                        sec, nsec = struct.unpack("qq", data[:16])
+                        times.append(sec + nsec * 1e-9 + offset)
+    print("\n".join(f"{t:.6f}" for t in times), flush=True)
+
+
 def count(iface: str, ethertype: int, idle_s: float) -> None:
     with _receiver(iface, ethertype) as s:
         s.settimeout(idle_s)
@@ -139,7 +162,7 @@ def drain(iface: str, ethertype: int, frames: int, timeout_s: float = 30.0) -> N
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     cmds = parser.add_subparsers(dest="cmd", required=True)
-    for name in ("send", "blast", "pace", "capture", "count", "drain"):
+    for name in ("send", "blast", "pace", "capture", "arrivals", "count", "drain"):
         p = cmds.add_parser(name)
         p.add_argument("iface")
         p.add_argument("--gap", type=float, default=0.0, help="seconds between frames")
@@ -158,6 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         pace(a.iface, a.rate, a.duration)
     elif a.cmd == "capture":
         capture(a.iface, a.ethertype, a.seconds)
+    elif a.cmd == "arrivals":
+        arrivals(a.iface, a.ethertype, a.seconds)
     elif a.cmd == "count":
         count(a.iface, a.ethertype, a.idle)
     else:

@@ -206,7 +206,9 @@ control CongestionPoint(inout headers_t hdr,
                     if (meta.cp.byte_interval) {
                         sample_interval.apply();
                     }
-                    if (meta.cp.fb_fp < 0 || meta.cnm_fields[CNM_FIELDS_FB_POSITIVE] == 1) {
+                    // A frame whose clone is a PAUSE (control/pause.p4) gets no CNM.
+                    if ((meta.cp.fb_fp < 0 || meta.cnm_fields[CNM_FIELDS_FB_POSITIVE] == 1)
+                            && meta.pause_fields == 0) {
                         request_cnm();
                     }
                 }

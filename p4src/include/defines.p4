@@ -10,6 +10,15 @@ typedef bit<9>  port_t;
 const bit<16> ETHERTYPE_VLAN  = 0x8100;
 const bit<16> ETHERTYPE_CNM   = 0x22E7;   // 802.1Qau Congestion Notification Message
 const bit<16> ETHERTYPE_CNTAG = 0x22E9;   // 802.1Qau Congestion Notification Tag
+const bit<16> ETHERTYPE_MAC_CONTROL = 0x8808;   // 802.3 MAC Control (PAUSE)
+
+// 802.3x PAUSE: opcode, destination, and the frame the pipeline sends (the 60-byte minimum
+// frame without its FCS; qcn/core/frames.py's PAUSE_FRAME_BYTES).
+const bit<16> MAC_CONTROL_OPCODE_PAUSE = 0x0001;
+const mac_addr_t PAUSE_DST_ADDR = 0x0180C2000001;
+const bit<32> PAUSE_FRAME_BYTES = 60;
+// v1model's drop port: mark_to_drop sets egress_spec to it.
+const port_t DROP_PORT = 511;
 
 const bit<32> ETH_HEADER_BYTES = 14;
 const bit<32> CNM_PDU_BYTES = 24;
@@ -47,5 +56,9 @@ const bit<8> CNM_FIELD_LIST = 1;
 #define CNM_FIELDS_QOFF 37:22
 #define CNM_FIELDS_QDELTA 21:6
 #define CNM_FIELDS_QNTZ_FB 5:0
+// The same field list's PAUSE part (local_metadata_t.pause_fields): set (the top bit) on a
+// frame whose clone becomes a PAUSE, with its pause time in 512-bit quanta.
+#define PAUSE_FIELDS_BITS 17
+#define PAUSE_FIELDS_QUANTA 15:0
 
 #endif  // __DEFINES_P4__

@@ -39,6 +39,17 @@ header cnm_t {
     bit<16>    msdu_len;
 }
 
+// 802.3 MAC Control: the opcode and, for a PAUSE, its time in 512-bit quanta.
+header mac_control_t {
+    bit<16> opcode;
+    bit<16> pause_quanta;
+}
+
+// The zeros that fill a PAUSE the pipeline builds to the minimum frame.
+header pause_pad_t {
+    bit<336> zeros;   // 60 - 14 - 4 bytes
+}
+
 // First two bytes of a CNM's encapsulated MSDU: the sampled frame's EtherType, which the
 // rewrite of the Ethernet header to ETHERTYPE_CNM would otherwise lose.
 header msdu_ethertype_t {
@@ -47,6 +58,8 @@ header msdu_ethertype_t {
 
 struct headers_t {
     ethernet_t       ethernet;
+    mac_control_t    mac_control;
+    pause_pad_t      pause_pad;
     vlan_t           vlan;
     cnm_t            cnm;
     msdu_ethertype_t msdu_ethertype;
@@ -70,13 +83,22 @@ struct cp_state_t {
     bit<3>  interval_idx;    // sample_interval row: QntzFb >> 3
 }
 
+// What 802.3x PAUSE computed for this frame (control/pause.p4).
+struct pause_state_t {
+    bool    mac_control;     // a MAC Control frame (tagged or not): never forwarded
+    bool    counted;         // counted into its input port's buffered bytes
+    bit<32> lo_bytes;        // that input's low watermark, for egress
+}
+
 // What a sampled frame hands to its CNM clone (clone_preserving_field_list keeps it),
 // packed into one field: CNM_FIELDS_* in defines.p4 give the slices, request_cnm packs it
 // and CnmBuilder unpacks it.  The sampled frame's length needs no field: the clone's
 // packet_length is the original's.
 struct local_metadata_t {
     @field_list(CNM_FIELD_LIST) bit<CNM_FIELDS_BITS> cnm_fields;
+    @field_list(CNM_FIELD_LIST) bit<PAUSE_FIELDS_BITS> pause_fields;
     cp_state_t cp;
+    pause_state_t pause;
 }
 
 #endif  // __HEADERS_P4__

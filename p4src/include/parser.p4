@@ -1,6 +1,6 @@
 // Parser and deparser.  Only what the pipeline reads is parsed: Ethernet, the 802.1Q tag,
-// the CN-TAG and the CNM; everything after them is payload (the CNM's MSDU is the frame's
-// own bytes either way).  BMv2 extracts, re-emits and logs each parsed field per frame, so
+// the CN-TAG, the CNM and MAC Control; everything after them is payload (the CNM's MSDU is
+// the frame's own bytes either way).  BMv2 extracts, re-emits and logs each parsed field per frame, so
 // an IPv4/L4 parse the CP never reads costs every frame (bench/pipeline_bench.py).
 // Nothing here drops a frame: an unknown EtherType ends parsing and a short frame ends it
 // with a parser error, which L2 forwarding ignores and the CP treats as "not a data frame".
@@ -19,8 +19,16 @@ parser QcnParser(packet_in packet,
             ETHERTYPE_VLAN: parse_vlan;
             ETHERTYPE_CNM: parse_cnm;
             ETHERTYPE_CNTAG: parse_cntag;
+            ETHERTYPE_MAC_CONTROL: parse_mac_control;
             default: accept;
         }
+    }
+
+    // Marked before the extract: a MAC Control frame cut short is still one.
+    state parse_mac_control {
+        meta.pause.mac_control = true;
+        packet.extract(hdr.mac_control);
+        transition accept;
     }
 
     state parse_vlan {
@@ -28,8 +36,15 @@ parser QcnParser(packet_in packet,
         transition select(hdr.vlan.ether_type) {
             ETHERTYPE_CNM: parse_cnm;
             ETHERTYPE_CNTAG: parse_cntag;
+            ETHERTYPE_MAC_CONTROL: tagged_mac_control;
             default: accept;
         }
+    }
+
+    // 802.3 MAC Control frames are never tagged: this one is dropped as malformed.
+    state tagged_mac_control {
+        meta.pause.mac_control = true;
+        transition accept;
     }
 
     state parse_cnm {
@@ -49,6 +64,8 @@ parser QcnParser(packet_in packet,
 control QcnDeparser(packet_out packet, in headers_t hdr) {
     apply {
         packet.emit(hdr.ethernet);
+        packet.emit(hdr.mac_control);
+        packet.emit(hdr.pause_pad);
         packet.emit(hdr.vlan);
         packet.emit(hdr.cnm);
         packet.emit(hdr.msdu_ethertype);

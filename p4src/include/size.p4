@@ -7,5 +7,6 @@
 #define CP_CONFIG_SIZE 512
 #define SAMPLE_INTERVAL_TABLE_SIZE 4096   // 8 intervals per port
 #define EDGE_PORT_TABLE_SIZE 512
+#define PAUSE_TABLE_SIZE 512
 
 #endif  // __SIZE_P4__

@@ -1,4 +1,5 @@
-"""802.1Qau frames as scapy layers: the CNM (EtherType 0x22E7) and the CN-TAG (0x22E9).
+"""802.1Qau frames as scapy layers: the CNM (EtherType 0x22E7) and the CN-TAG (0x22E9);
+and 802.3x PAUSE (MAC Control, 0x8808), scapy's own ``MACControlPause``.
 
 This is the Python side's one definition of the CNM layout; the P4 side's is
 ``p4src/include/headers.p4`` (a test checks both agree on sizes and EtherTypes).
@@ -23,6 +24,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from scapy.contrib.mac_control import MACControlPause
 from scapy.fields import (
     BitField,
     FieldLenField,
@@ -253,3 +255,50 @@ def _mac_str(b: bytes) -> str:
 
 def _mac_bytes(mac: str) -> bytes:
     return bytes.fromhex(mac.replace(":", ""))
+
+
+# -- 802.3x PAUSE --------------------------------------------------------------------------
+# p4src/include/defines.p4 holds the same constants (a test checks they agree).
+ETHERTYPE_MAC_CONTROL = 0x8808
+MAC_CONTROL_OPCODE_PAUSE = 0x0001
+PAUSE_DST_MAC = "01:80:c2:00:00:01"
+PAUSE_FRAME_BYTES = 60
+"""The minimum frame, without its FCS: what the pipeline sends and a PAUSE must fill."""
+PAUSE_QUANTUM_BITS = 512
+"""A pause quantum: the time of 512 bits at the link's rate."""
+PAUSE_QUANTA_MAX = 0xFFFF
+
+
+def pause_frame(src_mac: str, quanta: int) -> bytes:
+    """A PAUSE of ``quanta`` (0 lifts a pause), padded with zeros to the minimum frame."""
+    pkt = Ether(src=src_mac, dst=PAUSE_DST_MAC, type=ETHERTYPE_MAC_CONTROL) / MACControlPause(
+        pause_time=quanta
+    )
+    raw = bytes(pkt)
+    return raw + bytes(PAUSE_FRAME_BYTES - len(raw))
+
+
+def parse_pause(frame: bytes) -> int | None:
+    """The pause time (quanta) of a well-formed untagged PAUSE; None for anything else."""
+    if len(frame) < ETH_HEADER_BYTES + 4 or frame[:6] != _mac_bytes(PAUSE_DST_MAC):
+        return None
+    ether_type, opcode, quanta = struct.unpack_from("!HHH", frame, 12)
+    if ether_type != ETHERTYPE_MAC_CONTROL or opcode != MAC_CONTROL_OPCODE_PAUSE:
+        return None
+    return int(quanta)
+
+
+def pause_seconds(quanta: int, line_rate_bps: float) -> float:
+    """How long ``quanta`` hold a link of ``line_rate_bps``."""
+    return quanta * PAUSE_QUANTUM_BITS / line_rate_bps
+
+
+def pause_quanta(seconds: float, line_rate_bps: float) -> int:
+    """The quanta that hold a link of ``line_rate_bps`` for at least ``seconds``."""
+    quanta = -(-seconds * line_rate_bps // PAUSE_QUANTUM_BITS)
+    if not 0 <= quanta <= PAUSE_QUANTA_MAX:
+        raise ValueError(
+            f"a pause of {seconds * 1e3:g} ms at {line_rate_bps / 1e6:g} Mb/s needs {quanta:g} "
+            f"quanta; a PAUSE carries at most {PAUSE_QUANTA_MAX}"
+        )
+    return int(quanta)

@@ -42,6 +42,12 @@ TABLE_EDGE_PORT = "edge_port"
 ACTION_MARK_EDGE = "mark_edge"
 TABLE_ADMISSION = "admission"
 ACTION_ADMIT = "admit"
+#: 802.3x PAUSE (p4src/control/pause.p4): the watermarks of each guarded input port, and
+#: the source address of the PAUSEs each port sends.
+TABLE_PAUSE_WATERMARKS = "pause_watermarks"
+ACTION_WATCH = "watch"
+TABLE_PAUSE_SOURCE = "pause_source"
+ACTION_SET_SOURCE = "set_source"
 
 #: The CP's two instances (p4src/qcn_cp.p4), by P4Info alias prefix, with their full names:
 #: the arrival CP in ingress (the standard's) and the departure CP in egress (BMv2's own
@@ -108,6 +114,8 @@ ACTION_PARAMS: dict[str, tuple[str, ...]] = {
     ACTION_FORWARD: ("port",),
     ACTION_MARK_EDGE: (),
     ACTION_ADMIT: ("limit_pkts", "limit_bytes", "bytes_unit", "at_departure"),
+    ACTION_WATCH: ("hi_bytes", "lo_bytes", "partition_bytes", "refresh_us", "pause_quanta"),
+    ACTION_SET_SOURCE: ("port_mac",),
     **{cp_name(i, a): params for i in CP_INSTANCES for a, params in CP_ACTION_PARAMS.items()},
 }
 #: Each table's match fields (their @name) and the actions the controller puts in it.
@@ -115,6 +123,8 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     TABLE_L2: (("dst_addr",), (ACTION_FORWARD,)),
     TABLE_EDGE_PORT: (("ig_port",), (ACTION_MARK_EDGE,)),
     TABLE_ADMISSION: (("eg_port",), (ACTION_ADMIT,)),
+    TABLE_PAUSE_WATERMARKS: (("ig_port",), (ACTION_WATCH,)),
+    TABLE_PAUSE_SOURCE: (("eg_port",), (ACTION_SET_SOURCE,)),
     **{
         cp_name(i, t): (fields, tuple(cp_name(i, a) for a in actions))
         for i in CP_INSTANCES
@@ -128,14 +138,24 @@ COUNTERS: dict[str, str] = {
     **{cp_name(i, c): cp_full_name(i, c) for i in CP_INSTANCES for c in CP_COUNTERS},
     "tail_drops": "QcnIngress.admission.tail_drops",
     "cnm_edge_drops": "QcnIngress.l2.cnm_edge_drops",
+    "pause_sent": "pause_sent",
+    "pause_drops": "QcnIngress.pause_watch.pause_drops",
+    "pause_received": "QcnIngress.mac_control.pause_received",
+    "mac_control_drops": "QcnIngress.mac_control.mac_control_drops",
 }
 #: Per-port registers (Thrift only: PI does not serve registers over P4Runtime).  The
 #: occupancy is the pipeline's own count of each CP port's queue (p4src/control/admission.p4).
 REGISTER_OCCUPANCY_PKTS = "occupancy_pkts"
 REGISTER_OCCUPANCY_BYTES = "occupancy_bytes"
+#: Bytes buffered from each PAUSE-guarded input, and when its PAUSE in force was sent (µs;
+#: 0: none).
+REGISTER_INPUT_BYTES = "input_bytes"
+REGISTER_PAUSE_SENT_AT = "pause_sent_at"
 REGISTERS = (
     REGISTER_OCCUPANCY_PKTS,
     REGISTER_OCCUPANCY_BYTES,
+    REGISTER_INPUT_BYTES,
+    REGISTER_PAUSE_SENT_AT,
     *(cp_full_name(i, r) for i in CP_INSTANCES for r in CP_REGISTERS),
 )
 

@@ -1,0 +1,347 @@
+"""802.3x PAUSE honoured where it arrives: the MAC's part, below any bridge or daemon.
+
+A PAUSE received on an interface holds that interface's transmission for its pause time
+(quanta of 512 bit times at the link's rate); a later PAUSE replaces the time left, one of
+0 ends the hold (docs/pause.md).  The hold is a kernel qdisc, the only place a Linux
+interface's transmission can be stopped without losing frames:
+
+    root tbf 5150:  (the gate)  open: rate far above any link here; held: 1 byte/s
+      [5150:1  the interface's own tree, e.g. the reaction point's HTB (reaction_point.tc)]
+
+This kernel has neither ``plug`` nor ``netem`` (docs/pause.md), so the gate is a token
+bucket.  Changing a TBF refills its bucket, so the frame at the head of the queue when a
+hold begins may still leave: one frame of at most ``mtu`` bytes per PAUSE, then at most
+one every 4 s (:data:`HELD_BUCKET_S`), which the namespace test bounds.  Frames sent
+during the hold wait in the gate (up to ``limit_bytes``, then the kernel drops them as a
+full adapter queue would).
+
+The agent (``python -m reaction_point.pause``) serves switch ports and hosts alike: one
+AF_PACKET socket per interface, bound to EtherType 0x8808.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import select
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FrameType
+
+from pyroute2 import IPRoute, NetNS
+from pyroute2.netlink.exceptions import NetlinkError
+from pyroute2.netns import popns, pushns
+
+from qcn.core.errors import QcnError
+from qcn.core.frames import (
+    ETHERTYPE_MAC_CONTROL,
+    PAUSE_DST_MAC,
+    PAUSE_FRAME_BYTES,
+    parse_pause,
+    pause_seconds,
+)
+
+GATE_MAJOR = 0x5150
+"""The gate's major number: "QP", this module's mark."""
+GATE_HANDLE = GATE_MAJOR << 16
+GATE_CHILD = GATE_HANDLE | 1
+"""Where an interface's own qdisc tree hangs under the gate (TBF's one class)."""
+GATE_FIFO_HANDLE = (GATE_MAJOR + 1) << 16
+"""The plain FIFO under the gate when no tree hangs there."""
+GATE_FIFO_PKTS = 1000
+OPEN_RATE_BYTES_S = 1_250_000_000
+"""10 Gb/s: far above every link this project emulates, so an open gate shapes nothing."""
+OPEN_BURST_BYTES = 1 << 17
+"""Room for the largest GSO frame a veth passes (64 KB) twice over."""
+HELD_BUCKET_S = 4.0
+"""A TBF bucket holds at most ~4.29 s of its rate (the kernel's 32-bit ns buffer), and must
+hold the largest frame or drop it: held, the gate runs at mtu / 4 s, one largest frame
+every 4 s (a 1500-byte frame each 3.75 s at the default mtu)."""
+DEFAULT_LIMIT_BYTES = 4 << 20
+TC_H_ROOT = 0xFFFFFFFF
+
+
+class PauseError(QcnError):
+    """The gate could not be installed or changed."""
+
+
+class PauseGate:
+    """The root TBF of one interface (in ``netns``, or this process's namespace)."""
+
+    def __init__(
+        self,
+        ifname: str,
+        *,
+        netns: str | None = None,
+        mtu: int = 1600,
+        limit_bytes: int = DEFAULT_LIMIT_BYTES,
+    ) -> None:
+        self.ifname = ifname
+        self.mtu = mtu
+        self.limit_bytes = limit_bytes
+        self._ipr: IPRoute = NetNS(netns) if netns else IPRoute()
+        found = self._ipr.link_lookup(ifname=ifname)
+        if not found:
+            self._ipr.close()
+            raise PauseError(f"no interface named {ifname}")
+        self.ifindex: int = found[0]
+        self.held = False
+        self._open = False
+
+    def _tbf(self, command: str, rate: int, burst: int) -> None:
+        # pyroute2 wants the parameters even to delete.
+        try:
+            self._ipr.tc(
+                command, "tbf", self.ifindex, GATE_HANDLE, rate=rate, burst=burst,
+                limit=self.limit_bytes,
+            )  # fmt: skip
+        except NetlinkError as e:
+            raise PauseError(f"{self.ifname}: cannot {command} the PAUSE gate: {e}") from e
+
+    def open(self) -> None:
+        """Install the gate, open; a gate a dead agent left is taken over."""
+        self._tbf("replace", OPEN_RATE_BYTES_S, OPEN_BURST_BYTES)
+        self._open = True
+        fifo_under_gate(self._ipr, self.ifindex)
+        self.held = False
+
+    @property
+    def held_rate_bytes_s(self) -> int:
+        return -(-self.mtu // int(HELD_BUCKET_S))
+
+    def hold(self) -> None:
+        if not self.held:
+            self._tbf("change", self.held_rate_bytes_s, self.mtu)
+            self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self._tbf("change", OPEN_RATE_BYTES_S, OPEN_BURST_BYTES)
+            self.held = False
+
+    def close(self) -> None:
+        """Remove the gate (and whatever hangs under it)."""
+        if self._open:
+            with contextlib.suppress(NetlinkError):
+                self._tbf("del", OPEN_RATE_BYTES_S, OPEN_BURST_BYTES)
+            self._open = False
+        self._ipr.close()
+
+
+def fifo_under_gate(ipr: IPRoute, ifindex: int) -> None:
+    """A FIFO of a known handle under the gate (TBF's own has none that a dump shows)."""
+    try:
+        ipr.tc(
+            "replace", "pfifo", ifindex, GATE_FIFO_HANDLE, parent=GATE_CHILD, limit=GATE_FIFO_PKTS
+        )
+    except NetlinkError as e:
+        raise PauseError(f"cannot put a FIFO under the PAUSE gate: {e}") from e
+
+
+@dataclass
+class PauseState:
+    """802.3x's receive side for one link: when the current hold ends (None: not held)."""
+
+    line_rate_bps: float
+    until: float | None = None
+    pauses: int = 0
+    resumes: int = 0
+    held_s: float = 0.0
+    _since: float = field(default=0.0, repr=False)
+
+    def on_pause(self, quanta: int, now: float) -> None:
+        """A PAUSE arrived: hold until its time is up (a new one replaces the old), or
+        release at once for 0."""
+        if quanta == 0:
+            self.resumes += 1
+            self._end(now)
+            return
+        self.pauses += 1
+        if self.until is None:
+            self._since = now
+        self.until = now + pause_seconds(quanta, self.line_rate_bps)
+
+    def expire(self, now: float) -> None:
+        if self.until is not None and now >= self.until:
+            self._end(self.until)
+
+    def _end(self, at: float) -> None:
+        if self.until is not None:
+            self.held_s += at - self._since
+        self.until = None
+
+    @property
+    def held(self) -> bool:
+        return self.until is not None
+
+
+def pause_socket(ifname: str) -> socket.socket:
+    """A socket that receives the MAC Control frames arriving on ``ifname``."""
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETHERTYPE_MAC_CONTROL))
+    try:
+        sock.bind((ifname, ETHERTYPE_MAC_CONTROL))
+    except OSError as e:
+        sock.close()
+        raise PauseError(f"cannot listen on {ifname}: {e.strerror}") from e
+    sock.setblocking(False)
+    return sock
+
+
+PACKET_OUTGOING = 4
+
+
+@dataclass
+class HonouredPort:
+    ifname: str
+    gate: PauseGate
+    state: PauseState
+    sock: socket.socket
+
+    @property
+    def kick(self) -> bytes:
+        mac: bytes = self.sock.getsockname()[4]
+        return (
+            bytes.fromhex(PAUSE_DST_MAC.replace(":", ""))
+            + mac
+            + ETHERTYPE_MAC_CONTROL.to_bytes(2, "big")
+            + bytes(PAUSE_FRAME_BYTES - 14)
+        )
+
+
+class PauseAgent:
+    """Honours PAUSE on a set of interfaces of one namespace until stopped."""
+
+    def __init__(
+        self,
+        ifnames: list[str],
+        line_rate_bps: float,
+        *,
+        netns: str | None = None,
+        mtu: int = 1600,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.clock = clock
+        self.ports: list[HonouredPort] = []
+        self._stop = False
+        try:
+            if netns:
+                pushns(netns)
+            try:
+                for name in ifnames:
+                    gate = PauseGate(name, mtu=mtu)
+                    self.ports.append(
+                        HonouredPort(name, gate, PauseState(line_rate_bps), pause_socket(name))
+                    )
+                    gate.open()
+            finally:
+                if netns:
+                    popns()
+        except (PauseError, OSError):
+            self.close()
+            raise
+
+    def stop(self, _signum: int = 0, _frame: FrameType | None = None) -> None:
+        self._stop = True
+
+    def run(self, until: Callable[[], bool] = lambda: False) -> None:
+        while not self._stop and not until():
+            self.step(timeout_s=0.1)
+
+    def step(self, timeout_s: float) -> None:
+        """Wait for PAUSEs or the next hold's end (at most ``timeout_s``), act on both."""
+        now = self.clock()
+        ends = [p.state.until for p in self.ports if p.state.until is not None]
+        timeout = max(0.0, min([now + timeout_s, *ends]) - now)
+        with contextlib.suppress(InterruptedError):
+            readable, _, _ = select.select([p.sock for p in self.ports], [], [], timeout)
+        now = self.clock()
+        for port in self.ports:
+            if port.sock in readable:
+                self._receive(port, now)
+            port.state.expire(self.clock())
+            if port.state.held:
+                port.gate.hold()
+            elif port.gate.held:
+                port.gate.release()
+                # A changed TBF is not run again until a frame arrives, and senders held
+                # by their socket's buffer (or TCP's small queues) send none: one frame
+                # wakes it.  It is a MAC Control frame of no opcode, which the peer's MAC
+                # discards (a bridge never forwards 01-80-C2-00-00-01).
+                with contextlib.suppress(OSError):
+                    port.sock.send(port.kick)
+
+    def _receive(self, port: HonouredPort, now: float) -> None:
+        while True:
+            try:
+                data, addr = port.sock.recvfrom(2048)
+            except BlockingIOError:
+                return
+            except OSError as e:
+                if e.errno == errno.ENETDOWN:
+                    return
+                raise
+            if addr[2] == PACKET_OUTGOING:
+                continue
+            quanta = parse_pause(data)
+            if quanta is not None:
+                port.state.on_pause(quanta, now)
+
+    def close(self) -> None:
+        for port in self.ports:
+            port.sock.close()
+            port.gate.close()
+        self.ports = []
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        return {
+            p.ifname: {
+                "pauses": p.state.pauses,
+                "resumes": p.state.resumes,
+                "held_s": round(p.state.held_s, 6),
+            }
+            for p in self.ports
+        }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m reaction_point.pause",
+        description="Honour 802.3x PAUSE on interfaces: hold their transmission as asked.",
+    )
+    parser.add_argument("interfaces", nargs="+", help="interfaces to honour PAUSE on")
+    parser.add_argument(
+        "--line-rate-mbps", type=float, required=True, help="the links' rate (sets a quantum)"
+    )
+    parser.add_argument("--netns", help="the interfaces' network namespace")
+    parser.add_argument("--mtu", type=int, default=1600, help="largest frame (bytes)")
+    args = parser.parse_args(argv)
+    if args.line_rate_mbps <= 0:
+        parser.error("--line-rate-mbps must be positive")
+    try:
+        agent = PauseAgent(
+            args.interfaces, args.line_rate_mbps * 1e6, netns=args.netns, mtu=args.mtu
+        )
+    except (PauseError, OSError) as e:
+        print(f"pause agent: {e}", file=sys.stderr)
+        return 1
+    signal.signal(signal.SIGTERM, agent.stop)
+    signal.signal(signal.SIGINT, agent.stop)
+    print(f"pause agent: honouring PAUSE on {', '.join(args.interfaces)}", flush=True)
+    try:
+        agent.run()
+    finally:
+        summary = agent.summary()
+        agent.close()
+        for name, s in summary.items():
+            print(f"pause agent: {name}: {s['pauses']} pauses, {s['resumes']} resumes, "
+                  f"held {s['held_s']:.3f} s", flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,251 @@
+"""802.3x PAUSE: the frame layer, the receive-side timing rules, and the agent holding a
+real interface's transmission (root: two namespaces, a veth pair, the kernel's qdisc)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from scapy.layers.l2 import Ether
+
+from qcn.core.frames import (
+    PAUSE_FRAME_BYTES,
+    parse_pause,
+    pause_frame,
+    pause_quanta,
+    pause_seconds,
+)
+from reaction_point.pause import PauseGate, PauseState
+from reaction_point.tc import ROOT_HANDLE, FlowMatch, HtbLimiters, RootQdisc
+from tests.toolchain import requires_root
+from topologies.netns import delete_netns, send_frames, sh
+
+PEER_MAC = "02:00:00:00:77:02"
+
+
+def test_pause_frame_bytes() -> None:
+    frame = pause_frame("02:00:00:00:00:01", 0x1234)
+    assert len(frame) == PAUSE_FRAME_BYTES
+    assert frame.hex() == (
+        "0180c2000001" "020000000001" "8808" "0001" "1234" + "00" * 42
+    )  # fmt: skip
+    assert parse_pause(frame) == 0x1234
+    assert Ether(frame).pause_time == 0x1234
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        pause_frame("02:00:00:00:00:01", 5)[:15],  # cut short
+        bytes.fromhex("020000000002") + pause_frame("02:00:00:00:00:01", 5)[6:],  # unicast
+        pause_frame("02:00:00:00:00:01", 5)[:14] + b"\x00\x02" + bytes(44),  # GATE opcode
+        bytes.fromhex("0180c20000010200000000010800") + bytes(46),  # not MAC Control
+    ],
+)
+def test_anything_but_a_pause_is_ignored(frame: bytes) -> None:
+    assert parse_pause(frame) is None
+
+
+def test_quanta_are_512_bit_times() -> None:
+    assert pause_seconds(0xFFFF, 100e6) == pytest.approx(0.3355392)
+    assert pause_quanta(0.001, 100e6) == 196  # 195.3 rounded up: at least the time asked
+    with pytest.raises(ValueError, match="at most 65535"):
+        pause_quanta(1.0, 100e6)
+
+
+def test_a_new_pause_replaces_the_time_left_and_zero_ends_it() -> None:
+    s = PauseState(line_rate_bps=512e3)  # one quantum = 1 ms
+    s.on_pause(100, now=0.0)
+    assert s.until == pytest.approx(0.1)
+    s.on_pause(10, now=0.05)  # shorter: the new time wins, as 802.3x has it
+    assert s.until == pytest.approx(0.06)
+    s.expire(0.059)
+    assert s.held
+    s.expire(0.0601)
+    assert not s.held
+    assert s.held_s == pytest.approx(0.06)
+    s.on_pause(100, now=1.0)
+    s.on_pause(0, now=1.02)
+    assert not s.held
+    assert (s.pauses, s.resumes, s.held_s) == (3, 1, pytest.approx(0.08))
+
+
+# -- on real interfaces ---------------------------------------------------------------------
+
+DATA_ETHERTYPE = 0x88B5
+"""IEEE's local experimental EtherType: the test's paced frames."""
+PACE_PPS = 1000
+
+
+@dataclass
+class Link:
+    host_ns: str
+    peer_ns: str
+    host_if: str = "pz-h"
+    peer_if: str = "pz-p"
+
+
+@pytest.fixture
+def link() -> Iterator[Link]:
+    tag = os.getpid() % 100000
+    lk = Link(f"pzh{tag}", f"pzp{tag}")
+    delete_netns(lk.host_ns, lk.peer_ns)
+    try:
+        sh("ip", "netns", "add", lk.host_ns)
+        sh("ip", "netns", "add", lk.peer_ns)
+        sh("ip", "-n", lk.host_ns, "link", "add", lk.host_if, "type", "veth", "peer", "name",
+           lk.peer_if, "netns", lk.peer_ns)  # fmt: skip
+        sh("ip", "-n", lk.host_ns, "link", "set", lk.host_if, "up")
+        sh("ip", "-n", lk.peer_ns, "link", "set", lk.peer_if, "up")
+        yield lk
+    finally:
+        delete_netns(lk.host_ns, lk.peer_ns)
+
+
+def in_ns(ns: str, *args: str) -> list[str]:
+    return ["ip", "netns", "exec", ns, sys.executable, *args]
+
+
+def started(cmd: list[str], ready: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert ready in line, f"{cmd}: {line!r}"
+    return proc
+
+
+def largest_gap(
+    link: Link,
+    line_rate_mbps: float,
+    pauses: list[int],
+    *,
+    gap_s: float = 0.0,
+    rp_tree: bool = False,
+) -> float:
+    """Pace frames out of the host's interface under the agent for 1.5 s, send PAUSEs of
+    these quanta from the peer 0.5 s in, ``gap_s`` apart, and return the longest silence
+    seen.
+    ``rp_tree``: the reaction point's HTB tree (line-rate class) hangs under the gate."""
+    agent = started(
+        in_ns(
+            link.host_ns,
+            "-m",
+            "reaction_point.pause",
+            link.host_if,
+            "--line-rate-mbps",
+            str(line_rate_mbps),
+        ),
+        "honouring",
+    )
+    tree = None
+    try:
+        if rp_tree:
+            tree = HtbLimiters(link.host_if, netns=link.host_ns, line_rate_bps=line_rate_mbps * 1e6)
+            tree.open()
+        rx = started(
+            in_ns(
+                link.peer_ns,
+                "-m",
+                "topologies.rawframes",
+                "arrivals",
+                link.peer_if,
+                "--ethertype",
+                str(DATA_ETHERTYPE),
+                "--seconds",
+                "2.2",
+            ),
+            "ready",
+        )
+        # Full-size frames: a held gate lets one through, then one per 3.75 s.
+        frame = bytes.fromhex("02000000770202000000770188b5") + bytes(1486)
+        pace = ["pace", link.host_if, "--rate", str(PACE_PPS), "--duration", "1.5"]
+        pacer = subprocess.Popen(
+            in_ns(link.host_ns, "-m", "topologies.rawframes", *pace),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert pacer.stdin is not None
+        pacer.stdin.write(frame.hex())
+        pacer.stdin.close()
+        began = time.monotonic()
+        time.sleep(max(0.0, began + 0.5 - time.monotonic()))
+        if pauses:
+            # One helper process sends them all: starting one takes a variable ~0.1 s.
+            frames = [pause_frame(PEER_MAC, q) for q in pauses]
+            send_frames(link.peer_ns, link.peer_if, frames, gap_s=gap_s)
+        pacer.wait(timeout=10)
+        out, _ = rx.communicate(timeout=10)
+    finally:
+        if tree is not None:
+            tree.close()
+        agent.terminate()
+        summary, _ = agent.communicate(timeout=10)
+    assert agent.returncode == 0
+    assert f"{sum(1 for q in pauses if q)} pauses" in summary, summary
+    times = [float(t) for t in out.split()[1:] if t]  # after "ready"
+    assert len(times) > PACE_PPS, "the paced frames must arrive"
+    return max(b - a for a, b in itertools.pairwise(times))
+
+
+@requires_root()
+def test_a_pause_holds_transmission_for_its_time(link: Link) -> None:
+    gap = largest_gap(link, line_rate_mbps=100, pauses=[0xFFFF])
+    assert gap == pytest.approx(pause_seconds(0xFFFF, 100e6), rel=0.10)
+
+
+@requires_root()
+def test_a_zero_pause_ends_the_hold(link: Link) -> None:
+    # 65535 quanta at 10 Mb/s hold for 3.4 s; the zero PAUSE 0.25 s later ends it.
+    gap = largest_gap(link, line_rate_mbps=10, pauses=[0xFFFF, 0], gap_s=0.25)
+    assert gap == pytest.approx(0.25, rel=0.10)
+
+
+@requires_root()
+def test_the_agent_leaves_no_qdisc(link: Link) -> None:
+    largest_gap(link, line_rate_mbps=100, pauses=[])
+    assert "tbf" not in tc_show(link)
+
+
+@requires_root()
+def test_the_reaction_points_tree_hangs_under_the_gate_and_is_held(link: Link) -> None:
+    gate = PauseGate(link.host_if, netns=link.host_ns)
+    gate.open()
+    try:
+        with HtbLimiters(link.host_if, netns=link.host_ns, line_rate_bps=100e6) as tree:
+            assert tree.root_qdisc() == RootQdisc("htb", ROOT_HANDLE)
+            tree.add(FlowMatch("10.0.0.1", "10.0.0.2", 17, 1, 2), 10e6)
+            shown = tc_show(link)
+            assert "qdisc tbf 5150: root" in shown
+            assert "qdisc htb 5143: parent 5150:1" in shown
+        shown = tc_show(link)
+        assert "htb" not in shown, "the tree is gone"
+        # and a second daemon finds the gate's FIFO, not someone else's qdisc
+        with HtbLimiters(link.host_if, netns=link.host_ns) as again:
+            assert again.root_qdisc() == RootQdisc("htb", ROOT_HANDLE)
+        shown = tc_show(link)
+        assert "qdisc pfifo 5151: parent 5150:1" in shown, "and the gate still passes"
+    finally:
+        gate.close()
+    assert "tbf" not in tc_show(link)
+
+
+@requires_root()
+def test_a_pause_holds_the_reaction_points_traffic(link: Link) -> None:
+    gap = largest_gap(link, line_rate_mbps=100, pauses=[0xFFFF], rp_tree=True)
+    assert gap == pytest.approx(pause_seconds(0xFFFF, 100e6), rel=0.10)
+
+
+def tc_show(link: Link) -> str:
+    return subprocess.run(
+        ["ip", "netns", "exec", link.host_ns, "tc", "qdisc", "show", "dev", link.host_if],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
