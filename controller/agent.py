@@ -178,9 +178,14 @@ class SwitchAgent:
 
     def apply_queue_shaping(self) -> None:
         """Queue rates; and depths: a CP port's buffer is the pipeline's limit, and BMv2's
-        own queue is made deeper (controller.entries.bmv2_queue_pkts)."""
+        own queue is made deeper (controller.entries.bmv2_queue_pkts).  With PAUSE on any
+        input, every port's queue is made that deep: a frame BMv2 dropped would stay
+        counted in its input's buffer for ever (the partitions are the only limit)."""
+        pause = any(p.pause for p in self.cfg.ports)
         shaped = [
-            p for p in self.cfg.ports if p.queue_rate_pps is not None or p.queue_depth_pkts or p.cp
+            p
+            for p in self.cfg.ports
+            if p.queue_rate_pps is not None or p.queue_depth_pkts or p.cp or pause
         ]
         if not shaped:
             return
@@ -190,6 +195,10 @@ class SwitchAgent:
                     t.set_queue_rate(p.queue_rate_pps, p.port)
                 if p.cp:
                     t.set_queue_depth(bmv2_queue_pkts(self.cp_port(p.port).limit_pkts), p.port)
+                elif pause:
+                    t.set_queue_depth(
+                        bmv2_queue_pkts(p.queue_depth_pkts or BMV2_DEFAULT_QUEUE_PKTS), p.port
+                    )
                 elif p.queue_depth_pkts is not None:
                     t.set_queue_depth(p.queue_depth_pkts, p.port)
 

@@ -200,8 +200,10 @@ def _command(args: argparse.Namespace) -> int:
     from qcn.run import load_scenario  # noqa: PLC0415
 
     sc, overrides = load_scenario(args.scenario, args.set, args.duration)
-    if sc.workload.pattern == "tcp":
-        raise CompareError(f"{sc.name} runs real TCP: the simulator has no TCP model to compare")
+    if sc.network.topology == "multihop":
+        raise CompareError(
+            f"{sc.name} runs real iperf3 flows: the simulator has no model of them to compare"
+        )
     out = args.out or DEFAULT_OUT / sc.name
     rows = run_compare(sc, runs=args.runs, out=out, keep=list(overrides))
     print(format_table(rows, args.runs))

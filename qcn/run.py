@@ -124,11 +124,11 @@ def _run(args: argparse.Namespace) -> int:
     if not args.scenario:
         raise ScenarioError("give a scenario name (qcn run --list) or a file")
     sc, overrides = load_scenario(args.scenario, args.set, args.duration)
-    if sc.workload.pattern == "tcp":
+    if sc.network.topology == "multihop":
         if args.backend == "sim":
             raise ScenarioError(
-                f"{sc.name} runs real TCP through kernel limiters: the simulator has no TCP "
-                "model; run it with --backend mininet"
+                f"{sc.name} runs real iperf3 flows through kernel limiters: the simulator has "
+                "no model of them; run it with --backend mininet"
             )
         args.backend = "mininet"
     backend, why = choose_backend(args.backend)

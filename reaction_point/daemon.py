@@ -46,6 +46,12 @@ from pyroute2.netlink.exceptions import NetlinkError
 from qcn.core.errors import QcnError
 from qcn.core.frames import ETHERTYPE_CNM, CnmInfo, CnmRejectedError, parse_cnm
 from qcn.core.params import RpParams
+from reaction_point.packet_socket import (
+    ANCILLARY_BYTES,
+    PACKET_OUTGOING,
+    rx_timestamp,
+    stamp_receptions,
+)
 from reaction_point.rules import RateLimiterRules
 from reaction_point.tc import (
     MAX_FILTERS,
@@ -58,8 +64,6 @@ from reaction_point.tc import (
     TcFullError,
 )
 
-PACKET_OUTGOING = 4
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; missing from typeshed
 SOL_PACKET = getattr(socket, "SOL_PACKET", 263)
 PACKET_STATISTICS = 6
 """Linux packet(7): (frames received, frames dropped) since the last read, which resets them."""
@@ -71,7 +75,6 @@ RCVBUF_BYTES = 256 << 10
 """The socket's receive buffer (the kernel doubles it).  It bounds how long a CNM can wait
 behind a flood: about 1,200 frames, some 20 ms of the daemon's work (see bench/rp_bench.py,
 "flood"); beyond it the kernel drops frames, counted as ``kernel_socket_drops``."""
-ANCILLARY_BYTES = 128
 DEFAULT_MAX_LIMITERS = 1024
 MAX_LIMITERS_LIMIT = MAX_FILTERS // 2
 """Room for every limiter even if each destination has two IPv4 addresses."""
@@ -230,7 +233,7 @@ class ReactionPoint:
         self.mac = self._ipr.get_links(self._ifindex)[0].get_attr("IFLA_ADDRESS")
         sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETHERTYPE_CNM))
         sock.bind((self.opt.iface, ETHERTYPE_CNM))
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        stamp_receptions(sock)
         # Room for a burst of CNMs while the loop is busy with the kernel, and no more.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
         sock.setblocking(False)
@@ -350,7 +353,7 @@ class ReactionPoint:
                 break
             if addr[2] == PACKET_OUTGOING:
                 continue
-            rx_time = _rx_timestamp(ancdata)
+            rx_time = rx_timestamp(ancdata)
             handled += 1
             if self.handle_frame(data) and rx_time is not None:
                 self._pending_rx.append(rx_time)
@@ -576,14 +579,6 @@ class ReactionPoint:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.status(running=running), indent=1))
         tmp.replace(path)
-
-
-def _rx_timestamp(ancdata: list[tuple[int, int, bytes]]) -> float | None:
-    for level, kind, data in ancdata:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
-            sec, nsec = struct.unpack("qq", data[:16])
-            return float(sec + nsec * 1e-9)
-    return None
 
 
 def _flow_of(msdu: bytes) -> FlowMatch | None:

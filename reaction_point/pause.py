@@ -5,15 +5,20 @@ A PAUSE received on an interface holds that interface's transmission for its pau
 0 ends the hold (docs/pause.md).  The hold is a kernel qdisc, the only place a Linux
 interface's transmission can be stopped without losing frames:
 
-    root tbf 5150:  (the gate)  open: rate far above any link here; held: 1 byte/s
+    root tbf 5150:  (the gate)  open: the link's rate; held: 1 byte/s
       [5150:1  the interface's own tree, e.g. the reaction point's HTB (reaction_point.tc)]
 
 This kernel has neither ``plug`` nor ``netem`` (docs/pause.md), so the gate is a token
 bucket.  Changing a TBF refills its bucket, so the frame at the head of the queue when a
-hold begins may still leave: one frame of at most ``mtu`` bytes per PAUSE, then at most
-one every 4 s (:data:`HELD_BUCKET_S`), which the namespace test bounds.  Frames sent
-during the hold wait in the gate (up to ``limit_bytes``, then the kernel drops them as a
-full adapter queue would).
+hold begins may still leave: one frame of at most ``mtu`` bytes per PAUSE, which the
+namespace test bounds.  Frames sent during the hold wait in the gate (up to 20,000 frames,
+then the kernel drops them as a full adapter queue would).  A hold and a release are one
+bare netlink message each (reaction_point.netlink): with pyroute2 building them, a hold
+took up to 100 ms on a loaded 2-core machine.
+
+Open, the gate passes the link's rate with a bucket of two frames: a veth has no rate of
+its own, and without one a released backlog would leave as one burst, faster than any link
+and past the peer's PAUSE headroom.
 
 The agent (``python -m reaction_point.pause``) serves switch ports and hosts alike: one
 AF_PACKET socket per interface, bound to EtherType 0x8808.
@@ -27,6 +32,7 @@ import errno
 import select
 import signal
 import socket
+import struct
 import sys
 import time
 from collections.abc import Callable
@@ -35,7 +41,7 @@ from types import FrameType
 
 from pyroute2 import IPRoute, NetNS
 from pyroute2.netlink.exceptions import NetlinkError
-from pyroute2.netns import popns, pushns
+from pyroute2.netns import create_socket, popns, pushns
 
 from qcn.core.errors import QcnError
 from qcn.core.frames import (
@@ -45,6 +51,23 @@ from qcn.core.frames import (
     parse_pause,
     pause_seconds,
 )
+from reaction_point.netlink import (
+    RTM_NEWQDISC,
+    TC_LINKLAYER_ETHERNET,
+    TC_RATESPEC,
+    TCA_KIND,
+    TCA_OPTIONS,
+    U32_MAX,
+    rtattr,
+    send_acked,
+    tc_message,
+)
+from reaction_point.packet_socket import (
+    ANCILLARY_BYTES,
+    PACKET_OUTGOING,
+    rx_timestamp,
+    stamp_receptions,
+)
 
 GATE_MAJOR = 0x5150
 """The gate's major number: "QP", this module's mark."""
@@ -53,15 +76,16 @@ GATE_CHILD = GATE_HANDLE | 1
 """Where an interface's own qdisc tree hangs under the gate (TBF's one class)."""
 GATE_FIFO_HANDLE = (GATE_MAJOR + 1) << 16
 """The plain FIFO under the gate when no tree hangs there."""
-GATE_FIFO_PKTS = 1000
-OPEN_RATE_BYTES_S = 1_250_000_000
-"""10 Gb/s: far above every link this project emulates, so an open gate shapes nothing."""
-OPEN_BURST_BYTES = 1 << 17
-"""Room for the largest GSO frame a veth passes (64 KB) twice over."""
-HELD_BUCKET_S = 4.0
-"""A TBF bucket holds at most ~4.29 s of its rate (the kernel's 32-bit ns buffer), and must
-hold the largest frame or drop it: held, the gate runs at mtu / 4 s, one largest frame
-every 4 s (a 1500-byte frame each 3.75 s at the default mtu)."""
+GATE_FIFO_PKTS = 20_000
+"""Frames a held gate keeps (beyond, the kernel drops them as a full adapter queue would)."""
+OPEN_BURST_FRAMES = 2
+"""An open gate's bucket, in largest frames (larger GSO frames TBF segments)."""
+HELD_RATE_BYTES_S = 1
+"""A held gate's rate: its bucket must hold the largest frame (or TBF drops it), and is
+refilled at this rate, one frame in some 25 minutes."""
+TCA_TBF_PARMS, TCA_TBF_RATE64, TCA_TBF_BURST = 1, 4, 6
+TC_TBF_QOPT = struct.Struct("=" + TC_RATESPEC + TC_RATESPEC + "III")
+"""struct tc_tbf_qopt: rate, peakrate, limit (bytes), buffer (ticks), mtu."""
 DEFAULT_LIMIT_BYTES = 4 << 20
 TC_H_ROOT = 0xFFFFFFFF
 
@@ -76,12 +100,15 @@ class PauseGate:
     def __init__(
         self,
         ifname: str,
+        line_rate_bps: float,
         *,
         netns: str | None = None,
         mtu: int = 1600,
         limit_bytes: int = DEFAULT_LIMIT_BYTES,
     ) -> None:
         self.ifname = ifname
+        self.open_rate_bytes_s = round(line_rate_bps / 8)
+        self.open_burst_bytes = OPEN_BURST_FRAMES * mtu
         self.mtu = mtu
         self.limit_bytes = limit_bytes
         self._ipr: IPRoute = NetNS(netns) if netns else IPRoute()
@@ -92,6 +119,9 @@ class PauseGate:
         self.ifindex: int = found[0]
         self.held = False
         self._open = False
+        self._nl = create_socket(netns, socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+        self._nl.bind((0, 0))
+        self._seq = 0
 
     def _tbf(self, command: str, rate: int, burst: int) -> None:
         # pyroute2 wants the parameters even to delete.
@@ -105,32 +135,50 @@ class PauseGate:
 
     def open(self) -> None:
         """Install the gate, open; a gate a dead agent left is taken over."""
-        self._tbf("replace", OPEN_RATE_BYTES_S, OPEN_BURST_BYTES)
+        self._tbf("replace", self.open_rate_bytes_s, self.open_burst_bytes)
         self._open = True
         fifo_under_gate(self._ipr, self.ifindex)
         self.held = False
 
-    @property
-    def held_rate_bytes_s(self) -> int:
-        return -(-self.mtu // int(HELD_BUCKET_S))
+    def _tbf_message(self, rate_bytes_s: int, burst_bytes: int) -> bytes:
+        """A change of the gate's rate and bucket, as one bare netlink message: the bucket
+        given in bytes (TCA_TBF_BURST), so the kernel keeps it in 64-bit ns and a held gate
+        may run at 1 byte/s; the link layer given, so no rate table is needed."""
+        spec = (0, TC_LINKLAYER_ETHERNET, 0, 0, 0, min(rate_bytes_s, U32_MAX))
+        parms = TC_TBF_QOPT.pack(*spec, *(0,) * 6, self.limit_bytes, 0, 0)
+        options = rtattr(TCA_TBF_PARMS, parms) + rtattr(
+            TCA_TBF_BURST, struct.pack("=I", burst_bytes)
+        )
+        if rate_bytes_s > U32_MAX:
+            options += rtattr(TCA_TBF_RATE64, struct.pack("=Q", rate_bytes_s))
+        attrs = rtattr(TCA_KIND, b"tbf\0") + rtattr(TCA_OPTIONS, options)
+        self._seq += 1
+        return tc_message(RTM_NEWQDISC, self._seq, (self.ifindex, GATE_HANDLE, TC_H_ROOT), attrs)
+
+    def _change(self, rate_bytes_s: int, burst_bytes: int) -> None:
+        try:
+            send_acked(self._nl, self._tbf_message(rate_bytes_s, burst_bytes), self._seq)
+        except NetlinkError as e:
+            raise PauseError(f"{self.ifname}: cannot change the PAUSE gate: {e}") from e
 
     def hold(self) -> None:
         if not self.held:
-            self._tbf("change", self.held_rate_bytes_s, self.mtu)
+            self._change(HELD_RATE_BYTES_S, self.mtu)
             self.held = True
 
     def release(self) -> None:
         if self.held:
-            self._tbf("change", OPEN_RATE_BYTES_S, OPEN_BURST_BYTES)
+            self._change(self.open_rate_bytes_s, self.open_burst_bytes)
             self.held = False
 
     def close(self) -> None:
         """Remove the gate (and whatever hangs under it)."""
         if self._open:
             with contextlib.suppress(NetlinkError):
-                self._tbf("del", OPEN_RATE_BYTES_S, OPEN_BURST_BYTES)
+                self._tbf("del", self.open_rate_bytes_s, self.open_burst_bytes)
             self._open = False
         self._ipr.close()
+        self._nl.close()
 
 
 def fifo_under_gate(ipr: IPRoute, ifindex: int) -> None:
@@ -189,10 +237,8 @@ def pause_socket(ifname: str) -> socket.socket:
         sock.close()
         raise PauseError(f"cannot listen on {ifname}: {e.strerror}") from e
     sock.setblocking(False)
+    stamp_receptions(sock)
     return sock
-
-
-PACKET_OUTGOING = 4
 
 
 @dataclass
@@ -201,6 +247,14 @@ class HonouredPort:
     gate: PauseGate
     state: PauseState
     sock: socket.socket
+    hold_asked_at: float | None = None
+    """The kernel's receive time of the PAUSE that began the hold to come."""
+    stop_latency_s: list[float] = field(default_factory=list)
+    """Per hold: from the PAUSE's reception to the gate held."""
+    tc_latency_s: list[float] = field(default_factory=list)
+    """Per hold: the netlink change alone."""
+    wake_latency_s: list[float] = field(default_factory=list)
+    """Per PAUSE: from its reception to the agent reading it (the part before any tc)."""
 
     @property
     def kick(self) -> bytes:
@@ -229,18 +283,18 @@ class PauseAgent:
         self.ports: list[HonouredPort] = []
         self._stop = False
         try:
-            if netns:
-                pushns(netns)
-            try:
-                for name in ifnames:
-                    gate = PauseGate(name, mtu=mtu)
-                    self.ports.append(
-                        HonouredPort(name, gate, PauseState(line_rate_bps), pause_socket(name))
-                    )
-                    gate.open()
-            finally:
+            for name in ifnames:
+                gate = PauseGate(name, line_rate_bps, netns=netns, mtu=mtu)
+                # A packet socket belongs to the namespace it is created in.
                 if netns:
-                    popns()
+                    pushns(netns)
+                try:
+                    sock = pause_socket(name)
+                finally:
+                    if netns:
+                        popns()
+                self.ports.append(HonouredPort(name, gate, PauseState(line_rate_bps), sock))
+                gate.open()
         except (PauseError, OSError):
             self.close()
             raise
@@ -265,7 +319,13 @@ class PauseAgent:
                 self._receive(port, now)
             port.state.expire(self.clock())
             if port.state.held:
-                port.gate.hold()
+                if not port.gate.held:
+                    began = time.time()
+                    port.gate.hold()
+                    port.tc_latency_s.append(time.time() - began)
+                    if port.hold_asked_at is not None:
+                        port.stop_latency_s.append(time.time() - port.hold_asked_at)
+                        port.hold_asked_at = None
             elif port.gate.held:
                 port.gate.release()
                 # A changed TBF is not run again until a frame arrives, and senders held
@@ -278,7 +338,7 @@ class PauseAgent:
     def _receive(self, port: HonouredPort, now: float) -> None:
         while True:
             try:
-                data, addr = port.sock.recvfrom(2048)
+                data, ancdata, _, addr = port.sock.recvmsg(2048, ANCILLARY_BYTES)
             except BlockingIOError:
                 return
             except OSError as e:
@@ -288,7 +348,12 @@ class PauseAgent:
             if addr[2] == PACKET_OUTGOING:
                 continue
             quanta = parse_pause(data)
+            rx = rx_timestamp(ancdata)
             if quanta is not None:
+                if rx is not None:
+                    port.wake_latency_s.append(time.time() - rx)
+                if quanta and not port.state.held:
+                    port.hold_asked_at = rx
                 port.state.on_pause(quanta, now)
 
     def close(self) -> None:
@@ -303,9 +368,22 @@ class PauseAgent:
                 "pauses": p.state.pauses,
                 "resumes": p.state.resumes,
                 "held_s": round(p.state.held_s, 6),
+                "stop_p50_ms": 1e3 * percentile(p.stop_latency_s, 50),
+                "stop_p99_ms": 1e3 * percentile(p.stop_latency_s, 99),
+                "tc_p99_ms": 1e3 * percentile(p.tc_latency_s, 99),
+                "wake_p50_ms": 1e3 * percentile(p.wake_latency_s, 50),
+                "wake_p99_ms": 1e3 * percentile(p.wake_latency_s, 99),
             }
             for p in self.ports
         }
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (nearest rank); 0 for no values."""
+    if not values:
+        return 0.0
+    ranked = sorted(values)
+    return ranked[min(len(ranked) - 1, max(0, round(q / 100 * len(ranked) + 0.5) - 1))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -315,7 +393,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("interfaces", nargs="+", help="interfaces to honour PAUSE on")
     parser.add_argument(
-        "--line-rate-mbps", type=float, required=True, help="the links' rate (sets a quantum)"
+        "--line-rate-mbps",
+        type=float,
+        required=True,
+        help="the links' rate: a quantum's length, and what an open gate passes",
     )
     parser.add_argument("--netns", help="the interfaces' network namespace")
     parser.add_argument("--mtu", type=int, default=1600, help="largest frame (bytes)")
@@ -339,7 +420,9 @@ def main(argv: list[str] | None = None) -> int:
         agent.close()
         for name, s in summary.items():
             print(f"pause agent: {name}: {s['pauses']} pauses, {s['resumes']} resumes, "
-                  f"held {s['held_s']:.3f} s", flush=True)  # fmt: skip
+                  f"held {s['held_s']:.3f} s, PAUSE to held p50 {s['stop_p50_ms']:.3f} ms "
+                  f"p99 {s['stop_p99_ms']:.3f} ms (reading it p99 {s['wake_p99_ms']:.3f} ms, "
+                  f"the hold p99 {s['tc_p99_ms']:.3f} ms)", flush=True)  # fmt: skip
     return 0
 
 

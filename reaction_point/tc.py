@@ -33,12 +33,12 @@ filter this created.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import heapq
 import socket
 import struct
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pyroute2 import IPRoute, NetNS
@@ -47,10 +47,33 @@ from pyroute2.netlink.rtnl.tcmsg.common import calc_xmittime, get_hz
 from pyroute2.netns import create_socket
 
 from qcn.core.errors import QcnError
+from reaction_point.netlink import (
+    NLM_F_DUMP,
+    NLM_F_REQUEST,
+    NLMSG_DONE,
+    NLMSG_ERROR,
+    NLMSG_HEADER,
+    RTATTR,
+    RTM_GETTCLASS,
+    RTM_NEWTCLASS,
+    TC_LINKLAYER_ETHERNET,
+    TC_RATESPEC,
+    TCA_KIND,
+    TCA_OPTIONS,
+    TCA_STATS2,
+    TCA_STATS_BASIC,
+    TCMSG,
+    U32_MAX,
+    send_acked,
+    tc_message,
+)
+from reaction_point.netlink import replies as _replies
+from reaction_point.netlink import rtattr as _rtattr
 from reaction_point.pause import (
     GATE_CHILD,
     GATE_FIFO_HANDLE,
     GATE_HANDLE,
+    PauseError,
     fifo_under_gate,
 )
 
@@ -280,7 +303,9 @@ class HtbLimiters:
             if self._tree_parent == GATE_CHILD:
                 # Under the PAUSE gate a deleted child would leave TBF a qdisc that drops
                 # everything: a plain FIFO takes the tree's place.
-                fifo_under_gate(self._ipr, self.ifindex)
+                # (The gate's agent may have removed the gate, and the tree, first.)
+                with contextlib.suppress(PauseError):
+                    fifo_under_gate(self._ipr, self.ifindex)
                 return
             self._ipr.tc("del", "htb", self.ifindex, ROOT_HANDLE)
         except NetlinkError as e:
@@ -429,23 +454,10 @@ def read_class_stats(ipr: IPRoute, ifindex: int) -> dict[int, tuple[int, int]]:
     return out
 
 
-# Netlink constants (linux/netlink.h, linux/rtnetlink.h, linux/gen_stats.h).
-NLMSG_ERROR, NLMSG_DONE = 2, 3
-RTM_NEWTCLASS, RTM_GETTCLASS = 40, 42
-NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
-TCA_STATS2, TCA_STATS_BASIC = 7, 1
-NLM_F_ACK = 0x4
-TCA_KIND, TCA_OPTIONS = 1, 2
+# HTB's part of linux/pkt_sched.h and linux/gen_stats.h (the rest: reaction_point.netlink).
 TCA_HTB_PARMS, TCA_HTB_RATE64, TCA_HTB_CEIL64 = 1, 6, 7
-TC_LINKLAYER_ETHERNET = 1
-NLMSG_HEADER = struct.Struct("=IHHII")
-TC_RATESPEC = "BBHhHI"
-"""struct tc_ratespec: cell_log, linklayer, overhead, cell_align, mpu, rate (bytes/s)."""
 TC_HTB_OPT = struct.Struct("=" + TC_RATESPEC + TC_RATESPEC + "IIIII")
 """struct tc_htb_opt: rate, ceil, buffer, cbuffer (ticks), quantum, level, prio."""
-U32_MAX = (1 << 32) - 1
-TCMSG = struct.Struct("=BxxxiIII")
-RTATTR = struct.Struct("=HH")
 GNET_STATS_BASIC = struct.Struct("=QI")
 
 
@@ -548,44 +560,10 @@ class ClassRateWriter:
         if rate > U32_MAX:
             wide = struct.pack("=Q", rate)
             options += _rtattr(TCA_HTB_RATE64, wide) + _rtattr(TCA_HTB_CEIL64, wide)
-        body = (
-            TCMSG.pack(socket.AF_UNSPEC, self.ifindex, classid, parent, 0)
-            + _rtattr(TCA_KIND, b"htb\0")
-            + _rtattr(TCA_OPTIONS, options)
-        )
+        attrs = _rtattr(TCA_KIND, b"htb\0") + _rtattr(TCA_OPTIONS, options)
         self._seq += 1
-        header = NLMSG_HEADER.pack(
-            NLMSG_HEADER.size + len(body), RTM_NEWTCLASS, NLM_F_REQUEST | NLM_F_ACK,
-            self._seq, 0,
-        )  # fmt: skip
-        self._sock.send(header + body)
-        for kind, seq, data, start, _ in _replies(self._sock):
-            if seq == self._seq and kind == NLMSG_ERROR:
-                (code,) = struct.unpack_from("=i", data, start)
-                if code:
-                    raise NetlinkError(-code)
-                return
-        raise NetlinkError(errno.EPROTO, "malformed netlink reply")
-
-
-def _replies(sock: socket.socket) -> Iterator[tuple[int, int, bytes, int, int]]:
-    """The netlink messages a socket receives, as (type, sequence, data, body start, end);
-    ends at a malformed header."""
-    while True:
-        data = sock.recv(1 << 16)
-        offset = 0
-        while offset + NLMSG_HEADER.size <= len(data):
-            length, kind, _, seq, _ = NLMSG_HEADER.unpack_from(data, offset)
-            if length < NLMSG_HEADER.size:
-                return
-            yield kind, seq, data, offset + NLMSG_HEADER.size, offset + length
-            offset += (length + 3) & ~3
-
-
-def _rtattr(kind: int, payload: bytes) -> bytes:
-    """One netlink attribute, padded to 4 bytes."""
-    length = RTATTR.size + len(payload)
-    return RTATTR.pack(length, kind) + payload + bytes((4 - length % 4) % 4)
+        message = tc_message(RTM_NEWTCLASS, self._seq, (self.ifindex, classid, parent), attrs)
+        send_acked(self._sock, message, self._seq)
 
 
 class ClassStatsPoller(threading.Thread):

@@ -117,10 +117,10 @@ class Simulation:
         cp_at_departure: bool = False,
         progress: Callable[[float, float], None] | None = None,
     ) -> None:
-        if scenario.workload.pattern == "tcp":
+        if scenario.network.topology == "multihop":
             raise ScenarioError(
-                f"{scenario.name}: the simulator has no TCP model (real TCP runs on the "
-                "Mininet backend)"
+                f"{scenario.name}: the simulator has no TCP or iperf3 model (the multihop "
+                "topology runs on the Mininet backend)"
             )
         self.sc = scenario
         self.rng = random.Random(seed)

@@ -54,7 +54,7 @@ def test_targets_judge_ratios_and_differences() -> None:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (("tcp-multihop",), "no TCP model"),
+        (("tcp-multihop",), "no model of them"),
         (("transient", "--runs", "0"), "--runs must be at least 1"),
     ],
 )

@@ -162,7 +162,7 @@ def largest_gap(
             ),
             "ready",
         )
-        # Full-size frames: a held gate lets one through, then one per 3.75 s.
+        # Full-size frames: a held gate lets the one at its head through (docs/pause.md).
         frame = bytes.fromhex("02000000770202000000770188b5") + bytes(1486)
         pace = ["pace", link.host_if, "--rate", str(PACE_PPS), "--duration", "1.5"]
         pacer = subprocess.Popen(
@@ -202,8 +202,8 @@ def test_a_pause_holds_transmission_for_its_time(link: Link) -> None:
 
 @requires_root()
 def test_a_zero_pause_ends_the_hold(link: Link) -> None:
-    # 65535 quanta at 10 Mb/s hold for 3.4 s; the zero PAUSE 0.25 s later ends it.
-    gap = largest_gap(link, line_rate_mbps=10, pauses=[0xFFFF, 0], gap_s=0.25)
+    # 65535 quanta at 20 Mb/s hold for 1.7 s; the zero PAUSE 0.25 s later ends it.
+    gap = largest_gap(link, line_rate_mbps=20, pauses=[0xFFFF, 0], gap_s=0.25)
     assert gap == pytest.approx(0.25, rel=0.10)
 
 
@@ -215,7 +215,7 @@ def test_the_agent_leaves_no_qdisc(link: Link) -> None:
 
 @requires_root()
 def test_the_reaction_points_tree_hangs_under_the_gate_and_is_held(link: Link) -> None:
-    gate = PauseGate(link.host_if, netns=link.host_ns)
+    gate = PauseGate(link.host_if, 100e6, netns=link.host_ns)
     gate.open()
     try:
         with HtbLimiters(link.host_if, netns=link.host_ns, line_rate_bps=100e6) as tree:

@@ -96,10 +96,10 @@ def test_qcn_run_writes_results(tmp_path: Path) -> None:
         (["run", "transient", "--set", "qcn.cp.w=-1"], "cp.w: must be in [0, 64]"),
         (["run", "transient", "--backend", "sim", "--cli"], "--cli needs the Mininet backend"),
         (["run", "transient", "--set", "bmv2.rate_scale=2"], "bmv2: rate_scale must be in"),
-        (["run", "tcp-multihop", "--backend", "sim"], "the simulator has no TCP model"),
+        (["run", "tcp-multihop", "--backend", "sim"], "the simulator has no model of them"),
         (
             ["run", "transient", "--set", 'workload.pattern="tcp"'],
-            "tcp goes with network.topology = multihop",
+            "tcp and udp go with network.topology = multihop",
         ),
         (
             ["run", "transient", "--set", "network.innocent_sources=2"],
@@ -201,7 +201,7 @@ def test_multihop_scaling_covers_its_rates_and_times() -> None:
 
 
 def test_the_simulator_refuses_tcp() -> None:
-    with pytest.raises(ScenarioError, match="no TCP model"):
+    with pytest.raises(ScenarioError, match="no TCP or iperf3 model"):
         Simulation(scenarios.load("tcp-multihop"))
 
 

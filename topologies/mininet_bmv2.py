@@ -18,6 +18,7 @@ Naming (Mininet's usual scheme): hosts h1..hN, switches s1..sM, interfaces
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from mininet.node import Host, Switch
 from mininet.topo import Topo
 
 from controller.config import NetworkConfig, parse
+from controller.entries import PauseWatermarks
 from qcn.core.pipeline import BMV2_THRIFT_PORT
 from topologies.bmv2 import Bmv2Config, Bmv2Process
 
@@ -135,10 +137,12 @@ def network_config(
     cp_ports: dict[str, list[int]],
     cp_params: dict[str, Any] | None = None,
     queues: dict[str, list[tuple[int, int, int]]] | None = None,
+    pause: PauseWatermarks | None = None,
 ) -> NetworkConfig:
     """The controller's view of a Mininet network of Bmv2Switches: every host-facing port
-    is an edge port, ``cp_ports`` run a congestion point with ``cp_params``, and each
-    (port, packets/s, buffer packets) of ``queues`` is shaped."""
+    is an edge port, ``cp_ports`` run a congestion point with ``cp_params``, each
+    (port, packets/s, buffer packets) of ``queues`` is shaped, and ``pause`` guards every
+    switch port's input (seed 001's switch)."""
     shaped = {
         (sw, port): (pps, depth) for sw, qs in (queues or {}).items() for port, pps, depth in qs
     }
@@ -153,6 +157,8 @@ def network_config(
                 entry["cp"] = True
             if (sw.name, port) in shaped:
                 entry["queue_rate_pps"], entry["queue_depth_pkts"] = shaped[(sw.name, port)]
+            if pause is not None:
+                entry["pause"] = asdict(pause)
             ports.append(entry)
         switches.append(
             {

@@ -7,8 +7,14 @@ hot-spot senders and innocent senders share switch s1 and the s1 -> s2 link; s2'
 (the hot-spot sink) is the bottleneck and runs the CP; its port 2 serves the innocent sink.
 Traffic is real TCP: one iperf3 flow per sender (NewReno, paced at the workload's rate),
 each to its own iperf3 server, with every sender's reaction point limiting it in the
-kernel.  The hot-spot flows run during the scenario's hot-spot episode, the innocent flows
-all along.
+kernel; or, with ``workload.pattern = "udp"``, iperf3's UDP at that rate.  The hot-spot
+flows run during the scenario's hot-spot episodes (one, or one per period), the innocent
+flows all along.
+
+With ``network.pause`` the switches are seed 001's: every input guarded by 802.3x PAUSE on
+the scenario's watermarks, each input's partition the scenario's buffer, no output limit
+but those partitions; every switch port and host honours PAUSE (reaction_point.pause), and
+the PAUSEs each port sent and received are in ``pause.json``.
 
 What is sampled (at ``--sample-hz``): the bottleneck's depth (the pipeline's last_qdepth
 register on s2), the bytes each sender put into s1 (its switch port's receive counter:
@@ -20,12 +26,17 @@ hot-spot senders sent into s1 that never left s2's bottleneck port.
 from __future__ import annotations
 
 import bisect
+import json
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from controller.entries import PauseWatermarks
+from qcn.core.frames import PAUSE_QUANTA_MAX, pause_quanta, pause_seconds
 from qcn.core.params import QcnParams
+from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
 from topologies.errors import ExperimentError
 from topologies.experiment import Experiment, cp_params, cp_role
@@ -36,6 +47,40 @@ from topologies.traces import GridReader, grid, read_limiter_logs
 IPERF_BASE_PORT = 5201
 HOTSPOT_PORT = 1  # s2's port to the hot-spot sink: the bottleneck, with the CP
 INNOCENT_PORT = 2  # s2's port to the innocent sink
+AGENT_SUMMARY = re.compile(
+    r"pause agent: (?P<iface>\S+): (?P<pauses>\d+) pauses, (?P<resumes>\d+) resumes, "
+    r"held (?P<held>[\d.]+) s, PAUSE to held p50 (?P<p50>[\d.]+) ms p99 (?P<p99>[\d.]+) ms"
+)
+"""The closing line of reaction_point.pause per interface."""
+PAUSE_COUNTERS = ("pause_sent", "pause_received", "pause_drops", "mac_control_drops")
+PAUSE_OUTPUT_LIMIT_PKTS = 4000
+"""With PAUSE the seed's switch has no output limit: the inputs' partitions bound the
+buffer first.  (4000 frames keeps the CP's Fb inside 32 bits, controller.entries.CpPort.)"""
+PAUSE_HOLD_FACTOR = 2.0
+"""A PAUSE asks for twice the time the bottleneck takes to drain hi - lo (refreshed at half
+of it while the input stays above hi; lifted at lo by a PAUSE of 0)."""
+
+
+def pause_link_rate_bps(sc: Scenario) -> float:
+    """The rate every PAUSE-capable link runs at, and its quanta are counted in: the
+    fastest of the scenario's (the s1 -> s2 link carries both groups of senders)."""
+    return max(sc.network.line_rate_bps, sc.network.innocent_rate_bps)
+
+
+def pause_watermarks(sc: Scenario) -> PauseWatermarks:
+    """Seed 001's PAUSE on BMv2: the scenario's watermarks (not scaled, like the buffer in
+    frames), each input's partition its buffer, the pause time in quanta of its links."""
+    net, link_bps = sc.network, pause_link_rate_bps(sc)
+    hold_s = PAUSE_HOLD_FACTOR * 8 * (net.pause_hi_bytes - net.pause_lo_bytes)
+    hold_s /= net.bottleneck_rate_bps
+    quanta = min(PAUSE_QUANTA_MAX, pause_quanta(hold_s, link_bps))
+    return PauseWatermarks(
+        hi_bytes=net.pause_hi_bytes,
+        lo_bytes=net.pause_lo_bytes,
+        partition_bytes=net.buffer_pkts * net.frame_bytes,
+        pause_quanta=max(1, quanta),
+        refresh_us=max(1, round(pause_seconds(quanta, link_bps) / 2 * 1e6)),
+    )
 
 
 def interface_counter(iface: str, counter: str) -> int:
@@ -68,7 +113,8 @@ class MultihopTcpExperiment(Experiment):
         self.innocent_sink = f"h{self.senders + 2}"
         self.cp_port = HOTSPOT_PORT
         self.counters = CounterSamples()
-        self._pending_flows: list[tuple[float, int]] = []
+        self._pending_flows: list[tuple[tuple[float, float], int]] = []
+        self.pause_counts: dict[str, dict[str, int]] = {}
 
     @property
     def sources(self) -> list[str]:
@@ -91,25 +137,33 @@ class MultihopTcpExperiment(Experiment):
                 MultihopTopo(sources=net.sources, innocent=net.innocent_sources),
                 f"{net.sources} hot-spot and {net.innocent_sources} innocent senders, "
                 "2 sinks, 2 BMv2 switches",
+                pause=net.pause,
             )
+            buffer = PAUSE_OUTPUT_LIMIT_PKTS if net.pause else net.buffer_pkts
             queues = [
-                (HOTSPOT_PORT, rate_pps(sc, net.bottleneck_rate_bps), net.buffer_pkts),
-                (INNOCENT_PORT, rate_pps(sc, net.innocent_rate_bps), net.buffer_pkts),
+                (HOTSPOT_PORT, rate_pps(sc, net.bottleneck_rate_bps), buffer),
+                (INNOCENT_PORT, rate_pps(sc, net.innocent_rate_bps), buffer),
             ]
-            hot = tb.program({"s2": [HOTSPOT_PORT]}, cp_params(sc, qcn=self.qcn), {"s2": queues})[
-                "s2"
-            ]
+            pause = pause_watermarks(sc) if net.pause else None
+            agents = tb.program(
+                {"s2": [HOTSPOT_PORT]}, cp_params(sc, qcn=self.qcn), {"s2": queues}, pause
+            )
+            hot = agents["s2"]
             self.progress(
                 f"qcn run: switches programmed; s2 port {HOTSPOT_PORT} is the hot spot "
-                f"{cp_role(self.qcn)}"
+                f"{cp_role(self.qcn)}" + (f"; PAUSE on every input ({pause})" if pause else "")
             )
+            # One server per flow: a server still closing one test refuses the next.
             for i in range(self.senders):
                 sink = self.hot_sink if self.is_hot(i) else self.innocent_sink
-                tb.popen(
-                    f"iperf3 server {i + 1}",
-                    sink,
-                    ["iperf3", "--server", "--one-off", f"--port={IPERF_BASE_PORT + i}"],
-                )
+                for k in range(len(self._flow_windows(i))):
+                    tb.popen(
+                        f"iperf3 server {i + 1}" + (f" #{k + 1}" if k else ""),
+                        sink,
+                        ["iperf3", "--server", "--one-off", f"--port={self._iperf_port(i, k)}"],
+                    )
+            if pause:
+                tb.start_pause_agents([h.name for h in tb.net.hosts], pause_link_rate_bps(sc))
             if self.qcn:
                 tb.start_reaction_points(self.sources, QcnParams(rp=sc.params.rp, cp=sc.params.cp))
             self.progress("qcn run: iperf3 servers and reaction points up; starting the flows")
@@ -123,31 +177,52 @@ class MultihopTcpExperiment(Experiment):
                 sc, hot, self.cp_port, self.sample_interval_s, hooks, cli=self.cli
             )
             self.rec.cnms = hot.counters(self.cp_port)["cp_cnms"] if self.qcn else 0
+            if net.pause:
+                # Downstream first: a PAUSE s2 counted as sent is then counted at s1 too.
+                for name, a in sorted(agents.items(), reverse=True):
+                    for port in (p.port for p in a.cfg.ports):
+                        c = a.counters(port)
+                        self.pause_counts[f"{name}-eth{port}"] = {k: c[k] for k in PAUSE_COUNTERS}
         self.rec.limiter_rows = read_limiter_logs(self.out / "rp", self.sources)
+        if net.pause:
+            self._write_pause_json()
         trace = self.trace()
         trace.wall_s = time.perf_counter() - started
         return trace
 
     # -- traffic -----------------------------------------------------------------------------
 
-    def _flow_window(self, i: int) -> tuple[float, float]:
-        """When sender i's flow runs, in seconds from the start of the run."""
-        wl, duration = self.sc.workload, self.sc.duration_s
-        if not self.is_hot(i) or wl.hotspot_duration_s == 0:
-            return 0.0, duration
-        return wl.hotspot_start_s, wl.hotspot_start_s + wl.hotspot_duration_s
+    def _flow_windows(self, i: int) -> list[tuple[float, float]]:
+        """When sender i's flows run, in seconds from the start of the run."""
+        episodes = self.sc.hotspot_episodes_s()
+        if not self.is_hot(i) or not episodes:
+            return [(0.0, self.sc.duration_s)]
+        return episodes
 
-    def _client_command(self, i: int) -> list[str]:
-        begin, end = self._flow_window(i)
+    def _iperf_port(self, i: int, k: int) -> int:
+        """The server port of sender i's k-th flow."""
+        return IPERF_BASE_PORT + k * self.senders + i
+
+    def _client_command(self, i: int, window: tuple[float, float]) -> list[str]:
+        begin, end = window
+        k = self._flow_windows(i).index(window)
         sink = self.hot_sink if self.is_hot(i) else self.innocent_sink
+        net = self.sc.network
+        if self.sc.workload.pattern == "udp":
+            # The Ethernet frame of each datagram is the scenario's frame.
+            transport = ["--udp", f"--length={net.frame_bytes - 14 - 20 - 8}"]
+        else:
+            transport = [
+                "--congestion=reno",  # Linux's NewReno (the seed's TCP)
+                f"--set-mss={net.frame_bytes - 52}",  # IPv4 + TCP with timestamps
+            ]
         return [
             "iperf3",
             f"--client=10.0.0.{sink[1:]}",
-            f"--port={IPERF_BASE_PORT + i}",
+            f"--port={self._iperf_port(i, k)}",
             f"--time={max(1, round(end - begin))}",
             f"--bitrate={self.sc.workload.max_rate_bps:.0f}",
-            "--congestion=reno",  # Linux's NewReno (the seed's TCP)
-            f"--set-mss={self.sc.network.frame_bytes - 52}",  # IPv4 + TCP with timestamps
+            *transport,
         ]
 
     def _sample_counters(self) -> dict[str, int]:
@@ -163,15 +238,19 @@ class MultihopTcpExperiment(Experiment):
 
     def _schedule_flows(self, _start: float) -> None:
         # iperf3 has no start time of its own: _on_sample starts each flow when it is due.
-        self._pending_flows = sorted((self._flow_window(i)[0], i) for i in range(self.senders))
+        self._pending_flows = sorted(
+            (w, i) for i in range(self.senders) for w in self._flow_windows(i)
+        )
 
     def _on_sample(self, tb: Testbed, elapsed_s: float | None, t: float) -> None:
         while elapsed_s is not None and self._pending_flows:
-            due, i = self._pending_flows[0]
-            if elapsed_s < due:
+            window, i = self._pending_flows[0]
+            if elapsed_s < window[0]:
                 break
             self._pending_flows.pop(0)
-            tb.popen(f"iperf3 h{i + 1}", f"h{i + 1}", self._client_command(i))
+            k = self._flow_windows(i).index(window)
+            name = f"iperf3 h{i + 1}" + (f" #{k + 1}" if k else "")
+            tb.popen(name, f"h{i + 1}", self._client_command(i, window))
         self.counters.add(t, self._sample_counters())
 
     def _progress_detail(self, depth: int) -> str:
@@ -195,6 +274,25 @@ class MultihopTcpExperiment(Experiment):
             for p in (HOTSPOT_PORT, INNOCENT_PORT)
         )
         return hot, innocent
+
+    def _write_pause_json(self) -> None:
+        """PAUSEs per switch port (the pipeline's counters) and per honouring interface
+        (each agent's closing summary: pauses, resumes, seconds held)."""
+        honoured: dict[str, dict[str, float]] = {}
+        for log in sorted((self.out / "logs").glob("pause-*.log")):
+            for line in log.read_text().splitlines():
+                m = AGENT_SUMMARY.match(line)
+                if m:
+                    honoured[m["iface"]] = {
+                        "pauses": int(m["pauses"]),
+                        "resumes": int(m["resumes"]),
+                        "held_s": float(m["held"]),
+                        "stop_p50_ms": float(m["p50"]),
+                        "stop_p99_ms": float(m["p99"]),
+                    }
+        (self.out / "pause.json").write_text(
+            json.dumps({"switch_ports": self.pause_counts, "honoured": honoured}, indent=1)
+        )
 
     # -- the trace ---------------------------------------------------------------------------
 
@@ -246,10 +344,9 @@ class MultihopTcpExperiment(Experiment):
         """Mean delivered throughput of each group during the hot-spot episode, and the
         ideal each could have had (the seed's two figures of merit)."""
         sc = self.sc
-        begin, end = self._flow_window(0)
-        rows = [k for k, t in enumerate(tr.times_s) if begin < t <= end] or list(
-            range(len(tr.times_s))
-        )
+        windows = self._flow_windows(0)
+        rows = [k for k, t in enumerate(tr.times_s) if any(b < t <= e for b, e in windows)]
+        rows = rows or list(range(len(tr.times_s)))
         capacity = sum(tr.capacity_bps[k] for k in rows) / len(rows)
         offered_innocent = sc.network.innocent_sources * sc.workload.max_rate_bps
         return {
@@ -257,4 +354,9 @@ class MultihopTcpExperiment(Experiment):
             "hotspot_ideal_bps": min(capacity, sc.network.sources * sc.workload.max_rate_bps),
             "innocent_throughput_bps": sum(innocent_bps[k] for k in rows) / len(rows),
             "innocent_ideal_bps": min(offered_innocent, sc.network.innocent_rate_bps),
+            **(
+                {"pause_frames_sent": sum(c["pause_sent"] for c in self.pause_counts.values())}
+                if self.pause_counts
+                else {}
+            ),
         }

@@ -25,17 +25,16 @@ import argparse
 import contextlib
 import select
 import socket
-import struct
 import sys
 import time
 from collections.abc import Sequence
 
 from qcn.core.frames import ETHERTYPE_CNM
+from reaction_point.packet_socket import ANCILLARY_BYTES, rx_timestamp, stamp_receptions
 
 ETHERTYPES = {"cnm": ETHERTYPE_CNM, "ipv4": 0x0800}
 RCVBUF_BYTES = 16 << 20
 RECV_BATCH = 256
-SO_TIMESTAMPNS = 35
 
 
 def _ethertype(text: str) -> int:
@@ -107,7 +106,7 @@ def capture(iface: str, ethertype: int, seconds: float) -> None:
 def arrivals(iface: str, ethertype: int, seconds: float) -> None:
     times = []
     with _receiver(iface, ethertype) as s:
-        s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        stamp_receptions(s)
         s.settimeout(0.2)
         # The kernel stamps frames in CLOCK_REALTIME: its offset to CLOCK_MONOTONIC, once.
         offset = time.monotonic() - time.time()
@@ -115,11 +114,10 @@ def arrivals(iface: str, ethertype: int, seconds: float) -> None:
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             with contextlib.suppress(TimeoutError):
-                _, anc, _, _ = s.recvmsg(2048, socket.CMSG_SPACE(16))
-                for level, kind, data in anc:
-                    if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-                        sec, nsec = struct.unpack("qq", data[:16])
-                        times.append(sec + nsec * 1e-9 + offset)
+                _, anc, _, _ = s.recvmsg(2048, ANCILLARY_BYTES)
+                rx = rx_timestamp(anc)
+                if rx is not None:
+                    times.append(rx + offset)
     print("\n".join(f"{t:.6f}" for t in times), flush=True)
 
 

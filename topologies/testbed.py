@@ -33,6 +33,12 @@ from topologies.measurement import Hooks, Recording, measure
 SWITCH_INTERFACE = re.compile(r"^s\d+-eth\d+$")
 """Switch-side veths of a Mininet run (sK-ethP)."""
 DAEMON_START_TIMEOUT_S = 20.0
+PAUSE_AGENT_NICE = -15
+"""The PAUSE agents' niceness: ahead of the switches (topologies.mininet_bmv2.SWITCH_NICE),
+as a MAC is; they use little CPU."""
+WMEM_DEFAULT = Path("/proc/sys/net/core/wmem_default")
+SWITCH_SEND_BUFFER_BYTES = 64 << 20
+"""A switch's send buffer in PAUSE runs: some 28,000 held full-size frames."""
 
 Progress = Callable[[str], None]
 
@@ -77,6 +83,7 @@ class Testbed:
         self.procs: list[tuple[str, subprocess.Popen[str]]] = []
         self.agents: list[Any] = []
         """Every switch agent opened; closed at teardown."""
+        self._saved_wmem_default: str | None = None
         self._previous_sigterm: Any = None
 
     def __enter__(self) -> Testbed:
@@ -97,8 +104,13 @@ class Testbed:
 
     # -- bring-up ----------------------------------------------------------------------------
 
-    def start(self, topo: Any, what: str) -> None:
-        """Compile the pipeline if it changed, then start ``topo`` with static ARP."""
+    def start(self, topo: Any, what: str, *, pause: bool = False) -> None:
+        """Compile the pipeline if it changed, then start ``topo`` with static ARP.
+
+        ``pause``: the switches' ports will be held by PAUSE.  A held port keeps BMv2's
+        frames in the kernel, charged to BMv2's socket; BMv2 transmits from one thread, so
+        a socket out of send buffer would stop every port of the switch.  The switches
+        start with a send buffer that holds any pause (restored at teardown)."""
         from mininet.log import setLogLevel  # noqa: PLC0415
         from mininet.net import Mininet  # noqa: PLC0415
 
@@ -108,6 +120,9 @@ class Testbed:
         compile_program()
         setLogLevel("warning")
         remove_stale_interfaces(self.progress)
+        if pause:
+            self._saved_wmem_default = WMEM_DEFAULT.read_text().strip()
+            WMEM_DEFAULT.write_text(str(SWITCH_SEND_BUFFER_BYTES))
         self.progress(f"qcn run: starting Mininet: {what}")
         self.net = Mininet(
             topo=topo,
@@ -124,14 +139,18 @@ class Testbed:
         cp_ports: dict[str, list[int]],
         cp_params: dict[str, Any],
         queues: dict[str, list[tuple[int, int, int]]],
+        pause: Any = None,
     ) -> dict[str, Any]:
         """Bring every switch up through the controller: CPs on ``cp_ports`` with
-        ``cp_params``, and each (port, packets/s, buffer packets) of ``queues`` shaped.
+        ``cp_params``, each (port, packets/s, buffer packets) of ``queues`` shaped, and
+        ``pause`` (controller.entries.PauseWatermarks) on every input.
         Returns the agents by switch name (closed at teardown)."""
         from controller.agent import SwitchAgent  # noqa: PLC0415
         from topologies.mininet_bmv2 import network_config  # noqa: PLC0415
 
-        config = network_config(self.net, cp_ports=cp_ports, cp_params=cp_params, queues=queues)
+        config = network_config(
+            self.net, cp_ports=cp_ports, cp_params=cp_params, queues=queues, pause=pause
+        )
         agents = {}
         for sw in self.net.switches:
             agent = SwitchAgent(config, sw.name)
@@ -202,6 +221,41 @@ class Testbed:
                 f"the reaction-point daemons did not start within {DAEMON_START_TIMEOUT_S:g} s"
             )
 
+    def start_pause_agents(self, hosts: list[str], line_rate_bps: float) -> None:
+        """802.3x PAUSE honoured on every switch port (one agent for them all, in the root
+        namespace) and on each host's eth0 (reaction_point.pause); waits until all run.
+        Start them before the reaction points: their trees then hang under the gates."""
+        from topologies.bmv2 import wait_until  # noqa: PLC0415
+
+        rate = ["--line-rate-mbps", f"{line_rate_bps / 1e6:g}"]
+        # The MAC runs ahead of everything: behind the hosts' processes a PAUSE waited up
+        # to 130 ms for the CPU (p99), and the peer's headroom ran out.
+        agent = ["nice", "-n", str(PAUSE_AGENT_NICE), sys.executable, "-m", "reaction_point.pause"]
+        ports = sorted(
+            intf.name for sw in self.net.switches for intf in sw.intfList() if intf.name != "lo"
+        )
+        logs = self.out / "logs"
+        logs.mkdir(exist_ok=True)
+        with (logs / "pause-switches.log").open("w") as log:
+            proc = subprocess.Popen(
+                [*agent, *ports, *rate], stdout=log, stderr=log, text=True, cwd=str(self.out)
+            )
+        self.procs.append(("pause switches", proc))
+        for name in hosts:
+            self.popen(f"pause {name}", name, [*agent, f"{name}-eth0", *rate])
+        names = ["pause switches", *(f"pause {h}" for h in hosts)]
+
+        def ready() -> bool:
+            for name, p in self.procs:
+                if p.poll() is not None:
+                    raise ExperimentError(f"{name} exited: {self.last_log_line(name)}")
+            return all("honouring" in self.last_log_line(n) for n in names)
+
+        if not wait_until(ready, DAEMON_START_TIMEOUT_S, interval_s=0.1):
+            raise ExperimentError(
+                f"the PAUSE agents did not start within {DAEMON_START_TIMEOUT_S:g} s"
+            )
+
     # -- the run -----------------------------------------------------------------------------
 
     def measure_or_cli(
@@ -252,4 +306,7 @@ class Testbed:
             self.progress("qcn run: stopping Mininet")
             self.net.stop()
             self.net = None
+        if self._saved_wmem_default is not None:
+            WMEM_DEFAULT.write_text(self._saved_wmem_default)
+            self._saved_wmem_default = None
         remove_stale_interfaces(self.progress)

@@ -23,25 +23,27 @@ whose service rate can change on a schedule::
     topology = "single"              # "single" | "multihop" (below)
     innocent_sources = 0             # multihop: senders to the innocent sink
     innocent_rate_bps = 40e9         # multihop: the innocent sink port's service rate
-    pause = false                    # 802.3x PAUSE per input on watermarks (simulator)
+    pause = false                    # 802.3x PAUSE per input on watermarks (docs/pause.md)
     pause_hi_bytes = 130_000         # seed 001's watermarks
     pause_lo_bytes = 110_000
 
     [workload]
-    pattern = "bernoulli"            # "bernoulli" | "constant" | "onoff" | "tcp"
+    pattern = "bernoulli"            # "bernoulli" | "constant" | "onoff" | "tcp" | "udp"
     max_rate_bps = 0.85e9            # each source's offered load
     stagger_s = 0.0                  # source i starts at i * stagger_s
     onoff_sources = []               # sources that follow the on/off pattern
     mean_on_s = 0.020
     mean_off_s = 0.020
-    hotspot_start_s = 0.0            # tcp: the hot-spot flows' episode
+    hotspot_start_s = 0.0            # tcp, udp: the hot-spot flows' episode
     hotspot_duration_s = 0.0         # (0: the whole run)
+    hotspot_period_s = 0.0           # > 0: the episode repeats with this period
 
 The multihop topology is seed 001's output-generated hot spot two hops away: the sources
 (hot-spot senders) and the innocent senders share switch s1 and the s1 -> s2 link; on s2
 the hot-spot sink's port is the bottleneck (the CP), the innocent sink has its own port.
 The "tcp" workload runs real TCP (iperf3, NewReno) through the reaction points' kernel
-limiters, so it needs the Mininet backend.
+limiters, so it needs the Mininet backend; "udp" runs iperf3's UDP at the senders' rate
+through them instead (seed 001's QCN + PAUSE).  Both go with the multihop topology only.
 
     [[schedule]]                     # bottleneck service rate changes
     at_s = 2.0
@@ -69,7 +71,9 @@ from qcn.core.params import ParamError, QcnParams
 from qcn.core.tomlfile import read_toml
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
-Pattern = Literal["bernoulli", "constant", "onoff", "tcp"]
+Pattern = Literal["bernoulli", "constant", "onoff", "tcp", "udp"]
+MININET_PATTERNS = ("tcp", "udp")
+"""Workloads of real iperf3 flows: the multihop topology, on Mininet only."""
 Topology = Literal["single", "multihop"]
 
 
@@ -107,6 +111,8 @@ class Workload:
     mean_off_s: float = 0.020
     hotspot_start_s: float = 0.0
     hotspot_duration_s: float = 0.0
+    hotspot_period_s: float = 0.0
+    """> 0: the hot-spot episode repeats every period, as long as one fits in the run."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,7 @@ TIME_FIELDS = (
     "workload.mean_off_s",
     "workload.hotspot_start_s",
     "workload.hotspot_duration_s",
+    "workload.hotspot_period_s",
     "qcn.rp.timer_s",
     "qcn.rp.timer_expiry_step_s",
     "qcn.rp.timer_cnm_step_s",
@@ -197,10 +204,23 @@ class Scenario:
         restore = self.restore_at_s
         if restore is not None:
             return max(c.at_s for c in self.schedule if c.at_s < restore), restore
-        w = self.workload
-        if w.pattern == "tcp" and w.hotspot_duration_s > 0:
-            return w.hotspot_start_s, w.hotspot_start_s + w.hotspot_duration_s
+        episodes = self.hotspot_episodes_s()
+        if episodes:
+            return episodes[0][0], episodes[-1][1]
         return None
+
+    def hotspot_episodes_s(self) -> list[tuple[float, float]]:
+        """(start, end) of each hot-spot episode of an iperf3 workload (none: always on)."""
+        w = self.workload
+        if w.pattern not in MININET_PATTERNS or w.hotspot_duration_s <= 0:
+            return []
+        if w.hotspot_period_s <= 0:
+            return [(w.hotspot_start_s, w.hotspot_start_s + w.hotspot_duration_s)]
+        out, begin = [], w.hotspot_start_s
+        while begin + w.hotspot_duration_s <= self.duration_s + 1e-9:
+            out.append((begin, begin + w.hotspot_duration_s))
+            begin += w.hotspot_period_s
+        return out
 
     def capacity_at(self, t: float) -> float:
         rate = self.network.bottleneck_rate_bps
@@ -366,8 +386,8 @@ def _validate(s: Scenario) -> None:
         ("network.frame_bytes", 64 <= n.frame_bytes <= 9216, "must be in [64, 9216]"),
         (
             "workload.pattern",
-            w.pattern in ("bernoulli", "constant", "onoff", "tcp"),
-            "must be bernoulli, constant, onoff or tcp",
+            w.pattern in ("bernoulli", "constant", "onoff", "tcp", "udp"),
+            "must be bernoulli, constant, onoff, tcp or udp",
         ),
         (
             "network.topology",
@@ -409,9 +429,13 @@ def _validate(s: Scenario) -> None:
     for name, ok, message in checks:
         if not ok:
             raise ScenarioError(f"{name}: {message}")
-    if (w.pattern == "tcp") != multihop:
+    if (w.pattern in MININET_PATTERNS) != multihop:
         raise ScenarioError(
-            "workload.pattern: tcp goes with network.topology = multihop, and only it"
+            "workload.pattern: tcp and udp go with network.topology = multihop, and only they"
+        )
+    if w.hotspot_period_s and w.hotspot_period_s <= w.hotspot_duration_s:
+        raise ScenarioError(
+            "workload.hotspot_period_s: must be longer than hotspot_duration_s (or 0)"
         )
     if abs(s.params.rp.line_rate_bps - n.line_rate_bps) > 1e-6 * n.line_rate_bps:
         raise ScenarioError(
