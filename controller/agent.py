@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from finsy import (
@@ -26,6 +26,7 @@ from controller.entries import (
     BMV2_DEFAULT_QUEUE_PKTS,
     SAMPLING_ACTIONS,
     CpPort,
+    PauseWatermarks,
     admission_entry,
     bmv2_queue_pkts,
     cnm_clone_session,
@@ -52,6 +53,8 @@ from qcn.core.params import (
     QueueUnit,
 )
 from qcn.core.pipeline import (
+    ACTION_PARAMS,
+    ACTION_WATCH,
     COUNTERS,
     CP_ARRIVAL,
     CP_INSTANCES,
@@ -60,6 +63,8 @@ from qcn.core.pipeline import (
     CP_TABLE_SAMPLING,
     REGISTER_OCCUPANCY_PKTS,
     TABLE_ADMISSION,
+    TABLE_PAUSE_SOURCE,
+    TABLE_PAUSE_WATERMARKS,
     cp_name,
 )
 
@@ -74,6 +79,8 @@ class PortStatus:
     counters: dict[str, int]
     queue_pkts: int | None
     """The pipeline's count of the port's queue (None: no CP port, or no Thrift)."""
+    pause: PauseWatermarks | None = None
+    """802.3x PAUSE on the frames arriving at the port, as the switch holds it."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -82,6 +89,7 @@ class PortStatus:
             "cpid": None if self.cpid is None else f"0x{self.cpid:016x}",
             "counters": self.counters,
             "queue_pkts": self.queue_pkts,
+            "pause": None if self.pause is None else asdict(self.pause),
         }
 
 
@@ -366,6 +374,46 @@ class SwitchAgent:
             self.connect().modify([admission_entry(cp)])
             t.set_queue_depth(bmv2_queue_pkts(depth_pkts), port)
 
+    def set_pause(self, port: int, pause: PauseWatermarks | None) -> None:
+        """802.3x PAUSE on the frames arriving at ``port`` (None: off), live.  The first
+        guarded port also gets every port its PAUSE source address and a deep BMv2 queue
+        (apply_queue_shaping)."""
+        self.cfg.port(port)  # a port the configuration knows
+        sw = self.connect()
+        have = self.read_pause(port)
+        if pause is None:
+            if have is not None:
+                sw.delete([pause_watermarks_entry(port, have)])
+            return
+        schema = sw.switch.p4info
+        sources = {_entry_key(e, schema) for e in sw.read(P4TableEntry(TABLE_PAUSE_SOURCE))}
+        missing = [
+            e
+            for e in (pause_source_entry(p.port, self.cfg.cp_mac) for p in self.cfg.ports)
+            if _entry_key(e, schema) not in sources
+        ]
+        if missing:
+            sw.insert(missing)
+        (sw.modify if have is not None else sw.insert)([pause_watermarks_entry(port, pause)])
+        with self.thrift() as t:
+            for p in self.cfg.ports:
+                if not p.cp:
+                    t.set_queue_depth(
+                        bmv2_queue_pkts(p.queue_depth_pkts or BMV2_DEFAULT_QUEUE_PKTS), p.port
+                    )
+
+    def read_pause(self, port: int) -> PauseWatermarks | None:
+        """The port's PAUSE watermarks as the switch holds them (None: not guarded)."""
+        entries = self.connect().read(
+            P4TableEntry(TABLE_PAUSE_WATERMARKS, match=P4TableMatch(ig_port=port))
+        )
+        for e in entries:
+            if e.action is None or int(e.match["ig_port"]) != port:
+                continue
+            args = dict(e.action.args)
+            return PauseWatermarks(**{k: int(args[k]) for k in ACTION_PARAMS[ACTION_WATCH]})
+        return None
+
     # -- read-back ---------------------------------------------------------------------------
 
     def counters(self, port: int) -> dict[str, int]:
@@ -393,6 +441,7 @@ class SwitchAgent:
                         cp[1] if cp else None,
                         self.counters(p.port),
                         depth,
+                        self.read_pause(p.port),
                     )
                 )
         finally:

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from controller import config
+from controller.config import PAUSE_FIELDS
+from controller.entries import PauseWatermarks
 from controller.errors import ConfigError
-from qcn.core.params import QueueDepth, QueueUnit, SamplingMode
+from qcn.core.params import ParamError, QueueDepth, QueueUnit, SamplingMode
 
 if TYPE_CHECKING:
     from controller.agent import PortStatus
@@ -84,6 +86,20 @@ def register(sub: Any) -> None:
     rn.add_argument("switch", nargs="*", help="only these switches (default: all)")
     rn.add_argument("--interval", type=float, default=1.0, help="health check period, s")
     rn.set_defaults(func=_run)
+
+    pz = cmds.add_parser(
+        "pause",
+        help="802.3x PAUSE on the frames arriving at a port, live (docs/pause.md)",
+        description="Guard a port's input with PAUSE: past --hi-bytes buffered from it, the "
+        "switch sends a PAUSE of --pause-quanta out of it (again every --refresh-us while "
+        "above), below --lo-bytes one of 0; frames beyond --partition-bytes are dropped.",
+    )
+    pz.add_argument("switch")
+    pz.add_argument("port", type=int)
+    for name in PAUSE_FIELDS:
+        pz.add_argument("--" + name.replace("_", "-"), type=int)
+    pz.add_argument("--off", action="store_true", help="no PAUSE on this port")
+    pz.set_defaults(func=_pause)
 
     q = cmds.add_parser("queue", help="set a port's BMv2 queue rate and depth (Thrift)")
     q.add_argument("switch")
@@ -157,7 +173,8 @@ def _show(args: argparse.Namespace) -> int:
         return 0
     print(
         f"{'switch':8} {'port':>4} {'CP':24} {'frames':>9} {'samples':>8} {'CNMs':>7} "
-        f"{'tail drops':>10} {'edge drops':>10} {'queue':>6}"
+        f"{'tail drops':>10} {'edge drops':>10} {'queue':>6} {'PAUSE hi/lo KB':>14} "
+        f"{'sent':>5} {'rcvd':>5}"
     )
     for name, rows in report.items():
         for r in rows:
@@ -170,9 +187,11 @@ def _show(args: argparse.Namespace) -> int:
             )
             c = r.counters
             depth = "-" if r.queue_pkts is None else str(r.queue_pkts)
+            pause = f"{r.pause.hi_bytes / 1e3:g}/{r.pause.lo_bytes / 1e3:g}" if r.pause else "off"
             print(
                 f"{name:8} {r.port:>4} {cp:28} {c['cp_frames']:>9} {c['cp_samples']:>8} "
-                f"{c['cp_cnms']:>7} {c['tail_drops']:>10} {c['cnm_edge_drops']:>10} {depth:>6}"
+                f"{c['cp_cnms']:>7} {c['tail_drops']:>10} {c['cnm_edge_drops']:>10} {depth:>6} "
+                f"{pause:>14} {c['pause_sent']:>5} {c['pause_received']:>5}"
             )
     return 0
 
@@ -205,6 +224,29 @@ def _run(args: argparse.Namespace) -> int:
         t.join(timeout=args.timeout + args.interval + 1)
     for a in agents:
         a.close()
+    return 0
+
+
+def _pause(args: argparse.Namespace) -> int:
+    from controller.agent import SwitchAgent  # noqa: PLC0415 - gRPC only when needed
+
+    given = {n: getattr(args, n) for n in PAUSE_FIELDS if getattr(args, n) is not None}
+    if args.off and given:
+        raise ConfigError("--off takes no watermarks")
+    pause = None
+    if not args.off:
+        absent = [f"--{n.replace('_', '-')}" for n in PAUSE_FIELDS if n not in given]
+        if absent:
+            raise ConfigError(f"give {', '.join(absent)} (or --off)")
+        try:
+            pause = PauseWatermarks(**given)
+        except ParamError as e:
+            raise ConfigError(str(e)) from None
+    net = _network(args)
+    with SwitchAgent(net, args.switch, timeout_s=args.timeout) as agent:
+        agent.set_pause(args.port, pause)
+    state = "off" if pause is None else ", ".join(f"{k}={v}" for k, v in given.items())
+    print(f"{args.switch} port {args.port}: PAUSE {state}")
     return 0
 
 

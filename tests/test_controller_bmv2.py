@@ -20,6 +20,8 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from qcn.core.frames import pause_seconds
+from tests.test_pause import Link, largest_gap
 from tests.toolchain import requires_p4lang, requires_root
 from topologies.bmv2 import Bmv2Config, Bmv2Process, wait_until
 from topologies.netns import delete_netns, send_frames
@@ -312,6 +314,46 @@ def test_queue_shaping_builds_a_queue_the_cp_sees(lab: Lab) -> None:
         assert wait_for(lambda: lab.show()[2]["counters"]["cp_cnms"] > before, timeout_s=10)
     finally:
         lab.ctl("queue", "s1", "2", "--rate-pps", "0")
+
+
+def test_pause_set_live_reads_back_and_pauses(lab: Lab) -> None:
+    lab.ctl("up")
+    watermarks = {
+        "hi_bytes": 3000,
+        "lo_bytes": 1000,
+        "partition_bytes": 100_000,
+        "pause_quanta": 100,
+        "refresh_us": 10_000_000,
+    }
+    flags = [x for k, v in watermarks.items() for x in ("--" + k.replace("_", "-"), str(v))]
+    assert "PAUSE hi_bytes=3000" in lab.ctl("pause", "s1", "0", *flags).stdout
+    assert lab.show()[0]["pause"] == watermarks
+    assert "3/1" in lab.ctl("show").stdout  # hi/lo KB in the table
+    lab.ctl("queue", "s1", "2", "--rate-pps", "100")
+    try:
+        send_frames(lab.ns, "h0", frames(20))  # 242 bytes each: past hi at the 13th
+        # One PAUSE as the input passes hi, one of 0 once it drains below lo.
+        assert wait_for(lambda: lab.show()[0]["counters"]["pause_sent"] == 2, timeout_s=10)
+    finally:
+        lab.ctl("queue", "s1", "2", "--rate-pps", "0")
+    lab.ctl("pause", "s1", "0", "--off")
+    assert lab.show()[0]["pause"] is None
+    bad = lab.ctl("pause", "s1", "0", "--hi-bytes", "10", check=False)
+    assert bad.returncode == 2
+    assert "give --lo-bytes, --partition-bytes, --pause-quanta, --refresh-us" in bad.stderr
+    wrong = lab.ctl("pause", "s1", "0", *flags[:2], "--lo-bytes", "5000", *flags[4:], check=False)
+    assert "0 <= lo < hi < partition" in wrong.stderr
+
+
+def test_a_switch_port_honours_pause(lab: Lab) -> None:
+    """Frames from h0 cross BMv2 and leave through port 2; a PAUSE from h2 (which the
+    pipeline counts and drops) makes the MAC under port 2 hold them for its time."""
+    lab.ctl("up")
+    before = lab.show()[2]["counters"]["pause_received"]
+    port2 = Link(lab.ns, lab.ns, host_if="sw2", peer_if="h2", source_if="h0", frame_dst=HOST_MAC[2])
+    gap = largest_gap(port2, line_rate_mbps=100, pauses=[0xFFFF])
+    assert gap == pytest.approx(pause_seconds(0xFFFF, 100e6), rel=0.10)
+    assert lab.show()[2]["counters"]["pause_received"] == before + 1
 
 
 def test_unreachable_switch_is_a_clear_error(tmp_path: Path) -> None:

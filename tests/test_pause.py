@@ -85,10 +85,15 @@ PACE_PPS = 1000
 
 @dataclass
 class Link:
+    """The gated interface (``host_if``) and its peer; frames are paced out of
+    ``source_if`` (default: the gated interface itself) to ``frame_dst``."""
+
     host_ns: str
     peer_ns: str
     host_if: str = "pz-h"
     peer_if: str = "pz-p"
+    source_if: str | None = None
+    frame_dst: str = PEER_MAC
 
 
 @pytest.fixture
@@ -163,8 +168,10 @@ def largest_gap(
             "ready",
         )
         # Full-size frames: a held gate lets the one at its head through (docs/pause.md).
-        frame = bytes.fromhex("02000000770202000000770188b5") + bytes(1486)
-        pace = ["pace", link.host_if, "--rate", str(PACE_PPS), "--duration", "1.5"]
+        dst = bytes.fromhex(link.frame_dst.replace(":", ""))
+        frame = dst + bytes.fromhex("02000000770188b5") + bytes(1486)
+        source = link.source_if or link.host_if
+        pace = ["pace", source, "--rate", str(PACE_PPS), "--duration", "1.5"]
         pacer = subprocess.Popen(
             in_ns(link.host_ns, "-m", "topologies.rawframes", *pace),
             stdin=subprocess.PIPE,

@@ -36,6 +36,7 @@ from pathlib import Path
 from controller.entries import PauseWatermarks
 from qcn.core.frames import PAUSE_QUANTA_MAX, pause_quanta, pause_seconds
 from qcn.core.params import QcnParams
+from qcn.core.pipeline import REGISTER_INPUT_BYTES
 from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
 from topologies.errors import ExperimentError
@@ -115,6 +116,10 @@ class MultihopTcpExperiment(Experiment):
         self.counters = CounterSamples()
         self._pending_flows: list[tuple[tuple[float, float], int]] = []
         self.pause_counts: dict[str, dict[str, int]] = {}
+        self.switch_drops = 0
+        """Frames the pipelines dropped (tail drops and PAUSE partitions), all ports."""
+        self.kernel_drops: dict[str, dict[str, int]] = {}
+        """The kernel's drop counters of every switch interface at the end."""
 
     @property
     def sources(self) -> list[str]:
@@ -177,12 +182,23 @@ class MultihopTcpExperiment(Experiment):
                 sc, hot, self.cp_port, self.sample_interval_s, hooks, cli=self.cli
             )
             self.rec.cnms = hot.counters(self.cp_port)["cp_cnms"] if self.qcn else 0
-            if net.pause:
-                # Downstream first: a PAUSE s2 counted as sent is then counted at s1 too.
-                for name, a in sorted(agents.items(), reverse=True):
-                    for port in (p.port for p in a.cfg.ports):
-                        c = a.counters(port)
-                        self.pause_counts[f"{name}-eth{port}"] = {k: c[k] for k in PAUSE_COUNTERS}
+            # Downstream first: a PAUSE s2 counted as sent is then counted at s1 too.
+            for name, a in sorted(agents.items(), reverse=True):
+                for port in (p.port for p in a.cfg.ports):
+                    iface = f"{name}-eth{port}"
+                    c = a.counters(port)
+                    self.switch_drops += c["tail_drops"] + c["pause_drops"]
+                    self.kernel_drops[iface] = {
+                        k: interface_counter(iface, k) for k in ("rx_dropped", "tx_dropped")
+                    }
+                    if net.pause:
+                        self.pause_counts[iface] = {k: c[k] for k in PAUSE_COUNTERS}
+                        with a.thrift() as t:
+                            # What the input still holds once the flows are over (0 unless
+                            # a hold keeps its frames in).
+                            self.pause_counts[iface]["input_bytes_at_end"] = t.register_read(
+                                REGISTER_INPUT_BYTES, port
+                            )
         self.rec.limiter_rows = read_limiter_logs(self.out / "rp", self.sources)
         if net.pause:
             self._write_pause_json()
@@ -291,7 +307,14 @@ class MultihopTcpExperiment(Experiment):
                         "stop_p99_ms": float(m["p99"]),
                     }
         (self.out / "pause.json").write_text(
-            json.dumps({"switch_ports": self.pause_counts, "honoured": honoured}, indent=1)
+            json.dumps(
+                {
+                    "switch_ports": self.pause_counts,
+                    "honoured": honoured,
+                    "kernel_drops": self.kernel_drops,
+                },
+                indent=1,
+            )
         )
 
     # -- the trace ---------------------------------------------------------------------------
@@ -354,6 +377,7 @@ class MultihopTcpExperiment(Experiment):
             "hotspot_ideal_bps": min(capacity, sc.network.sources * sc.workload.max_rate_bps),
             "innocent_throughput_bps": sum(innocent_bps[k] for k in rows) / len(rows),
             "innocent_ideal_bps": min(offered_innocent, sc.network.innocent_rate_bps),
+            "switch_drops": self.switch_drops,
             **(
                 {"pause_frames_sent": sum(c["pause_sent"] for c in self.pause_counts.values())}
                 if self.pause_counts
