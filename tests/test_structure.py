@@ -86,7 +86,15 @@ def test_the_core_imports_nothing_of_the_layers_above() -> None:
 
 def test_the_front_door_is_the_only_one_above_everything() -> None:
     front = {module_name(p) for p in tracked("qcn/*.py") if p.parent == ROOT / "qcn"}
-    assert front == {"qcn", "qcn.__main__", "qcn.cli", "qcn.run", "qcn.sweep", "qcn.compare"}
+    assert front == {
+        "qcn",
+        "qcn.__main__",
+        "qcn.cli",
+        "qcn.run",
+        "qcn.sweep",
+        "qcn.compare",
+        "qcn.schemes",
+    }
 
 
 def test_nothing_edits_the_import_path() -> None:
