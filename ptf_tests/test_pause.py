@@ -45,8 +45,9 @@ WATERMARKS = PauseWatermarks(
     pause_quanta=1000,
     refresh_us=10_000_000,
 )
-DRAIN_PPS = 100
-"""The bottleneck's rate: a burst stays buffered for a while."""
+DRAIN_PPS = 50
+"""The bottleneck's rate: a burst stays buffered for a while, even when a loaded machine
+sends it slowly (at 100 pps the input never passed hi with the CP on and both cores busy)."""
 
 
 class PauseTest(QcnTest):
@@ -161,9 +162,11 @@ class PauseWithCnmTest(PauseTest):
     """With a CP sampling every frame, the frame that sends the PAUSE gives up its CNM."""
 
     def runTest(self) -> None:
-        self.enable_cp(replace(ALWAYS, q_eq_pkts=2))
+        # Fb = -(q - 1) (w = 0): every frame that finds 2 or more queued is owed a CNM.
+        self.enable_cp(replace(ALWAYS, q_eq_pkts=1, w=0.0))
         self.enable_pause()
-        for seq in range(12):
+        sent = 18  # within the 20-frame partition; past hi at the 11th, later if some left
+        for seq in range(sent):
             self.send(GUARDED, udp_frame(GUARDED, BOTTLENECK, seq, size=FRAME))
         got = self.collect_timed(quiet_s=0.5)
         back = [f for p, f, _ in got if p == GUARDED]
@@ -172,11 +175,11 @@ class PauseWithCnmTest(PauseTest):
         self.assertEqual(len(pauses), 2)
         self.assertEqual(len(pauses) + len(cnms), len(back))
         self.assertEqual(self.counters(BOTTLENECK)["cp_cnms"], len(cnms))
-        # Frames 9..12 found 6+ queued (q_eq 2): a CNM each, but for the one that took the
-        # input past hi (the 11th, or the 12th if a frame left meanwhile).
-        missing = {8, 9, 10, 11} - {sampled_seq(c) for c in cnms}
+        # Frames from the 9th on found 2+ queued (unless 7 of the 8 before had left): a CNM
+        # each, but for the one that took the input past hi.
+        missing = set(range(8, sent)) - {sampled_seq(c) for c in cnms}
         self.assertEqual(len(missing), 1, f"no CNM for seqs {missing}")
-        self.assertIn(missing.pop(), {10, 11})
+        self.assertGreaterEqual(missing.pop(), 10)
 
 
 class MacControlNotForwardedTest(QcnTest):
