@@ -46,6 +46,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from qcn.core.errors import QcnError
 from qcn.core.frames import ETHERTYPE_CNM, CnmInfo, CnmRejectedError, parse_cnm
 from qcn.core.params import RpParams
+from reaction_point.netlink import open_interface
 from reaction_point.packet_socket import (
     ANCILLARY_BYTES,
     PACKET_OUTGOING,
@@ -221,12 +222,7 @@ class ReactionPoint:
         self.opt.status_dir.mkdir(parents=True, exist_ok=True)
         if self.opt.csv_dir:
             self.opt.csv_dir.mkdir(parents=True, exist_ok=True)
-        self._ipr = IPRoute()
-        links = self._ipr.link_lookup(ifname=self.opt.iface)
-        if not links:
-            self._ipr.close()
-            raise OSError(f"no interface named {self.opt.iface}")
-        self._ifindex = links[0]
+        self._ipr, self._ifindex = open_interface(self.opt.iface, None, OSError)
         self._claim = claim_interface(self.opt.iface)
         # The status file is ours from here on (not before: it may be a live daemon's).
         self._status_ready = True

@@ -4,7 +4,8 @@ linux/rtnetlink.h, linux/pkt_sched.h).
 pyroute2 builds each request in Python, a fraction of a millisecond of CPU; on a loaded
 2-core machine that work is preempted, and a change that must happen now (a rate that
 follows a CNM, a PAUSE's hold) waited tens of milliseconds.  The few messages that are
-sent on such a path are packed here once and sent as bytes.
+sent on such a path are packed here once and sent as bytes.  Also here: how the reaction
+point's modules open an interface and a route-netlink socket in a namespace.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import socket
 import struct
 from collections.abc import Iterator
 
+from pyroute2 import IPRoute, NetNS
 from pyroute2.netlink.exceptions import NetlinkError
+from pyroute2.netns import create_socket
 
 NLMSG_ERROR, NLMSG_DONE = 2, 3
 RTM_NEWQDISC, RTM_NEWTCLASS, RTM_GETTCLASS = 36, 40, 42
@@ -28,6 +31,28 @@ RTATTR = struct.Struct("=HH")
 TC_RATESPEC = "BBHhHI"
 """struct tc_ratespec: cell_log, linklayer, overhead, cell_align, mpu, rate (bytes/s)."""
 U32_MAX = (1 << 32) - 1
+TC_H_ROOT = 0xFFFFFFFF
+"""linux/pkt_sched.h: the parent of an interface's root qdisc."""
+
+
+def open_interface(ifname: str, netns: str | None, error: type[Exception]) -> tuple[IPRoute, int]:
+    """A pyroute2 connection in ``netns`` (this process's by default) and ``ifname``'s
+    index; raises ``error`` (closing the connection) when there is no such interface."""
+    ipr: IPRoute = NetNS(netns) if netns else IPRoute()
+    found = ipr.link_lookup(ifname=ifname)
+    if not found:
+        ipr.close()
+        raise error(f"no interface named {ifname}")
+    return ipr, int(found[0])
+
+
+def rtnl_socket(netns: str | None = None) -> socket.socket:
+    """A bare route-netlink socket in ``netns`` (this process's by default), bound."""
+    sock: socket.socket = create_socket(
+        netns, socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE
+    )
+    sock.bind((0, 0))
+    return sock
 
 
 def rtattr(kind: int, payload: bytes) -> bytes:

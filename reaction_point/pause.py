@@ -39,9 +39,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 
-from pyroute2 import IPRoute, NetNS
+from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
-from pyroute2.netns import create_socket, popns, pushns
+from pyroute2.netns import popns, pushns
 
 from qcn.core.errors import QcnError
 from qcn.core.frames import (
@@ -53,12 +53,15 @@ from qcn.core.frames import (
 )
 from reaction_point.netlink import (
     RTM_NEWQDISC,
+    TC_H_ROOT,
     TC_LINKLAYER_ETHERNET,
     TC_RATESPEC,
     TCA_KIND,
     TCA_OPTIONS,
     U32_MAX,
+    open_interface,
     rtattr,
+    rtnl_socket,
     send_acked,
     tc_message,
 )
@@ -87,7 +90,6 @@ TCA_TBF_PARMS, TCA_TBF_RATE64, TCA_TBF_BURST = 1, 4, 6
 TC_TBF_QOPT = struct.Struct("=" + TC_RATESPEC + TC_RATESPEC + "III")
 """struct tc_tbf_qopt: rate, peakrate, limit (bytes), buffer (ticks), mtu."""
 DEFAULT_LIMIT_BYTES = 4 << 20
-TC_H_ROOT = 0xFFFFFFFF
 
 
 class PauseError(QcnError):
@@ -111,16 +113,10 @@ class PauseGate:
         self.open_burst_bytes = OPEN_BURST_FRAMES * mtu
         self.mtu = mtu
         self.limit_bytes = limit_bytes
-        self._ipr: IPRoute = NetNS(netns) if netns else IPRoute()
-        found = self._ipr.link_lookup(ifname=ifname)
-        if not found:
-            self._ipr.close()
-            raise PauseError(f"no interface named {ifname}")
-        self.ifindex: int = found[0]
+        self._ipr, self.ifindex = open_interface(ifname, netns, PauseError)
         self.held = False
         self._open = False
-        self._nl = create_socket(netns, socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
-        self._nl.bind((0, 0))
+        self._nl = rtnl_socket(netns)
         self._seq = 0
 
     def _tbf(self, command: str, rate: int, burst: int) -> None:

@@ -41,10 +41,9 @@ import struct
 import threading
 from dataclasses import dataclass
 
-from pyroute2 import IPRoute, NetNS
+from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl.tcmsg.common import calc_xmittime, get_hz
-from pyroute2.netns import create_socket
 
 from qcn.core.errors import QcnError
 from reaction_point.netlink import (
@@ -56,6 +55,7 @@ from reaction_point.netlink import (
     RTATTR,
     RTM_GETTCLASS,
     RTM_NEWTCLASS,
+    TC_H_ROOT,
     TC_LINKLAYER_ETHERNET,
     TC_RATESPEC,
     TCA_KIND,
@@ -64,11 +64,13 @@ from reaction_point.netlink import (
     TCA_STATS_BASIC,
     TCMSG,
     U32_MAX,
+    open_interface,
+    replies,
+    rtattr,
+    rtnl_socket,
     send_acked,
     tc_message,
 )
-from reaction_point.netlink import replies as _replies
-from reaction_point.netlink import rtattr as _rtattr
 from reaction_point.pause import (
     GATE_CHILD,
     GATE_FIFO_HANDLE,
@@ -85,7 +87,6 @@ LINE_MINOR = 1
 DEFAULT_MINOR = 2
 """The class of traffic no limiter claims."""
 FIRST_LIMITER_MINOR = 3
-TC_H_ROOT = 0xFFFFFFFF
 ETH_P_ALL = 0x0003
 ETH_P_IP = 0x0800
 FILTER_PRIO = 1
@@ -228,16 +229,8 @@ class HtbLimiters:
         self.mtu = mtu
         self.line_rate_bps = line_rate_bps
         self._parent = ROOT_HANDLE | LINE_MINOR if line_rate_bps else ROOT_HANDLE
-        self._ipr: IPRoute = NetNS(netns) if netns else IPRoute()
-        found = self._ipr.link_lookup(ifname=ifname)
-        if not found:
-            self._ipr.close()
-            raise TcError(f"no interface named {ifname}")
-        self.ifindex: int = found[0]
-        self._rates = ClassRateWriter(
-            self.ifindex,
-            create_socket(netns, socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE),
-        )
+        self._ipr, self.ifindex = open_interface(ifname, netns, TcError)
+        self._rates = ClassRateWriter(self.ifindex, rtnl_socket(netns))
         self._minor_ids = IdPool(FIRST_LIMITER_MINOR, MAX_CLASS_MINOR)
         self._node_ids = IdPool(1, MAX_FILTERS)
         self._installed: dict[Match, Installed] = {}
@@ -472,8 +465,7 @@ class ClassStatsReader:
 
     def __init__(self, ifindex: int) -> None:
         self.ifindex = ifindex
-        self._sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
-        self._sock.bind((0, 0))
+        self._sock = rtnl_socket()
         self._seq = 0
 
     def close(self) -> None:
@@ -492,7 +484,7 @@ class ClassStatsReader:
         )  # fmt: skip
         self._sock.send(header + request)
         out: dict[int, tuple[int, int]] = {}
-        for kind, seq, data, body, end in _replies(self._sock):
+        for kind, seq, data, body, end in replies(self._sock):
             if seq != self._seq:
                 continue
             if kind == NLMSG_DONE:
@@ -542,9 +534,9 @@ class ClassRateWriter:
     """
 
     def __init__(self, ifindex: int, sock: socket.socket) -> None:
+        """``sock``: a bound route-netlink socket (reaction_point.netlink.rtnl_socket)."""
         self.ifindex = ifindex
         self._sock = sock
-        self._sock.bind((0, 0))
         self._seq = 0
 
     def close(self) -> None:
@@ -556,11 +548,11 @@ class ClassRateWriter:
         burst = calc_xmittime(rate, rate / get_hz() + mtu)
         spec = (0, TC_LINKLAYER_ETHERNET, 0, 0, 0, min(rate, U32_MAX))
         parms = TC_HTB_OPT.pack(*spec, *spec, burst, burst, 0, 0, 0)
-        options = _rtattr(TCA_HTB_PARMS, parms)
+        options = rtattr(TCA_HTB_PARMS, parms)
         if rate > U32_MAX:
             wide = struct.pack("=Q", rate)
-            options += _rtattr(TCA_HTB_RATE64, wide) + _rtattr(TCA_HTB_CEIL64, wide)
-        attrs = _rtattr(TCA_KIND, b"htb\0") + _rtattr(TCA_OPTIONS, options)
+            options += rtattr(TCA_HTB_RATE64, wide) + rtattr(TCA_HTB_CEIL64, wide)
+        attrs = rtattr(TCA_KIND, b"htb\0") + rtattr(TCA_OPTIONS, options)
         self._seq += 1
         message = tc_message(RTM_NEWTCLASS, self._seq, (self.ifindex, classid, parent), attrs)
         send_acked(self._sock, message, self._seq)
