@@ -28,13 +28,9 @@ from bench.lab import namespace, switch
 from controller.agent import SwitchAgent
 from controller.config import parse
 from qcn.core.pipeline import CP_ARRIVAL, CP_TABLE_CONFIG, compile_program, cp_name
+from qcn.core.stats import percentile
 
 PORT = 1
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main() -> int:
@@ -78,7 +74,7 @@ def main() -> int:
                 # In the port's unit: bytes by default, q_eq_pkts frames of 1500 B.
                 wrong += int(held.action.args["q_eq"]) != held_params.q_eq
     ms = 1e3
-    w50, w99 = percentile(writes, 0.5) * ms, percentile(writes, 0.99) * ms
+    w50, w99 = (ms * (percentile(writes, q) or 0.0) for q in (0.5, 0.99))
     r50 = statistics.median(reads) * ms
     print(
         f"ctl: live set in effect p50 {w50:.2f} ms, p99 {w99:.2f} ms over {len(writes)} "

@@ -46,6 +46,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from qcn.core.errors import QcnError
 from qcn.core.frames import ETHERTYPE_CNM, CnmInfo, CnmRejectedError, parse_cnm
 from qcn.core.params import RpParams
+from qcn.core.stats import percentile
 from reaction_point.netlink import open_interface
 from reaction_point.packet_socket import (
     ANCILLARY_BYTES,
@@ -534,7 +535,7 @@ class ReactionPoint:
     # -- status ------------------------------------------------------------------------------
 
     def status(self, *, running: bool) -> dict[str, Any]:
-        lat = sorted(self.latencies_s)
+        p50, p99 = (percentile(self.latencies_s, q) for q in (0.5, 0.99))
         return {
             "iface": self.opt.iface,
             "pid": os.getpid(),
@@ -543,8 +544,8 @@ class ReactionPoint:
             "max_limiters": self.opt.max_limiters,
             "limit_by": self.opt.limit_by,
             "counters": dict(self.counters),
-            "latency_p50_ms": 1e3 * lat[len(lat) // 2] if lat else None,
-            "latency_p99_ms": 1e3 * lat[int(len(lat) * 0.99)] if lat else None,
+            "latency_p50_ms": None if p50 is None else 1e3 * p50,
+            "latency_p99_ms": None if p99 is None else 1e3 * p99,
             "cnm_capacity_per_s": self.frames_handled / self.busy_s if self.busy_s else None,
             "limiters": [
                 {

@@ -51,6 +51,7 @@ from qcn.core.frames import (
     parse_pause,
     pause_seconds,
 )
+from qcn.core.stats import percentile
 from reaction_point.netlink import (
     RTM_NEWQDISC,
     TC_H_ROOT,
@@ -364,22 +365,19 @@ class PauseAgent:
                 "pauses": p.state.pauses,
                 "resumes": p.state.resumes,
                 "held_s": round(p.state.held_s, 6),
-                "stop_p50_ms": 1e3 * percentile(p.stop_latency_s, 50),
-                "stop_p99_ms": 1e3 * percentile(p.stop_latency_s, 99),
-                "tc_p99_ms": 1e3 * percentile(p.tc_latency_s, 99),
-                "wake_p50_ms": 1e3 * percentile(p.wake_latency_s, 50),
-                "wake_p99_ms": 1e3 * percentile(p.wake_latency_s, 99),
+                "stop_p50_ms": _ms(p.stop_latency_s, 0.5),
+                "stop_p99_ms": _ms(p.stop_latency_s, 0.99),
+                "tc_p99_ms": _ms(p.tc_latency_s, 0.99),
+                "wake_p50_ms": _ms(p.wake_latency_s, 0.5),
+                "wake_p99_ms": _ms(p.wake_latency_s, 0.99),
             }
             for p in self.ports
         }
 
 
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (nearest rank); 0 for no values."""
-    if not values:
-        return 0.0
-    ranked = sorted(values)
-    return ranked[min(len(ranked) - 1, max(0, round(q / 100 * len(ranked) + 0.5) - 1))]
+def _ms(seconds: list[float], q: float) -> float:
+    """A latency quantile in ms for the summary (0 when there was none)."""
+    return 1e3 * (percentile(seconds, q) or 0.0)
 
 
 def main(argv: list[str] | None = None) -> int:
