@@ -46,8 +46,7 @@ from pyroute2.netns import popns, pushns
 from qcn.core.errors import QcnError
 from qcn.core.frames import (
     ETHERTYPE_MAC_CONTROL,
-    PAUSE_DST_MAC,
-    PAUSE_FRAME_BYTES,
+    mac_control_frame,
     parse_pause,
     pause_seconds,
 )
@@ -244,6 +243,9 @@ class HonouredPort:
     gate: PauseGate
     state: PauseState
     sock: socket.socket
+    kick: bytes
+    """What wakes the gate after a release (PauseAgent.step): a MAC Control frame of no
+    opcode from the interface's own address."""
     hold_asked_at: float | None = None
     """The kernel's receive time of the PAUSE that began the hold to come."""
     stop_latency_s: list[float] = field(default_factory=list)
@@ -252,16 +254,6 @@ class HonouredPort:
     """Per hold: the netlink change alone."""
     wake_latency_s: list[float] = field(default_factory=list)
     """Per PAUSE: from its reception to the agent reading it (the part before any tc)."""
-
-    @property
-    def kick(self) -> bytes:
-        mac: bytes = self.sock.getsockname()[4]
-        return (
-            bytes.fromhex(PAUSE_DST_MAC.replace(":", ""))
-            + mac
-            + ETHERTYPE_MAC_CONTROL.to_bytes(2, "big")
-            + bytes(PAUSE_FRAME_BYTES - 14)
-        )
 
 
 class PauseAgent:
@@ -290,7 +282,9 @@ class PauseAgent:
                 finally:
                     if netns:
                         popns()
-                self.ports.append(HonouredPort(name, gate, PauseState(line_rate_bps), sock))
+                mac: bytes = sock.getsockname()[4]
+                kick = mac_control_frame(mac.hex(":"), opcode=0)
+                self.ports.append(HonouredPort(name, gate, PauseState(line_rate_bps), sock, kick))
                 gate.open()
         except (PauseError, OSError):
             self.close()

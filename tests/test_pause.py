@@ -16,6 +16,7 @@ from scapy.layers.l2 import Ether
 
 from qcn.core.frames import (
     PAUSE_FRAME_BYTES,
+    mac_control_frame,
     parse_pause,
     pause_frame,
     pause_quanta,
@@ -37,6 +38,10 @@ def test_pause_frame_bytes() -> None:
     )  # fmt: skip
     assert parse_pause(frame) == 0x1234
     assert Ether(frame).pause_time == 0x1234
+    # The agent's wake-up frame: MAC Control, no opcode, nothing else.
+    kick = mac_control_frame("02:00:00:00:00:01", opcode=0)
+    assert kick == frame[:14] + bytes(PAUSE_FRAME_BYTES - 14)
+    assert parse_pause(kick) is None
 
 
 @pytest.mark.parametrize(

@@ -269,13 +269,19 @@ PAUSE_QUANTUM_BITS = 512
 PAUSE_QUANTA_MAX = 0xFFFF
 
 
-def pause_frame(src_mac: str, quanta: int) -> bytes:
-    """A PAUSE of ``quanta`` (0 lifts a pause), padded with zeros to the minimum frame."""
+def mac_control_frame(src_mac: str, opcode: int, pause_time: int = 0) -> bytes:
+    """A MAC Control frame laid out as a PAUSE (opcode, then a 16-bit time), padded with
+    zeros to the minimum frame."""
     pkt = Ether(src=src_mac, dst=PAUSE_DST_MAC, type=ETHERTYPE_MAC_CONTROL) / MACControlPause(
-        pause_time=quanta
+        _op_code=opcode, pause_time=pause_time
     )
     raw = bytes(pkt)
     return raw + bytes(PAUSE_FRAME_BYTES - len(raw))
+
+
+def pause_frame(src_mac: str, quanta: int) -> bytes:
+    """A PAUSE of ``quanta`` (0 lifts a pause)."""
+    return mac_control_frame(src_mac, MAC_CONTROL_OPCODE_PAUSE, quanta)
 
 
 def parse_pause(frame: bytes) -> int | None:
