@@ -114,7 +114,8 @@ class MultihopTcpExperiment(Experiment):
         self.innocent_sink = f"h{self.senders + 2}"
         self.cp_port = HOTSPOT_PORT
         self.counters = CounterSamples()
-        self._pending_flows: list[tuple[tuple[float, float], int]] = []
+        self._pending_flows: list[tuple[tuple[float, float], int, int]] = []
+        """(window, sender, the sender's flow number) of each flow not started yet."""
         self.pause_counts: dict[str, dict[str, int]] = {}
         self.switch_drops = 0
         """Frames the pipelines dropped (tail drops and PAUSE partitions), all ports."""
@@ -184,16 +185,16 @@ class MultihopTcpExperiment(Experiment):
             self.rec.cnms = hot.counters(self.cp_port)["cp_cnms"] if self.qcn else 0
             # Downstream first: a PAUSE s2 counted as sent is then counted at s1 too.
             for name, a in sorted(agents.items(), reverse=True):
-                for port in (p.port for p in a.cfg.ports):
-                    iface = f"{name}-eth{port}"
-                    c = a.counters(port)
-                    self.switch_drops += c["tail_drops"] + c["pause_drops"]
-                    self.kernel_drops[iface] = {
-                        k: interface_counter(iface, k) for k in ("rx_dropped", "tx_dropped")
-                    }
-                    if net.pause:
-                        self.pause_counts[iface] = {k: c[k] for k in PAUSE_COUNTERS}
-                        with a.thrift() as t:
+                with a.thrift() as t:
+                    for port in (p.port for p in a.cfg.ports):
+                        iface = f"{name}-eth{port}"
+                        c = a.counters(port)
+                        self.switch_drops += c["tail_drops"] + c["pause_drops"]
+                        self.kernel_drops[iface] = {
+                            k: interface_counter(iface, k) for k in ("rx_dropped", "tx_dropped")
+                        }
+                        if net.pause:
+                            self.pause_counts[iface] = {k: c[k] for k in PAUSE_COUNTERS}
                             # What the input still holds once the flows are over (0 unless
                             # a hold keeps its frames in).
                             self.pause_counts[iface]["input_bytes_at_end"] = t.register_read(
@@ -219,9 +220,9 @@ class MultihopTcpExperiment(Experiment):
         """The server port of sender i's k-th flow."""
         return IPERF_BASE_PORT + k * self.senders + i
 
-    def _client_command(self, i: int, window: tuple[float, float]) -> list[str]:
+    def _client_command(self, i: int, k: int, window: tuple[float, float]) -> list[str]:
+        """Sender i's k-th flow, running during ``window``."""
         begin, end = window
-        k = self._flow_windows(i).index(window)
         sink = self.hot_sink if self.is_hot(i) else self.innocent_sink
         net = self.sc.network
         if self.sc.workload.pattern == "udp":
@@ -255,18 +256,17 @@ class MultihopTcpExperiment(Experiment):
     def _schedule_flows(self, _start: float) -> None:
         # iperf3 has no start time of its own: _on_sample starts each flow when it is due.
         self._pending_flows = sorted(
-            (w, i) for i in range(self.senders) for w in self._flow_windows(i)
+            (w, i, k) for i in range(self.senders) for k, w in enumerate(self._flow_windows(i))
         )
 
     def _on_sample(self, tb: Testbed, elapsed_s: float | None, t: float) -> None:
         while elapsed_s is not None and self._pending_flows:
-            window, i = self._pending_flows[0]
+            window, i, k = self._pending_flows[0]
             if elapsed_s < window[0]:
                 break
             self._pending_flows.pop(0)
-            k = self._flow_windows(i).index(window)
             name = f"iperf3 h{i + 1}" + (f" #{k + 1}" if k else "")
-            tb.popen(name, f"h{i + 1}", self._client_command(i, window))
+            tb.popen(name, f"h{i + 1}", self._client_command(i, k, window))
         self.counters.add(t, self._sample_counters())
 
     def _progress_detail(self, depth: int) -> str:
