@@ -30,6 +30,7 @@ from typing import Any
 from qcn.core.errors import QcnError
 from qcn.core.results import json_safe, summarize, write
 from qcn.core.scenario import Scenario
+from qcn.run import load_scenario, make_results_dir, require_mininet
 
 DEFAULT_OUT = Path("results/compare")
 
@@ -146,20 +147,13 @@ def run_compare(
 ) -> list[dict[str, Any]]:
     """Run both backends ``runs`` times on the scaled scenario; write and return the rows."""
     from simulator.engine import Simulation  # noqa: PLC0415
-    from topologies.experiment import MininetExperiment, missing_requirements  # noqa: PLC0415
+    from topologies.experiment import MininetExperiment  # noqa: PLC0415
 
     if runs < 1:
         raise CompareError(f"--runs must be at least 1 (got {runs})")
-    missing = missing_requirements()
-    if missing:
-        raise CompareError(
-            f"qcn compare needs the Mininet backend, which cannot run here: {missing}"
-        )
+    require_mininet("qcn compare", CompareError)
     scaled = sc.scaled_for_bmv2(keep=keep)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise CompareError(f"--out {out}: cannot write results there ({e.strerror})") from None
+    make_results_dir(out, CompareError)
     interval = 1e-3 * sc.bmv2.time_scale
     sim, bmv2 = [], []
     for k in range(1, runs + 1):
@@ -197,8 +191,6 @@ def register(sub: Any) -> None:
 
 
 def _command(args: argparse.Namespace) -> int:
-    from qcn.run import load_scenario  # noqa: PLC0415
-
     sc, overrides = load_scenario(args.scenario, args.set, args.duration)
     if sc.network.topology == "multihop":
         raise CompareError(

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from qcn.core import scenario as scenarios
+from qcn.core.errors import QcnError
 from qcn.core.progress import ProgressLine
 from qcn.core.results import PARTIAL_MARKER
 from qcn.core.scenario import ScenarioError
@@ -85,6 +86,23 @@ def prepare_out(out: Path, scenario: str) -> None:
         )
     except OSError as e:
         raise ScenarioError(f"--out {out}: cannot write results there ({e.strerror})") from None
+
+
+def make_results_dir(out: Path, error: type[QcnError]) -> None:
+    """Create ``out`` for a command's results, or fail with ``error`` before any run."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise error(f"--out {out}: cannot write results there ({e.strerror})") from None
+
+
+def require_mininet(command: str, error: type[QcnError]) -> None:
+    """Fail with ``error`` when the Mininet backend cannot run here (``command`` needs it)."""
+    from topologies.experiment import missing_requirements  # noqa: PLC0415 - Mininet's imports
+
+    missing = missing_requirements()
+    if missing:
+        raise error(f"{command} needs the Mininet backend, which cannot run here: {missing}")
 
 
 def choose_backend(requested: str) -> tuple[str, str]:

@@ -28,6 +28,7 @@ from qcn.core.errors import QcnError
 from qcn.core.results import json_safe, summarize, write
 from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
+from qcn.run import load_scenario, make_results_dir, require_mininet
 
 DEFAULT_OUT = Path("results/schemes")
 
@@ -82,7 +83,6 @@ def run_schemes(
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Every (episode, scheme) ``runs`` times; the mean of each figure, by episode and
     scheme.  Writes the results, the tables and the queue plots into ``out``."""
-    from topologies.experiment import missing_requirements  # noqa: PLC0415
     from topologies.multihop import MultihopTcpExperiment  # noqa: PLC0415
 
     if sc.network.topology != "multihop":
@@ -92,15 +92,8 @@ def run_schemes(
     unknown = [e for e in episodes if e not in EPISODES]
     if unknown:
         raise SchemesError(f"unknown episode {unknown[0]!r} (known: {', '.join(EPISODES)})")
-    missing = missing_requirements()
-    if missing:
-        raise SchemesError(
-            f"qcn schemes needs the Mininet backend, which cannot run here: {missing}"
-        )
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise SchemesError(f"--out {out}: cannot write results there ({e.strerror})") from None
+    require_mininet("qcn schemes", SchemesError)
+    make_results_dir(out, SchemesError)
     table: dict[str, dict[str, dict[str, float]]] = {}
     total, done = len(episodes) * len(SCHEMES) * runs, 0
     for episode in episodes:
@@ -206,8 +199,6 @@ def register(sub: Any) -> None:
 
 
 def _command(args: argparse.Namespace) -> int:
-    from qcn.run import load_scenario  # noqa: PLC0415
-
     sc, overrides = load_scenario(args.scenario, args.set, None)
     episodes = [e.strip() for e in args.episodes.split(",") if e.strip()]
     table = run_schemes(sc, runs=args.runs, episodes=episodes, out=args.out, keep=list(overrides))
