@@ -21,7 +21,7 @@ from finsy import (
 )
 
 from controller.bmv2_thrift import Bmv2Thrift
-from controller.config import NetworkConfig, SwitchConfig
+from controller.config import NetworkConfig, PortConfig, SwitchConfig
 from controller.entries import (
     BMV2_DEFAULT_QUEUE_PKTS,
     SAMPLING_ACTIONS,
@@ -162,7 +162,7 @@ class SwitchAgent:
         out += [edge_port_entry(p.port) for p in self.cfg.ports if p.edge]
         out += [pause_watermarks_entry(p.port, p.pause) for p in self.cfg.ports if p.pause]
         if any(p.pause for p in self.cfg.ports):
-            out += [pause_source_entry(p.port, self.cfg.cp_mac) for p in self.cfg.ports]
+            out += self._pause_source_entries()
         for p in self.cfg.ports:
             if p.cp:
                 out += cp_entries(self.cp_port(p.port))
@@ -204,9 +204,7 @@ class SwitchAgent:
                 if p.cp:
                     t.set_queue_depth(bmv2_queue_pkts(self.cp_port(p.port).limit_pkts), p.port)
                 elif pause:
-                    t.set_queue_depth(
-                        bmv2_queue_pkts(p.queue_depth_pkts or BMV2_DEFAULT_QUEUE_PKTS), p.port
-                    )
+                    t.set_queue_depth(self._pause_queue_pkts(p), p.port)
                 elif p.queue_depth_pkts is not None:
                     t.set_queue_depth(p.queue_depth_pkts, p.port)
 
@@ -387,20 +385,24 @@ class SwitchAgent:
             return
         schema = sw.switch.p4info
         sources = {_entry_key(e, schema) for e in sw.read(P4TableEntry(TABLE_PAUSE_SOURCE))}
-        missing = [
-            e
-            for e in (pause_source_entry(p.port, self.cfg.cp_mac) for p in self.cfg.ports)
-            if _entry_key(e, schema) not in sources
-        ]
+        missing = [e for e in self._pause_source_entries() if _entry_key(e, schema) not in sources]
         if missing:
             sw.insert(missing)
         (sw.modify if have is not None else sw.insert)([pause_watermarks_entry(port, pause)])
         with self.thrift() as t:
             for p in self.cfg.ports:
                 if not p.cp:
-                    t.set_queue_depth(
-                        bmv2_queue_pkts(p.queue_depth_pkts or BMV2_DEFAULT_QUEUE_PKTS), p.port
-                    )
+                    t.set_queue_depth(self._pause_queue_pkts(p), p.port)
+
+    def _pause_source_entries(self) -> list[P4TableEntry]:
+        """Every port's PAUSEs come from the switch's address."""
+        return [pause_source_entry(p.port, self.cfg.cp_mac) for p in self.cfg.ports]
+
+    @staticmethod
+    def _pause_queue_pkts(p: PortConfig) -> int:
+        """BMv2's queue on a port that is not a CP's when PAUSE is on: deep enough never to
+        drop a frame its input counted (apply_queue_shaping)."""
+        return bmv2_queue_pkts(p.queue_depth_pkts or BMV2_DEFAULT_QUEUE_PKTS)
 
     def read_pause(self, port: int) -> PauseWatermarks | None:
         """The port's PAUSE watermarks as the switch holds them (None: not guarded)."""

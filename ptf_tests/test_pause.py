@@ -60,6 +60,13 @@ class PauseTest(QcnTest):
         )
         self.thrift.set_queue_rate(DRAIN_PPS, BOTTLENECK)
 
+    def send_burst(self, count: int) -> list[bytes]:
+        """``count`` frames from the guarded input to the bottleneck, back to back."""
+        frames = [udp_frame(GUARDED, BOTTLENECK, seq, size=FRAME) for seq in range(count)]
+        for f in frames:
+            self.send(GUARDED, f)
+        return frames
+
     def input_bytes(self) -> int:
         return self.thrift.register_read(REGISTER_INPUT_BYTES, GUARDED)
 
@@ -90,9 +97,7 @@ class PauseAtHiResumeAtLoTest(PauseTest):
 
     def runTest(self) -> None:
         self.enable_pause()
-        frames = [udp_frame(GUARDED, BOTTLENECK, seq, size=FRAME) for seq in range(15)]
-        for f in frames:
-            self.send(GUARDED, f)
+        frames = self.send_burst(15)
         got = self.collect_timed(quiet_s=0.5)
         self.assertEqual([f for p, f, _ in got if p == BOTTLENECK], frames)
         pauses = self.pauses(got)
@@ -111,15 +116,7 @@ class PauseRefreshTest(PauseTest):
 
     def runTest(self) -> None:
         refresh_s = 0.05
-        self.enable_pause(
-            PauseWatermarks(
-                hi_bytes=WATERMARKS.hi_bytes,
-                lo_bytes=WATERMARKS.lo_bytes,
-                partition_bytes=WATERMARKS.partition_bytes,
-                pause_quanta=WATERMARKS.pause_quanta,
-                refresh_us=int(refresh_s * 1e6),
-            )
-        )
+        self.enable_pause(replace(WATERMARKS, refresh_us=int(refresh_s * 1e6)))
         seq = 0
         for _ in range(12):
             self.send(GUARDED, udp_frame(GUARDED, BOTTLENECK, seq, size=FRAME))
@@ -147,9 +144,7 @@ class PartitionDropTest(PauseTest):
 
     def runTest(self) -> None:
         self.enable_pause()
-        frames = [udp_frame(GUARDED, BOTTLENECK, seq, size=FRAME) for seq in range(30)]
-        for f in frames:
-            self.send(GUARDED, f)
+        frames = self.send_burst(30)
         got = self.collect_timed(quiet_s=0.5)
         out = [f for p, f, _ in got if p == BOTTLENECK]
         drops = self.counters(GUARDED)["pause_drops"]
@@ -166,8 +161,7 @@ class PauseWithCnmTest(PauseTest):
         self.enable_cp(replace(ALWAYS, q_eq_pkts=1, w=0.0))
         self.enable_pause()
         sent = 18  # within the 20-frame partition; past hi at the 11th, later if some left
-        for seq in range(sent):
-            self.send(GUARDED, udp_frame(GUARDED, BOTTLENECK, seq, size=FRAME))
+        self.send_burst(sent)
         got = self.collect_timed(quiet_s=0.5)
         back = [f for p, f, _ in got if p == GUARDED]
         pauses = [f for f in back if parse_pause(f) is not None]
