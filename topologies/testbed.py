@@ -162,14 +162,16 @@ class Testbed:
     # -- processes ---------------------------------------------------------------------------
 
     def popen(
-        self, name: str, host: str, command: list[str], *, capture: bool = False
+        self, name: str, host: str | None, command: list[str], *, capture: bool = False
     ) -> subprocess.Popen[str]:
-        """Start ``command`` on ``host``; its stderr (and its stdout, unless ``capture``)
-        go to ``logs/NAME.log`` in the results directory."""
+        """Start ``command`` on ``host`` (None: in the root namespace, the switches'); its
+        stderr (and its stdout, unless ``capture``) go to ``logs/NAME.log`` in the results
+        directory."""
         logs = self.out / "logs"
         logs.mkdir(exist_ok=True)
         log = (logs / f"{name.replace(' ', '-')}.log").open("w")
-        proc: subprocess.Popen[str] = self.net.get(host).popen(
+        start = subprocess.Popen if host is None else self.net.get(host).popen
+        proc: subprocess.Popen[str] = start(
             command,
             stdout=subprocess.PIPE if capture else log,
             stderr=log,
@@ -193,8 +195,6 @@ class Testbed:
 
     def start_reaction_points(self, hosts: list[str], params: QcnParams) -> None:
         """One ``qcn rp start`` per host on its eth0, CSVs in ``rp/``; waits until all run."""
-        from topologies.bmv2 import wait_until  # noqa: PLC0415
-
         path = self.out / "params.toml"
         params.save(path)
         status_dir = self.out / "rp-status"
@@ -210,23 +210,15 @@ class Testbed:
                 ],
             )
 
-        def ready() -> bool:
-            for name, proc in self.procs:
-                if proc.poll() is not None:
-                    raise ExperimentError(f"{name} exited: {self.last_log_line(name)}")
-            return len(list(status_dir.glob("rp-*.json"))) == len(hosts)
-
-        if not wait_until(ready, DAEMON_START_TIMEOUT_S, interval_s=0.1):
-            raise ExperimentError(
-                f"the reaction-point daemons did not start within {DAEMON_START_TIMEOUT_S:g} s"
-            )
+        self._wait_until_up(
+            "the reaction-point daemons",
+            lambda: len(list(status_dir.glob("rp-*.json"))) == len(hosts),
+        )
 
     def start_pause_agents(self, hosts: list[str], line_rate_bps: float) -> None:
         """802.3x PAUSE honoured on every switch port (one agent for them all, in the root
         namespace) and on each host's eth0 (reaction_point.pause); waits until all run.
         Start them before the reaction points: their trees then hang under the gates."""
-        from topologies.bmv2 import wait_until  # noqa: PLC0415
-
         rate = ["--line-rate-mbps", f"{line_rate_bps / 1e6:g}"]
         # The MAC runs ahead of everything: behind the hosts' processes a PAUSE waited up
         # to 130 ms for the CPU (p99), and the peer's headroom ran out.
@@ -234,27 +226,27 @@ class Testbed:
         ports = sorted(
             intf.name for sw in self.net.switches for intf in sw.intfList() if intf.name != "lo"
         )
-        logs = self.out / "logs"
-        logs.mkdir(exist_ok=True)
-        with (logs / "pause-switches.log").open("w") as log:
-            proc = subprocess.Popen(
-                [*agent, *ports, *rate], stdout=log, stderr=log, text=True, cwd=str(self.out)
-            )
-        self.procs.append(("pause switches", proc))
+        self.popen("pause switches", None, [*agent, *ports, *rate])
         for name in hosts:
             self.popen(f"pause {name}", name, [*agent, f"{name}-eth0", *rate])
         names = ["pause switches", *(f"pause {h}" for h in hosts)]
+        self._wait_until_up(
+            "the PAUSE agents", lambda: all("honouring" in self.last_log_line(n) for n in names)
+        )
+
+    def _wait_until_up(self, what: str, up: Callable[[], bool]) -> None:
+        """Poll ``up`` until it holds; fail if any process exits first, or after
+        DAEMON_START_TIMEOUT_S."""
+        from topologies.bmv2 import wait_until  # noqa: PLC0415
 
         def ready() -> bool:
-            for name, p in self.procs:
-                if p.poll() is not None:
+            for name, proc in self.procs:
+                if proc.poll() is not None:
                     raise ExperimentError(f"{name} exited: {self.last_log_line(name)}")
-            return all("honouring" in self.last_log_line(n) for n in names)
+            return up()
 
         if not wait_until(ready, DAEMON_START_TIMEOUT_S, interval_s=0.1):
-            raise ExperimentError(
-                f"the PAUSE agents did not start within {DAEMON_START_TIMEOUT_S:g} s"
-            )
+            raise ExperimentError(f"{what} did not start within {DAEMON_START_TIMEOUT_S:g} s")
 
     # -- the run -----------------------------------------------------------------------------
 
