@@ -146,6 +146,7 @@ def run_compare(
     say: Callable[[str], None] = print,
 ) -> list[dict[str, Any]]:
     """Run both backends ``runs`` times on the scaled scenario; write and return the rows."""
+    from qcn.core.noise import verdict_line  # noqa: PLC0415
     from simulator.engine import Simulation  # noqa: PLC0415
     from topologies.experiment import MininetExperiment  # noqa: PLC0415
 
@@ -155,7 +156,7 @@ def run_compare(
     scaled = sc.scaled_for_bmv2(keep=keep)
     make_results_dir(out, CompareError)
     interval = 1e-3 * sc.bmv2.time_scale
-    sim, bmv2 = [], []
+    sim, bmv2, verdicts = [], [], []
     for k in range(1, runs + 1):
         say(f"qcn compare: {sc.name}: simulator run {k}/{runs} (seed {k})")
         trace = Simulation(scaled, seed=k, sample_interval_s=interval, cp_at_departure=True).run()
@@ -168,10 +169,17 @@ def run_compare(
         trace = MininetExperiment(scaled, d, progress=lambda _m: None).run()
         summary = summarize(scaled, trace, qcn=True, backend="mininet", seed=k)
         write(d, scaled, trace, summary)
+        if "noise" in summary:
+            verdicts.append(verdict_line(summary["noise"]))
+            say(f"qcn compare: BMv2 run {k}: {verdicts[-1]}")
         bmv2.append(figures_of(summary))
     rows = compare_rows(sim, bmv2)
     (out / "compare.json").write_text(
-        json.dumps(json_safe({"scenario": sc.name, "runs": runs, "rows": rows}), indent=2) + "\n"
+        json.dumps(
+            json_safe({"scenario": sc.name, "runs": runs, "rows": rows, "bmv2_noise": verdicts}),
+            indent=2,
+        )
+        + "\n"
     )
     return rows
 

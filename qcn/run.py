@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,25 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--sample-hz", type=float, default=100.0, help="mininet: queue samples per second"
+    )
+    p.add_argument(
+        "--switch-scheduling",
+        choices=["realtime", "nice"],
+        default="realtime",
+        help="mininet: run the switch under SCHED_FIFO (default, where the machine allows "
+        "it) or only at niceness -10 (docs/bmv2.md, 'Noise')",
+    )
+    p.add_argument(
+        "--inject-stalls",
+        metavar="STALL_MS/PERIOD_MS",
+        help="mininet: stall the switch on purpose (a busier real-time process on its CPU for "
+        "STALL_MS every PERIOD_MS), to see what noise does and that the run says so",
+    )
+    p.add_argument(
+        "--pcap",
+        action="store_true",
+        help="mininet: capture the CP port and the first source's port into DIR/captures/ "
+        "(ring buffers, 128-byte snap length; read CNMs with 'qcn wireshark')",
     )
     p.add_argument(
         "--set",
@@ -105,6 +125,23 @@ def require_mininet(command: str, error: type[QcnError]) -> None:
         raise error(f"{command} needs the Mininet backend, which cannot run here: {missing}")
 
 
+def parse_stalls(text: str | None) -> tuple[float, float] | None:
+    """``--inject-stalls STALL_MS/PERIOD_MS`` as (stall, period) in seconds."""
+    if text is None:
+        return None
+    stall, sep, period = text.partition("/")
+    try:
+        stall_s, period_s = float(stall) / 1e3, float(period) / 1e3
+    except ValueError:
+        stall_s = period_s = math.nan
+    if not sep or not (0 < stall_s < period_s <= 60):
+        raise ScenarioError(
+            f"--inject-stalls {text!r}: expected STALL_MS/PERIOD_MS with 0 < STALL_MS < "
+            "PERIOD_MS <= 60000, e.g. 30/500"
+        )
+    return stall_s, period_s
+
+
 def choose_backend(requested: str) -> tuple[str, str]:
     """The backend to use and why, in one line."""
     from topologies.experiment import missing_requirements  # noqa: PLC0415
@@ -155,6 +192,11 @@ def _run(args: argparse.Namespace) -> int:
         raise ScenarioError("--cli needs the Mininet backend")
     if args.sample_hz <= 0 or args.sample_hz > 1000:
         raise ScenarioError("--sample-hz must be in (0, 1000]")
+    stalls = parse_stalls(args.inject_stalls)
+    if stalls and backend != "mininet":
+        raise ScenarioError("--inject-stalls needs the Mininet backend")
+    if args.pcap and backend != "mininet":
+        raise ScenarioError("--pcap needs the Mininet backend (the simulator has no frames)")
     if backend == "mininet" or args.scaled:
         sc = sc.scaled_for_bmv2(keep=overrides.keys())
         why += (
@@ -164,16 +206,24 @@ def _run(args: argparse.Namespace) -> int:
     out = args.out or DEFAULT_OUT / sc.name
     prepare_out(out, sc.name)
     print(f"qcn run: {sc.name} on the {why}", flush=True)
+    from qcn.core.noise import verdict_line  # noqa: PLC0415
     from qcn.core.results import SUMMARY_KEYS, summarize, write  # noqa: PLC0415
     from simulator.engine import Simulation  # noqa: PLC0415 - heavy only when running
 
     qcn = not args.no_qcn
     if backend == "mininet":
-        from topologies.experiment import MininetExperiment  # noqa: PLC0415
+        from topologies.experiment import Emulation, MininetExperiment  # noqa: PLC0415
         from topologies.multihop import MultihopTcpExperiment  # noqa: PLC0415
 
         kind = MultihopTcpExperiment if sc.network.topology == "multihop" else MininetExperiment
-        trace = kind(sc, out, qcn=qcn, cli=args.cli, sample_hz=args.sample_hz).run()
+        emulation = Emulation(
+            realtime_switch=args.switch_scheduling == "realtime",
+            inject_stalls=stalls,
+            pcap=args.pcap,
+        )
+        trace = kind(
+            sc, out, qcn=qcn, cli=args.cli, sample_hz=args.sample_hz, emulation=emulation
+        ).run()
     else:
         interval = 1e-3 * (scale.time_scale if args.scaled else 1.0)
         progress = ProgressLine(f"qcn run: {sc.name} simulated", quiet=args.quiet)
@@ -198,6 +248,10 @@ def _run(args: argparse.Namespace) -> int:
             f"delivered {p['delivered_bps'] / 1e6:.3f} Mb/s = "
             f"{p['delivered_offered']:.2f} of offered"
         )
+    if "noise" in summary:
+        print(f"qcn run: {verdict_line(summary['noise'])}")
+    for capture in trace.captures:
+        print(f"  capture: {out / capture}")
     print(f"qcn run: done in {trace.wall_s:.1f} s; results in {out}/")
     for p in plots:
         print(f"  plot: {p}")

@@ -8,6 +8,7 @@ import math
 import os
 import random
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,13 @@ def register(sub: Any) -> None:
         type=float,
         metavar="T",
         help="wait until time.monotonic() reaches T (to start several sources together)",
+    )
+    se.add_argument(
+        "--report",
+        type=Path,
+        metavar="FILE",
+        help="write what was sent, and how long the source was not run, as JSON (also when "
+        "interrupted)",
     )
     se.set_defaults(func=_send)
 
@@ -217,10 +225,16 @@ def _send(args: argparse.Namespace) -> int:
     if args.start_at is not None:
         time.sleep(max(0.0, args.start_at - time.monotonic()))
     report = run_source(spec, random.Random(args.seed))
+    if args.report is not None:
+        try:
+            args.report.write_text(json.dumps(asdict(report)) + "\n")
+        except OSError as e:
+            raise RpUsageError(f"--report {args.report}: cannot write it ({e.strerror})") from None
     print(
         f"sent {report.sent_frames} frames ({report.sent_bytes} B) in {report.elapsed_s:.2f} s "
         f"({spec.duration_s:g} s asked); {report.blocked} refused by a full limiter queue; "
         f"{report.late_frames} sent late (at most {report.max_lag_s * 1e3:.1f} ms behind); "
         f"not run for {report.stalled_s * 1e3:.0f} ms in all (what fell due then skipped)"
+        + ("; interrupted" if report.interrupted else "")
     )
-    return 0
+    return 130 if report.interrupted else 0

@@ -103,6 +103,8 @@ class SourceReport:
     stalled_s: float = 0.0
     """Time the source was not run when it should have sent (a sleep that overran by more
     than :data:`STALL_S`): the frames due then were never offered, not sent late."""
+    interrupted: bool = False
+    """Stopped by Ctrl-C (SIGINT) before its duration: the figures are up to then."""
 
 
 def run_source(
@@ -114,52 +116,69 @@ def run_source(
     """Send ``spec``'s traffic for its duration; return what was sent."""
     spec.validate()
     rng = rng or random.Random()
-    payload = bytearray(spec.frame_bytes - ETH_IP_UDP_HEADERS)
-    slot_s = spec.frame_bytes * 8 / spec.rate_bps
     report = SourceReport()
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         start = clock()
-        end = start + spec.duration_s
-        t = start
-        on_until = start + rng.expovariate(1 / spec.mean_on_s) if spec.pattern == "onoff" else end
-        while t < end:
-            if spec.pattern == "onoff" and t >= on_until:
-                t = on_until + rng.expovariate(1 / spec.mean_off_s)
-                on_until = t + rng.expovariate(1 / spec.mean_on_s)
-                continue
-            if spec.pattern == "bernoulli":
-                t += slot_s * empty_slots_before_frame(spec.load, 1.0 - rng.random())
-                if t >= end:
-                    break
-            delay = t - clock()
-            if delay > 0:
-                sleep(delay)
-                overrun = clock() - t
-                if overrun > max(STALL_S, slot_s):
-                    report.stalled_s += overrun
-                    t += overrun
-            lag = clock() - t
-            if lag > slot_s:
-                report.late_frames += 1
-                report.max_lag_s = max(report.max_lag_s, lag)
-            dst = spec.destinations[rng.randrange(len(spec.destinations))]
-            SEQUENCE.pack_into(payload, 0, report.sent_frames)
-            # A limiter slower than the source fills the socket's send buffer and a send
-            # then blocks: never past the end of the run.
-            remaining = end - clock()
-            if remaining <= 0:
-                break
-            sock.settimeout(remaining)
-            try:
-                sock.sendto(payload, (dst, spec.port))
-                report.sent_frames += 1
-                report.sent_bytes += spec.frame_bytes
-            except TimeoutError:
-                break
-            except OSError as e:
-                if e.errno != errno.ENOBUFS:
-                    raise
-                report.blocked += 1
-            t += slot_s
+        try:
+            _send_until(spec, sock, report, rng=rng, clock=clock, sleep=sleep, start=start)
+        except KeyboardInterrupt:
+            report.interrupted = True
         report.elapsed_s = clock() - start
     return report
+
+
+def _send_until(
+    spec: SourceSpec,
+    sock: socket.socket,
+    report: SourceReport,
+    *,
+    rng: random.Random,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+    start: float,
+) -> None:
+    """run_source's loop: ``spec``'s frames from ``start`` to its end, counted in ``report``."""
+    payload = bytearray(spec.frame_bytes - ETH_IP_UDP_HEADERS)
+    slot_s = spec.frame_bytes * 8 / spec.rate_bps
+    end = start + spec.duration_s
+    t = start
+    on_until = start + rng.expovariate(1 / spec.mean_on_s) if spec.pattern == "onoff" else end
+    while t < end:
+        if spec.pattern == "onoff" and t >= on_until:
+            t = on_until + rng.expovariate(1 / spec.mean_off_s)
+            on_until = t + rng.expovariate(1 / spec.mean_on_s)
+            continue
+        if spec.pattern == "bernoulli":
+            t += slot_s * empty_slots_before_frame(spec.load, 1.0 - rng.random())
+            if t >= end:
+                break
+        delay = t - clock()
+        if delay > 0:
+            sleep(delay)
+            overrun = clock() - t
+            if overrun > max(STALL_S, slot_s):
+                report.stalled_s += overrun
+                t += overrun
+        lag = clock() - t
+        if lag > slot_s:
+            report.late_frames += 1
+            report.max_lag_s = max(report.max_lag_s, lag)
+        dst = spec.destinations[rng.randrange(len(spec.destinations))]
+        SEQUENCE.pack_into(payload, 0, report.sent_frames)
+        # A limiter slower than the source fills the socket's send buffer and a send
+        # then blocks: never past the end of the run.
+        remaining = end - clock()
+        if remaining <= 0:
+            break
+        sock.settimeout(remaining)
+        try:
+            sock.sendto(payload, (dst, spec.port))
+            report.sent_frames += 1
+            report.sent_bytes += spec.frame_bytes
+        except TimeoutError:
+            break
+        except OSError as e:
+            if e.errno != errno.ENOBUFS:
+                raise
+            report.blocked += 1
+        t += slot_s

@@ -118,6 +118,16 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("rate_bps must be a finite number",),
     ),
     ("unwritable --out", (*RUN, "--out", "/proc/qcn-results"), ("--out /proc/qcn-results",)),
+    ("stalls not a pair", (*RUN, "--inject-stalls", "30"), ("STALL_MS/PERIOD_MS",)),
+    ("stall over its period", (*RUN, "--inject-stalls", "50/20"), ("0 < STALL_MS < PERIOD_MS",)),
+    ("stall NaN", (*RUN, "--inject-stalls", "nan/100"), ("--inject-stalls 'nan/100'",)),
+    ("stalls on the simulator", (*RUN, "--inject-stalls", "30/500"), ("needs the Mininet",)),
+    ("pcap on the simulator", (*RUN, "--pcap"), ("--pcap needs the Mininet backend",)),
+    (
+        "send report unwritable",
+        ("rp", "send", "--dst", "127.0.0.1", "--duration", "0.05", "--report", "/proc/x.json"),
+        ("--report /proc/x.json",),
+    ),
     (
         "max limiters",
         ("rp", "start", "--iface", "lo", "--max-limiters", "0"),

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -262,23 +264,53 @@ def test_sweep_on_the_mininet_backend(tmp_path: Path) -> None:
     assert leftovers() == ("", "")
 
 
+@contextlib.contextmanager
+def cpu_hog() -> Iterator[None]:
+    """Another process taking a whole core for as long as the block runs (a fresh machine
+    of this kind is that noisy: docs/bmv2.md, "Noise")."""
+    hog = subprocess.Popen(["sh", "-c", "while :; do :; done"])
+    try:
+        yield
+    finally:
+        hog.kill()
+        hog.wait()
+
+
 def test_uncongested_phase_carries_its_offered_load_with_qcn(tmp_path: Path) -> None:
-    """The transient's first, uncongested phase (85 Mb/s offered into 100 Mb/s) with QCN on:
-    the reaction points must not throttle a network that is not congested."""
-    r = subprocess.run(
-        [*QCN_RUN_MININET, "--duration", "1.2", "--out", "rel-out"],
-        capture_output=True, text=True, check=False, cwd=tmp_path, timeout=300,
-    )  # fmt: skip
+    """The transient's first, uncongested phase (85 Mb/s offered into 100 Mb/s) with QCN on,
+    and a CPU hog taking one of the two cores: the reaction points must not throttle a
+    network that is not congested, and the run says its noise was tolerable."""
+    with cpu_hog():
+        r = subprocess.run(
+            [*QCN_RUN_MININET, "--duration", "1.2", "--out", "rel-out"],
+            capture_output=True, text=True, check=False, cwd=tmp_path, timeout=300,
+        )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     summary = json.loads((tmp_path / "rel-out" / "summary.json").read_text())  # relative --out
     (phase,) = summary["phases"]
     assert not phase["congested"]
-    # Measured for this 30 s run: 1.00 on an idle machine (4 runs), 0.985-0.999 with a
-    # second process taking a whole core (2 runs; 0.80-0.86 before the switch got CPU
-    # priority, sources stopped bursting after a stall and limiter updates stopped costing
-    # 0.47 ms of Python each), 0.745 once in CI before those changes.  The bug this guards
-    # against carried 0.60-0.68 (README, "On BMv2").
-    assert phase["delivered_offered"] >= 0.85, phase
+    noise = summary["noise"]
+    assert noise["switch_scheduling"].startswith("SCHED_FIFO"), noise
+    # MEASURED_THRESHOLD_PLACEHOLDER
+    assert phase["delivered_offered"] >= 0.95, (phase, noise)
+    assert noise["verdict"] == "ok", noise
+    assert "emulation noise ok" in r.stdout
+    assert leftovers() == ("", "")
+
+
+def test_injected_stalls_make_the_run_say_it_was_noisy(tmp_path: Path) -> None:
+    """Stalls injected into the switch (a real-time busy loop on its CPU, 20 ms every
+    200 ms: each long enough to fill q_eq 6 times over) are measured and the run says its
+    results are not QCN's alone, with the figures."""
+    s = qcn_run(tmp_path, *QCN_RUN_MININET[4:], "--duration", "0.4", "--inject-stalls", "20/200")
+    noise = s["noise"]
+    assert noise["verdict"] == "noisy", noise
+    assert noise["injected"] == "20 ms every 200 ms on CPU 0"
+    switch = noise["stalls"]["switch"]
+    # 10 s of run at one stall every 200 ms: about 50, each about 20 ms.
+    assert switch["over_tolerance"] >= 35, switch
+    assert 15 <= switch["longest_ms"] <= 60, switch
+    assert any("the switch stalled" in reason for reason in noise["reasons"]), noise
     assert leftovers() == ("", "")
 
 

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import random
+import signal
 import socket
+import subprocess
+import sys
 import threading
+from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
-from reaction_point.sources import SourceSpec, run_source
+from reaction_point.sources import SourceReport, SourceSpec, run_source
 
 
 @pytest.fixture
@@ -91,3 +97,30 @@ def test_a_stall_is_skipped_not_sent_as_a_burst(receiver: tuple[int, list[int]])
 def test_invalid_specs_refused(spec: SourceSpec, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         spec.validate()
+
+
+def test_send_reports_as_json_also_when_interrupted(tmp_path: Path) -> None:
+    """``qcn rp send --report``: what a Mininet run adds up of its senders' stalls, written
+    also when the source is stopped by Ctrl-C (status 130)."""
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    sink.settimeout(20)
+    port = sink.getsockname()[1]
+    report = tmp_path / "source.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "qcn.cli", "rp", "send", "--dst", "127.0.0.1", "--port",
+         str(port), "--rate-bps", "1.2e6", "--duration", "30", "--report", str(report)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    with sink:
+        for _ in range(5):  # sending: a frame every 10 ms
+            sink.recv(9000)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 130, out
+    data = json.loads(report.read_text())
+    assert data["interrupted"] is True
+    assert data["sent_frames"] >= 5
+    assert data["sent_bytes"] == 1500 * data["sent_frames"]
+    assert set(data) == {f.name for f in fields(SourceReport)}
+    assert "interrupted" in out

@@ -47,6 +47,16 @@ class Bmv2Config:
     """Scheduling niceness of the switch and all its threads (negative: first call on the
     CPU).  An emulated network gives its switch priority: a real switch has hardware of its
     own, and a switch kept waiting releases frames in bursts that the CP then punishes."""
+    realtime_priority: int = 0
+    """> 0: run the switch and every thread it starts under SCHED_FIFO at this priority
+    (docs/bmv2.md, "Noise"): no ordinary process, a CPU hog included, can then keep it
+    waiting; the kernel's real-time throttling still leaves the others 5 % of each CPU."""
+
+    def scheduling(self) -> str:
+        """How the switch is scheduled, in words (summary.json's ``switch_scheduling``)."""
+        if self.realtime_priority:
+            return f"SCHED_FIFO {self.realtime_priority}"
+        return f"nice {self.nice}" if self.nice else "default"
 
     @property
     def grpc_address(self) -> str:
@@ -56,6 +66,8 @@ class Bmv2Config:
         prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
         if self.nice:
             prefix = ["nice", "-n", str(self.nice), *prefix]
+        if self.realtime_priority:
+            prefix = ["chrt", "-f", str(self.realtime_priority), *prefix]
         cmd = [
             *prefix,
             self.executable,

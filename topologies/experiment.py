@@ -32,10 +32,10 @@ from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
 from topologies.errors import ExperimentError
 from topologies.measurement import Hooks, Recording, rate_pps
-from topologies.testbed import Testbed, missing_requirements
+from topologies.testbed import Emulation, Testbed, missing_requirements
 from topologies.traces import read_limiter_logs, sink_trace
 
-__all__ = ["DEFAULT_SAMPLE_HZ", "MininetExperiment", "missing_requirements"]
+__all__ = ["DEFAULT_SAMPLE_HZ", "Emulation", "MininetExperiment", "missing_requirements"]
 
 SINK_PORT = 5001
 SWITCH = "s1"
@@ -67,6 +67,7 @@ class Experiment:
         cli: bool = False,
         sample_hz: float = DEFAULT_SAMPLE_HZ,
         progress: Callable[[str], None] = print,
+        emulation: Emulation | None = None,
     ) -> None:
         if sc.network.pause and sc.network.topology != "multihop":
             raise ExperimentError(
@@ -74,12 +75,16 @@ class Experiment:
                 "001's switches); the single bottleneck runs it with --backend sim"
             )
         self.sc, self.out, self.qcn, self.cli, self.progress = sc, out, qcn, cli, progress
+        self.emulation = emulation or Emulation()
         self.sample_interval_s = 1.0 / sample_hz
         self.rec = Recording()
         self.setup()
 
     def setup(self) -> None:
         """The experiment's own state, from ``self.sc`` (a subclass's constructor step)."""
+
+    def testbed(self) -> Testbed:
+        return Testbed(self.out, self.progress, self.emulation)
 
 
 class MininetExperiment(Experiment):
@@ -102,7 +107,7 @@ class MininetExperiment(Experiment):
 
         started = time.perf_counter()
         sc, n = self.sc, self.sc.network.sources
-        with Testbed(self.out, self.progress) as tb:
+        with self.testbed() as tb:
             tb.start(SingleBottleneckTopo(sources=n), f"{n} sources, 1 sink, 1 BMv2 switch")
             agent = tb.program(
                 {SWITCH: [self.cp_port]},
@@ -122,6 +127,8 @@ class MininetExperiment(Experiment):
                 f"{cp_role(self.qcn)}"
             )
             self._start_sink(tb)
+            if self.emulation.pcap:
+                tb.start_captures([f"{SWITCH}-eth{self.cp_port}", f"{SWITCH}-eth1"])
             if self.qcn:
                 tb.start_reaction_points(self.sources, QcnParams(rp=sc.params.rp, cp=sc.params.cp))
             self.progress("qcn run: sink and reaction points up; starting the sources")
@@ -139,7 +146,27 @@ class MininetExperiment(Experiment):
         self.rec.limiter_rows = read_limiter_logs(self.out / "rp", self.sources)
         trace = self.trace()
         trace.wall_s = time.perf_counter() - started
+        trace.noise = tb.noise
+        trace.captures = tb.captures()
+        if trace.noise is not None:
+            trace.noise.senders = len(self.sources)
+            trace.noise.sender_skipped_s = sum(
+                r.get("stalled_s", 0.0) for r in self._source_reports()
+            )
         return trace
+
+    def _source_report_path(self, host: str) -> Path:
+        return self.out / "logs" / f"source-{host}.json"
+
+    def _source_reports(self) -> list[dict[str, Any]]:
+        """What each source reported (``qcn rp send --report``); a missing one is left out."""
+        out = []
+        for host in self.sources:
+            try:
+                out.append(json.loads(self._source_report_path(host).read_text()))
+            except (OSError, ValueError):
+                continue
+        return out
 
     def trace(self) -> Trace:
         return sink_trace(self.sc, self.rec, self.sample_interval_s, qcn=self.qcn)
@@ -173,7 +200,7 @@ class MininetExperiment(Experiment):
         """Every source, told to start at monotonic time ``start`` (Python takes a moment
         to start ten of them, so they wait for a common start)."""
         for i, host in enumerate(self.sources):
-            tb.popen(f"source {host}", host, self.source_command(i, start))
+            tb.popen(f"source {host}", host, self.source_command(i, start), sender=True)
 
     def source_command(self, i: int, start: float) -> list[str]:
         """``qcn rp send`` for source i (0-based), for the scenario's workload; the run's
@@ -186,6 +213,7 @@ class MininetExperiment(Experiment):
             *("--pattern", pattern, "--frame-bytes", str(sc.network.frame_bytes)),
             *("--duration", f"{duration:.6f}", "--port", str(SINK_PORT), "--seed", str(i + 1)),
             *("--start-at", f"{start + i * wl.stagger_s:.6f}"),
+            *("--report", str(self._source_report_path(self.sources[i]))),
         ]
         if pattern == "bernoulli":
             load = wl.max_rate_bps / sc.network.line_rate_bps

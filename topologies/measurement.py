@@ -2,8 +2,9 @@
 
 While the traffic runs, :func:`measure` samples at a fixed interval: it applies the
 scenario's schedule (queue-rate changes of the CP port, over Thrift), reads the CP port's
-queue depth from the pipeline's own count (``occupancy_pkts``), lets the experiment do its own
-per-sample work, checks the helper processes, and prints progress once a second.  Times
+queue depth from the pipeline's own count (``occupancy_pkts``), samples the emulation's own
+noise (:mod:`topologies.noise`), lets the experiment do its own per-sample work, checks the
+helper processes, and prints progress once a second.  Times
 are monotonic; :mod:`topologies.traces` puts them on the run's grid.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 from qcn.core.pipeline import REGISTER_OCCUPANCY_PKTS
 from qcn.core.scenario import Scenario
+from topologies.noise import NoiseMonitor
 
 SOURCE_START_DELAY_S = 2.0
 """The traffic starts this long after the loop is entered (the sources start meanwhile)."""
@@ -63,6 +65,7 @@ def measure(
     interval_s: float,
     hooks: Hooks,
     progress: Callable[[str], None],
+    noise: NoiseMonitor | None = None,
 ) -> Recording:
     """Run the scenario's traffic for its duration and record it (see the module doc)."""
     rec = Recording()
@@ -84,6 +87,8 @@ def measure(
         depth = thrift.register_read(REGISTER_OCCUPANCY_PKTS, cp_port)
         t = time.monotonic()
         rec.queue.append((t, depth))
+        if noise is not None:
+            noise.sample(t, depth)
         hooks.on_sample(now - start, t)
         hooks.check()
         if now >= next_progress:

@@ -42,16 +42,25 @@ def switch_number(name: str) -> int:
 
 SWITCH_NICE = -10
 """The switches' niceness in Mininet runs (docs/bmv2.md, "CPU"): first on the CPU, ahead of
-the hosts' sources and daemons."""
+the hosts' sources and daemons, where real-time scheduling is refused."""
+SWITCH_REALTIME_PRIORITY = 20
+"""The switches' SCHED_FIFO priority in Mininet runs where the machine allows it (docs/bmv2.md,
+"Noise"): below the kernel's own real-time threads (50 and up), above every ordinary one."""
 
 
 class Bmv2Switch(Switch):  # type: ignore[misc]
     """A BMv2 simple_switch_grpc as a Mininet switch (root namespace, gRPC on loopback)."""
 
     def __init__(
-        self, name: str, log_dir: Path = Path("/tmp"), trace: bool = False, **params: Any
+        self,
+        name: str,
+        log_dir: Path = Path("/tmp"),
+        trace: bool = False,
+        realtime_priority: int = 0,
+        **params: Any,
     ) -> None:
         super().__init__(name, **params)
+        self.realtime_priority = realtime_priority
         n = switch_number(name)
         self.device_id = n
         self.grpc_port = GRPC_BASE_PORT + n - 1
@@ -77,6 +86,7 @@ class Bmv2Switch(Switch):  # type: ignore[misc]
                 thrift_port=self.thrift_port,
                 log_level="trace" if self.trace else "warn",
                 nice=SWITCH_NICE,
+                realtime_priority=self.realtime_priority,
             )
         ).start()
 

@@ -138,7 +138,7 @@ class MultihopTcpExperiment(Experiment):
             raise ExperimentError("iperf3 is not installed (make sysdeps installs it)")
         started = time.perf_counter()
         sc, net = self.sc, self.sc.network
-        with Testbed(self.out, self.progress) as tb:
+        with self.testbed() as tb:
             tb.start(
                 MultihopTopo(sources=net.sources, innocent=net.innocent_sources),
                 f"{net.sources} hot-spot and {net.innocent_sources} innocent senders, "
@@ -168,6 +168,8 @@ class MultihopTcpExperiment(Experiment):
                         sink,
                         ["iperf3", "--server", "--one-off", f"--port={self._iperf_port(i, k)}"],
                     )
+            if self.emulation.pcap:
+                tb.start_captures([f"s2-eth{HOTSPOT_PORT}", "s1-eth1"])
             if pause:
                 tb.start_pause_agents([h.name for h in tb.net.hosts], pause_link_rate_bps(sc))
             if self.qcn:
@@ -205,6 +207,8 @@ class MultihopTcpExperiment(Experiment):
             self._write_pause_json()
         trace = self.trace()
         trace.wall_s = time.perf_counter() - started
+        trace.noise = tb.noise
+        trace.captures = tb.captures()
         return trace
 
     # -- traffic -----------------------------------------------------------------------------
@@ -266,7 +270,7 @@ class MultihopTcpExperiment(Experiment):
                 break
             self._pending_flows.pop(0)
             name = f"iperf3 h{i + 1}" + (f" #{k + 1}" if k else "")
-            tb.popen(name, f"h{i + 1}", self._client_command(i, k, window))
+            tb.popen(name, f"h{i + 1}", self._client_command(i, k, window), sender=True)
         self.counters.add(t, self._sample_counters())
 
     def _progress_detail(self, depth: int) -> str:

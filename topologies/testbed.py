@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -29,6 +30,7 @@ from qcn.core.pipeline import build_dir, compile_program
 from qcn.core.scenario import Scenario
 from topologies.errors import ExperimentError
 from topologies.measurement import Hooks, Recording, measure
+from topologies.noise import NoiseMonitor, StallInjector, realtime_available
 
 SWITCH_INTERFACE = re.compile(r"^s\d+-eth\d+$")
 """Switch-side veths of a Mininet run (sK-ethP)."""
@@ -41,6 +43,34 @@ SWITCH_SEND_BUFFER_BYTES = 64 << 20
 """A switch's send buffer in PAUSE runs: some 28,000 held full-size frames."""
 
 Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Emulation:
+    """How a Mininet run shares its machine (docs/bmv2.md, "Noise")."""
+
+    realtime_switch: bool = True
+    """Run the switches under SCHED_FIFO where the machine allows it (else at niceness -10)."""
+    inject_stalls: tuple[float, float] | None = None
+    """(stall, period) in seconds: stall the switch on purpose, to see the noise verdict."""
+    pcap: bool = False
+    """Capture the CP port and one source's port (bounded ring buffers, :data:`CAPTURE`)."""
+
+
+@dataclass(frozen=True)
+class CaptureLimits:
+    """How much a run's packet captures may hold: a ring of files per port."""
+
+    snap_bytes: int = 128
+    """Enough for a whole CNM (14 + 24 + 64 bytes) and every header of a data frame."""
+    file_kb: int = 20_000
+    files: int = 5
+    """At most files x file_kb per port: older files are overwritten."""
+
+
+CAPTURE = CaptureLimits()
+CAPTURE_DIR = "captures"
+CAPTURE_START_TIMEOUT_S = 10.0
 
 
 def missing_requirements() -> str | None:
@@ -75,10 +105,18 @@ class Testbed:
     """One Mininet network of BMv2 switches with its agents and processes (a context
     manager: leaving it tears everything down; SIGTERM inside it is a Ctrl-C)."""
 
-    def __init__(self, out: Path, progress: Progress = print) -> None:
+    def __init__(
+        self, out: Path, progress: Progress = print, emulation: Emulation | None = None
+    ) -> None:
         # Absolute: the processes on the hosts run in it and are handed paths inside it.
         self.out = out.resolve()
         self.progress = progress
+        self.emulation = emulation or Emulation()
+        self.switch_scheduling = ""
+        self.sender_pids: list[int] = []
+        """The processes that offer the run's traffic (their stalls are measured)."""
+        self.noise: Any = None
+        """The run's NoiseRecording, once measured."""
         self.net: Any = None
         self.procs: list[tuple[str, subprocess.Popen[str]]] = []
         self.agents: list[Any] = []
@@ -124,15 +162,34 @@ class Testbed:
             self._saved_wmem_default = WMEM_DEFAULT.read_text().strip()
             WMEM_DEFAULT.write_text(str(SWITCH_SEND_BUFFER_BYTES))
         self.progress(f"qcn run: starting Mininet: {what}")
+        priority = self._switch_priority()
         self.net = Mininet(
             topo=topo,
-            switch=partial(Bmv2Switch, log_dir=self.out),
+            switch=partial(Bmv2Switch, log_dir=self.out, realtime_priority=priority),
             host=QcnHost,
             controller=None,
             autoSetMacs=False,
         )
         self.net.start()
         self.net.staticArp()
+        self.switch_scheduling = self.net.switches[0].process.config.scheduling()
+
+    def _switch_priority(self) -> int:
+        """The switches' SCHED_FIFO priority (0: none), saying why when it is refused."""
+        from topologies.mininet_bmv2 import SWITCH_REALTIME_PRIORITY  # noqa: PLC0415
+
+        if not self.emulation.realtime_switch:
+            return 0
+        if realtime_available():
+            return SWITCH_REALTIME_PRIORITY
+        self.progress(
+            "qcn run: this machine refuses real-time scheduling (chrt -f): the switches run at "
+            "niceness -10, and stalls are more likely (see the noise verdict)"
+        )
+        return 0
+
+    def switch_pids(self) -> list[int]:
+        return [sw.process.pid for sw in self.net.switches if sw.process and sw.process.pid]
 
     def program(
         self,
@@ -162,11 +219,17 @@ class Testbed:
     # -- processes ---------------------------------------------------------------------------
 
     def popen(
-        self, name: str, host: str | None, command: list[str], *, capture: bool = False
+        self,
+        name: str,
+        host: str | None,
+        command: list[str],
+        *,
+        capture: bool = False,
+        sender: bool = False,
     ) -> subprocess.Popen[str]:
         """Start ``command`` on ``host`` (None: in the root namespace, the switches'); its
         stderr (and its stdout, unless ``capture``) go to ``logs/NAME.log`` in the results
-        directory."""
+        directory.  A ``sender`` offers the run's traffic: its stalls are measured."""
         logs = self.out / "logs"
         logs.mkdir(exist_ok=True)
         log = (logs / f"{name.replace(' ', '-')}.log").open("w")
@@ -180,6 +243,8 @@ class Testbed:
         )
         log.close()
         self.procs.append((name, proc))
+        if sender:
+            self.sender_pids.append(proc.pid)
         return proc
 
     def last_log_line(self, name: str) -> str:
@@ -234,6 +299,42 @@ class Testbed:
             "the PAUSE agents", lambda: all("honouring" in self.last_log_line(n) for n in names)
         )
 
+    def start_captures(self, ports: list[str]) -> None:
+        """One dumpcap per switch port (root namespace) into ``captures/``, ring-buffered
+        (:data:`CAPTURE`); waits until each captures.  Stopped with the other processes."""
+        if shutil.which("dumpcap") is None:
+            raise ExperimentError("--pcap needs dumpcap (Debian's tshark; make sysdeps)")
+        folder = self.out / CAPTURE_DIR
+        folder.mkdir(exist_ok=True)
+        names = []
+        for port in ports:
+            name = f"capture {port}"
+            self.popen(
+                name,
+                None,
+                [
+                    *("dumpcap", "-q", "-i", port, "-s", str(CAPTURE.snap_bytes)),
+                    *("-b", f"filesize:{CAPTURE.file_kb}", "-b", f"files:{CAPTURE.files}"),
+                    *("-w", str(folder / f"{port}.pcapng")),
+                ],
+            )
+            names.append(name)
+        self.progress(
+            f"qcn run: capturing {', '.join(ports)} into {folder}/ (snap length "
+            f"{CAPTURE.snap_bytes} B, at most {CAPTURE.files} x {CAPTURE.file_kb} kB per port)"
+        )
+
+        def capturing(name: str) -> bool:
+            log = self.out / "logs" / f"{name.replace(' ', '-')}.log"
+            return log.exists() and "Capturing on" in log.read_text(errors="replace")
+
+        self._wait_until_up("the packet captures", lambda: all(capturing(n) for n in names))
+
+    def captures(self) -> list[str]:
+        """The capture files written, relative to the results directory."""
+        folder = self.out / CAPTURE_DIR
+        return sorted(str(p.relative_to(self.out)) for p in folder.glob("*.pcapng"))
+
     def _wait_until_up(self, what: str, up: Callable[[], bool]) -> None:
         """Poll ``up`` until it holds; fail if any process exits first, or after
         DAEMON_START_TIMEOUT_S."""
@@ -263,14 +364,31 @@ class Testbed:
         """Run the measurement loop on ``agent``'s switch, or (``cli``) hand the running
         network to the Mininet CLI until the user exits it (nothing is recorded)."""
         if not cli:
-            return measure(
-                sc,
-                thrift=agent.thrift(),
-                cp_port=cp_port,
-                interval_s=interval_s,
-                hooks=hooks,
-                progress=self.progress,
+            monitor = NoiseMonitor(
+                {"switch": self.switch_pids, "senders": lambda: list(self.sender_pids)},
+                interval_s,
+                self.switch_scheduling,
             )
+            injector = None
+            if self.emulation.inject_stalls:
+                injector = StallInjector(*self.emulation.inject_stalls, self.switch_pids())
+                self.progress(f"qcn run: injecting switch stalls: {injector.describe()}")
+                injector.start()
+            try:
+                return measure(
+                    sc,
+                    thrift=agent.thrift(),
+                    cp_port=cp_port,
+                    interval_s=interval_s,
+                    hooks=hooks,
+                    progress=self.progress,
+                    noise=monitor,
+                )
+            finally:
+                if injector is not None:
+                    injector.stop()
+                self.noise = monitor.finish()
+                self.noise.injected = injector.describe() if injector else ""
         from mininet.cli import CLI  # noqa: PLC0415
 
         self.progress("qcn run: everything is running; 'exit' ends the run")

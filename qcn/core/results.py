@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from qcn.core import noise
 from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
 
@@ -57,6 +58,7 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
     ]
     episode_capacity = sum(tr.capacity_bps[k] for k in episode)
     phases = phase_figures(sc, tr)
+    quiet_queue = uncongested_queue(sc, tr)
     return {
         "scenario": sc.name,
         "seed_presentation": sc.seed,
@@ -104,27 +106,17 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         "delivered_offered_uncongested": min(
             (p["delivered_offered"] for p in phases if not p["congested"]), default=math.nan
         ),
+        "uncongested_queue": quiet_queue,
+        **({"noise": noise.report(sc, tr.noise, quiet_queue)} if tr.noise else {}),
+        **({"captures": tr.captures} if tr.captures else {}),
         **tr.extra,
     }
 
 
-def offered_bps(sc: Scenario, t: float) -> float:
-    """What the sources offer at time ``t`` on average (on/off sources by their duty cycle;
-    staggered sources once started)."""
-    w = sc.workload
-    duty = w.mean_on_s / (w.mean_on_s + w.mean_off_s)
-    return sum(
-        w.max_rate_bps * (duty if i in w.onoff_sources or w.pattern == "onoff" else 1.0)
-        for i in range(sc.network.sources)
-        if i * w.stagger_s <= t
-    )
-
-
-def phase_figures(sc: Scenario, tr: Trace) -> list[dict[str, Any]]:
-    """Per phase of the bottleneck's schedule (its rate constant in between): capacity,
-    offered and delivered load, their ratio, and whether it was congested (offered above
-    capacity).  The first phase starts after the warm-up; a phase's first sample, which
-    still carries the previous rate's queue, is left out."""
+def phase_rows(sc: Scenario, tr: Trace) -> list[tuple[float, float, list[int]]]:
+    """The phases of the bottleneck's schedule (its rate constant in between) as (from,
+    to, sample rows).  The first phase starts after the warm-up; a phase's first sample,
+    which still carries the previous rate's queue, is left out."""
     if sc.workload.pattern == "tcp":
         return []
     edges = [WARMUP_FRACTION * sc.duration_s]
@@ -133,23 +125,42 @@ def phase_figures(sc: Scenario, tr: Trace) -> list[dict[str, Any]]:
     out = []
     for a, b in itertools.pairwise(edges):
         rows = [k for k, t in enumerate(tr.times_s) if a < t <= b][1:]
-        if not rows:
-            continue
-        capacity = sc.capacity_at((a + b) / 2)
-        offered = offered_bps(sc, a)
+        if rows:
+            out.append((a, b, rows))
+    return out
+
+
+def congested(sc: Scenario, a: float, b: float) -> bool:
+    """Whether the sources offer more than the bottleneck's capacity in phase [a, b]."""
+    return sc.offered_bps(a) > sc.capacity_at((a + b) / 2)
+
+
+def phase_figures(sc: Scenario, tr: Trace) -> list[dict[str, Any]]:
+    """Per phase (:func:`phase_rows`): capacity, offered and delivered load, their ratio,
+    and whether it was congested (offered above capacity)."""
+    out = []
+    for a, b, rows in phase_rows(sc, tr):
+        offered = sc.offered_bps(a)
         delivered = sum(tr.throughput_bps[k] for k in rows) / len(rows)
         out.append(
             {
                 "from_s": a,
                 "to_s": b,
-                "capacity_bps": capacity,
+                "capacity_bps": sc.capacity_at((a + b) / 2),
                 "offered_bps": offered,
                 "delivered_bps": delivered,
                 "delivered_offered": delivered / offered if offered else math.nan,
-                "congested": offered > capacity,
+                "congested": congested(sc, a, b),
             }
         )
     return out
+
+
+def uncongested_queue(sc: Scenario, tr: Trace) -> dict[str, Any]:
+    """The queue over every uncongested phase's samples (:func:`qcn.core.noise.
+    uncongested_queue`): where a queue above q_eq is the emulation's, not the traffic's."""
+    rows = [k for a, b, rs in phase_rows(sc, tr) if not congested(sc, a, b) for k in rs]
+    return noise.uncongested_queue(sc, tr.queue_pkts, rows)
 
 
 def pstdev(xs: list[int] | list[float]) -> float:

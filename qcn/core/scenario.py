@@ -222,6 +222,17 @@ class Scenario:
             begin += w.hotspot_period_s
         return out
 
+    def offered_bps(self, t: float) -> float:
+        """What the sources offer at time ``t`` on average (on/off sources by their duty
+        cycle; staggered sources once started)."""
+        w = self.workload
+        duty = w.mean_on_s / (w.mean_on_s + w.mean_off_s)
+        return sum(
+            w.max_rate_bps * (duty if i in w.onoff_sources or w.pattern == "onoff" else 1.0)
+            for i in range(self.network.sources)
+            if i * w.stagger_s <= t
+        )
+
     def capacity_at(self, t: float) -> float:
         rate = self.network.bottleneck_rate_bps
         for change in self.schedule:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from qcn.core.noise import NoiseRecording
+
 
 @dataclass
 class Trace:
@@ -29,3 +31,7 @@ class Trace:
     wall_s: float = 0.0
     extra: dict[str, float] = field(default_factory=dict)
     """Backend-specific figures that go into summary.json as they are."""
+    noise: NoiseRecording | None = None
+    """An emulation's own noise (Mininet runs); summary.json's ``noise`` is made from it."""
+    captures: list[str] = field(default_factory=list)
+    """Packet captures the run wrote, relative to its results directory."""

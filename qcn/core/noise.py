@@ -1,0 +1,247 @@
+"""An emulated network's own noise, and whether a run's results can be taken as QCN's.
+
+An emulation on a shared machine adds what the modelled network does not have: processes
+that are not run when they should be.  A switch stalled for longer than it takes the
+offered load to fill q_eq makes a queue the modelled network never had, and a QCN
+congestion point rightly answers it with CNMs (docs/bmv2.md, "Noise").  So every Mininet
+run measures its noise (:mod:`topologies.noise` reads it from the kernel) and this module
+turns the measurement into figures and a verdict:
+
+- **stalls**: per group of threads (the switch's, the senders'), how long they waited to
+  be run while runnable (the kernel's run-queue delay), per sample interval; consecutive
+  intervals with a wait form one stall, whose length is the waits added up;
+- **steal**: the share of the machine's CPU time its hypervisor gave to others;
+- **the uncongested queue**: how the queue behaved while the offered load was below
+  capacity, where a queue above q_eq is the emulation's doing, not the traffic's.
+
+The thresholds are the scenario's own where it has one (the tolerable stall) and stated
+constants otherwise; docs/bmv2.md gives their reasons.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from qcn.core.params import QueueUnit
+from qcn.core.scenario import Scenario
+
+STALL_FLOOR_S = 0.001
+"""A wait shorter than this in a sample interval is scheduling as usual, not a stall."""
+STALL_BINS_MS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+"""The stall histogram's bin edges (ms); the last bin is open: [100, inf)."""
+MAX_STALLS_OVER_TOLERANCE_PER_MIN = 6.0
+"""More stalls of the switch than this, each long enough to fill q_eq, and the run is noisy:
+one every 10 s is several CNM bursts per congestion episode of the seeds' scenarios."""
+MAX_SENDER_SKIPPED_FRACTION = 0.01
+"""Senders that were not run for more than this share of the run offered that much less
+than the scenario says, so delivered/offered is off by as much."""
+MAX_STEAL_FRACTION = 0.05
+"""Steal above this: the machine itself was not the emulation's for a twentieth of the time."""
+MAX_UNCONGESTED_ABOVE_Q_EQ = 0.01
+"""An uncongested queue above q_eq in more than this share of its samples.  At the seeds'
+uncongested load (0.85 of capacity, Poisson-like arrivals of fixed-size frames) an M/D/1
+queue is above 22 frames about 0.04 % of the time; 1 % is 25 times that."""
+
+
+def tolerable_stall_s(sc: Scenario) -> float:
+    """How long the switch may stall before the frames arriving meanwhile fill q_eq: q_eq in
+    bytes over the load the sources offer together (the scenario's rates, as run)."""
+    cp = sc.params.cp
+    per_frame = 1 if cp.queue_unit is QueueUnit.BYTES else sc.network.frame_bytes
+    q_eq_bytes = cp.q_eq * per_frame
+    offered = sc.workload.max_rate_bps * sc.network.sources
+    return 8 * q_eq_bytes / offered if offered > 0 else math.inf
+
+
+def stall_episodes(waits_s: Iterable[float], floor_s: float = STALL_FLOOR_S) -> list[float]:
+    """Stalls from per-interval waits: consecutive intervals each with a wait of at least
+    ``floor_s`` form one stall, as long as their waits added up."""
+    out: list[float] = []
+    current = 0.0
+    for w in waits_s:
+        if w >= floor_s:
+            current += w
+        elif current:
+            out.append(current)
+            current = 0.0
+    if current:
+        out.append(current)
+    return out
+
+
+def histogram(
+    stalls_s: Sequence[float], edges_ms: Sequence[float] = STALL_BINS_MS
+) -> dict[str, int]:
+    """Stalls counted by length, one bin per pair of edges plus the open last one, keyed
+    like "2-5ms" and "100ms+"; shorter than the first edge is not counted."""
+    names = [f"{a:g}-{b:g}ms" for a, b in itertools.pairwise(edges_ms)]
+    names.append(f"{edges_ms[-1]:g}ms+")
+    bins = dict.fromkeys(names, 0)
+    for s in stalls_s:
+        i = bisect.bisect_right(edges_ms, s * 1e3)
+        if i:
+            bins[names[i - 1]] += 1
+    return bins
+
+
+@dataclass
+class GroupWaits:
+    """One group of threads' run-queue waits: the longest wait of any of its threads in
+    each sample interval."""
+
+    waits_s: list[float] = field(default_factory=list)
+    threads: int = 0
+    """How many threads the group had (at most, over the run)."""
+
+    def figures(self, run_s: float, tolerance_s: float) -> dict[str, Any]:
+        stalls = stall_episodes(self.waits_s)
+        over = [s for s in stalls if s >= tolerance_s]
+        minutes = run_s / 60 if run_s > 0 else math.nan
+        return {
+            "threads": self.threads,
+            "stalls": len(stalls),
+            "longest_ms": 1e3 * max(stalls, default=0.0),
+            "waited_fraction": sum(self.waits_s) / run_s if run_s > 0 else math.nan,
+            "histogram": histogram(stalls),
+            "over_tolerance": len(over),
+            "over_tolerance_per_min": len(over) / minutes if minutes else math.nan,
+        }
+
+
+@dataclass
+class NoiseRecording:
+    """What a Mininet run measured of its own noise (raw; :func:`report` makes figures)."""
+
+    interval_s: float
+    run_s: float = 0.0
+    groups: dict[str, GroupWaits] = field(default_factory=dict)
+    steal_fractions: list[float] = field(default_factory=list)
+    """The machine's steal, one value per second of the run."""
+    sender_skipped_s: float = 0.0
+    """What the senders reported they were not run for, added up (they skip it)."""
+    senders: int = 0
+    scheduling: str = ""
+    """How the switch was scheduled (e.g. "SCHED_FIFO 20", "nice -10 (...)")."""
+    injected: str = ""
+    """Stalls injected on purpose (a test of this verdict), or empty."""
+    times_s: list[float] = field(default_factory=list)
+    """Each sample's time, seconds into the run (aligned with every group's waits)."""
+    depths: list[int] = field(default_factory=list)
+    """The CP port's queue (frames) at each sample."""
+
+
+def uncongested_queue(
+    sc: Scenario, queue_pkts: Sequence[int], rows: Sequence[int]
+) -> dict[str, Any]:
+    """The queue over the samples ``rows`` (those of the uncongested phases): its mean, the
+    share above q_eq, the samples at 90 % of the buffer or more, and its maximum."""
+    q_eq, buffer = sc.params.cp.q_eq_pkts, sc.network.buffer_pkts
+    qs = [queue_pkts[k] for k in rows]
+    if not qs:
+        return {"samples": 0}
+    return {
+        "samples": len(qs),
+        "mean_pkts": sum(qs) / len(qs),
+        "above_q_eq": sum(q > q_eq for q in qs) / len(qs),
+        "near_buffer_samples": sum(q >= 0.9 * buffer for q in qs),
+        "max_pkts": max(qs),
+    }
+
+
+EXCURSION_LOOKBACK_S = 0.05
+"""A rise above q_eq follows a stall if the stall ended at most this long before it."""
+
+
+def excursions(sc: Scenario, rec: NoiseRecording, tolerance_s: float) -> dict[str, int]:
+    """Where the uncongested queue's rises above q_eq came from: each rise (a sample above
+    q_eq after one at or below it, while the sources offer less than the capacity) counted
+    by what preceded it within :data:`EXCURSION_LOOKBACK_S`: a switch stall of at least
+    ``tolerance_s``, else a sender stall of at least that, else nothing measured."""
+    q_eq = sc.params.cp.q_eq_pkts
+    lookback = max(1, round(EXCURSION_LOOKBACK_S / rec.interval_s))
+
+    def stalled(group: str, k: int) -> bool:
+        waits = rec.groups[group].waits_s if group in rec.groups else []
+        return sum(waits[max(0, k - lookback) : k + 1]) >= tolerance_s
+
+    out = {"rises": 0, "after_switch_stall": 0, "after_sender_stall": 0, "unexplained": 0}
+    for k in range(1, len(rec.depths)):
+        t = rec.times_s[k]
+        if sc.offered_bps(t) >= sc.capacity_at(t):
+            continue
+        if not rec.depths[k - 1] <= q_eq < rec.depths[k]:
+            continue
+        out["rises"] += 1
+        if stalled("switch", k):
+            out["after_switch_stall"] += 1
+        elif stalled("senders", k):
+            out["after_sender_stall"] += 1
+        else:
+            out["unexplained"] += 1
+    return out
+
+
+def report(sc: Scenario, rec: NoiseRecording, queue: dict[str, Any]) -> dict[str, Any]:
+    """summary.json's ``noise``: the figures and a verdict ("ok" or "noisy") with every
+    reason, each with its figure and the threshold it passed."""
+    tolerance = tolerable_stall_s(sc)
+    groups = {name: g.figures(rec.run_s, tolerance) for name, g in rec.groups.items()}
+    steal = rec.steal_fractions
+    skipped = rec.sender_skipped_s / (rec.senders * rec.run_s) if rec.senders and rec.run_s else 0.0
+    reasons = []
+    switch = groups.get("switch")
+    if switch and switch["over_tolerance_per_min"] > MAX_STALLS_OVER_TOLERANCE_PER_MIN:
+        reasons.append(
+            f"the switch stalled {switch['over_tolerance']} times for {tolerance * 1e3:.1f} ms "
+            f"or more (long enough to fill q_eq; {switch['over_tolerance_per_min']:.1f}/min, "
+            f"allowed {MAX_STALLS_OVER_TOLERANCE_PER_MIN:g}/min), longest "
+            f"{switch['longest_ms']:.0f} ms"
+        )
+    if skipped > MAX_SENDER_SKIPPED_FRACTION:
+        reasons.append(
+            f"the senders were not run for {100 * skipped:.1f} % of their time (allowed "
+            f"{100 * MAX_SENDER_SKIPPED_FRACTION:g} %): they offered that much less"
+        )
+    steal_mean = sum(steal) / len(steal) if steal else 0.0
+    if steal_mean > MAX_STEAL_FRACTION:
+        reasons.append(
+            f"the hypervisor stole {100 * steal_mean:.1f} % of the CPU (allowed "
+            f"{100 * MAX_STEAL_FRACTION:g} %)"
+        )
+    above = queue.get("above_q_eq", 0.0)
+    if above > MAX_UNCONGESTED_ABOVE_Q_EQ:
+        reasons.append(
+            f"while uncongested the queue was above q_eq in {100 * above:.1f} % of samples "
+            f"(allowed {100 * MAX_UNCONGESTED_ABOVE_Q_EQ:g} %; the modelled traffic: ~0.04 %)"
+        )
+    return {
+        "verdict": "noisy" if reasons else "ok",
+        "reasons": reasons,
+        "tolerable_stall_ms": tolerance * 1e3,
+        "sample_interval_ms": rec.interval_s * 1e3,
+        "switch_scheduling": rec.scheduling,
+        "stalls": groups,
+        "steal_mean": steal_mean,
+        "steal_max_per_s": max(steal, default=0.0),
+        "sender_skipped_fraction": skipped,
+        "uncongested_queue": queue,
+        "uncongested_rises": excursions(sc, rec, tolerance),
+        **({"injected": rec.injected} if rec.injected else {}),
+    }
+
+
+def verdict_line(noise: dict[str, Any]) -> str:
+    """The verdict in one line, for people."""
+    if noise["verdict"] == "ok":
+        sw = noise["stalls"].get("switch", {})
+        return (
+            f"emulation noise ok: switch ({noise['switch_scheduling']}) stalls over "
+            f"{noise['tolerable_stall_ms']:.1f} ms: {sw.get('over_tolerance', 0)}, longest "
+            f"{sw.get('longest_ms', 0.0):.0f} ms; steal {100 * noise['steal_mean']:.1f} %"
+        )
+    return "NOISY EMULATION, results are not QCN's alone: " + "; ".join(noise["reasons"])

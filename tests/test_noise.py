@@ -1,0 +1,175 @@
+"""The emulation's noise: stall arithmetic, the verdict's thresholds, and the kernel's
+run-queue waits read while a real process is kept from running (qcn.core.noise,
+topologies.noise)."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import time
+
+import pytest
+
+from qcn.core import noise
+from qcn.core import scenario as scenarios
+from qcn.core.noise import GroupWaits, NoiseRecording
+from tests.toolchain import requires_root
+from topologies.noise import NoiseMonitor, StallInjector, realtime_available
+
+
+def transient_on_bmv2() -> scenarios.Scenario:
+    return scenarios.load("transient").scaled_for_bmv2()
+
+
+def test_stalls_are_consecutive_waits_added_up() -> None:
+    waits = [0.0, 0.0005, 0.004, 0.010, 0.003, 0.0, 0.002, 0.0009, 0.030]
+    assert noise.stall_episodes(waits) == pytest.approx([0.017, 0.002, 0.030])
+    assert noise.stall_episodes([]) == []
+
+
+def test_histogram_bins_by_length() -> None:
+    bins = noise.histogram([0.0005, 0.001, 0.0019, 0.002, 0.049, 0.05, 0.1, 1.0])
+    assert bins == {
+        "1-2ms": 2,
+        "2-5ms": 1,
+        "5-10ms": 0,
+        "10-20ms": 0,
+        "20-50ms": 1,
+        "50-100ms": 1,
+        "100ms+": 2,
+    }
+
+
+def test_the_tolerable_stall_is_q_eq_at_the_offered_load() -> None:
+    sc = transient_on_bmv2()
+    # q_eq 33 KB (bytes CP) while ten sources offer 8.5 Mb/s each: 3.1 ms.
+    assert sc.workload.max_rate_bps * sc.network.sources == pytest.approx(85e6)
+    assert noise.tolerable_stall_s(sc) == pytest.approx(33_000 * 8 / 85e6)
+
+
+def recording(switch_waits: list[float], **kw: float | list[float]) -> NoiseRecording:
+    rec = NoiseRecording(interval_s=0.01, run_s=60.0, scheduling="SCHED_FIFO 20")
+    rec.groups["switch"] = GroupWaits(waits_s=switch_waits, threads=12)
+    rec.groups["senders"] = GroupWaits(waits_s=[0.0] * len(switch_waits), threads=10)
+    for k, v in kw.items():
+        setattr(rec, k, v)
+    return rec
+
+
+QUIET = {"samples": 100, "mean_pkts": 2.0, "above_q_eq": 0.0, "near_buffer_samples": 0}
+
+
+def test_a_quiet_run_is_ok() -> None:
+    sc = transient_on_bmv2()
+    # Six stalls of 4 ms (over the 3.1 ms tolerance) in a minute: at the limit, not over.
+    waits = ([0.004] + [0.0] * 9) * 6 + [0.0005] * 100
+    report = noise.report(sc, recording(waits, senders=10, sender_skipped_s=5.0), QUIET)
+    assert report["verdict"] == "ok", report
+    assert report["stalls"]["switch"]["over_tolerance"] == 6
+    assert report["stalls"]["switch"]["longest_ms"] == pytest.approx(4.0)
+    assert report["sender_skipped_fraction"] == pytest.approx(5.0 / 600)
+    assert report["switch_scheduling"] == "SCHED_FIFO 20"
+    assert noise.verdict_line(report).startswith("emulation noise ok")
+
+
+def test_each_kind_of_noise_makes_the_run_noisy_and_says_why() -> None:
+    sc = transient_on_bmv2()
+    waits = ([0.004] + [0.0] * 9) * 7
+    cases = [
+        (recording(waits), QUIET, "the switch stalled 7 times for 3.1 ms or more"),
+        (
+            recording([0.0], senders=10, sender_skipped_s=7.0),
+            QUIET,
+            "the senders were not run for 1.2 % of their time",
+        ),
+        (recording([0.0], steal_fractions=[0.02, 0.10]), QUIET, "stole 6.0 % of the CPU"),
+        (
+            recording([0.0]),
+            {**QUIET, "above_q_eq": 0.05},
+            "the queue was above q_eq in 5.0 % of samples",
+        ),
+    ]
+    for rec, queue, reason in cases:
+        report = noise.report(sc, rec, queue)
+        assert report["verdict"] == "noisy"
+        assert len(report["reasons"]) == 1, report["reasons"]
+        assert reason in report["reasons"][0]
+        assert noise.verdict_line(report).startswith("NOISY EMULATION")
+
+
+def test_uncongested_queue_figures() -> None:
+    sc = transient_on_bmv2()
+    q = [0, 3, 30, 95, 5, 99]
+    figures = noise.uncongested_queue(sc, q, [1, 2, 3, 4])
+    assert figures == {
+        "samples": 4,
+        "mean_pkts": pytest.approx(33.25),
+        "above_q_eq": 0.5,
+        "near_buffer_samples": 1,
+        "max_pkts": 95,
+    }
+    assert noise.uncongested_queue(sc, q, []) == {"samples": 0}
+
+
+def test_group_figures_per_minute() -> None:
+    g = GroupWaits(waits_s=[0.02, 0.0, 0.02], threads=3)
+    f = g.figures(run_s=30.0, tolerance_s=0.01)
+    assert f["stalls"] == 2
+    assert f["over_tolerance_per_min"] == pytest.approx(4.0)
+    assert f["waited_fraction"] == pytest.approx(0.04 / 30)
+    assert math.isnan(g.figures(run_s=0.0, tolerance_s=0.01)["waited_fraction"])
+
+
+@requires_root()
+@pytest.mark.skipif(not realtime_available(), reason="this machine refuses SCHED_FIFO")
+def test_the_monitor_reads_stalls_a_busier_process_makes() -> None:
+    """A process that wakes every millisecond, kept from its CPU for 30 ms every 200 ms by
+    the injector: the kernel's run-queue waits show each stall's length."""
+    target = subprocess.Popen([sys.executable, "-c", "import time\nwhile 1: time.sleep(1e-3)"])
+    try:
+        time.sleep(0.2)
+        monitor = NoiseMonitor({"target": lambda: [target.pid]}, 0.01, "test")
+        injector = StallInjector(0.030, 0.200, [target.pid]).start()
+        try:
+            end = time.monotonic() + 1.5
+            while (now := time.monotonic()) < end:
+                monitor.sample(now, 0)
+                time.sleep(0.01)
+        finally:
+            injector.stop()
+    finally:
+        target.kill()
+        target.wait()
+    rec = monitor.finish()
+    stalls = noise.stall_episodes(rec.groups["target"].waits_s)
+    long_ones = [s for s in stalls if s > 0.015]
+    assert 5 <= len(long_ones) <= 9, stalls  # 1.5 s / 200 ms, give or take the edges
+    assert all(0.020 <= s <= 0.040 for s in long_ones), long_ones
+    assert rec.run_s == pytest.approx(1.5, abs=0.05)
+    assert rec.steal_fractions  # one a second
+    assert injector.describe() == "30 ms every 200 ms on CPU 0"
+
+
+def test_rises_above_q_eq_are_put_down_to_the_stall_before_them() -> None:
+    """Uncongested phase (first 50 s of the scaled transient): three rises above q_eq 22,
+    one 30 ms after a 10 ms switch stall, one after a sender stall, one after nothing;
+    a rise in the congested phase (50-100 s) is not counted."""
+    sc = transient_on_bmv2()
+    n = 6000
+    rec = NoiseRecording(interval_s=0.01, run_s=60.0)
+    rec.times_s = [k * 0.01 for k in range(n)]
+    rec.depths = [5] * n
+    switch, senders = [0.0] * n, [0.0] * n
+    rec.groups = {"switch": GroupWaits(switch), "senders": GroupWaits(senders)}
+    switch[1000] = 0.010
+    rec.depths[1003:1006] = [40, 60, 30]  # one rise (stays above until 1006)
+    senders[2000] = 0.004
+    rec.depths[2002] = 23
+    rec.depths[3000] = 23
+    switch[3500] = 0.010  # 60 ms before the next rise: too long ago
+    rec.depths[3506] = 50
+    rec.times_s[5000] = 55.0  # congested by then: not counted
+    rec.depths[5000] = 80
+    got = noise.excursions(sc, rec, noise.tolerable_stall_s(sc))
+    assert got == {"rises": 4, "after_switch_stall": 1, "after_sender_stall": 1, "unexplained": 2}
