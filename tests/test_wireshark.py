@@ -1,0 +1,148 @@
+"""The Wireshark dissector (qcn/wireshark/qcn.lua) read by the real tshark: every CNM field
+equals the scapy layer's value for the same bytes (qcn.wireshark.expected_fields), and
+malformed CNMs raise their expert warnings.  Frames here are built by the scapy layers;
+ptf_tests/test_wireshark.py decodes CNMs the real pipeline emitted."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+
+from qcn.core.frames import CNM, ETHERTYPE_CNM, CNTag
+from qcn.wireshark import PLUGIN, decode, install, mismatches
+from tests.test_cli_errors import assert_one_line_error, qcn
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("tshark") is None, reason="tshark not installed (make sysdeps)"
+)
+
+CP_MAC = "02:00:00:00:01:00"
+CPID = (0x020000000100 << 16) | 11
+
+
+def sampled(size: int = 1000, *, tag: int | None = None) -> bytes:
+    frame = Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:0b")
+    if tag is not None:
+        frame /= CNTag(flow_id=tag)
+    return bytes(
+        frame / IP(src="10.0.0.1", dst="10.0.0.11") / UDP(sport=1234, dport=5001) / Raw(bytes(size))
+    )
+
+
+def cnm_for(frame: bytes, **fields: Any) -> bytes:
+    return bytes(
+        Ether(dst=frame[6:12], src=CP_MAC, type=ETHERTYPE_CNM)
+        / CNM(cpid=CPID, encap_da=frame[0:6], msdu=frame[12 : 12 + 64], **fields)
+    )
+
+
+CASES = {
+    "QntzFb 63, truncated MSDU": (cnm_for(sampled(), qntz_fb=63, qoff=11, qdelta=3), True),
+    "QntzFb 0": (cnm_for(sampled(20), qntz_fb=0, qoff=1, qdelta=0), False),
+    "negative qoff and qdelta": (cnm_for(sampled(20), qntz_fb=5, qoff=-21, qdelta=-300), False),
+    "ECM positive, priority 5": (
+        cnm_for(sampled(20), fb_positive=1, qntz_fb=9, qoff=-7, encap_priority=5),
+        False,
+    ),
+    "tagged MSDU": (cnm_for(sampled(20, tag=0x1234), qntz_fb=17, qoff=4, qdelta=2), False),
+    "tagged, truncated MSDU": (cnm_for(sampled(tag=0xBEEF), qntz_fb=40), True),
+}
+
+
+def test_every_field_equals_the_scapy_layers() -> None:
+    frames = [f for f, _ in CASES.values()]
+    for name, (frame, truncated), got in zip(CASES, CASES.values(), decode(frames), strict=True):
+        assert mismatches(frame, got) == {}, name
+        # The MSDU is decoded as the Ethernet payload it was, through a CN-TAG if it has one.
+        tagged = "tagged" in name
+        assert got.protocols.startswith(
+            "eth:ethertype:qcn.cnm:qcn.cntag:ip:udp" if tagged else "eth:ethertype:qcn.cnm:ip:udp"
+        ), (name, got.protocols)
+        if tagged:
+            assert got.fields["qcn.cntag.flow_id"] in ("0x1234", "0xbeef")
+        assert (got.experts == {"qcn.cnm.msdu.truncated"}) is truncated, (name, got.experts)
+
+
+def test_malformed_cnms_raise_their_expert_warnings() -> None:
+    good = cnm_for(sampled(20), qntz_fb=3)
+    version = bytearray(good)
+    version[14] |= 0x10  # version 1
+    reserved = bytearray(good)
+    reserved[15] |= 0x80  # a reserved bit of the first two bytes
+    encap_reserved = bytearray(good)
+    encap_reserved[29] |= 0x01  # the encapsulated priority's reserved bits
+    beyond = bytearray(good)
+    beyond[36:38] = (60).to_bytes(2, "big")  # 60 MSDU bytes claimed, fewer carried
+    over = cnm_for(sampled(), qntz_fb=3)[:38] + bytes(70)
+    over = over[:36] + (70).to_bytes(2, "big") + over[38:]  # 70 > 64, all carried
+    short = good[: 14 + 20]
+    cases = {
+        "version": (version, {"qcn.cnm.version.unknown"}),
+        "reserved": (reserved, {"qcn.cnm.reserved.set"}),
+        "encap reserved": (encap_reserved, {"qcn.cnm.reserved.set"}),
+        "beyond the frame": (beyond, {"qcn.cnm.msdu_len.beyond_frame"}),
+        "over 64": (over, {"qcn.cnm.msdu_len.over_max"}),
+        "too short": (short, {"qcn.cnm.short"}),
+        "well formed": (good, set()),
+    }
+    decoded = decode([bytes(f) for f, _ in cases.values()])
+    for (name, (_, experts)), got in zip(cases.items(), decoded, strict=True):
+        assert got.experts == experts, name
+
+
+def test_a_cn_tagged_data_frame_decodes_through_the_tag() -> None:
+    (got,) = decode([sampled(20, tag=0x0042)])
+    assert got.protocols.startswith("eth:ethertype:qcn.cntag:ip:udp")
+    assert got.fields["qcn.cntag.flow_id"] == "0x0042"
+    assert got.fields["qcn.cntag.type"] == "0x0800"
+
+
+def test_the_filter_names_are_the_documented_ones() -> None:
+    """docs/wireshark.md lists every field the plugin registers, and nothing else."""
+    r = subprocess.run(
+        ["tshark", "-G", "fields", "-X", f"lua_script:{PLUGIN}"],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    registered = {
+        line.split("\t")[2]
+        for line in r.stdout.splitlines()
+        if line.startswith(("F\t", "P\t")) and line.split("\t")[2].startswith("qcn.")
+    }
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "wireshark.md").read_text()
+    documented = {
+        word.strip("`") for word in docs.split() if word.startswith("`qcn.") and word.endswith("`")
+    }
+    assert registered == documented
+
+
+def test_install_copies_the_plugin_tshark_then_loads(tmp_path: Path) -> None:
+    target = install(tmp_path / "plugins")
+    assert target.read_bytes() == PLUGIN.read_bytes()
+    r = subprocess.run(
+        [sys.executable, "-m", "qcn.cli", "wireshark", "--install", "--plugin-dir",
+         str(tmp_path / "other")],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "other" / "qcn.lua").exists()
+    shown = subprocess.run(
+        [sys.executable, "-m", "qcn.cli", "wireshark"],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    assert shown.stdout.splitlines()[0] == str(PLUGIN)
+    assert f"tshark -X lua_script:{PLUGIN}" in shown.stdout
+
+
+def test_install_into_an_unwritable_folder_is_one_line() -> None:
+    assert_one_line_error(
+        qcn("wireshark", "--install", "--plugin-dir", "/proc/qcn-plugins"),
+        "cannot install the plugin into /proc/qcn-plugins",
+    )
