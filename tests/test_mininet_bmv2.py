@@ -113,7 +113,7 @@ def qcn_run(out: Path, *args: str) -> dict[str, Any]:
 
 
 def test_transient_with_qcn_holds_the_queue_near_q_eq(tmp_path: Path) -> None:
-    s = qcn_run(tmp_path, *TRANSIENT, "--duration", "1.6")
+    s = qcn_run(tmp_path, *TRANSIENT, "--duration", "1.6", "--pcap")
     q_eq = s["q_eq_pkts"]
     assert s["backend"] == "mininet"
     assert s["cnms"] > 100
@@ -128,6 +128,29 @@ def test_transient_with_qcn_holds_the_queue_near_q_eq(tmp_path: Path) -> None:
     for name in ("queue.csv", "sources.csv", "rates.png", "queue.png"):
         assert (tmp_path / name).stat().st_size > 0
     assert leftovers() == ("", "")
+    assert_captured_cnms_decode(tmp_path, s)
+
+
+def assert_captured_cnms_decode(out: Path, summary: dict[str, Any]) -> None:
+    """--pcap: the CP port's and h1's port's captures are named in the summary, bounded by
+    their snap length, and every CNM h1's port carried decodes in tshark as the scapy layer
+    reads it (docs/wireshark.md)."""
+    from scapy.utils import rdpcap  # noqa: PLC0415
+
+    from qcn.core.frames import ETHERTYPE_CNM  # noqa: PLC0415
+    from qcn.wireshark import decode, mismatches  # noqa: PLC0415
+
+    captures = summary["captures"]
+    assert {c.split("_")[0] for c in captures} == {"captures/s1-eth11", "captures/s1-eth1"}
+    frames = [bytes(p) for c in captures if "s1-eth1_" in c for p in rdpcap(str(out / c))]
+    assert frames
+    assert max(len(f) for f in frames) <= 128  # the snap length
+    cnms = [f for f in frames if f[12:14] == ETHERTYPE_CNM.to_bytes(2, "big")]
+    assert cnms, "h1 got CNMs during the hot spot"
+    if shutil.which("tshark"):
+        for cnm, got in zip(cnms, decode(cnms), strict=True):
+            assert mismatches(cnm, got) == {}
+    assert subprocess.run(["pgrep", "dumpcap"], capture_output=True, check=False).stdout == b""
 
 
 def test_transient_without_qcn_fills_the_buffer_and_drops(tmp_path: Path) -> None:
