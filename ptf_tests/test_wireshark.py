@@ -16,11 +16,15 @@ from ptf_tests.qcn_base import ALWAYS, BOTTLENECK, HOST_IP, HOST_MAC, QcnTest
 from qcn.core.frames import CNTag
 from qcn.wireshark import decode, mismatches
 
-SLOW_PPS = 200
+SLOW_PPS = 100
 GAP_S = 0.0005
-"""Frames sent this far apart arrive faster than SLOW_PPS drains: the queue rises by one."""
-DRAIN_GAP_S = 0.009
-"""Frames this far apart find the queue drained by about one since the last (qdelta < 0)."""
+"""Frames sent this far apart (or as fast as Python manages, at least ~300/s) arrive faster
+than SLOW_PPS drains: 110 of them take the queue past 64 frames."""
+RISING = 110
+LIMIT_PKTS = 200
+"""The pipeline's buffer: above q_eq 64, so the first phase's queue can rise through it."""
+DRAIN_GAP_S = 0.025
+"""Frames this far apart find 2 or 3 frames gone since the last (each adds one): qdelta < 0."""
 
 
 def frame(seq: int, *, size: int, tagged: bool) -> bytes:
@@ -36,9 +40,10 @@ def frame(seq: int, *, size: int, tagged: bool) -> bytes:
 class TsharkDecodesPipelineCnmsTest(QcnTest):
     """Two phases on one port, the CP changed live between them:
 
-    1. q_eq 64 frames (w 2, Fbmax 320), a burst rising through q_eq: frames finding 63 to
-       67 frames get Fb = -(q - 64 + 2) of at most 5, QntzFb 0 (negative qoff at 63);
-    2. q_eq 2 (Fbmax 10), the deep queue drained slowly: QntzFb 63 with qdelta < 0.
+    1. q_eq 64 frames (w 4, Fbmax 576), a burst rising through q_eq one frame per sample:
+       frames finding 61 to 68 get Fb = -(q - 64 + 4) between -1 and -8, QntzFb 0, those
+       below 64 with a negative qoff;
+    2. q_eq 2 (Fbmax 18), the deep queue drained slowly: QntzFb 63 with qdelta < 0.
 
     Frames alternate tagged/untagged and 60/1000 bytes: the long ones' MSDUs are cut at 64
     bytes and must raise the truncation warning, the short ones' must not."""
@@ -46,13 +51,13 @@ class TsharkDecodesPipelineCnmsTest(QcnTest):
     def runTest(self) -> None:
         if shutil.which("tshark") is None:
             self.skipTest("tshark not installed (make sysdeps)")
-        self.enable_cp(replace(ALWAYS, q_eq_pkts=64))
+        self.enable_cp(replace(ALWAYS, q_eq_pkts=64, w=4.0), limit_pkts=LIMIT_PKTS)
         self.thrift.set_queue_rate(SLOW_PPS, BOTTLENECK)
-        for seq in range(80):
+        for seq in range(RISING):
             self.send(0, frame(seq, size=1000 if seq % 4 < 2 else 60, tagged=seq % 2 == 1))
             time.sleep(GAP_S)
-        self.enable_cp(replace(ALWAYS, q_eq_pkts=2), modify=True)
-        for seq in range(80, 100):
+        self.enable_cp(replace(ALWAYS, q_eq_pkts=2, w=4.0), modify=True, limit_pkts=LIMIT_PKTS)
+        for seq in range(RISING, RISING + 20):
             self.send(0, frame(seq, size=1000 if seq % 4 < 2 else 60, tagged=seq % 2 == 1))
             time.sleep(DRAIN_GAP_S)
         cnms = self.cnms(self.collect(ports=(0,), quiet_s=1.0)[0])

@@ -10,9 +10,10 @@ import pytest
 
 from qcn.core import scenario as scenarios
 from reaction_point.sources import ETH_IP_UDP_HEADERS, SEQUENCE
+from tests.toolchain import requires_root
 from topologies.bmv2 import wait_until
 from topologies.experiment import MininetExperiment
-from topologies.sink import Sink
+from topologies.sink import RECEIVE_BUFFER_BYTES, Sink
 
 
 def test_sink_counts_losses_from_sequence_gaps() -> None:
@@ -35,6 +36,22 @@ def test_sink_counts_losses_from_sequence_gaps() -> None:
     # Counted lost when the gap is seen (2, then 5-7), and 7 un-lost when it arrives late.
     assert lost == 3
     sink.sock.close()
+
+
+@requires_root()
+def test_the_sink_buffers_past_rmem_max_as_root() -> None:
+    """A sink kept waiting keeps what arrived meanwhile: its buffer is 4 MB even where
+    net.core.rmem_max is the kernel's default (the kernel reports twice what was set)."""
+    rmem_max = Path("/proc/sys/net/core/rmem_max")
+    saved = rmem_max.read_text()
+    rmem_max.write_text("212992")
+    try:
+        sink = Sink(port=0)
+        got = sink.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        sink.sock.close()
+    finally:
+        rmem_max.write_text(saved)
+    assert got == 2 * RECEIVE_BUFFER_BYTES
 
 
 def test_a_mininet_recording_becomes_a_trace_on_the_sample_grid(tmp_path: Path) -> None:

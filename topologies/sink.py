@@ -24,11 +24,21 @@ from types import FrameType
 
 from reaction_point.sources import ETH_IP_UDP_HEADERS, SEQUENCE
 
+RECEIVE_BUFFER_BYTES = 4 << 20
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
+"""Linux's SO_RCVBUFFORCE (33): SO_RCVBUF beyond rmem_max, for CAP_NET_ADMIN."""
+
 
 class Sink:
     def __init__(self, port: int) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        # A sink kept waiting must not lose what arrived meanwhile (it would count as the
+        # network's drops): 4 MB holds ~250 ms of the transient's 85 Mb/s.  As root, past
+        # net.core.rmem_max (212,992 bytes by default: ~26 ms).
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
+        except PermissionError:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
         self.sock.bind(("0.0.0.0", port))
         self.sock.setblocking(False)
         self.counts: dict[str, list[int]] = {}
