@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import gc
 import json
 import os
@@ -347,6 +348,19 @@ class ReactionPoint:
             try:
                 data, ancdata, _, addr = self._sock.recvmsg(2048, ANCILLARY_BYTES)
             except BlockingIOError:
+                break
+            except OSError as e:
+                # The kernel reports a link going down once on the packet socket and hooks
+                # it up again when the link returns: weather, not an end.
+                if e.errno != errno.ENETDOWN:
+                    raise
+                self.counters["link_down"] += 1
+                print(
+                    f"qcn rp: {self.opt.iface}: link down; limiters kept, CNMs are handled "
+                    "again once it is up",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 break
             if addr[2] == PACKET_OUTGOING:
                 continue

@@ -29,6 +29,7 @@ from qcn.core.params import QcnParams, RpParams
 from reaction_point.rules import RateLimiterRules
 from reaction_point.tc import FIRST_LIMITER_MINOR, ROOT_MAJOR
 from tests.toolchain import requires_root
+from topologies.bmv2 import wait_until
 from topologies.netns import delete_netns, send_frames
 from topologies.netns import sh as run
 
@@ -459,6 +460,34 @@ def test_interface_deleted_under_the_daemon(daemon_factory: Any, hosts: Hosts) -
     out = d.output()
     assert "qcn: error: gone-a disappeared while the daemon ran" in out
     assert "Traceback" not in out
+
+
+def test_a_link_flap_is_weather(daemon_factory: Any, hosts: Hosts) -> None:
+    """The link goes down and up under a daemon holding a limiter: it says so, keeps the
+    limiter, and a CNM once the link is back cuts the rate exactly as before (a link flap
+    used to end the daemon, and all throttling, with a traceback)."""
+    d = daemon_factory(HOLD, "flap")
+    send_frames(hosts.h2, hosts.if2, [cnm(63)])
+    assert d.wait(lambda s: s["counters"].get("cnms_accepted") == 1)
+    run("ip", "-n", hosts.h1, "link", "set", hosts.if1, "down")
+    try:
+        assert d.wait(lambda s: s["counters"].get("link_down") == 1), d.output()
+        assert kernel_rates(hosts) == [expected_kernel_rate(d.params, [63])]
+    finally:
+        run("ip", "-n", hosts.h1, "link", "set", hosts.if1, "up")
+        # Down flushed h1's neighbours, static ones too: a CNM about h2 is about a
+        # destination h1 has not resolved (dropped, counted) until ARP resolves it again.
+        run(*f"ip -n {hosts.h1} neigh replace {H2_IP} lladdr {H2_MAC} dev {hosts.if1}".split(),
+            "nud", "permanent")  # fmt: skip
+
+    def accepted_after_the_flap() -> bool:
+        send_frames(hosts.h2, hosts.if2, [cnm(20)])  # until the veth's carrier is back
+        return bool(d.wait(lambda s: s["counters"].get("cnms_accepted", 0) >= 2, timeout_s=0.2))
+
+    assert wait_until(accepted_after_the_flap, 10.0, interval_s=0.0), d.counters()
+    accepted = d.counters()["cnms_accepted"]
+    assert kernel_rates(hosts) == [expected_kernel_rate(d.params, [63] + [20] * (accepted - 1))]
+    assert d.proc.poll() is None
 
 
 def test_socket_overflow_is_counted(daemon_factory: Any, hosts: Hosts) -> None:
