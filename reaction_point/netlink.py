@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 from pyroute2 import IPRoute, NetNS
 from pyroute2.netlink.exceptions import NetlinkError
-from pyroute2.netns import create_socket
+from pyroute2.netns import create_socket, listnetns
 
 NLMSG_ERROR, NLMSG_DONE = 2, 3
 RTM_NEWQDISC, RTM_NEWTCLASS, RTM_GETTCLASS = 36, 40, 42
@@ -37,7 +37,10 @@ TC_H_ROOT = 0xFFFFFFFF
 
 def open_interface(ifname: str, netns: str | None, error: type[Exception]) -> tuple[IPRoute, int]:
     """A pyroute2 connection in ``netns`` (this process's by default) and ``ifname``'s
-    index; raises ``error`` (closing the connection) when there is no such interface."""
+    index; raises ``error`` (closing the connection) when there is no such interface, or
+    no such namespace (pyroute2 would create a missing one)."""
+    if netns and netns not in listnetns():
+        raise error(f"no network namespace named {netns}")
     ipr: IPRoute = NetNS(netns) if netns else IPRoute()
     found = ipr.link_lookup(ifname=ifname)
     if not found:

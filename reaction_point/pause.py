@@ -374,6 +374,11 @@ def _ms(seconds: list[float], q: float) -> float:
     return 1e3 * (percentile(seconds, q) or 0.0)
 
 
+MIN_LINE_RATE_MBPS = 0.01
+MAX_LINE_RATE_MBPS = 400_000.0
+"""The link rates an agent takes: 10 kb/s (a quantum is then 51 ms) to 400 Gb/s."""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m reaction_point.pause",
@@ -389,8 +394,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--netns", help="the interfaces' network namespace")
     parser.add_argument("--mtu", type=int, default=1600, help="largest frame (bytes)")
     args = parser.parse_args(argv)
-    if args.line_rate_mbps <= 0:
-        parser.error("--line-rate-mbps must be positive")
+    if not MIN_LINE_RATE_MBPS <= args.line_rate_mbps <= MAX_LINE_RATE_MBPS:  # NaN fails too
+        parser.error(
+            f"--line-rate-mbps must be in [{MIN_LINE_RATE_MBPS:g}, {MAX_LINE_RATE_MBPS:g}] "
+            f"(got {args.line_rate_mbps:g})"
+        )
+    twice = sorted({i for i in args.interfaces if args.interfaces.count(i) > 1})
+    if twice:
+        parser.error(f"interface named more than once: {', '.join(twice)}")
     try:
         agent = PauseAgent(
             args.interfaces, args.line_rate_mbps * 1e6, netns=args.netns, mtu=args.mtu

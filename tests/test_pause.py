@@ -261,3 +261,38 @@ def tc_show(link: Link) -> str:
         text=True,
         check=True,
     ).stdout
+
+
+@requires_root()
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--line-rate-mbps", "nan"), "--line-rate-mbps must be in [0.01, 400000] (got nan)"),
+        (("--line-rate-mbps", "inf"), "(got inf)"),
+        (("--line-rate-mbps", "1e-9"), "(got 1e-09)"),
+        (("--line-rate-mbps", "1e12"), "(got 1e+12)"),
+        (("IF", "--line-rate-mbps", "100"), "interface named more than once: IF"),
+        (("--line-rate-mbps", "100", "--netns", "qcnnosuchns"), "no network namespace named"),
+    ],
+)
+def test_the_agent_refuses_bad_input_without_a_trace(
+    link: Link, args: tuple[str, ...], message: str
+) -> None:
+    """Bad rates, an interface twice and a missing namespace: one message, no traceback,
+    and no namespace created for the missing one."""
+    argv = [link.host_if, *(a.replace("IF", link.host_if) for a in args)]
+    if "--netns" not in argv:
+        argv += ["--netns", link.host_ns]
+    r = subprocess.run(
+        [sys.executable, "-m", "reaction_point.pause", *argv],
+        capture_output=True, text=True, check=False, timeout=30,
+    )  # fmt: skip
+    assert r.returncode != 0
+    assert message.replace("IF", link.host_if) in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert (
+        "qcnnosuchns"
+        not in subprocess.run(
+            ["ip", "netns", "list"], capture_output=True, text=True, check=True
+        ).stdout
+    )
