@@ -48,6 +48,7 @@ from qcn.core.errors import QcnError
 from qcn.core.frames import ETHERTYPE_CNM, CnmInfo, CnmRejectedError, parse_cnm
 from qcn.core.params import RpParams
 from qcn.core.stats import percentile
+from reaction_point.claims import claim
 from reaction_point.netlink import open_interface
 from reaction_point.packet_socket import (
     ANCILLARY_BYTES,
@@ -94,20 +95,13 @@ class DaemonRunningError(QcnError):
 
 
 def claim_interface(iface: str) -> socket.socket:
-    """Hold the interface for this daemon: an abstract Unix socket named after it.
-
-    Abstract names live in the network namespace and vanish with the process that holds
-    them, even after kill -9, so a live daemon is never mistaken for a dead one (whose tree
-    the next daemon removes) and no lock file can go stale.
-    """
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    try:
-        sock.bind(f"\0qcn-rp-{iface}")
-    except OSError:
-        sock.close()
+    """Hold the interface for this daemon (:mod:`reaction_point.claims`): a dead daemon's
+    tree is then known to be dead, and the next daemon removes it."""
+    sock = claim("rp", iface)
+    if sock is None:
         raise DaemonRunningError(
             f"a reaction-point daemon already serves {iface} (qcn rp status); stop it first"
-        ) from None
+        )
     return sock
 
 
@@ -209,6 +203,8 @@ class ReactionPoint:
         """Lines for the user about what :meth:`open` found (e.g. a dead daemon's limiters)."""
         self._status_ready = False
         self._claim: socket.socket | None = None
+        self._link_down = False
+        """A link-down was seen and no frame since (the interface may be being deleted)."""
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -334,6 +330,11 @@ class ReactionPoint:
                     lim.changed = True
             self.apply()
             if now >= next_status:
+                # A link that went down may be one being deleted: that ends the daemon.
+                if self._link_down and not self._interface_exists():
+                    raise InterfaceGoneError(
+                        f"{self.opt.iface} disappeared while the daemon ran; stopped"
+                    )
                 self.write_status(running=True)
                 next_status = now + STATUS_INTERVAL_S
 
@@ -355,6 +356,7 @@ class ReactionPoint:
                 if e.errno != errno.ENETDOWN:
                     raise
                 self.counters["link_down"] += 1
+                self._link_down = True
                 print(
                     f"qcn rp: {self.opt.iface}: link down; limiters kept, CNMs are handled "
                     "again once it is up",
@@ -362,6 +364,7 @@ class ReactionPoint:
                     flush=True,
                 )
                 break
+            self._link_down = False  # frames again: the link is back
             if addr[2] == PACKET_OUTGOING:
                 continue
             rx_time = rx_timestamp(ancdata)

@@ -51,6 +51,7 @@ from qcn.core.frames import (
     pause_seconds,
 )
 from qcn.core.stats import percentile
+from reaction_point.claims import claim
 from reaction_point.netlink import (
     RTM_NEWQDISC,
     TC_H_ROOT,
@@ -270,18 +271,24 @@ class PauseAgent:
     ) -> None:
         self.clock = clock
         self.ports: list[HonouredPort] = []
+        self._claims: list[socket.socket] = []
         self._stop = False
         try:
             for name in ifnames:
                 gate = PauseGate(name, line_rate_bps, netns=netns, mtu=mtu)
-                # A packet socket belongs to the namespace it is created in.
+                # A packet socket, and a claim, belong to the namespace they are made in.
                 if netns:
                     pushns(netns)
                 try:
-                    sock = pause_socket(name)
+                    held = claim("pause", name)
+                    sock = pause_socket(name) if held else None
                 finally:
                     if netns:
                         popns()
+                if held is None or sock is None:
+                    gate.close()
+                    raise PauseError(f"another PAUSE agent already honours PAUSE on {name}")
+                self._claims.append(held)
                 mac: bytes = sock.getsockname()[4]
                 kick = mac_control_frame(mac.hex(":"), opcode=0)
                 self.ports.append(HonouredPort(name, gate, PauseState(line_rate_bps), sock, kick))
@@ -352,6 +359,9 @@ class PauseAgent:
             port.sock.close()
             port.gate.close()
         self.ports = []
+        for held in self._claims:
+            held.close()
+        self._claims = []
 
     def summary(self) -> dict[str, dict[str, float]]:
         return {

@@ -296,3 +296,28 @@ def test_the_agent_refuses_bad_input_without_a_trace(
             ["ip", "netns", "list"], capture_output=True, text=True, check=True
         ).stdout
     )
+
+
+@requires_root()
+def test_a_second_agent_on_an_interface_is_refused(link: Link) -> None:
+    """One PAUSE agent per interface: a second is refused in one line and leaves the first's
+    gate alone, which still holds on a PAUSE (the second used to take it over, and its
+    stop crashed the first)."""
+    agent = in_ns(link.host_ns, "-m", "reaction_point.pause", link.host_if,
+                  "--line-rate-mbps", "100")  # fmt: skip
+    first = started(agent, "honouring")
+    try:
+        second = subprocess.run(agent, capture_output=True, text=True, check=False, timeout=30)
+        assert second.returncode == 1
+        assert second.stderr == (
+            f"pause agent: another PAUSE agent already honours PAUSE on {link.host_if}\n"
+        )
+        assert "tbf" in tc_show(link)
+        assert first.poll() is None
+    finally:
+        first.terminate()
+        first.communicate(timeout=10)
+    assert first.returncode == 0
+    assert largest_gap(link, line_rate_mbps=100, pauses=[0xFFFF]) == pytest.approx(
+        pause_seconds(0xFFFF, 100e6), rel=0.10
+    )
