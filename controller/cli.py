@@ -109,7 +109,23 @@ def register(sub: Any) -> None:
     q.set_defaults(func=_queue)
 
 
+MAX_TIMEOUT_S = 3600.0
+MIN_INTERVAL_S = 0.05
+"""`ctl run`'s shortest health-check period (0 spun a core)."""
+
+
 def _network(args: argparse.Namespace) -> config.NetworkConfig:
+    # Comparisons that NaN fails too.
+    if not 0 < args.timeout <= MAX_TIMEOUT_S:
+        raise ConfigError(
+            f"--timeout must be in (0, {MAX_TIMEOUT_S:g}] seconds (got {args.timeout:g})"
+        )
+    interval = getattr(args, "interval", None)
+    if interval is not None and not MIN_INTERVAL_S <= interval <= MAX_TIMEOUT_S:
+        raise ConfigError(
+            f"--interval must be in [{MIN_INTERVAL_S:g}, {MAX_TIMEOUT_S:g}] seconds "
+            f"(got {interval:g})"
+        )
     return config.load(args.config)
 
 

@@ -103,6 +103,8 @@ def overrides_from(pairs: list[str]) -> dict[str, Any]:
 def prepare_out(out: Path, scenario: str) -> None:
     """Make sure results can be written to ``out`` before a run spends its time, and mark
     them partial until every file is written."""
+    if str(out) in ("", "."):
+        raise ScenarioError("--out: give a directory for the results (not the current one)")
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / PARTIAL_MARKER).write_text(

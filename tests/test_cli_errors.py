@@ -128,6 +128,13 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("rp", "send", "--dst", "127.0.0.1", "--duration", "0.05", "--report", "/proc/x.json"),
         ("--report /proc/x.json",),
     ),
+    ("ctl timeout NaN", ("ctl", "--timeout", "nan", "show"), ("--timeout must be in (0, 3600]",)),
+    ("ctl timeout 0", ("ctl", "--timeout", "0", "show"), ("(got 0)",)),
+    ("ctl timeout -1", ("ctl", "--timeout", "-1", "show"), ("(got -1)",)),
+    ("ctl timeout inf", ("ctl", "--timeout", "inf", "show"), ("(got inf)",)),
+    ("ctl run interval NaN", ("ctl", "run", "--interval", "nan"), ("--interval must be",)),
+    ("ctl run interval 0", ("ctl", "run", "--interval", "0"), ("--interval must be",)),
+    ("run --out empty", (*RUN, "--out", ""), ("--out: give a directory",)),
     (
         "max limiters",
         ("rp", "start", "--iface", "lo", "--max-limiters", "0"),
