@@ -95,9 +95,31 @@ def parse_grid(text: str) -> tuple[str, list[Any]]:
             out.append(tomllib.loads(f"v = {raw.strip()}")["v"])
         except tomllib.TOMLDecodeError:
             out.append(raw.strip())
-    if len(set(map(repr, out))) != len(out):
+    # 1 and 1.0 are one point: numbers compare by value.
+    same = [
+        float(v) if isinstance(v, int | float) and not isinstance(v, bool) else repr(v) for v in out
+    ]
+    if len(set(same)) != len(same):
         raise SweepError(f"--grid {key}: a value is listed twice")
     return key, out
+
+
+DASK_SCHEMES = ("tcp", "tls", "inproc", "ucx", "ws", "wss")
+
+
+def check_address(address: str | None) -> None:
+    """``--address`` must name a Dask scheduler: [SCHEME://]HOST:PORT."""
+    if address is None:
+        return
+    scheme, sep, rest = address.partition("://")
+    host, colon, port = (rest if sep else address).rpartition(":")
+    if (sep and scheme not in DASK_SCHEMES) or not colon or not host or not port.isdigit():
+        raise SweepError(
+            f"--address {address!r}: expected a Dask scheduler's [SCHEME://]HOST:PORT, "
+            "e.g. tcp://10.0.0.5:8786"
+        )
+    if not 1 <= int(port) <= 65535:
+        raise SweepError(f"--address {address!r}: port must be in [1, 65535]")
 
 
 def code_version() -> str:
@@ -544,10 +566,17 @@ def register(sub: Any) -> None:
 def _command(args: argparse.Namespace) -> int:
     from qcn.run import load_scenario  # noqa: PLC0415
 
-    sc, _ = load_scenario(args.scenario, args.set, args.duration)
+    sc, overrides = load_scenario(args.scenario, args.set, args.duration)
     if not args.grid:
         raise SweepError("give at least one --grid KEY=V1,V2,...")
     grids = [parse_grid(g) for g in args.grid]
+    both = sorted({key for key, _ in grids} & set(overrides))
+    if both:
+        raise SweepError(
+            f"{', '.join(both)}: given by --grid and by --set (or --duration); the grid "
+            "would win silently: keep one"
+        )
+    check_address(args.address)
     if args.backend == "mininet" and args.address:
         raise SweepError("--address is for the sim backend: Mininet points run on this machine")
     report = sweep(

@@ -136,6 +136,31 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("ctl run interval 0", ("ctl", "run", "--interval", "0"), ("--interval must be",)),
     ("run --out empty", (*RUN, "--out", ""), ("--out: give a directory",)),
     (
+        "sweep grid and set",
+        ("sweep", "transient", "--grid", "qcn.cp.w=1,2", "--set", "qcn.cp.w=4"),
+        ("qcn.cp.w: given by --grid and by --set",),
+    ),
+    (
+        "sweep grid repeats a number",
+        ("sweep", "transient", "--grid", "qcn.cp.w=1,1.0"),
+        ("--grid qcn.cp.w: a value is listed twice",),
+    ),
+    (
+        "sweep address not a url",
+        ("sweep", "transient", "--grid", "qcn.cp.w=1,2", "--address", "not a url"),
+        ("--address 'not a url': expected",),
+    ),
+    (
+        "sweep address empty",
+        ("sweep", "transient", "--grid", "qcn.cp.w=1,2", "--address", ""),
+        ("--address '': expected",),
+    ),
+    (
+        "sweep address port",
+        ("sweep", "transient", "--grid", "qcn.cp.w=1,2", "--address", "tcp://h:99999"),
+        ("port must be in [1, 65535]",),
+    ),
+    (
         "max limiters",
         ("rp", "start", "--iface", "lo", "--max-limiters", "0"),
         ("--max-limiters",),
