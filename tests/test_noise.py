@@ -173,3 +173,6 @@ def test_rises_above_q_eq_are_put_down_to_the_stall_before_them() -> None:
     rec.depths[5000] = 80
     got = noise.excursions(sc, rec, noise.tolerable_stall_s(sc))
     assert got == {"rises": 4, "after_switch_stall": 1, "after_sender_stall": 1, "unexplained": 2}
+    # From 15 s on (after a warm-up): the rise at 10 s is left out.
+    later = noise.excursions(sc, rec, noise.tolerable_stall_s(sc), from_s=15.0)
+    assert later == {"rises": 3, "after_switch_stall": 0, "after_sender_stall": 1, "unexplained": 2}

@@ -157,11 +157,14 @@ EXCURSION_LOOKBACK_S = 0.05
 """A rise above q_eq follows a stall if the stall ended at most this long before it."""
 
 
-def excursions(sc: Scenario, rec: NoiseRecording, tolerance_s: float) -> dict[str, int]:
+def excursions(
+    sc: Scenario, rec: NoiseRecording, tolerance_s: float, from_s: float = 0.0
+) -> dict[str, int]:
     """Where the uncongested queue's rises above q_eq came from: each rise (a sample above
-    q_eq after one at or below it, while the sources offer less than the capacity) counted
-    by what preceded it within :data:`EXCURSION_LOOKBACK_S`: a switch stall of at least
-    ``tolerance_s``, else a sender stall of at least that, else nothing measured."""
+    q_eq after one at or below it, from ``from_s`` on, while the sources offer less than
+    the capacity) counted by what preceded it within :data:`EXCURSION_LOOKBACK_S`: a switch
+    stall of at least ``tolerance_s``, else a sender stall of at least that, else nothing
+    measured."""
     q_eq = sc.params.cp.q_eq_pkts
     lookback = max(1, round(EXCURSION_LOOKBACK_S / rec.interval_s))
 
@@ -172,7 +175,7 @@ def excursions(sc: Scenario, rec: NoiseRecording, tolerance_s: float) -> dict[st
     out = {"rises": 0, "after_switch_stall": 0, "after_sender_stall": 0, "unexplained": 0}
     for k in range(1, len(rec.depths)):
         t = rec.times_s[k]
-        if sc.offered_bps(t) >= sc.capacity_at(t):
+        if t < from_s or sc.offered_bps(t) >= sc.capacity_at(t):
             continue
         if not rec.depths[k - 1] <= q_eq < rec.depths[k]:
             continue
@@ -186,9 +189,13 @@ def excursions(sc: Scenario, rec: NoiseRecording, tolerance_s: float) -> dict[st
     return out
 
 
-def report(sc: Scenario, rec: NoiseRecording, queue: dict[str, Any]) -> dict[str, Any]:
+def report(
+    sc: Scenario, rec: NoiseRecording, queue: dict[str, Any], warmup_s: float = 0.0
+) -> dict[str, Any]:
     """summary.json's ``noise``: the figures and a verdict ("ok" or "noisy") with every
-    reason, each with its figure and the threshold it passed."""
+    reason, each with its figure and the threshold it passed.  ``queue`` is
+    :func:`uncongested_queue`'s, taken after ``warmup_s`` (the rises are counted from then
+    too)."""
     tolerance = tolerable_stall_s(sc)
     groups = {name: g.figures(rec.run_s, tolerance) for name, g in rec.groups.items()}
     steal = rec.steal_fractions
@@ -230,7 +237,7 @@ def report(sc: Scenario, rec: NoiseRecording, queue: dict[str, Any]) -> dict[str
         "steal_max_per_s": max(steal, default=0.0),
         "sender_skipped_fraction": skipped,
         "uncongested_queue": queue,
-        "uncongested_rises": excursions(sc, rec, tolerance),
+        "uncongested_rises": excursions(sc, rec, tolerance, warmup_s),
         **({"injected": rec.injected} if rec.injected else {}),
     }
 

@@ -107,7 +107,11 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
             (p["delivered_offered"] for p in phases if not p["congested"]), default=math.nan
         ),
         "uncongested_queue": quiet_queue,
-        **({"noise": noise.report(sc, tr.noise, quiet_queue)} if tr.noise else {}),
+        **(
+            {"noise": noise.report(sc, tr.noise, quiet_queue, WARMUP_FRACTION * sc.duration_s)}
+            if tr.noise
+            else {}
+        ),
         **({"captures": tr.captures} if tr.captures else {}),
         **tr.extra,
     }
