@@ -125,8 +125,12 @@ def test_group_figures_per_minute() -> None:
 @pytest.mark.skipif(not realtime_available(), reason="this machine refuses SCHED_FIFO")
 def test_the_monitor_reads_stalls_a_busier_process_makes() -> None:
     """A process that wakes every millisecond, kept from its CPU for 30 ms every 200 ms by
-    the injector: the kernel's run-queue waits show each stall's length."""
-    target = subprocess.Popen([sys.executable, "-c", "import time\nwhile 1: time.sleep(1e-3)"])
+    the injector: the kernel's run-queue waits show each stall's length.  The process is
+    real-time itself (priority 1), so that only the injector, not the machine's other load,
+    keeps it waiting."""
+    target = subprocess.Popen(
+        ["chrt", "-f", "1", sys.executable, "-c", "import time\nwhile 1: time.sleep(1e-3)"]
+    )
     try:
         time.sleep(0.2)
         monitor = NoiseMonitor({"target": lambda: [target.pid]}, 0.01, "test")
