@@ -24,8 +24,22 @@ def transient_on_bmv2() -> scenarios.Scenario:
 
 def test_stalls_are_consecutive_waits_added_up() -> None:
     waits = [0.0, 0.0005, 0.004, 0.010, 0.003, 0.0, 0.002, 0.0009, 0.030]
-    assert noise.stall_episodes(waits) == pytest.approx([0.017, 0.002, 0.030])
+    stalls = noise.stall_episodes(waits)
+    assert [(s.first, s.last) for s in stalls] == [(2, 4), (6, 6), (8, 8)]
+    assert [s.length_s for s in stalls] == pytest.approx([0.017, 0.002, 0.030])
     assert noise.stall_episodes([]) == []
+
+
+def test_a_stall_is_one_threads() -> None:
+    """Two threads waiting in overlapping intervals are two stalls, not one as long as both
+    (ten senders each waiting a little under load once looked like one 500 ms stall)."""
+    tracker = noise.StallTracker()
+    for k, (a, b) in enumerate([(0.004, 0.0), (0.004, 0.003), (0.0, 0.003), (0.0, 0.0)]):
+        tracker.add(1, k, a)
+        tracker.add(2, k, b)
+    stalls = sorted(tracker.finish(), key=lambda s: s.first)
+    assert [(s.first, s.last) for s in stalls] == [(0, 1), (1, 2)]
+    assert [s.length_s for s in stalls] == pytest.approx([0.008, 0.006])
 
 
 def test_histogram_bins_by_length() -> None:
@@ -50,8 +64,8 @@ def test_the_tolerable_stall_is_q_eq_at_the_offered_load() -> None:
 
 def recording(switch_waits: list[float], **kw: float | list[float]) -> NoiseRecording:
     rec = NoiseRecording(interval_s=0.01, run_s=60.0, scheduling="SCHED_FIFO 20")
-    rec.groups["switch"] = GroupWaits(waits_s=switch_waits, threads=12)
-    rec.groups["senders"] = GroupWaits(waits_s=[0.0] * len(switch_waits), threads=10)
+    rec.groups["switch"] = GroupWaits(noise.stall_episodes(switch_waits), threads=12)
+    rec.groups["senders"] = GroupWaits([], threads=10)
     for k, v in kw.items():
         setattr(rec, k, v)
     return rec
@@ -113,12 +127,12 @@ def test_uncongested_queue_figures() -> None:
 
 
 def test_group_figures_per_minute() -> None:
-    g = GroupWaits(waits_s=[0.02, 0.0, 0.02], threads=3)
+    g = GroupWaits(noise.stall_episodes([0.02, 0.0, 0.02]), waited_s=0.06, threads=3)
     f = g.figures(run_s=30.0, tolerance_s=0.01)
     assert f["stalls"] == 2
     assert f["over_tolerance_per_min"] == pytest.approx(4.0)
-    assert f["waited_fraction"] == pytest.approx(0.04 / 30)
-    assert math.isnan(g.figures(run_s=0.0, tolerance_s=0.01)["waited_fraction"])
+    assert f["waited_per_thread"] == pytest.approx(0.06 / 90)
+    assert math.isnan(g.figures(run_s=0.0, tolerance_s=0.01)["waited_per_thread"])
 
 
 @requires_root()
@@ -146,7 +160,7 @@ def test_the_monitor_reads_stalls_a_busier_process_makes() -> None:
         target.kill()
         target.wait()
     rec = monitor.finish()
-    stalls = noise.stall_episodes(rec.groups["target"].waits_s)
+    stalls = [s.length_s for s in rec.groups["target"].stalls]
     long_ones = [s for s in stalls if s > 0.015]
     assert 5 <= len(long_ones) <= 9, stalls  # 1.5 s / 200 ms, give or take the edges
     assert all(0.020 <= s <= 0.040 for s in long_ones), long_ones
@@ -165,7 +179,6 @@ def test_rises_above_q_eq_are_put_down_to_the_stall_before_them() -> None:
     rec.times_s = [k * 0.01 for k in range(n)]
     rec.depths = [5] * n
     switch, senders = [0.0] * n, [0.0] * n
-    rec.groups = {"switch": GroupWaits(switch), "senders": GroupWaits(senders)}
     switch[1000] = 0.010
     rec.depths[1003:1006] = [40, 60, 30]  # one rise (stays above until 1006)
     senders[2000] = 0.004
@@ -175,6 +188,10 @@ def test_rises_above_q_eq_are_put_down_to_the_stall_before_them() -> None:
     rec.depths[3506] = 50
     rec.times_s[5000] = 55.0  # congested by then: not counted
     rec.depths[5000] = 80
+    rec.groups = {
+        "switch": GroupWaits(noise.stall_episodes(switch)),
+        "senders": GroupWaits(noise.stall_episodes(senders)),
+    }
     got = noise.excursions(sc, rec, noise.tolerable_stall_s(sc))
     assert got == {"rises": 4, "after_switch_stall": 1, "after_sender_stall": 1, "unexplained": 2}
     # From 15 s on (after a warm-up): the rise at 10 s is left out.

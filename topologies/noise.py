@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from qcn.core.noise import GroupWaits, NoiseRecording
+from qcn.core.noise import GroupWaits, NoiseRecording, StallTracker
 
 PROC = Path("/proc")
 STEAL_PERIOD_S = 1.0
@@ -67,6 +67,7 @@ class _Group:
         self.fds: dict[int, int] = {}
         self.last: dict[int, int] = {}
         self.waits = GroupWaits()
+        self.tracker = StallTracker()
 
     def refresh(self) -> None:
         for pid in self.pids():
@@ -88,22 +89,25 @@ class _Group:
         except (OSError, IndexError, ValueError):
             return None  # the thread has ended
 
-    def sample(self) -> None:
-        longest = 0
+    def sample(self, k: int) -> None:
+        """Sample ``k``: each thread's wait since the last one."""
         for tid, fd in list(self.fds.items()):
             delay = self._read(fd)
             if delay is None:
                 os.close(fd)
                 del self.fds[tid], self.last[tid]
+                self.tracker.add(tid, k, 0.0)  # ends a stall it was in
                 continue
-            longest = max(longest, delay - self.last[tid])
+            wait_s = (delay - self.last[tid]) / 1e9
             self.last[tid] = delay
-        self.waits.waits_s.append(longest / 1e9)
+            self.waits.waited_s += wait_s
+            self.tracker.add(tid, k, wait_s)
 
     def close(self) -> None:
         for fd in self.fds.values():
             os.close(fd)
         self.fds.clear()
+        self.waits.stalls = self.tracker.finish()
 
 
 class NoiseMonitor:
@@ -131,7 +135,7 @@ class NoiseMonitor:
                 g.refresh()
             self._next_refresh = now + REFRESH_PERIOD_S
         for g in self._groups.values():
-            g.sample()
+            g.sample(len(self.rec.times_s))
         if now - self._steal_at >= STEAL_PERIOD_S:
             steal, total = cpu_times()
             d_total = total - self._steal_last[1]

@@ -7,9 +7,10 @@ congestion point rightly answers it with CNMs (docs/bmv2.md, "Noise").  So every
 run measures its noise (:mod:`topologies.noise` reads it from the kernel) and this module
 turns the measurement into figures and a verdict:
 
-- **stalls**: per group of threads (the switch's, the senders'), how long they waited to
-  be run while runnable (the kernel's run-queue delay), per sample interval; consecutive
-  intervals with a wait form one stall, whose length is the waits added up;
+- **stalls**: per thread of a group (the switch's threads, the senders), how long it waited
+  to be run while runnable (the kernel's run-queue delay) in each sample interval;
+  consecutive intervals in which one thread waited form one stall of that thread, as long
+  as its waits added up;
 - **steal**: the share of the machine's CPU time its hypervisor gave to others;
 - **the uncongested queue**: how the queue behaved while the offered load was below
   capacity, where a queue above q_eq is the emulation's doing, not the traffic's.
@@ -58,20 +59,50 @@ def tolerable_stall_s(sc: Scenario) -> float:
     return 8 * q_eq_bytes / offered if offered > 0 else math.inf
 
 
-def stall_episodes(waits_s: Iterable[float], floor_s: float = STALL_FLOOR_S) -> list[float]:
-    """Stalls from per-interval waits: consecutive intervals each with a wait of at least
-    ``floor_s`` form one stall, as long as their waits added up."""
-    out: list[float] = []
-    current = 0.0
-    for w in waits_s:
-        if w >= floor_s:
-            current += w
-        elif current:
-            out.append(current)
-            current = 0.0
-    if current:
-        out.append(current)
-    return out
+@dataclass(frozen=True)
+class Stall:
+    """One thread's consecutive waits: from sample ``first`` to sample ``last``."""
+
+    first: int
+    last: int
+    length_s: float
+
+
+def stall_episodes(waits_s: Iterable[float], floor_s: float = STALL_FLOOR_S) -> list[Stall]:
+    """One thread's stalls from its per-interval waits: consecutive intervals each with a
+    wait of at least ``floor_s`` form one stall, as long as their waits added up."""
+    tracker = StallTracker(floor_s)
+    for k, w in enumerate(waits_s):
+        tracker.add(0, k, w)
+    return tracker.finish()
+
+
+class StallTracker:
+    """Stalls of many threads, fed one interval's wait per thread at a time."""
+
+    def __init__(self, floor_s: float = STALL_FLOOR_S) -> None:
+        self.floor_s = floor_s
+        self.stalls: list[Stall] = []
+        self._open: dict[int, tuple[int, int, float]] = {}
+        """Per thread: (first sample, last sample, waits so far) of its stall going on."""
+
+    def add(self, thread: int, k: int, wait_s: float) -> None:
+        """``thread`` waited ``wait_s`` in sample interval ``k`` (intervals in order)."""
+        going = self._open.get(thread)
+        if wait_s >= self.floor_s:
+            first, _, total = going if going else (k, k, 0.0)
+            self._open[thread] = (first, k, total + wait_s)
+        elif going:
+            self._close(thread)
+
+    def _close(self, thread: int) -> None:
+        first, last, total = self._open.pop(thread)
+        self.stalls.append(Stall(first, last, total))
+
+    def finish(self) -> list[Stall]:
+        for thread in list(self._open):
+            self._close(thread)
+        return self.stalls
 
 
 def histogram(
@@ -91,23 +122,26 @@ def histogram(
 
 @dataclass
 class GroupWaits:
-    """One group of threads' run-queue waits: the longest wait of any of its threads in
-    each sample interval."""
+    """One group of threads' stalls, and how long its threads waited in all."""
 
-    waits_s: list[float] = field(default_factory=list)
+    stalls: list[Stall] = field(default_factory=list)
+    waited_s: float = 0.0
+    """Every thread's waits added up."""
     threads: int = 0
     """How many threads the group had (at most, over the run)."""
 
     def figures(self, run_s: float, tolerance_s: float) -> dict[str, Any]:
-        stalls = stall_episodes(self.waits_s)
-        over = [s for s in stalls if s >= tolerance_s]
+        lengths = [s.length_s for s in self.stalls]
+        over = [s for s in lengths if s >= tolerance_s]
         minutes = run_s / 60 if run_s > 0 else math.nan
         return {
             "threads": self.threads,
-            "stalls": len(stalls),
-            "longest_ms": 1e3 * max(stalls, default=0.0),
-            "waited_fraction": sum(self.waits_s) / run_s if run_s > 0 else math.nan,
-            "histogram": histogram(stalls),
+            "stalls": len(lengths),
+            "longest_ms": 1e3 * max(lengths, default=0.0),
+            "waited_per_thread": (
+                self.waited_s / (self.threads * run_s) if self.threads and run_s > 0 else math.nan
+            ),
+            "histogram": histogram(lengths),
             "over_tolerance": len(over),
             "over_tolerance_per_min": len(over) / minutes if minutes else math.nan,
         }
@@ -130,7 +164,7 @@ class NoiseRecording:
     injected: str = ""
     """Stalls injected on purpose (a test of this verdict), or empty."""
     times_s: list[float] = field(default_factory=list)
-    """Each sample's time, seconds into the run (aligned with every group's waits)."""
+    """Each sample's time, seconds into the run (stalls count samples from 0)."""
     depths: list[int] = field(default_factory=list)
     """The CP port's queue (frames) at each sample."""
 
@@ -154,7 +188,8 @@ def uncongested_queue(
 
 
 EXCURSION_LOOKBACK_S = 0.05
-"""A rise above q_eq follows a stall if the stall ended at most this long before it."""
+"""A rise above q_eq follows a stall if the stall ended at most this long before it (or
+was going on)."""
 
 
 def excursions(
@@ -169,8 +204,10 @@ def excursions(
     lookback = max(1, round(EXCURSION_LOOKBACK_S / rec.interval_s))
 
     def stalled(group: str, k: int) -> bool:
-        waits = rec.groups[group].waits_s if group in rec.groups else []
-        return sum(waits[max(0, k - lookback) : k + 1]) >= tolerance_s
+        stalls = rec.groups[group].stalls if group in rec.groups else []
+        return any(
+            s.length_s >= tolerance_s and s.first <= k and s.last >= k - lookback for s in stalls
+        )
 
     out = {"rises": 0, "after_switch_stall": 0, "after_sender_stall": 0, "unexplained": 0}
     for k in range(1, len(rec.depths)):
