@@ -60,6 +60,8 @@ def test_the_tolerable_stall_is_q_eq_at_the_offered_load() -> None:
     # q_eq 33 KB (bytes CP) while ten sources offer 8.5 Mb/s each: 3.1 ms.
     assert sc.workload.max_rate_bps * sc.network.sources == pytest.approx(85e6)
     assert noise.tolerable_stall_s(sc) == pytest.approx(33_000 * 8 / 85e6)
+    # One sender's stall: only its own 8.5 Mb/s follows as a burst.
+    assert noise.tolerances_s(sc)["senders"] == pytest.approx(33_000 * 8 / 8.5e6)
 
 
 def recording(switch_waits: list[float], **kw: float | list[float]) -> NoiseRecording:
@@ -181,7 +183,7 @@ def test_rises_above_q_eq_are_put_down_to_the_stall_before_them() -> None:
     switch, senders = [0.0] * n, [0.0] * n
     switch[1000] = 0.010
     rec.depths[1003:1006] = [40, 60, 30]  # one rise (stays above until 1006)
-    senders[2000] = 0.004
+    senders[2000] = 0.035  # a sender tolerates 31 ms (its own 8.5 Mb/s fills q_eq)
     rec.depths[2002] = 23
     rec.depths[3000] = 23
     switch[3500] = 0.010  # 60 ms before the next rise: too long ago
@@ -192,8 +194,8 @@ def test_rises_above_q_eq_are_put_down_to_the_stall_before_them() -> None:
         "switch": GroupWaits(noise.stall_episodes(switch)),
         "senders": GroupWaits(noise.stall_episodes(senders)),
     }
-    got = noise.excursions(sc, rec, noise.tolerable_stall_s(sc))
+    got = noise.excursions(sc, rec)
     assert got == {"rises": 4, "after_switch_stall": 1, "after_sender_stall": 1, "unexplained": 2}
     # From 15 s on (after a warm-up): the rise at 10 s is left out.
-    later = noise.excursions(sc, rec, noise.tolerable_stall_s(sc), from_s=15.0)
+    later = noise.excursions(sc, rec, from_s=15.0)
     assert later == {"rises": 3, "after_switch_stall": 0, "after_sender_stall": 1, "unexplained": 2}

@@ -49,14 +49,22 @@ uncongested load (0.85 of capacity, Poisson-like arrivals of fixed-size frames) 
 queue is above 22 frames about 0.04 % of the time; 1 % is 25 times that."""
 
 
-def tolerable_stall_s(sc: Scenario) -> float:
+def tolerable_stall_s(sc: Scenario, *, one_source: bool = False) -> float:
     """How long the switch may stall before the frames arriving meanwhile fill q_eq: q_eq in
-    bytes over the load the sources offer together (the scenario's rates, as run)."""
+    bytes over the load the sources offer together (the scenario's rates, as run).  With
+    ``one_source``: how long one sender may, whose frames then follow as a burst (its
+    share of the load alone)."""
     cp = sc.params.cp
     per_frame = 1 if cp.queue_unit is QueueUnit.BYTES else sc.network.frame_bytes
     q_eq_bytes = cp.q_eq * per_frame
-    offered = sc.workload.max_rate_bps * sc.network.sources
+    sources = 1 if one_source else sc.network.sources
+    offered = sc.workload.max_rate_bps * sources
     return 8 * q_eq_bytes / offered if offered > 0 else math.inf
+
+
+def tolerances_s(sc: Scenario) -> dict[str, float]:
+    """Each measured group's tolerable stall: the switch's, and one sender's."""
+    return {"switch": tolerable_stall_s(sc), "senders": tolerable_stall_s(sc, one_source=True)}
 
 
 @dataclass(frozen=True)
@@ -192,21 +200,21 @@ EXCURSION_LOOKBACK_S = 0.05
 was going on)."""
 
 
-def excursions(
-    sc: Scenario, rec: NoiseRecording, tolerance_s: float, from_s: float = 0.0
-) -> dict[str, int]:
+def excursions(sc: Scenario, rec: NoiseRecording, from_s: float = 0.0) -> dict[str, int]:
     """Where the uncongested queue's rises above q_eq came from: each rise (a sample above
     q_eq after one at or below it, from ``from_s`` on, while the sources offer less than
     the capacity) counted by what preceded it within :data:`EXCURSION_LOOKBACK_S`: a switch
-    stall of at least ``tolerance_s``, else a sender stall of at least that, else nothing
-    measured."""
+    stall of at least its tolerable length (:func:`tolerances_s`), else such a sender
+    stall, else nothing measured."""
     q_eq = sc.params.cp.q_eq_pkts
     lookback = max(1, round(EXCURSION_LOOKBACK_S / rec.interval_s))
+    tolerance = tolerances_s(sc)
 
     def stalled(group: str, k: int) -> bool:
         stalls = rec.groups[group].stalls if group in rec.groups else []
         return any(
-            s.length_s >= tolerance_s and s.first <= k and s.last >= k - lookback for s in stalls
+            s.length_s >= tolerance[group] and s.first <= k and s.last >= k - lookback
+            for s in stalls
         )
 
     out = {"rises": 0, "after_switch_stall": 0, "after_sender_stall": 0, "unexplained": 0}
@@ -233,8 +241,13 @@ def report(
     reason, each with its figure and the threshold it passed.  ``queue`` is
     :func:`uncongested_queue`'s, taken after ``warmup_s`` (the rises are counted from then
     too)."""
-    tolerance = tolerable_stall_s(sc)
-    groups = {name: g.figures(rec.run_s, tolerance) for name, g in rec.groups.items()}
+    tolerances = tolerances_s(sc)
+    tolerance = tolerances["switch"]
+    groups = {
+        name: g.figures(rec.run_s, tolerances.get(name, tolerance))
+        | {"tolerable_stall_ms": 1e3 * tolerances.get(name, tolerance)}
+        for name, g in rec.groups.items()
+    }
     steal = rec.steal_fractions
     skipped = rec.sender_skipped_s / (rec.senders * rec.run_s) if rec.senders and rec.run_s else 0.0
     reasons = []
@@ -274,7 +287,7 @@ def report(
         "steal_max_per_s": max(steal, default=0.0),
         "sender_skipped_fraction": skipped,
         "uncongested_queue": queue,
-        "uncongested_rises": excursions(sc, rec, tolerance, warmup_s),
+        "uncongested_rises": excursions(sc, rec, warmup_s),
         **({"injected": rec.injected} if rec.injected else {}),
     }
 
