@@ -11,9 +11,10 @@ import time
 
 import pytest
 
-from qcn.core import noise
+from qcn.core import noise, results
 from qcn.core import scenario as scenarios
 from qcn.core.noise import GroupWaits, NoiseRecording
+from qcn.core.trace import Trace
 from tests.toolchain import requires_root
 from topologies.noise import NoiseMonitor, StallInjector, realtime_available
 
@@ -125,7 +126,7 @@ def test_uncongested_queue_figures() -> None:
         "near_buffer_samples": 1,
         "max_pkts": 95,
     }
-    assert noise.uncongested_queue(sc, q, []) == {"samples": 0}
+    assert noise.uncongested_queue(sc, q, [])["samples"] == 0
 
 
 def test_group_figures_per_minute() -> None:
@@ -197,5 +198,20 @@ def test_rises_above_q_eq_are_put_down_to_the_stall_before_them() -> None:
     got = noise.excursions(sc, rec)
     assert got == {"rises": 4, "after_switch_stall": 1, "after_sender_stall": 1, "unexplained": 2}
     # From 15 s on (after a warm-up): the rise at 10 s is left out.
-    later = noise.excursions(sc, rec, from_s=15.0)
+    later = noise.excursions(sc, rec, (15.0, 100.0))
     assert later == {"rises": 3, "after_switch_stall": 0, "after_sender_stall": 1, "unexplained": 2}
+
+
+def test_the_uncongested_queue_is_taken_before_any_congestion() -> None:
+    """The transient's queue after the restore holds QCN's recovery (backlogs draining at
+    line rate, which --no-qcn has none of): only the first uncongested phase counts, while
+    each phase's own queue stays in its figures."""
+    sc = transient_on_bmv2()  # 150 s: hot spot from 50 s to 100 s, warm-up 15 s
+    times = [float(k) for k in range(1, 151)]
+    queue = [2 if t <= 50 else 90 if t <= 100 else 40 for t in times]
+    tr = Trace(times_s=times, queue_pkts=queue, throughput_bps=[0.0] * 150)
+    q = results.uncongested_queue(sc, tr)
+    assert q["until_s"] == 50.0
+    assert (q["mean_pkts"], q["above_q_eq"], q["max_pkts"]) == (2.0, 0.0, 2)
+    phases = results.phase_figures(sc, tr)
+    assert [p["queue_mean_pkts"] for p in phases] == [2.0, 90.0, 40.0]

@@ -185,7 +185,7 @@ def uncongested_queue(
     q_eq, buffer = sc.params.cp.q_eq_pkts, sc.network.buffer_pkts
     qs = [queue_pkts[k] for k in rows]
     if not qs:
-        return {"samples": 0}
+        return {"samples": 0, "mean_pkts": math.nan, "above_q_eq": math.nan, "max_pkts": 0}
     return {
         "samples": len(qs),
         "mean_pkts": sum(qs) / len(qs),
@@ -200,9 +200,11 @@ EXCURSION_LOOKBACK_S = 0.05
 was going on)."""
 
 
-def excursions(sc: Scenario, rec: NoiseRecording, from_s: float = 0.0) -> dict[str, int]:
+def excursions(
+    sc: Scenario, rec: NoiseRecording, span_s: tuple[float, float] = (0.0, math.inf)
+) -> dict[str, int]:
     """Where the uncongested queue's rises above q_eq came from: each rise (a sample above
-    q_eq after one at or below it, from ``from_s`` on, while the sources offer less than
+    q_eq after one at or below it, within ``span_s``, while the sources offer less than
     the capacity) counted by what preceded it within :data:`EXCURSION_LOOKBACK_S`: a switch
     stall of at least its tolerable length (:func:`tolerances_s`), else such a sender
     stall, else nothing measured."""
@@ -220,7 +222,7 @@ def excursions(sc: Scenario, rec: NoiseRecording, from_s: float = 0.0) -> dict[s
     out = {"rises": 0, "after_switch_stall": 0, "after_sender_stall": 0, "unexplained": 0}
     for k in range(1, len(rec.depths)):
         t = rec.times_s[k]
-        if t < from_s or sc.offered_bps(t) >= sc.capacity_at(t):
+        if not span_s[0] <= t < span_s[1] or sc.offered_bps(t) >= sc.capacity_at(t):
             continue
         if not rec.depths[k - 1] <= q_eq < rec.depths[k]:
             continue
@@ -235,12 +237,15 @@ def excursions(sc: Scenario, rec: NoiseRecording, from_s: float = 0.0) -> dict[s
 
 
 def report(
-    sc: Scenario, rec: NoiseRecording, queue: dict[str, Any], warmup_s: float = 0.0
+    sc: Scenario,
+    rec: NoiseRecording,
+    queue: dict[str, Any],
+    span_s: tuple[float, float] = (0.0, math.inf),
 ) -> dict[str, Any]:
     """summary.json's ``noise``: the figures and a verdict ("ok" or "noisy") with every
     reason, each with its figure and the threshold it passed.  ``queue`` is
-    :func:`uncongested_queue`'s, taken after ``warmup_s`` (the rises are counted from then
-    too)."""
+    :func:`uncongested_queue`'s over the uncongested time ``span_s`` before any congestion
+    (the rises are counted there too)."""
     tolerances = tolerances_s(sc)
     tolerance = tolerances["switch"]
     groups = {
@@ -271,7 +276,7 @@ def report(
             f"{100 * MAX_STEAL_FRACTION:g} %)"
         )
     above = queue.get("above_q_eq", 0.0)
-    if above > MAX_UNCONGESTED_ABOVE_Q_EQ:
+    if above > MAX_UNCONGESTED_ABOVE_Q_EQ:  # NaN (no such phase) passes
         reasons.append(
             f"while uncongested the queue was above q_eq in {100 * above:.1f} % of samples "
             f"(allowed {100 * MAX_UNCONGESTED_ABOVE_Q_EQ:g} %; the modelled traffic: ~0.04 %)"
@@ -287,7 +292,7 @@ def report(
         "steal_max_per_s": max(steal, default=0.0),
         "sender_skipped_fraction": skipped,
         "uncongested_queue": queue,
-        "uncongested_rises": excursions(sc, rec, warmup_s),
+        "uncongested_rises": excursions(sc, rec, span_s),
         **({"injected": rec.injected} if rec.injected else {}),
     }
 

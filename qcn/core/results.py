@@ -108,7 +108,14 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         ),
         "uncongested_queue": quiet_queue,
         **(
-            {"noise": noise.report(sc, tr.noise, quiet_queue, WARMUP_FRACTION * sc.duration_s)}
+            {
+                "noise": noise.report(
+                    sc,
+                    tr.noise,
+                    quiet_queue,
+                    (WARMUP_FRACTION * sc.duration_s, quiet_queue["until_s"]),
+                )
+            }
             if tr.noise
             else {}
         ),
@@ -141,11 +148,12 @@ def congested(sc: Scenario, a: float, b: float) -> bool:
 
 def phase_figures(sc: Scenario, tr: Trace) -> list[dict[str, Any]]:
     """Per phase (:func:`phase_rows`): capacity, offered and delivered load, their ratio,
-    and whether it was congested (offered above capacity)."""
+    whether it was congested (offered above capacity), and its queue."""
     out = []
     for a, b, rows in phase_rows(sc, tr):
         offered = sc.offered_bps(a)
         delivered = sum(tr.throughput_bps[k] for k in rows) / len(rows)
+        queue = noise.uncongested_queue(sc, tr.queue_pkts, rows)
         out.append(
             {
                 "from_s": a,
@@ -155,16 +163,32 @@ def phase_figures(sc: Scenario, tr: Trace) -> list[dict[str, Any]]:
                 "delivered_bps": delivered,
                 "delivered_offered": delivered / offered if offered else math.nan,
                 "congested": congested(sc, a, b),
+                "queue_mean_pkts": queue["mean_pkts"],
+                "queue_above_q_eq": queue["above_q_eq"],
+                "queue_max_pkts": queue["max_pkts"],
             }
         )
     return out
 
 
+def quiet_until_s(sc: Scenario, tr: Trace) -> float:
+    """When the first congested phase begins (the run's end if none does): before it, the
+    network has never been congested, so its queue is the traffic's and the emulation's
+    alone; after a congested phase it also holds QCN's recovery (the sources' backlogs
+    draining), which ``--no-qcn`` has no counterpart of."""
+    starts = [a for a, b, _ in phase_rows(sc, tr) if congested(sc, a, b)]
+    return min(starts, default=sc.duration_s)
+
+
 def uncongested_queue(sc: Scenario, tr: Trace) -> dict[str, Any]:
-    """The queue over every uncongested phase's samples (:func:`qcn.core.noise.
-    uncongested_queue`): where a queue above q_eq is the emulation's, not the traffic's."""
-    rows = [k for a, b, rs in phase_rows(sc, tr) if not congested(sc, a, b) for k in rs]
-    return noise.uncongested_queue(sc, tr.queue_pkts, rows)
+    """The queue over the uncongested phases before any congestion (:func:`quiet_until_s`;
+    :func:`qcn.core.noise.uncongested_queue`): where a queue above q_eq is the
+    emulation's, not the traffic's or QCN's."""
+    until = quiet_until_s(sc, tr)
+    rows = [
+        k for a, b, rs in phase_rows(sc, tr) if b <= until and not congested(sc, a, b) for k in rs
+    ]
+    return noise.uncongested_queue(sc, tr.queue_pkts, rows) | {"until_s": until}
 
 
 def pstdev(xs: list[int] | list[float]) -> float:
