@@ -90,6 +90,21 @@ def test_a_quiet_run_is_ok() -> None:
     assert noise.verdict_line(report).startswith("emulation noise ok")
 
 
+def test_stalls_after_the_first_congestion_are_reported_not_judged() -> None:
+    """Seven 4 ms stalls in the recovery (the switch at its capacity while backlogs drain)
+    leave the verdict ok, and show under after_congestion."""
+    sc = transient_on_bmv2()
+    waits = [0.0] * 100 + ([0.004] + [0.0] * 9) * 7
+    rec = recording(waits)
+    rec.times_s = [k * 0.01 for k in range(len(waits))]
+    report = noise.report(sc, rec, QUIET, recovery_from_s=0.5)
+    assert report["verdict"] == "ok", report
+    assert report["stalls"]["switch"]["over_tolerance"] == 0
+    assert report["stalls"]["switch"]["after_congestion"]["over_tolerance"] == 7
+    judged = noise.report(sc, rec, QUIET, recovery_from_s=5.0)
+    assert judged["verdict"] == "noisy"
+
+
 def test_each_kind_of_noise_makes_the_run_noisy_and_says_why() -> None:
     sc = transient_on_bmv2()
     waits = ([0.004] + [0.0] * 9) * 7

@@ -114,6 +114,7 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
                     tr.noise,
                     quiet_queue,
                     (WARMUP_FRACTION * sc.duration_s, quiet_queue["until_s"]),
+                    recovery_from_s(sc, tr),
                 )
             }
             if tr.noise
@@ -169,6 +170,12 @@ def phase_figures(sc: Scenario, tr: Trace) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def recovery_from_s(sc: Scenario, tr: Trace) -> float:
+    """When the first congested phase ends (inf if none does before the run's end)."""
+    ends = [b for a, b, _ in phase_rows(sc, tr) if congested(sc, a, b) and b < sc.duration_s]
+    return min(ends, default=math.inf)
 
 
 def quiet_until_s(sc: Scenario, tr: Trace) -> float:
