@@ -230,3 +230,15 @@ def test_the_uncongested_queue_is_taken_before_any_congestion() -> None:
     assert (q["mean_pkts"], q["above_q_eq"], q["max_pkts"]) == (2.0, 0.0, 2)
     phases = results.phase_figures(sc, tr)
     assert [p["queue_mean_pkts"] for p in phases] == [2.0, 90.0, 40.0]
+
+
+def test_a_fully_loaded_phase_is_not_judged_by_its_queue() -> None:
+    """Bursty: on/off sources offer the whole link on average, so its one phase is not
+    congested but its queue passes q_eq by the traffic's own doing (23-27 % of samples on
+    BMv2): the uncongested queue that judges noise leaves it out."""
+    sc = scenarios.load("bursty").scaled_for_bmv2()
+    assert sc.offered_bps(1.0) > 0.99 * sc.capacity_at(1.0)  # on/off duty: 79.99 of 80 Mb/s
+    n = int(sc.duration_s / 0.1)
+    tr = Trace(times_s=[0.1 * (k + 1) for k in range(n)], queue_pkts=[40] * n,
+               throughput_bps=[0.0] * n)  # fmt: skip
+    assert results.uncongested_queue(sc, tr)["samples"] == 0

@@ -43,6 +43,10 @@ MAX_SENDER_SKIPPED_FRACTION = 0.01
 than the scenario says, so delivered/offered is off by as much."""
 MAX_STEAL_FRACTION = 0.05
 """Steal above this: the machine itself was not the emulation's for a twentieth of the time."""
+QUIET_LOAD = 0.9
+"""The uncongested queue judges noise only where the sources offer at most this share of the
+capacity: at the whole link's load (bursty's on/off sources) the traffic itself fills the
+queue past q_eq."""
 MAX_UNCONGESTED_ABOVE_Q_EQ = 0.01
 """An uncongested queue above q_eq in more than this share of its samples.  At the seeds'
 uncongested load (0.85 of capacity, Poisson-like arrivals of fixed-size frames) an M/D/1
@@ -222,7 +226,7 @@ def excursions(
     out = {"rises": 0, "after_switch_stall": 0, "after_sender_stall": 0, "unexplained": 0}
     for k in range(1, len(rec.depths)):
         t = rec.times_s[k]
-        if not span_s[0] <= t < span_s[1] or sc.offered_bps(t) >= sc.capacity_at(t):
+        if not span_s[0] <= t < span_s[1] or sc.offered_bps(t) > QUIET_LOAD * sc.capacity_at(t):
             continue
         if not rec.depths[k - 1] <= q_eq < rec.depths[k]:
             continue

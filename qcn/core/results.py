@@ -188,12 +188,16 @@ def quiet_until_s(sc: Scenario, tr: Trace) -> float:
 
 
 def uncongested_queue(sc: Scenario, tr: Trace) -> dict[str, Any]:
-    """The queue over the uncongested phases before any congestion (:func:`quiet_until_s`;
-    :func:`qcn.core.noise.uncongested_queue`): where a queue above q_eq is the
+    """The queue over the uncongested phases before any congestion (:func:`quiet_until_s`)
+    that offer at most :data:`qcn.core.noise.QUIET_LOAD` of the capacity
+    (:func:`qcn.core.noise.uncongested_queue`): where a queue above q_eq is the
     emulation's, not the traffic's or QCN's."""
     until = quiet_until_s(sc, tr)
     rows = [
-        k for a, b, rs in phase_rows(sc, tr) if b <= until and not congested(sc, a, b) for k in rs
+        k
+        for a, b, rs in phase_rows(sc, tr)
+        if b <= until and sc.offered_bps(a) <= noise.QUIET_LOAD * sc.capacity_at((a + b) / 2)
+        for k in rs
     ]
     return noise.uncongested_queue(sc, tr.queue_pkts, rows) | {"until_s": until}
 
