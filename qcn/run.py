@@ -59,11 +59,6 @@ def register(sub: Any) -> None:
         "it) or only at niceness -10 (docs/bmv2.md, 'Noise')",
     )
     p.add_argument(
-        "--realtime-hosts",
-        action="store_true",
-        help="mininet: also run the hosts' processes under SCHED_FIFO, below the switch",
-    )
-    p.add_argument(
         "--inject-stalls",
         metavar="STALL_MS/PERIOD_MS",
         help="mininet: stall the switch on purpose (a busier real-time process on its CPU for "
@@ -225,7 +220,6 @@ def _run(args: argparse.Namespace) -> int:
         kind = MultihopTcpExperiment if sc.network.topology == "multihop" else MininetExperiment
         emulation = Emulation(
             realtime_switch=args.switch_scheduling == "realtime",
-            realtime_hosts=args.realtime_hosts,
             inject_stalls=stalls,
             pcap=args.pcap,
         )

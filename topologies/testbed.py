@@ -51,9 +51,6 @@ class Emulation:
 
     realtime_switch: bool = True
     """Run the switches under SCHED_FIFO where the machine allows it (else at niceness -10)."""
-    realtime_hosts: bool = False
-    """Also run the hosts' processes (senders, sink, reaction points) under SCHED_FIFO, below
-    the switches (:data:`HOST_REALTIME_PRIORITY`), where the machine allows it."""
     inject_stalls: tuple[float, float] | None = None
     """(stall, period) in seconds: stall the switch on purpose, to see the noise verdict."""
     pcap: bool = False
@@ -70,10 +67,6 @@ class CaptureLimits:
     files: int = 5
     """At most files x file_kb per port: older files are overwritten."""
 
-
-HOST_REALTIME_PRIORITY = 10
-"""The hosts' processes' SCHED_FIFO priority with Emulation.realtime_hosts: below the
-switches' (topologies.mininet_bmv2.SWITCH_REALTIME_PRIORITY), above every ordinary process."""
 
 CAPTURE = CaptureLimits()
 CAPTURE_DIR = "captures"
@@ -120,7 +113,6 @@ class Testbed:
         self.progress = progress
         self.emulation = emulation or Emulation()
         self.switch_scheduling = ""
-        self._realtime = False
         self.sender_pids: list[int] = []
         """The processes that offer the run's traffic (their stalls are measured)."""
         self.noise: Any = None
@@ -181,17 +173,14 @@ class Testbed:
         self.net.start()
         self.net.staticArp()
         self.switch_scheduling = self.net.switches[0].process.config.scheduling()
-        if self.emulation.realtime_hosts and self._realtime:
-            self.switch_scheduling += f"; hosts SCHED_FIFO {HOST_REALTIME_PRIORITY}"
 
     def _switch_priority(self) -> int:
         """The switches' SCHED_FIFO priority (0: none), saying why when it is refused."""
         from topologies.mininet_bmv2 import SWITCH_REALTIME_PRIORITY  # noqa: PLC0415
 
-        self._realtime = realtime_available()
         if not self.emulation.realtime_switch:
             return 0
-        if self._realtime:
+        if realtime_available():
             return SWITCH_REALTIME_PRIORITY
         self.progress(
             "qcn run: this machine refuses real-time scheduling (chrt -f): the switches run at "
@@ -245,8 +234,6 @@ class Testbed:
         logs.mkdir(exist_ok=True)
         log = (logs / f"{name.replace(' ', '-')}.log").open("w")
         start = subprocess.Popen if host is None else self.net.get(host).popen
-        if host is not None and self.emulation.realtime_hosts and self._realtime:
-            command = ["chrt", "-f", str(HOST_REALTIME_PRIORITY), *command]
         proc: subprocess.Popen[str] = start(
             command,
             stdout=subprocess.PIPE if capture else log,
