@@ -105,6 +105,15 @@ def test_stalls_after_the_first_congestion_are_reported_not_judged() -> None:
     assert judged["verdict"] == "noisy"
 
 
+def test_a_handful_of_stalls_in_a_short_run_is_not_a_rate() -> None:
+    """Five stalls over the tolerance in 25 s (12/min) are allowed, six are not."""
+    sc = transient_on_bmv2()
+    for stalls, verdict in ((5, "ok"), (6, "noisy")):
+        rec = recording(([0.004] + [0.0] * 9) * stalls)
+        rec.run_s = 25.0
+        assert noise.report(sc, rec, QUIET)["verdict"] == verdict, stalls
+
+
 def test_each_kind_of_noise_makes_the_run_noisy_and_says_why() -> None:
     sc = transient_on_bmv2()
     waits = ([0.004] + [0.0] * 9) * 7
