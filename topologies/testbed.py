@@ -25,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from qcn.core.noise import NoiseRecording
 from qcn.core.params import QcnParams
 from qcn.core.pipeline import build_dir, compile_program
 from qcn.core.scenario import Scenario
@@ -70,7 +71,6 @@ class CaptureLimits:
 
 CAPTURE = CaptureLimits()
 CAPTURE_DIR = "captures"
-CAPTURE_START_TIMEOUT_S = 10.0
 
 
 def missing_requirements() -> str | None:
@@ -115,8 +115,8 @@ class Testbed:
         self.switch_scheduling = ""
         self.sender_pids: list[int] = []
         """The processes that offer the run's traffic (their stalls are measured)."""
-        self.noise: Any = None
-        """The run's NoiseRecording, once measured."""
+        self.noise: NoiseRecording | None = None
+        """The run's noise, once measured."""
         self.net: Any = None
         self.procs: list[tuple[str, subprocess.Popen[str]]] = []
         self.agents: list[Any] = []
