@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -87,6 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("qcn: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader closed early (`qcn wireshark | head -1`): what it wanted it has.  Point
+        # stdout at /dev/null so that Python's own flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return code
 
 

@@ -146,3 +146,14 @@ def test_install_into_an_unwritable_folder_is_one_line() -> None:
         qcn("wireshark", "--install", "--plugin-dir", "/proc/qcn-plugins"),
         "cannot install the plugin into /proc/qcn-plugins",
     )
+
+
+def test_the_documented_ad_hoc_use_prints_the_path_alone() -> None:
+    """docs/wireshark.md's `$(qcn wireshark | head -1)`: the path, and no traceback when
+    head closes the pipe."""
+    r = subprocess.run(
+        f"{sys.executable} -m qcn.cli wireshark | head -1",
+        shell=True, capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    assert r.stdout == f"{PLUGIN}\n"
+    assert r.stderr == ""
