@@ -202,6 +202,14 @@ class MultihopTcpExperiment(Experiment):
                             self.pause_counts[iface]["input_bytes_at_end"] = t.register_read(
                                 REGISTER_INPUT_BYTES, port
                             )
+            if net.pause:
+                # The flows outlive the measurement (iperf3 runs whole seconds), so PAUSEs
+                # still flow while the counters are read: each port's PAUSEs sent, read
+                # again, bracket what the other end received in between.
+                for name, a in agents.items():
+                    for port in (p.port for p in a.cfg.ports):
+                        sent = a.counters(port)["pause_sent"]
+                        self.pause_counts[f"{name}-eth{port}"]["pause_sent_after_reads"] = sent
         self.rec.limiter_rows = read_limiter_logs(self.out / "rp", self.sources)
         if net.pause:
             self._write_pause_json()
