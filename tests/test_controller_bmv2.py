@@ -24,6 +24,7 @@ from qcn.core.frames import pause_seconds
 from tests.test_pause import Link, largest_gap
 from tests.toolchain import requires_p4lang, requires_root
 from topologies.bmv2 import Bmv2Config, Bmv2Process, wait_until
+from topologies.errors import Bmv2Error
 from topologies.netns import delete_netns, send_frames
 from topologies.netns import sh as run
 
@@ -458,3 +459,20 @@ def test_cnm_qntzfb_follows_live_q_eq_change(lab: Lab) -> None:
     assert len(q_eq_5) > len(q_eq_40)
     assert max(q for q, _ in q_eq_5) > max((q for q, _ in q_eq_40), default=0)
     assert all(qoff + 5 <= 50 for _, qoff in q_eq_5)
+
+
+def test_a_second_switch_on_a_taken_grpc_address_is_refused(lab: Lab, tmp_path: Path) -> None:
+    """It would fail to bind while the controller programmed the switch already there."""
+    second = Bmv2Process(
+        Bmv2Config(
+            ports={},
+            log_file=tmp_path / "second.log",
+            grpc_port=50051,
+            thrift_port=9092,
+            netns=lab.ns,
+        )
+    )
+    with pytest.raises(Bmv2Error, match=r"127\.0\.0\.1:50051 is already in use"):
+        second.start()
+    assert not second.running
+    assert lab.switch.running

@@ -113,6 +113,13 @@ class Bmv2Process:
     def start(self, timeout_s: float = 20.0) -> Bmv2Process:
         if not available():
             raise Bmv2Error(f"{SIMPLE_SWITCH_GRPC} is not installed (try 'make deps')")
+        if self._grpc_open():
+            # Another process answers there: this switch would fail to bind, and the
+            # controller would program that one instead.
+            raise Bmv2Error(
+                f"{self.config.grpc_address} is already in use (a switch left by an earlier "
+                f"run? 'pgrep -a {SIMPLE_SWITCH_GRPC}' lists them)"
+            )
         self.config.log_file.parent.mkdir(parents=True, exist_ok=True)
         self.log_path.write_text("")
         console = self.config.log_file.with_suffix(".console")

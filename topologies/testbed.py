@@ -29,11 +29,14 @@ from qcn.core.noise import NoiseRecording
 from qcn.core.params import QcnParams
 from qcn.core.pipeline import build_dir, compile_program
 from qcn.core.scenario import Scenario
+from topologies.bmv2 import SIMPLE_SWITCH_GRPC, wait_until
 from topologies.errors import ExperimentError
 from topologies.measurement import Hooks, Recording, measure
 from topologies.noise import NoiseMonitor, StallInjector, realtime_available
 
 SWITCH_INTERFACE = re.compile(r"^s\d+-eth\d+$")
+HOST_HELPER = r"-m qcn |topologies\.sink|iperf3"
+"""What a run starts on its hosts (a pgrep -f pattern)."""
 """Switch-side veths of a Mininet run (sK-ethP)."""
 DAEMON_START_TIMEOUT_S = 20.0
 PAUSE_AGENT_NICE = -15
@@ -97,6 +100,57 @@ def remove_stale_interfaces(progress: Progress) -> None:
         progress(f"qcn run: removed {len(stale)} interfaces left by an earlier run")
 
 
+def _pids_matching(pattern: str) -> list[tuple[int, list[str]]]:
+    """(pid, argv) of the processes whose command line matches ``pattern`` (pgrep -f)."""
+    found = subprocess.run(
+        ["pgrep", "-a", "-f", "--", pattern], capture_output=True, text=True, check=False
+    )
+    rows = [line.split() for line in found.stdout.splitlines()]
+    return [(int(row[0]), row[1:]) for row in rows if int(row[0]) != os.getpid()]
+
+
+def _interfaces_seen_by(pid: int) -> list[str]:
+    """The interfaces of ``pid``'s network namespace ([] once it has exited)."""
+    try:
+        lines = Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]
+    except OSError:
+        return []
+    return [line.split(":")[0].strip() for line in lines]
+
+
+def _kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in pids), 5.0)
+
+
+def stop_stale_switches(progress: Progress) -> None:
+    """Stop the switches a killed run left (on Mininet's interface names, which this run is
+    about to take): one still holding its gRPC and Thrift ports would answer this run's
+    controller in place of the switch this run starts."""
+    stale = [
+        pid
+        for pid, argv in _pids_matching(SIMPLE_SWITCH_GRPC)
+        if any(SWITCH_INTERFACE.match(a.partition("@")[2]) for a in argv)
+    ]
+    _kill_all(stale)
+    if stale:
+        progress(f"qcn run: stopped {len(stale)} switches left by an earlier run")
+
+
+def stop_orphaned_helpers(progress: Progress) -> None:
+    """Stop the hosts' helpers (reaction points, sources, sinks, PAUSE agents, iperf3) a
+    killed run left in namespaces whose links are gone (run after remove_stale_interfaces):
+    they would only take CPU from this run's switches."""
+    orphaned = [
+        pid for pid, _argv in _pids_matching(HOST_HELPER) if _interfaces_seen_by(pid) == ["lo"]
+    ]
+    _kill_all(orphaned)
+    if orphaned:
+        progress(f"qcn run: stopped {len(orphaned)} host processes left by an earlier run")
+
+
 def _raise_keyboard_interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -157,7 +211,9 @@ class Testbed:
         self.progress(f"qcn run: compiling the pipeline into {build_dir()} if it changed")
         compile_program()
         setLogLevel("warning")
+        stop_stale_switches(self.progress)
         remove_stale_interfaces(self.progress)
+        stop_orphaned_helpers(self.progress)
         if pause:
             self._saved_wmem_default = WMEM_DEFAULT.read_text().strip()
             WMEM_DEFAULT.write_text(str(SWITCH_SEND_BUFFER_BYTES))
