@@ -206,6 +206,8 @@ def test_tcp_multihop_qcn_spares_the_innocent_flows(tmp_path: Path) -> None:
 def test_tcp_multihop_with_qcn_and_pause(tmp_path: Path) -> None:
     """TCP + QCN + PAUSE (seed 001's third scheme), watermarks low enough that the hot
     spot's input at s2 passes hi: s2 pauses s1's link, s1's MAC holds it, nothing is lost."""
+    wmem_default = Path("/proc/sys/net/core/wmem_default")
+    before = wmem_default.read_text()
     summary = qcn_run(
         tmp_path,
         *MULTIHOP_SHORT,
@@ -235,6 +237,8 @@ def test_tcp_multihop_with_qcn_and_pause(tmp_path: Path) -> None:
     assert leftovers() == ("", "")
     qdiscs = subprocess.run(["tc", "qdisc", "show"], capture_output=True, text=True, check=True)
     assert "5150:" not in qdiscs.stdout, "a PAUSE gate was left behind"
+    # The switches' raised send buffer default is the machine's again.
+    assert wmem_default.read_text() == before
 
 
 def test_interrupted_run_leaves_nothing_behind(tmp_path: Path) -> None:

@@ -45,6 +45,9 @@ as a MAC is; they use little CPU."""
 WMEM_DEFAULT = Path("/proc/sys/net/core/wmem_default")
 SWITCH_SEND_BUFFER_BYTES = 64 << 20
 """A switch's send buffer in PAUSE runs: some 28,000 held full-size frames."""
+WMEM_SAVED = Path("/run/qcn-p4/wmem_default")
+"""The default a PAUSE run found, kept while it has raised it (a run killed meanwhile
+leaves it: the next run puts the default back)."""
 
 Progress = Callable[[str], None]
 
@@ -151,6 +154,23 @@ def stop_orphaned_helpers(progress: Progress) -> None:
         progress(f"qcn run: stopped {len(orphaned)} host processes left by an earlier run")
 
 
+def raise_wmem_default() -> None:
+    """Raise the sockets' default send buffer to SWITCH_SEND_BUFFER_BYTES, keeping the
+    old value in WMEM_SAVED until :func:`restore_wmem_default`."""
+    WMEM_SAVED.parent.mkdir(parents=True, exist_ok=True)
+    WMEM_SAVED.write_text(WMEM_DEFAULT.read_text())
+    WMEM_DEFAULT.write_text(str(SWITCH_SEND_BUFFER_BYTES))
+
+
+def restore_wmem_default() -> bool:
+    """Put back the default send buffer raise_wmem_default raised (False: not raised)."""
+    if not WMEM_SAVED.exists():
+        return False
+    WMEM_DEFAULT.write_text(WMEM_SAVED.read_text().strip())
+    WMEM_SAVED.unlink()
+    return True
+
+
 def _raise_keyboard_interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -175,7 +195,6 @@ class Testbed:
         self.procs: list[tuple[str, subprocess.Popen[str]]] = []
         self.agents: list[Any] = []
         """Every switch agent opened; closed at teardown."""
-        self._saved_wmem_default: str | None = None
         self._previous_sigterm: Any = None
 
     def __enter__(self) -> Testbed:
@@ -202,7 +221,9 @@ class Testbed:
         ``pause``: the switches' ports will be held by PAUSE.  A held port keeps BMv2's
         frames in the kernel, charged to BMv2's socket; BMv2 transmits from one thread, so
         a socket out of send buffer would stop every port of the switch.  The switches
-        start with a send buffer that holds any pause (restored at teardown)."""
+        start with a send buffer that holds any pause: the default is raised while they
+        open their ports, and put back before anything else opens a socket (a UDP source
+        with a 64 MB buffer would never block, and its limiter's queue would drop)."""
         from mininet.log import setLogLevel  # noqa: PLC0415
         from mininet.net import Mininet  # noqa: PLC0415
 
@@ -214,9 +235,12 @@ class Testbed:
         stop_stale_switches(self.progress)
         remove_stale_interfaces(self.progress)
         stop_orphaned_helpers(self.progress)
+        if restore_wmem_default():
+            self.progress(
+                "qcn run: put back net.core.wmem_default, which a killed PAUSE run left raised"
+            )
         if pause:
-            self._saved_wmem_default = WMEM_DEFAULT.read_text().strip()
-            WMEM_DEFAULT.write_text(str(SWITCH_SEND_BUFFER_BYTES))
+            raise_wmem_default()
         self.progress(f"qcn run: starting Mininet: {what}")
         priority = self._switch_priority()
         self.net = Mininet(
@@ -226,7 +250,10 @@ class Testbed:
             controller=None,
             autoSetMacs=False,
         )
-        self.net.start()
+        try:
+            self.net.start()
+        finally:
+            restore_wmem_default()
         self.net.staticArp()
         self.switch_scheduling = self.net.switches[0].process.config.scheduling()
 
@@ -472,7 +499,5 @@ class Testbed:
             self.progress("qcn run: stopping Mininet")
             self.net.stop()
             self.net = None
-        if self._saved_wmem_default is not None:
-            WMEM_DEFAULT.write_text(self._saved_wmem_default)
-            self._saved_wmem_default = None
+        restore_wmem_default()  # interrupted while the switches started
         remove_stale_interfaces(self.progress)
