@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from qcn import backends
 from qcn.core.errors import QcnError
-from qcn.core.results import json_safe, summarize, write
-from qcn.core.scenario import Scenario
+from qcn.core.results import json_safe
+from qcn.core.scenario import Scenario, backend_refusal
 from qcn.run import load_scenario, make_results_dir, require_mininet
 
 DEFAULT_OUT = Path("results/compare")
@@ -147,28 +148,28 @@ def run_compare(
 ) -> list[dict[str, Any]]:
     """Run both backends ``runs`` times on the scaled scenario; write and return the rows."""
     from qcn.core.noise import verdict_line  # noqa: PLC0415
-    from simulator.engine import Simulation  # noqa: PLC0415
-    from topologies.experiment import MininetExperiment  # noqa: PLC0415
 
     if runs < 1:
         raise CompareError(f"--runs must be at least 1 (got {runs})")
+    for backend in backends.BACKENDS:
+        refusal = backend_refusal(sc, backend)
+        if refusal:
+            raise CompareError(f"qcn compare runs both backends: {refusal}")
     require_mininet("qcn compare", CompareError)
     scaled = sc.scaled_for_bmv2(keep=keep)
     make_results_dir(out, CompareError)
-    interval = 1e-3 * sc.bmv2.time_scale
     sim, bmv2, verdicts = [], [], []
     for k in range(1, runs + 1):
         say(f"qcn compare: {sc.name}: simulator run {k}/{runs} (seed {k})")
-        trace = Simulation(scaled, seed=k, sample_interval_s=interval, cp_at_departure=True).run()
-        summary = summarize(scaled, trace, qcn=True, backend="sim", seed=k)
-        write(out / f"sim-{k}", scaled, trace, summary, plots=False)
+        options = backends.RunOptions(seed=k, scaled_by=sc.bmv2.time_scale)
+        _trace, summary = backends.run_and_record(
+            scaled, "sim", out / f"sim-{k}", options, plots=False
+        )
         sim.append(figures_of(summary))
     for k in range(1, runs + 1):
         say(f"qcn compare: {sc.name}: BMv2 run {k}/{runs} ({scaled.duration_s:g} s)")
-        d = out / f"bmv2-{k}"
-        trace = MininetExperiment(scaled, d, progress=lambda _m: None).run()
-        summary = summarize(scaled, trace, qcn=True, backend="mininet", seed=k)
-        write(d, scaled, trace, summary)
+        options = backends.RunOptions(seed=k, say=lambda _m: None)
+        _trace, summary = backends.run_and_record(scaled, "mininet", out / f"bmv2-{k}", options)
         if "noise" in summary:
             verdicts.append(verdict_line(summary["noise"]))
             say(f"qcn compare: BMv2 run {k}: {verdicts[-1]}")
@@ -200,10 +201,6 @@ def register(sub: Any) -> None:
 
 def _command(args: argparse.Namespace) -> int:
     sc, overrides = load_scenario(args.scenario, args.set, args.duration)
-    if sc.network.topology == "multihop":
-        raise CompareError(
-            f"{sc.name} runs real iperf3 flows: the simulator has no model of them to compare"
-        )
     out = args.out or DEFAULT_OUT / sc.name
     rows = run_compare(sc, runs=args.runs, out=out, keep=list(overrides))
     print(format_table(rows, args.runs))

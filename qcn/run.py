@@ -9,6 +9,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from qcn import backends
 from qcn.core import scenario as scenarios
 from qcn.core.errors import QcnError
 from qcn.core.progress import ProgressLine
@@ -120,9 +121,7 @@ def make_results_dir(out: Path, error: type[QcnError]) -> None:
 
 def require_mininet(command: str, error: type[QcnError]) -> None:
     """Fail with ``error`` when the Mininet backend cannot run here (``command`` needs it)."""
-    from topologies.experiment import missing_requirements  # noqa: PLC0415 - Mininet's imports
-
-    missing = missing_requirements()
+    missing = backends.mininet_missing()
     if missing:
         raise error(f"{command} needs the Mininet backend, which cannot run here: {missing}")
 
@@ -142,22 +141,6 @@ def parse_stalls(text: str | None) -> tuple[float, float] | None:
             "PERIOD_MS <= 60000, e.g. 30/500"
         )
     return stall_s, period_s
-
-
-def choose_backend(requested: str) -> tuple[str, str]:
-    """The backend to use and why, in one line."""
-    from topologies.experiment import missing_requirements  # noqa: PLC0415
-
-    if requested == "sim":
-        return "sim", "simulator (requested)"
-    missing = missing_requirements()
-    if requested == "mininet":
-        if missing:
-            raise ScenarioError(f"the Mininet backend cannot run here: {missing}")
-        return "mininet", "Mininet/BMv2 backend (requested)"
-    if missing:
-        return "sim", f"simulator ({missing}; --backend sim to choose it)"
-    return "mininet", "Mininet/BMv2 backend"
 
 
 def load_scenario(
@@ -181,14 +164,10 @@ def _run(args: argparse.Namespace) -> int:
     if not args.scenario:
         raise ScenarioError("give a scenario name (qcn run --list) or a file")
     sc, overrides = load_scenario(args.scenario, args.set, args.duration)
-    if sc.network.topology == "multihop":
-        if args.backend == "sim":
-            raise ScenarioError(
-                f"{sc.name} runs real iperf3 flows through kernel limiters: the simulator has "
-                "no model of them; run it with --backend mininet"
-            )
-        args.backend = "mininet"
-    backend, why = choose_backend(args.backend)
+    if sc.network.topology == "multihop" and args.backend == "auto":
+        args.backend = "mininet"  # the only backend that runs it
+    backend, why = backends.choose_backend(args.backend)
+    backends.require(sc, backend)
     scale = sc.bmv2
     if args.cli and backend != "mininet":
         raise ScenarioError("--cli needs the Mininet backend")
@@ -209,37 +188,25 @@ def _run(args: argparse.Namespace) -> int:
     prepare_out(out, sc.name)
     print(f"qcn run: {sc.name} on the {why}", flush=True)
     from qcn.core.noise import verdict_line  # noqa: PLC0415
-    from qcn.core.results import SUMMARY_KEYS, summarize, write  # noqa: PLC0415
-    from simulator.engine import Simulation  # noqa: PLC0415 - heavy only when running
+    from qcn.core.results import SUMMARY_KEYS  # noqa: PLC0415
 
-    qcn = not args.no_qcn
-    if backend == "mininet":
-        from topologies.experiment import Emulation, MininetExperiment  # noqa: PLC0415
-        from topologies.multihop import MultihopTcpExperiment  # noqa: PLC0415
-
-        kind = MultihopTcpExperiment if sc.network.topology == "multihop" else MininetExperiment
-        emulation = Emulation(
-            realtime_switch=args.switch_scheduling == "realtime",
-            inject_stalls=stalls,
-            pcap=args.pcap,
-        )
-        trace = kind(
-            sc, out, qcn=qcn, cli=args.cli, sample_hz=args.sample_hz, emulation=emulation
-        ).run()
-    else:
-        interval = 1e-3 * (scale.time_scale if args.scaled else 1.0)
-        progress = ProgressLine(f"qcn run: {sc.name} simulated", quiet=args.quiet)
-        trace = Simulation(
-            sc,
-            seed=args.seed,
-            qcn=qcn,
-            sample_interval_s=interval,
-            cp_at_departure=args.scaled,
-            progress=progress.update,
-        ).run()
+    progress = ProgressLine(f"qcn run: {sc.name} simulated", quiet=args.quiet)
+    options = backends.RunOptions(
+        qcn=not args.no_qcn,
+        seed=args.seed,
+        scaled_by=scale.time_scale if args.scaled else None,
+        cli=args.cli,
+        sample_hz=args.sample_hz,
+        realtime_switch=args.switch_scheduling == "realtime",
+        inject_stalls=stalls,
+        pcap=args.pcap,
+        sim_progress=progress.update if backend == "sim" else None,
+    )
+    try:
+        trace = backends.run_scenario(sc, backend, out, options)
+    finally:
         progress.close()
-    summary = summarize(sc, trace, qcn=qcn, backend=backend, seed=args.seed)
-    plots = write(out, sc, trace, summary)
+    summary, plots = backends.record(out, sc, trace, backend, options)
     (out / PARTIAL_MARKER).unlink()
     print(json.dumps({k: summary[k] for k in (*SUMMARY_KEYS, *trace.extra)}))
     for p in summary["phases"]:

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from qcn import backends
 from qcn.core.errors import QcnError
-from qcn.core.results import json_safe, summarize, write
+from qcn.core.results import json_safe
 from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
 from qcn.run import load_scenario, make_results_dir, require_mininet
@@ -83,8 +84,6 @@ def run_schemes(
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Every (episode, scheme) ``runs`` times; the mean of each figure, by episode and
     scheme.  Writes the results, the tables and the queue plots into ``out``."""
-    from topologies.multihop import MultihopTcpExperiment  # noqa: PLC0415
-
     if sc.network.topology != "multihop":
         raise SchemesError(f"{sc.name}: the schemes run on the multihop topology (seed 001)")
     if runs < 1:
@@ -107,11 +106,8 @@ def run_schemes(
                 done += 1
                 say(f"qcn schemes: [{done}/{total}] {episode}, {scheme.name}, run {k}/{runs}")
                 d = out / episode / (scheme.name + (f"-{k}" if runs > 1 else ""))
-                trace = MultihopTcpExperiment(
-                    scaled, d, qcn=scheme.qcn, progress=lambda _m: None
-                ).run()
-                summary = summarize(scaled, trace, qcn=scheme.qcn, backend="mininet", seed=k)
-                write(d, scaled, trace, summary)
+                options = backends.RunOptions(qcn=scheme.qcn, seed=k, say=lambda _m: None)
+                trace, summary = backends.run_and_record(scaled, "mininet", d, options)
                 figures.append({f: float(summary.get(f) or 0.0) for f in FIGURES})
                 traces.setdefault(scheme.name, trace)
             table[episode][scheme.name] = {

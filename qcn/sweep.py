@@ -39,11 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from qcn import backends
 from qcn.core import scenario as scenarios
 from qcn.core.errors import QcnError
 from qcn.core.progress import ProgressLine
-from qcn.core.results import PARTIAL_MARKER, json_safe, summarize, write
-from qcn.core.scenario import Scenario
+from qcn.core.results import PARTIAL_MARKER, json_safe
+from qcn.core.scenario import Scenario, backend_refusal
 from qcn.core.trace import Trace
 
 DEFAULT_OUT = Path("results/sweeps")
@@ -175,18 +176,11 @@ def run_point(
     base: dict[str, Any], overrides: dict[str, Any], seed: int, scaled: bool
 ) -> tuple[Trace, float]:
     """Simulate one point (on a worker): its Trace and the seconds it computed."""
-    # Imported here: a worker process needs the simulator, the client does not.
-    from simulator.engine import Simulation  # noqa: PLC0415
-
     began = time.perf_counter()
     sc = scenarios.parse(base, where=str(base.get("name")))
-    interval = 1e-3 * (sc.bmv2.time_scale if scaled else 1.0)
-    trace = Simulation(
-        point_scenario(sc, overrides, scaled=scaled),
-        seed=seed,
-        sample_interval_s=interval,
-        cp_at_departure=scaled,
-    ).run()
+    options = backends.RunOptions(seed=seed, scaled_by=sc.bmv2.time_scale if scaled else None)
+    point_sc = point_scenario(sc, overrides, scaled=scaled)
+    trace = backends.run_scenario(point_sc, "sim", Path(), options)
     return trace, time.perf_counter() - began
 
 
@@ -237,15 +231,22 @@ class Store:
         self.rows[p.key] = self._row(p, summary)
         return True
 
-    def write_point(self, p: Point, trace: Trace, *, backend: str, qcn: bool = True) -> None:
+    def write_point(
+        self, p: Point, trace: Trace, *, backend: backends.Backend, qcn: bool = True
+    ) -> None:
         sc = point_scenario(self.sc, dict(p.overrides), scaled=self.scaled)
         d = self.point_dir(p)
         d.mkdir(parents=True, exist_ok=True)
         (d / PARTIAL_MARKER).write_text("this point's results are being written\n")
-        summary = summarize(sc, trace, qcn=qcn, backend=backend, seed=p.seed)
-        summary["sweep_key"] = p.key
-        summary["sweep_overrides"] = dict(p.overrides)
-        write(d, sc, trace, summary, plots=self.point_plots)
+        summary, _plots = backends.record(
+            d,
+            sc,
+            trace,
+            backend,
+            backends.RunOptions(qcn=qcn, seed=p.seed),
+            plots=self.point_plots,
+            extra={"sweep_key": p.key, "sweep_overrides": dict(p.overrides)},
+        )
         (d / PARTIAL_MARKER).unlink()
         self.rows[p.key] = self._row(p, json_safe(summary))
 
@@ -421,7 +422,7 @@ def sweep(
     grids: list[tuple[str, list[Any]]],
     *,
     seeds: int = 1,
-    backend: str = "sim",
+    backend: backends.Backend = "sim",
     workers: int = 2,
     address: str | None = None,
     out: Path,
@@ -435,6 +436,9 @@ def sweep(
         raise SweepError(f"--seeds must be at least 1 (got {seeds})")
     if workers < 1:
         raise SweepError(f"--workers must be at least 1 (got {workers})")
+    refusal = backend_refusal(sc, backend)
+    if refusal:
+        raise SweepError(refusal)
     # A point's key names how it runs: the backend, and scaled for BMv2 or not.
     points = make_points(sc, grids, seeds, f"{backend}-scaled" if scaled else backend)
     # Mininet points run scaled for BMv2, as `qcn run` runs them.
@@ -508,17 +512,16 @@ def sweep(
 
 def _run_mininet(sc: Scenario, pending: list[Point], store: Store, progress: ProgressLine) -> float:
     """One point at a time on this machine's BMv2 network (each a whole Mininet run)."""
-    from topologies.experiment import MininetExperiment, missing_requirements  # noqa: PLC0415
-
-    missing = missing_requirements()
-    if missing and pending:
+    missing = backends.mininet_missing() if pending else ""
+    if missing:
         raise SweepError(f"the Mininet backend cannot run here: {missing}")
     compute = 0.0
     for i, p in enumerate(pending, start=1):
         point_sc = point_scenario(sc, dict(p.overrides), scaled=True)
         d = store.point_dir(p)
         d.mkdir(parents=True, exist_ok=True)
-        trace = MininetExperiment(point_sc, d, progress=lambda _m: None).run()
+        options = backends.RunOptions(seed=p.seed, say=lambda _m: None)
+        trace = backends.run_scenario(point_sc, "mininet", d, options)
         compute += trace.wall_s
         store.write_point(p, trace, backend="mininet")
         store.write_table()

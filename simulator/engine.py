@@ -43,7 +43,7 @@ from heapq import heappop, heappush
 
 from qcn.core.cp_model import CongestionPoint, CpDecision, CpPortConfig
 from qcn.core.params import QueueDepth, QueueUnit
-from qcn.core.scenario import Scenario, ScenarioError
+from qcn.core.scenario import Scenario, ScenarioError, backend_refusal
 from qcn.core.trace import Trace
 from reaction_point.rules import RateLimiterRules
 from reaction_point.sources import empty_slots_before_frame
@@ -117,11 +117,9 @@ class Simulation:
         cp_at_departure: bool = False,
         progress: Callable[[float, float], None] | None = None,
     ) -> None:
-        if scenario.network.topology == "multihop":
-            raise ScenarioError(
-                f"{scenario.name}: the simulator has no TCP or iperf3 model (the multihop "
-                "topology runs on the Mininet backend)"
-            )
+        refusal = backend_refusal(scenario, "sim")
+        if refusal:
+            raise ScenarioError(refusal)
         self.sc = scenario
         self.rng = random.Random(seed)
         self.qcn = qcn

@@ -54,7 +54,7 @@ def test_targets_judge_ratios_and_differences() -> None:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (("tcp-multihop",), "no model of them"),
+        (("tcp-multihop",), "no TCP or iperf3 model"),
         (("transient", "--runs", "0"), "--runs must be at least 1"),
     ],
 )

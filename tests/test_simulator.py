@@ -96,7 +96,7 @@ def test_qcn_run_writes_results(tmp_path: Path) -> None:
         (["run", "transient", "--set", "qcn.cp.w=-1"], "cp.w: must be in [0, 64]"),
         (["run", "transient", "--backend", "sim", "--cli"], "--cli needs the Mininet backend"),
         (["run", "transient", "--set", "bmv2.rate_scale=2"], "bmv2: rate_scale must be in"),
-        (["run", "tcp-multihop", "--backend", "sim"], "the simulator has no model of them"),
+        (["run", "tcp-multihop", "--backend", "sim"], "the simulator has no TCP or iperf3 model"),
         (
             ["run", "transient", "--set", 'workload.pattern="tcp"'],
             "tcp and udp go with network.topology = multihop",

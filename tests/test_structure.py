@@ -94,7 +94,21 @@ def test_the_front_door_is_the_only_one_above_everything() -> None:
         "qcn.sweep",
         "qcn.compare",
         "qcn.schemes",
+        "qcn.backends",
     }
+
+
+def test_only_the_backend_seam_imports_the_backends() -> None:
+    """Every command runs its scenarios through qcn.backends (what a backend refuses is
+    decided there too, by qcn.core.scenario.backend_refusal)."""
+    offenders = [
+        f"{module_name(path)} imports {imported}"
+        for path in tracked("qcn/*.py")
+        if path.parent == ROOT / "qcn" and path.name != "backends.py"
+        for imported in imports_of(path)
+        if imported.startswith(("simulator", "topologies"))
+    ]
+    assert offenders == []
 
 
 def test_nothing_edits_the_import_path() -> None:

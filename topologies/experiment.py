@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from qcn.core.params import QcnParams
-from qcn.core.scenario import Scenario
+from qcn.core.scenario import Scenario, backend_refusal
 from qcn.core.trace import Trace
 from topologies.errors import ExperimentError
 from topologies.measurement import Hooks, Recording, rate_pps
@@ -69,11 +69,9 @@ class Experiment:
         progress: Callable[[str], None] = print,
         emulation: Emulation | None = None,
     ) -> None:
-        if sc.network.pause and sc.network.topology != "multihop":
-            raise ExperimentError(
-                f"{sc.name}: network.pause runs on BMv2 in the multihop topology only (seed "
-                "001's switches); the single bottleneck runs it with --backend sim"
-            )
+        refusal = backend_refusal(sc, "mininet")
+        if refusal:
+            raise ExperimentError(refusal)
         self.sc, self.out, self.qcn, self.cli, self.progress = sc, out, qcn, cli, progress
         self.emulation = emulation or Emulation()
         self.sample_interval_s = 1.0 / sample_hz

@@ -306,6 +306,22 @@ class Scenario:
         }
 
 
+def backend_refusal(sc: Scenario, backend: str) -> str:
+    """Why ``backend`` ("sim" or "mininet") cannot run ``sc`` ("" when it can): the one
+    place this is decided (qcn.backends asks it before any run)."""
+    if backend == "sim" and sc.network.topology == "multihop":
+        return (
+            f"{sc.name} runs real iperf3 flows through kernel limiters: the simulator has no "
+            "TCP or iperf3 model (run it with --backend mininet)"
+        )
+    if backend == "mininet" and sc.network.pause and sc.network.topology != "multihop":
+        return (
+            f"{sc.name}: network.pause runs on BMv2 in the multihop topology only (seed "
+            "001's switches); the single bottleneck runs it with --backend sim"
+        )
+    return ""
+
+
 def _deviations(params: QcnParams, preset: str) -> dict[str, dict[str, Any]]:
     """The fields of ``params`` that differ from ``preset``'s, as a ``qcn`` table."""
     base, mine = QcnParams.preset(preset).to_dict(), params.to_dict()

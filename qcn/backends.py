@@ -1,0 +1,144 @@
+"""The one way from a scenario to its results: every command (`qcn run`, `sweep`, `compare`,
+`schemes`) runs its scenarios through :func:`run_scenario` and records them with
+:func:`record`.
+
+A backend is ``"sim"`` (the packet simulator, :mod:`simulator.engine`) or ``"mininet"``
+(BMv2 switches in Mininet, :mod:`topologies`).  This module alone imports the backends
+(``tests/test_structure.py`` holds it), and what a backend refuses is decided once, in
+:func:`qcn.core.scenario.backend_refusal`.  Both are imported when a run starts: the
+simulator's and Mininet's imports cost a command that never runs one nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from qcn.core.scenario import Scenario, ScenarioError, backend_refusal
+from qcn.core.trace import Trace
+
+Backend = Literal["sim", "mininet"]
+BACKENDS: tuple[Backend, ...] = ("sim", "mininet")
+SIM_SAMPLE_INTERVAL_S = 1e-3
+"""The simulator's trace sampling, in the scenario's own time."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a scenario runs, whichever the backend (each field says which uses it)."""
+
+    qcn: bool = True
+    """False: the same run without QCN (the CP never samples, no reaction point runs)."""
+    seed: int = 1
+    """sim: the random seed (same seed, same trace)."""
+    scaled_by: float | None = None
+    """sim: the time scale the scenario was scaled for BMv2 by (None: not scaled); the
+    simulator then models BMv2's run (samples as often in BMv2's time, the CP judges
+    departing frames)."""
+    cli: bool = False
+    """mininet: hand the running network to the Mininet CLI instead of measuring."""
+    sample_hz: float = 100.0
+    """mininet: queue samples per second."""
+    realtime_switch: bool = True
+    """mininet: the switches under SCHED_FIFO where the machine allows it."""
+    inject_stalls: tuple[float, float] | None = None
+    """mininet: (stall, period) in seconds, stalls of the switch made on purpose."""
+    pcap: bool = False
+    """mininet: capture the CP port and one source's port."""
+    say: Callable[[str], None] = print
+    """mininet: where progress lines go."""
+    sim_progress: Callable[[float, float], None] | None = None
+    """sim: called with (simulated time, duration) as the run advances."""
+
+
+def mininet_missing() -> str:
+    """What this machine lacks to run the Mininet backend ("" when it can)."""
+    from topologies.experiment import missing_requirements  # noqa: PLC0415 - Mininet's imports
+
+    return missing_requirements() or ""
+
+
+def choose_backend(requested: str) -> tuple[Backend, str]:
+    """The backend for ``requested`` (sim, mininet, auto) and why, in one line."""
+    if requested == "sim":
+        return "sim", "simulator (requested)"
+    missing = mininet_missing()
+    if requested == "mininet":
+        if missing:
+            raise ScenarioError(f"the Mininet backend cannot run here: {missing}")
+        return "mininet", "Mininet/BMv2 backend (requested)"
+    if missing:
+        return "sim", f"simulator ({missing}; --backend sim to choose it)"
+    return "mininet", "Mininet/BMv2 backend"
+
+
+def require(sc: Scenario, backend: Backend) -> None:
+    """Raise ScenarioError when ``backend`` cannot run ``sc``."""
+    reason = backend_refusal(sc, backend)
+    if reason:
+        raise ScenarioError(reason)
+
+
+def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions) -> Trace:
+    """Run ``sc`` on ``backend``; a Mininet run keeps its logs and captures in ``out``."""
+    require(sc, backend)
+    if backend == "mininet":
+        from topologies.experiment import Emulation, MininetExperiment  # noqa: PLC0415
+        from topologies.multihop import MultihopTcpExperiment  # noqa: PLC0415
+
+        kind = MultihopTcpExperiment if sc.network.topology == "multihop" else MininetExperiment
+        emulation = Emulation(
+            realtime_switch=options.realtime_switch,
+            inject_stalls=options.inject_stalls,
+            pcap=options.pcap,
+        )
+        experiment = kind(
+            sc,
+            out,
+            qcn=options.qcn,
+            cli=options.cli,
+            sample_hz=options.sample_hz,
+            progress=options.say,
+            emulation=emulation,
+        )
+        return experiment.run()
+    from simulator.engine import Simulation  # noqa: PLC0415
+
+    return Simulation(
+        sc,
+        seed=options.seed,
+        qcn=options.qcn,
+        sample_interval_s=SIM_SAMPLE_INTERVAL_S * (options.scaled_by or 1.0),
+        cp_at_departure=options.scaled_by is not None,
+        progress=options.sim_progress,
+    ).run()
+
+
+def record(
+    out: Path,
+    sc: Scenario,
+    trace: Trace,
+    backend: Backend,
+    options: RunOptions,
+    *,
+    plots: bool = True,
+    extra: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], list[Path]]:
+    """Summarize ``trace`` and write every result file into ``out``; the summary (with
+    ``extra`` keys) and the plots written."""
+    from qcn.core.results import summarize, write  # noqa: PLC0415 - matplotlib's import
+
+    summary = summarize(sc, trace, qcn=options.qcn, backend=backend, seed=options.seed)
+    summary.update(extra or {})
+    return summary, write(out, sc, trace, summary, plots=plots)
+
+
+def run_and_record(
+    sc: Scenario, backend: Backend, out: Path, options: RunOptions, *, plots: bool = True
+) -> tuple[Trace, dict[str, Any]]:
+    """:func:`run_scenario`, then :func:`record` into the same ``out``."""
+    trace = run_scenario(sc, backend, out, options)
+    summary, _plots = record(out, sc, trace, backend, options, plots=plots)
+    return trace, summary

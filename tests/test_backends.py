@@ -1,0 +1,74 @@
+"""The seam every command runs a scenario through (qcn/backends.py), on the simulator; the
+Mininet branch runs in tests/test_mininet_bmv2.py through `qcn run` and `qcn compare`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from qcn import backends
+from qcn.core import scenario as scenarios
+from qcn.core.results import summarize
+from qcn.core.scenario import ScenarioError, backend_refusal
+from simulator.engine import Simulation
+
+VOLATILE = ("wall_s", "events_per_s")
+
+
+def steady(summary: dict[str, object]) -> dict[str, object]:
+    return {k: v for k, v in summary.items() if k not in VOLATILE}
+
+
+def test_the_seam_runs_what_the_simulator_runs(tmp_path: Path) -> None:
+    sc = scenarios.load("transient").with_overrides({"duration_s": 0.3})
+    options = backends.RunOptions(seed=3, qcn=False)
+    trace, summary = backends.run_and_record(sc, "sim", tmp_path, options, plots=False)
+    alone = Simulation(sc, seed=3, qcn=False).run()
+    direct = summarize(sc, alone, qcn=False, backend="sim", seed=3)
+    assert steady(summary) == steady(direct)
+    assert trace.cnms == 0
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert written["random_seed"] == 3
+    assert written["qcn"] is False
+    assert {p.name for p in tmp_path.iterdir()} >= {"summary.json", "queue.csv", "sources.csv"}
+
+
+def test_scaled_by_models_bmv2s_run() -> None:
+    """Scaled for BMv2: sampled as often in BMv2's time, the CP judging departing frames."""
+    base = scenarios.load("transient").with_overrides({"duration_s": 0.3})
+    sc = base.scaled_for_bmv2()
+    tau = base.bmv2.time_scale
+    seam = backends.run_scenario(sc, "sim", Path(), backends.RunOptions(scaled_by=tau))
+    direct = Simulation(sc, sample_interval_s=1e-3 * tau, cp_at_departure=True).run()
+    plain = Simulation(sc).run()
+    assert seam.times_s == direct.times_s
+    assert seam.queue_pkts == direct.queue_pkts
+    assert len(plain.times_s) == pytest.approx(tau * len(seam.times_s), rel=0.01)
+
+
+def test_record_adds_what_the_command_adds(tmp_path: Path) -> None:
+    sc = scenarios.load("bursty").with_overrides({"duration_s": 0.1})
+    options = backends.RunOptions()
+    trace = backends.run_scenario(sc, "sim", tmp_path, options)
+    summary, plots = backends.record(
+        tmp_path, sc, trace, "sim", options, plots=False, extra={"sweep_key": "k1"}
+    )
+    assert plots == []
+    assert summary["sweep_key"] == "k1"
+    assert json.loads((tmp_path / "summary.json").read_text())["sweep_key"] == "k1"
+
+
+def test_what_a_backend_refuses_is_decided_once() -> None:
+    multihop = scenarios.load("tcp-multihop")
+    assert "no TCP or iperf3 model" in backend_refusal(multihop, "sim")
+    assert backend_refusal(multihop, "mininet") == ""
+    paused = scenarios.load("transient").with_overrides({"network.pause": True})
+    assert "multihop topology only" in backend_refusal(paused, "mininet")
+    assert backend_refusal(paused, "sim") == ""
+    with pytest.raises(ScenarioError, match="no TCP or iperf3 model"):
+        backends.run_scenario(multihop, "sim", Path(), backends.RunOptions())
+    # The simulator asks the same question when used on its own.
+    with pytest.raises(ScenarioError, match="no TCP or iperf3 model"):
+        Simulation(multihop)
