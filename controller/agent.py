@@ -24,7 +24,6 @@ from controller.bmv2_thrift import Bmv2Thrift
 from controller.config import NetworkConfig, PortConfig, SwitchConfig
 from controller.entries import (
     BMV2_DEFAULT_QUEUE_PKTS,
-    SAMPLING_ACTIONS,
     CpPort,
     PauseWatermarks,
     admission_entry,
@@ -33,6 +32,7 @@ from controller.entries import (
     cp_config_entry,
     cp_entries,
     cp_sampling_entry,
+    decode_cp,
     default_cpid,
     edge_port_entry,
     flood_groups,
@@ -44,19 +44,13 @@ from controller.entries import (
 from controller.errors import Bmv2ThriftError, ConfigError, P4RuntimeError
 from controller.p4runtime import P4RuntimeSwitch
 from qcn.core.params import (
-    PROB_ONE,
-    SEED_FRAME_BYTES,
-    W_ONE,
     CpParams,
     QcnParams,
-    QueueDepth,
-    QueueUnit,
 )
 from qcn.core.pipeline import (
     ACTION_PARAMS,
     ACTION_WATCH,
     COUNTERS,
-    CP_ARRIVAL,
     CP_INSTANCES,
     CP_TABLE_CONFIG,
     CP_TABLE_SAMPLE_INTERVAL,
@@ -284,48 +278,7 @@ class SwitchAgent:
                 P4TableEntry(cp_name(instance, CP_TABLE_CONFIG), match=match),
                 P4TableEntry(cp_name(instance, CP_TABLE_SAMPLE_INTERVAL)),
             ]
-        held: dict[str, list[Any]] = {}
-        for e in sw.read(wanted):
-            held.setdefault(e.table_id, []).append(e)
-        admitted = held.get(TABLE_ADMISSION, [])
-        for instance in CP_INSTANCES:
-            stage1 = held.get(cp_name(instance, CP_TABLE_SAMPLING), [])
-            found = held.get(cp_name(instance, CP_TABLE_CONFIG), [])
-            if admitted and stage1 and found:
-                break
-        else:
-            return None
-        args = found[0].action.args
-        modes = {cp_name(instance, action): mode for mode, action in SAMPLING_ACTIONS.items()}
-        intervals = held.get(cp_name(instance, CP_TABLE_SAMPLE_INTERVAL), [])
-        rows = sorted(
-            (e.match["idx"], e.action.args) for e in intervals if int(e.match["eg_port"]) == port
-        )
-        depth_at = QueueDepth.ARRIVAL
-        if instance != CP_ARRIVAL:
-            dequeue = int(stage1[0].action.args["dequeue_depth"])
-            depth_at = QueueDepth.DEQUEUE if dequeue else QueueDepth.ENQUEUE
-        unit = QueueUnit.BYTES if int(admitted[0].action.args["bytes_unit"]) else QueueUnit.PACKETS
-        q_eq = int(args["q_eq"])
-        params = CpParams(
-            # Bytes mode holds q_eq in bytes only; q_eq_pkts is its nearest frame count.
-            q_eq_pkts=q_eq if unit is QueueUnit.PACKETS else max(1, round(q_eq / SEED_FRAME_BYTES)),
-            q_eq_bytes=q_eq if unit is QueueUnit.BYTES else 0,
-            queue_unit=unit,
-            w=int(args["w_fixed"]) / W_ONE,
-            p_base=int(args["p_base_fixed"]) / PROB_ONE,
-            p_scale=int(args["p_scale_fixed"]) / PROB_ONE,
-            sampling=modes[stage1[0].action.name],
-            depth_at=depth_at,
-            positive_feedback=bool(int(args["positive_feedback"])),
-        )
-        if len(rows) == 8:
-            bases = tuple(int(a["base_bytes"]) for _, a in rows)
-            half = int(rows[0][1]["jitter_span_bytes"]) // 2
-            params = replace(
-                params, sample_intervals_bytes=bases, sample_jitter=round(half / bases[0], 6)
-            )
-        return params, int(args["cpid"])
+        return decode_cp(sw.read(wanted), port)
 
     def set_cp(self, port: int, **changes: Any) -> CpParams:
         """Change some CP parameters of one port; validated before anything is written."""

@@ -14,21 +14,22 @@ from controller import config
 from controller.config import PAUSE_FIELDS
 from controller.entries import PauseWatermarks
 from controller.errors import ConfigError
-from qcn.core.params import ParamError, QueueDepth, QueueUnit, SamplingMode
+from qcn.core.params import CpParams, ParamError, QueueDepth, QueueUnit, SamplingMode
 
 if TYPE_CHECKING:
     from controller.agent import PortStatus
 
 DEFAULT_CONFIG = Path(os.environ.get("QCN_NETWORK", "qcn-network.toml"))
 
-# `qcn ctl set` options -> CpParams fields.
-SET_OPTIONS: dict[str, tuple[str, type, str]] = {
-    "q_eq": ("q_eq_pkts", int, "equilibrium queue, packets (bytes mode: 1500 B each)"),
-    "q_eq_bytes": ("q_eq_bytes", int, "bytes mode: equilibrium queue, bytes"),
-    "w": ("w", float, "weight of qdelta (a multiple of 1/16)"),
-    "p_base": ("p_base", float, "sampling probability at QntzFb 0"),
-    "p_scale": ("p_scale", float, "added sampling probability per QntzFb step"),
-    "sample_jitter": ("sample_jitter", float, "byte-interval mode: jitter fraction"),
+# `qcn ctl set` options, each named after the CpParams field it sets (--q-eq-pkts sets
+# q_eq_pkts): one name per quantity from the command line to the parameters.
+SET_OPTIONS: dict[str, tuple[type, str]] = {
+    "q_eq_pkts": (int, "equilibrium queue, packets (bytes mode: 1500 B each)"),
+    "q_eq_bytes": (int, "bytes mode: equilibrium queue, bytes"),
+    "w": (float, "weight of qdelta (a multiple of 1/16)"),
+    "p_base": (float, "sampling probability at QntzFb 0"),
+    "p_scale": (float, "added sampling probability per QntzFb step"),
+    "sample_jitter": (float, "byte-interval mode: jitter fraction"),
 }
 
 
@@ -54,8 +55,8 @@ def register(sub: Any) -> None:
     st = cmds.add_parser("set", help="change one port's CP parameters live")
     st.add_argument("switch")
     st.add_argument("port", type=int)
-    for opt, (_, kind, text) in SET_OPTIONS.items():
-        st.add_argument("--" + opt.replace("_", "-"), type=kind, help=text)
+    for field, (kind, text) in SET_OPTIONS.items():
+        st.add_argument("--" + field.replace("_", "-"), type=kind, help=text)
     st.add_argument("--sampling", choices=[m.value for m in SamplingMode], help="sampling mode")
     st.add_argument(
         "--feedback",
@@ -150,9 +151,7 @@ def _set(args: argparse.Namespace) -> int:
     from controller.agent import SwitchAgent  # noqa: PLC0415 - gRPC only when needed
 
     changes: dict[str, Any] = {
-        field: getattr(args, opt)
-        for opt, (field, _, _) in SET_OPTIONS.items()
-        if getattr(args, opt) is not None
+        field: getattr(args, field) for field in SET_OPTIONS if getattr(args, field) is not None
     }
     if args.sampling:
         changes["sampling"] = args.sampling
@@ -163,17 +162,24 @@ def _set(args: argparse.Namespace) -> int:
     if args.feedback:
         changes["positive_feedback"] = FEEDBACK_MODES[args.feedback]
     if not changes:
-        raise ConfigError("nothing to set: give at least one of --q-eq, --w, --p-base, ...")
+        raise ConfigError("nothing to set: give at least one of --q-eq-pkts, --w, --p-base, ...")
     net = _network(args)
     with SwitchAgent(net, args.switch, timeout_s=args.timeout) as agent:
         new = agent.set_cp(args.port, **changes)
     print(
-        f"{args.switch} port {args.port}: q_eq={new.q_eq} {new.queue_unit.value} w={new.w:g} "
+        f"{args.switch} port {args.port}: {q_eq_text(new)} w={new.w:g} "
         f"p_base={new.p_base:g} p_scale={new.p_scale:g} sampling={new.sampling.value} "
         f"depth_at={new.depth_at.value} "
         f"feedback={'ecm' if new.positive_feedback else 'qcn'}"
     )
     return 0
+
+
+def q_eq_text(cp: CpParams) -> str:
+    """q_eq under the name of the field that holds it in the port's unit."""
+    if cp.queue_unit is QueueUnit.BYTES:
+        return f"q_eq_bytes={cp.q_eq}"
+    return f"q_eq_pkts={cp.q_eq}"
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -188,14 +194,14 @@ def _show(args: argparse.Namespace) -> int:
         print(json.dumps({n: [r.to_json() for r in rows] for n, rows in report.items()}, indent=2))
         return 0
     print(
-        f"{'switch':8} {'port':>4} {'CP':24} {'frames':>9} {'samples':>8} {'CNMs':>7} "
+        f"{'switch':8} {'port':>4} {'CP':32} {'frames':>9} {'samples':>8} {'CNMs':>7} "
         f"{'tail drops':>10} {'edge drops':>10} {'queue':>6} {'PAUSE hi/lo KB':>14} "
         f"{'sent':>5} {'rcvd':>5}"
     )
     for name, rows in report.items():
         for r in rows:
             cp = (
-                f"q_eq={r.cp.q_eq}{'B' if r.cp.queue_unit is QueueUnit.BYTES else ''} "
+                f"{q_eq_text(r.cp)} "
                 f"w={r.cp.w:g} {r.cp.sampling.value[:4]} "
                 f"{r.cp.depth_at.value[:3]}{' ecm' if r.cp.positive_feedback else ''}"
                 if r.cp
@@ -205,7 +211,7 @@ def _show(args: argparse.Namespace) -> int:
             depth = "-" if r.queue_pkts is None else str(r.queue_pkts)
             pause = f"{r.pause.hi_bytes / 1e3:g}/{r.pause.lo_bytes / 1e3:g}" if r.pause else "off"
             print(
-                f"{name:8} {r.port:>4} {cp:28} {c['cp_frames']:>9} {c['cp_samples']:>8} "
+                f"{name:8} {r.port:>4} {cp:32} {c['cp_frames']:>9} {c['cp_samples']:>8} "
                 f"{c['cp_cnms']:>7} {c['tail_drops']:>10} {c['cnm_edge_drops']:>10} {depth:>6} "
                 f"{pause:>14} {c['pause_sent']:>5} {c['pause_received']:>5}"
             )

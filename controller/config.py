@@ -52,7 +52,9 @@ from qcn.core.pipeline import BMV2_DEVICE_ID, BMV2_THRIFT_PORT, outputs
 from qcn.core.tomlfile import read_toml
 
 MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
-MAX_PORT = 510  # port_t is 9 bits; 511 is BMv2's drop port
+MAX_PORT = 510
+"""port_t is 9 bits, and 511 is BMv2's drop port (p4src's DROP_PORT; tests/test_p4_program.py
+checks the two agree)."""
 MAX_QUEUE_BYTES = 1 << 30
 """A sanity bound; the pipeline's own (Fb in 32 bits) is checked with w (controller.entries)."""
 

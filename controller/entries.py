@@ -7,7 +7,9 @@ by tests/test_p4_program.py.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from functools import cached_property
 
 from finsy import (
     P4CloneSessionEntry,
@@ -18,7 +20,17 @@ from finsy import (
 )
 
 from qcn.core.cp_model import CpPortConfig
-from qcn.core.params import W_ONE, CpParams, ParamError, QueueDepth, QueueUnit, SamplingMode
+from qcn.core.frames import PAUSE_QUANTA_MAX
+from qcn.core.params import (
+    PROB_ONE,
+    SEED_FRAME_BYTES,
+    W_ONE,
+    CpParams,
+    ParamError,
+    QueueDepth,
+    QueueUnit,
+    SamplingMode,
+)
 from qcn.core.pipeline import (
     ACTION_ADMIT,
     ACTION_FORWARD,
@@ -32,6 +44,7 @@ from qcn.core.pipeline import (
     CP_ACTION_SET_SAMPLE_INTERVAL,
     CP_ARRIVAL,
     CP_DEPARTURE,
+    CP_INSTANCES,
     CP_TABLE_CONFIG,
     CP_TABLE_SAMPLE_INTERVAL,
     CP_TABLE_SAMPLING,
@@ -109,13 +122,18 @@ class CpPort:
             deepest = min(deepest, self.limit_bytes)
         if self.params.queue_unit is QueueUnit.PACKETS:
             deepest = self.limit_pkts
-        w_fixed = CpPortConfig.from_params(self.params).w_fixed
+        w_fixed = self.encoded.w_fixed
         if deepest * (W_ONE + w_fixed) >= 1 << 31:
             raise ParamError(
                 "cp.w",
                 f"port {self.port}: a queue of {deepest} {self.params.queue_unit.value} with "
                 f"w = {self.params.w:g} overflows the pipeline's 32-bit Fb; lower the buffer or w",
             )
+
+    @cached_property
+    def encoded(self) -> CpPortConfig:
+        """The parameters as the data plane's integers, computed once per port."""
+        return CpPortConfig.from_params(self.params)
 
     @property
     def instance(self) -> str:
@@ -146,7 +164,7 @@ def admission_entry(cp: CpPort) -> P4TableEntry:
 def cp_sampling_entry(cp: CpPort) -> P4TableEntry:
     """Stage 1 of the CP (every frame): the sampling mode (in Bernoulli mode with p_max) and
     the queue depth taken as q."""
-    cfg = CpPortConfig.from_params(cp.params)
+    cfg = cp.encoded
     args = {"dequeue_depth": int(cfg.depth_at is QueueDepth.DEQUEUE)}
     if cfg.sampling is SamplingMode.BERNOULLI:
         args["p_max_fixed"] = cfg.p_max_fixed
@@ -159,7 +177,7 @@ def cp_sampling_entry(cp: CpPort) -> P4TableEntry:
 
 def cp_config_entry(cp: CpPort) -> P4TableEntry:
     """Stage 2 of the CP (sampling candidates): feedback, sampling probability, identity."""
-    cfg = CpPortConfig.from_params(cp.params)
+    cfg = cp.encoded
     # The data-plane integers carry the action parameters' own names; the identity is the
     # port's.  One name per quantity, so no mapping to keep in step.
     identity = {"cpid": cp.cpid, "cp_mac": cp.cp_mac}
@@ -175,7 +193,7 @@ def cp_config_entry(cp: CpPort) -> P4TableEntry:
 
 
 def sample_interval_entries(cp: CpPort) -> list[P4TableEntry]:
-    cfg = CpPortConfig.from_params(cp.params)
+    cfg = cp.encoded
     return [
         P4TableEntry(
             cp_name(cp.instance, CP_TABLE_SAMPLE_INTERVAL),
@@ -188,6 +206,74 @@ def sample_interval_entries(cp: CpPort) -> list[P4TableEntry]:
         )
         for i, row in enumerate(cfg.intervals)
     ]
+
+
+def decode_cp(entries: Iterable[P4TableEntry], port: int) -> tuple[CpParams, int] | None:
+    """The CP parameters and CPID that ``entries`` hold for ``port`` (None: no CP there):
+    the inverse of :func:`cp_entries`, for entries read back from a switch."""
+    held: dict[str, list[P4TableEntry]] = {}
+    for e in entries:
+        if _match_field(e, "eg_port") == port:
+            held.setdefault(str(e.table_id), []).append(e)
+    admitted = held.get(TABLE_ADMISSION, [])
+    for instance in CP_INSTANCES:
+        stage1 = held.get(cp_name(instance, CP_TABLE_SAMPLING), [])
+        found = held.get(cp_name(instance, CP_TABLE_CONFIG), [])
+        if admitted and stage1 and found:
+            break
+    else:
+        return None
+    args = _action_args(found[0])
+    modes = {cp_name(instance, action): mode for mode, action in SAMPLING_ACTIONS.items()}
+    intervals = held.get(cp_name(instance, CP_TABLE_SAMPLE_INTERVAL), [])
+    rows = sorted((_match_field(e, "idx"), _action_args(e)) for e in intervals)
+    depth_at = QueueDepth.ARRIVAL
+    if instance != CP_ARRIVAL:
+        dequeue = _action_args(stage1[0])["dequeue_depth"]
+        depth_at = QueueDepth.DEQUEUE if dequeue else QueueDepth.ENQUEUE
+    bytes_unit = _action_args(admitted[0])["bytes_unit"]
+    unit = QueueUnit.BYTES if bytes_unit else QueueUnit.PACKETS
+    q_eq = args["q_eq"]
+    params = CpParams(
+        # Bytes mode holds q_eq in bytes only; q_eq_pkts is its nearest frame count.
+        q_eq_pkts=q_eq if unit is QueueUnit.PACKETS else max(1, round(q_eq / SEED_FRAME_BYTES)),
+        q_eq_bytes=q_eq if unit is QueueUnit.BYTES else 0,
+        queue_unit=unit,
+        w=args["w_fixed"] / W_ONE,
+        p_base=args["p_base_fixed"] / PROB_ONE,
+        p_scale=args["p_scale_fixed"] / PROB_ONE,
+        sampling=modes[_action(stage1[0]).name],
+        depth_at=depth_at,
+        positive_feedback=bool(args["positive_feedback"]),
+    )
+    if len(rows) == len(params.sample_intervals_bytes):
+        bases = tuple(a["base_bytes"] for _, a in rows)
+        half = rows[0][1]["jitter_span_bytes"] // 2
+        params = replace(
+            params, sample_intervals_bytes=bases, sample_jitter=round(half / bases[0], 6)
+        )
+    return params, args["cpid"]
+
+
+def _action(entry: P4TableEntry) -> P4TableAction:
+    if not isinstance(entry.action, P4TableAction):
+        raise ValueError(f"{entry.table_id}: an entry without a direct action")
+    return entry.action
+
+
+def _action_args(entry: P4TableEntry) -> dict[str, int]:
+    """An entry's integer action parameters (the CP's MAC, written as text, is left out)."""
+    return {
+        name: int(value)
+        for name, value in _action(entry).args.items()
+        if not (isinstance(value, str) and ":" in value)
+    }
+
+
+def _match_field(entry: P4TableEntry, name: str) -> int:
+    if entry.match is None:
+        raise ValueError(f"{entry.table_id}: an entry without a match")
+    return int(entry.match[name])
 
 
 def cp_entries(cp: CpPort) -> list[P4TableEntry]:
@@ -247,8 +333,10 @@ class PauseWatermarks:
                 f"watermarks must satisfy 0 <= lo < hi < partition (got lo {self.lo_bytes}, "
                 f"hi {self.hi_bytes}, partition {self.partition_bytes} bytes)",
             )
-        if not 1 <= self.pause_quanta <= 0xFFFF:
-            raise ParamError("pause.pause_quanta", f"must be 1..65535 (got {self.pause_quanta})")
+        if not 1 <= self.pause_quanta <= PAUSE_QUANTA_MAX:
+            raise ParamError(
+                "pause.pause_quanta", f"must be 1..{PAUSE_QUANTA_MAX} (got {self.pause_quanta})"
+            )
         if not 1 <= self.refresh_us < 1 << 48:
             raise ParamError("pause.refresh_us", f"must be positive (got {self.refresh_us})")
 

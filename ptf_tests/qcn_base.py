@@ -37,6 +37,7 @@ from qcn.core.frames import (
     CNM,
     CNM_HEADER_BYTES,
     CNM_MAX_MSDU_BYTES,
+    ETHERTYPE_AT,
     ETHERTYPE_CNM,
     expected_cnm,
     msdu_offset,
@@ -51,7 +52,6 @@ HOST_IP = {p: f"10.0.0.{p + 1}" for p in PORTS}
 CP_MAC = "02:00:00:00:00:fe"
 BOTTLENECK = 3
 """The egress port the tests congest."""
-DEFAULT_QUEUE_DEPTH = 64
 ALWAYS = CpParams(p_base=1.0, p_scale=0.0, queue_unit=QueueUnit.PACKETS)
 """The arrival CP in packets, sampling every frame: every frame's feedback is visible."""
 
@@ -115,7 +115,7 @@ class QcnTest(BaseTest):  # type: ignore[misc]
             ]
         )
         self.thrift.set_queue_rate(0)
-        self.thrift.set_queue_depth(DEFAULT_QUEUE_DEPTH)
+        self.thrift.set_queue_depth(BMV2_DEFAULT_QUEUE_PKTS)
         for reg in REGISTERS:
             self.thrift.register_reset(reg)
         for counter in COUNTERS.values():
@@ -177,7 +177,8 @@ class QcnTest(BaseTest):  # type: ignore[misc]
 
     @staticmethod
     def cnms(frames: list[bytes]) -> list[bytes]:
-        return [f for f in frames if f[12:14] == ETHERTYPE_CNM.to_bytes(2, "big")]
+        at = ETHERTYPE_AT
+        return [f for f in frames if f[at : at + 2] == ETHERTYPE_CNM.to_bytes(2, "big")]
 
     @staticmethod
     def model_decision(cnm: bytes, params: CpParams) -> CpDecision:

@@ -28,7 +28,14 @@ from ptf_tests.qcn_base import (
     wait_for,
 )
 from qcn.core.cp_model import CongestionPoint, CpPortConfig
-from qcn.core.frames import CNM, CNM_HEADER_BYTES, expected_cnm
+from qcn.core.frames import (
+    CNM,
+    CNM_HEADER_BYTES,
+    ETHERTYPE_AT,
+    ETHERTYPE_CNM,
+    ETHERTYPE_CNTAG,
+    expected_cnm,
+)
 from qcn.core.params import CpParams, QcnParams, QueueDepth, QueueUnit, SamplingMode
 from qcn.core.pipeline import (
     CP_ARRIVAL,
@@ -255,8 +262,8 @@ class MalformedInputTest(CongestionTest):
             frames.append(truncated_ip)  # only payload to the lean parser: a data frame
             # Tags cut short: the parser stops with an error, so no CP may sample them.
             # (Not a cut-short 802.1Q tag: the kernel's VLAN receive path drops those.)
-            frames.append(bytes(Ether(src=src, dst=dst, type=0x22E7)) + bytes([seq]) * 10)
-            frames.append(bytes(Ether(src=src, dst=dst, type=0x22E9)) + bytes([seq]))
+            frames.append(bytes(Ether(src=src, dst=dst, type=ETHERTYPE_CNM)) + bytes([seq]) * 10)
+            frames.append(bytes(Ether(src=src, dst=dst, type=ETHERTYPE_CNTAG)) + bytes([seq]))
             frames.append(
                 bytes(Ether(src=src, dst=dst, type=0x88B5)) + seq.to_bytes(2, "big") + bytes(44)
             )
@@ -275,7 +282,9 @@ class MalformedInputTest(CongestionTest):
         sent = by_msdu(frames)
         for cnm in cnms:
             sampled = self.assert_cnm_exact(cnm, sent, cp)
-            cut_short = sampled[12:14] in (b"\x22\xe7", b"\x22\xe9") and len(sampled) < 38
+            tags = {t.to_bytes(2, "big") for t in (ETHERTYPE_CNM, ETHERTYPE_CNTAG)}
+            at = ETHERTYPE_AT
+            cut_short = sampled[at : at + 2] in tags and len(sampled) < CNM_HEADER_BYTES
             self.assertFalse(cut_short, "a frame the parser could not read caused a CNM")
         self.assertTrue(wait_for(lambda: self.occupancy() == (0, 0)))
         # Still forwarding normally afterwards.
@@ -418,7 +427,7 @@ class NoDriftTest(CongestionTest):
             udp_frame(0, BOTTLENECK, 2, size=9000),
             bytes(Ether(src=src, dst="ff:ff:ff:ff:ff:ff", type=0x0806) / bytes(46)),
             bytes(Ether(src="02:00:00:00:00:aa", dst=dst) / CNM(qntz_fb=5, msdu=b"\x08\x00")),
-            bytes(Ether(src=src, dst=dst, type=0x22E7)) + b"\x01",
+            bytes(Ether(src=src, dst=dst, type=ETHERTYPE_CNM)) + b"\x01",
             bytes(Ether(src="01:00:5e:00:00:01", dst=dst)) + bytes(50),
         ]
         self.thrift.set_queue_rate(1500, BOTTLENECK)

@@ -13,7 +13,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from ptf_tests.qcn_base import ALWAYS, BOTTLENECK, HOST_IP, HOST_MAC, QcnTest
-from qcn.core.frames import CNTag
+from qcn.core.frames import CNM_MAX_MSDU_BYTES, CNTag
 from qcn.wireshark import decode, mismatches
 
 SLOW_PPS = 100
@@ -75,5 +75,5 @@ class TsharkDecodesPipelineCnmsTest(QcnTest):
         tagged = [d for d in decoded if "qcn.cntag.flow_id" in d.fields]
         self.assertTrue(tagged and len(tagged) < len(decoded), "tagged and untagged MSDUs")
         for d in decoded:
-            long_frame = int(d.fields["qcn.cnm.msdu_len"]) == 64
+            long_frame = int(d.fields["qcn.cnm.msdu_len"]) == CNM_MAX_MSDU_BYTES
             self.assertEqual(d.experts, {"qcn.cnm.msdu.truncated"} if long_frame else set())

@@ -457,7 +457,14 @@ class ReactionPoint:
             lim.csv_writer = csv.writer(lim.csv_file)
             if path.stat().st_size == 0:
                 lim.csv_writer.writerow(
-                    ["time_s", "cr_bps", "tr_bps", "stage", "sent_bytes", "monotonic_s"]
+                    [
+                        "time_s",
+                        "current_rate_bps",
+                        "target_rate_bps",
+                        "stage",
+                        "sent_bytes",
+                        "monotonic_s",
+                    ]
                 )
         self.limiters[match] = lim
         self.counters["limiters_created"] += 1
@@ -569,7 +576,7 @@ class ReactionPoint:
                     "limiter": lim.name,
                     "current_rate_bps": lim.rules.current_rate_bps,
                     "target_rate_bps": lim.rules.target_rate_bps,
-                    "kernel_rate_bps": lim.applied_rate_bps,
+                    "applied_rate_bps": lim.applied_rate_bps,
                     "stage": lim.rules.stage.value,
                     "byte_stage": lim.rules.byte_stage,
                     "time_stage": lim.rules.time_stage,

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from heapq import heappop, heappush
 
 from qcn.core.cp_model import CongestionPoint, CpDecision, CpPortConfig
+from qcn.core.frames import PAUSE_QUANTA_MAX, PAUSE_QUANTUM_BITS
 from qcn.core.params import QueueDepth, QueueUnit
 from qcn.core.scenario import Scenario, ScenarioError, backend_refusal
 from qcn.core.trace import Trace
@@ -52,10 +53,6 @@ from reaction_point.sources import empty_slots_before_frame
 # bottleneck's rate changes and departures first, so a frame arriving at the instant one
 # leaves finds it gone; the results never depend on the order events were scheduled in.
 RATE, DEPART, CNM, CNM_POSITIVE, PAUSE, TIMER, SEND, SAMPLE = range(8)
-
-PAUSE_QUANTUM_BITS = 512
-"""802.3x: a pause time counts quanta of 512 bit times at the link's rate."""
-PAUSE_MAX_QUANTA = 0xFFFF
 
 
 @dataclass(slots=True)
@@ -275,7 +272,7 @@ class Simulation:
         if arrives < s.pause_holds_until:
             return
         drain_s = len(self.queue) * self.frame_bits / self.capacity
-        quanta = min(PAUSE_MAX_QUANTA, max(1, math.ceil(drain_s / self.quantum_s)))
+        quanta = min(PAUSE_QUANTA_MAX, max(1, math.ceil(drain_s / self.quantum_s)))
         s.pause_holds_until = arrives + quanta * self.quantum_s
         s.pauses += 1
         self._push(arrives, PAUSE, s.index, quanta)
@@ -324,10 +321,10 @@ class Simulation:
         tr.drops_so_far.append(tr.drops)
         tr.throughput_bps.append(8 * self.window_bytes / dt)
         tr.capacity_bps.append(self.capacity)
-        tr.source_cr_bps.append(
+        tr.source_current_rate_bps.append(
             [min(s.rate_bps, self.sc.network.line_rate_bps) for s in self.sources]
         )
-        tr.source_tr_bps.append(
+        tr.source_target_rate_bps.append(
             [s.rules.target_rate_bps if s.rules else math.nan for s in self.sources]
         )
         tr.source_throughput_bps.append([8 * s.window_bytes / dt for s in self.sources])

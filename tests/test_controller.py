@@ -22,6 +22,7 @@ from controller.entries import (
     cp_config_entry,
     cp_entries,
     cp_sampling_entry,
+    decode_cp,
     default_cpid,
     flood_groups,
     l2_entry,
@@ -331,3 +332,31 @@ edge = true
         assert proc.wait(10) == 0
     assert lines[0].startswith("qcn ctl: holding s1")
     assert lines[1].startswith("s1: not reachable (127.0.0.1:1:"), lines
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        CpParams(),
+        CpParams(queue_unit=QueueUnit.PACKETS, q_eq_pkts=30, w=4.0),
+        CpParams(sampling=SamplingMode.BYTE_INTERVAL, sample_jitter=0.2),
+        CpParams(depth_at=QueueDepth.DEQUEUE, queue_unit=QueueUnit.PACKETS, p_base=0.04),
+        CpParams(depth_at=QueueDepth.ENQUEUE, queue_unit=QueueUnit.PACKETS),
+        QcnParams.preset("ecm").cp,
+    ],
+)
+def test_decoding_the_entries_gives_back_the_parameters(params: CpParams) -> None:
+    """decode_cp (what `qcn ctl show` reads back) inverts cp_entries, port by port."""
+    cp = CpPort.with_default_cpid(5, params, "02:00:00:00:01:00", limit_pkts=100)
+    other = CpPort.with_default_cpid(6, CpParams(q_eq_pkts=7), "02:00:00:00:01:00")
+    entries = [*cp_entries(other), *cp_entries(cp)]
+    decoded = decode_cp(entries, 5)
+    assert decoded is not None
+    back, cpid = decoded
+    assert cpid == cp.cpid
+    # Each field as the data plane holds it: the same entries again.
+    assert cp_entries(CpPort(5, back, "02:00:00:00:01:00", cpid, 100)) == cp_entries(cp)
+    assert back.queue_unit is params.queue_unit
+    assert back.depth_at is params.depth_at
+    assert back.sampling is params.sampling
+    assert decode_cp(entries, 4) is None

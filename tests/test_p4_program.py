@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from scapy.layers.l2 import Ether
 
-from controller import entries
-from qcn.core import frames, params
+from controller import config, entries
+from qcn.core import frames, params, pipeline
 from tests.toolchain import requires_tools
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,8 +36,9 @@ def p4_constants() -> dict[str, int]:
         ("CNM_PDU_BYTES", frames.CNM_PDU_BYTES),
         ("CNM_MAX_MSDU_BYTES", frames.CNM_MAX_MSDU_BYTES),
         ("CNM_VERSION", frames.CNM_VERSION),
-        ("MSDU_OFFSET_UNTAGGED", 12),
-        ("MSDU_OFFSET_TAGGED", 12 + frames.VLAN_TAG_BYTES),
+        ("MSDU_OFFSET_UNTAGGED", frames.MSDU_OFFSET_UNTAGGED),
+        ("MSDU_OFFSET_TAGGED", frames.MSDU_OFFSET_TAGGED),
+        ("DROP_PORT", config.MAX_PORT + 1),
         ("W_FRAC_BITS", params.W_FRAC_BITS),
         ("QNTZ_SHIFT", params.QNTZ_SHIFT),
         ("QNTZ_FB_MAX", params.QNTZ_FB_MAX),
@@ -71,22 +72,9 @@ def test_cnm_header_layouts_agree() -> None:
 
 @requires_tools("p4c")
 def test_p4c_compiles_cleanly(tmp_path: Path) -> None:
+    source = ROOT / "p4src" / "qcn_cp.p4"
     r = subprocess.run(
-        [
-            "p4c",
-            "--target",
-            "bmv2",
-            "--arch",
-            "v1model",
-            "--p4runtime-files",
-            str(tmp_path / "p4info.txtpb"),
-            "-o",
-            str(tmp_path),
-            str(ROOT / "p4src" / "qcn_cp.p4"),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
+        pipeline.p4c_command(source, tmp_path), capture_output=True, text=True, check=False
     )
     assert r.returncode == 0, r.stderr
     assert "warning" not in r.stderr.lower(), r.stderr

@@ -78,8 +78,12 @@ def test_a_mininet_recording_becomes_a_trace_on_the_sample_grid(tmp_path: Path) 
     assert tr.source_throughput_bps == [[bps, 0.0], [2 * bps, bps], [0.0, bps]]
     assert tr.throughput_bps == [bps, 3 * bps, bps]
     line = sc.network.line_rate_bps
-    assert [row[0] for row in tr.source_cr_bps] == [line, 5e9, 5e9]  # no limiter: line rate
-    assert [row[0] for row in tr.source_tr_bps] == [line, 8e9, 8e9]
+    assert [row[0] for row in tr.source_current_rate_bps] == [
+        line,
+        5e9,
+        5e9,
+    ]  # no limiter: line rate
+    assert [row[0] for row in tr.source_target_rate_bps] == [line, 8e9, 8e9]
     assert tr.drops_so_far == [0, 2, 2]
     assert tr.drops == 2
     assert tr.frames_in == 5 + 2

@@ -34,7 +34,13 @@ def read_limiter_logs(rp_dir: Path, hosts: list[str]) -> LimiterRows:
         for path in sorted(rp_dir.glob(f"rp-{name}-eth0-*.csv")):
             with path.open() as f:
                 for r in csv.DictReader(f):
-                    rows.append((float(r["monotonic_s"]), float(r["cr_bps"]), float(r["tr_bps"])))
+                    rows.append(
+                        (
+                            float(r["monotonic_s"]),
+                            float(r["current_rate_bps"]),
+                            float(r["target_rate_bps"]),
+                        )
+                    )
         out[i] = sorted(rows)
     return out
 
@@ -80,8 +86,8 @@ class GridReader:
         tr.queue_pkts.append(self.queue_at(t))
         tr.capacity_bps.append(self.capacity_at(t))
         crs, trs = self.rates_at(t, sources)
-        tr.source_cr_bps.append(crs)
-        tr.source_tr_bps.append(trs)
+        tr.source_current_rate_bps.append(crs)
+        tr.source_target_rate_bps.append(trs)
 
 
 def sink_trace(sc: Scenario, rec: Recording, dt: float, *, qcn: bool) -> Trace:

@@ -105,17 +105,25 @@ def is_group_mac(mac: bytes) -> bool:
     return bool(mac[0] & 1)
 
 
+ETHERTYPE_AT = 2 * 6
+"""Where an Ethernet frame's EtherType (or 802.1Q TPID) is: after the two addresses."""
+MSDU_OFFSET_UNTAGGED = ETHERTYPE_AT
+"""An untagged frame's MSDU for the CNM starts at its EtherType."""
+MSDU_OFFSET_TAGGED = MSDU_OFFSET_UNTAGGED + VLAN_TAG_BYTES
+"""A tagged frame's after its 802.1Q tag."""
+
+
 def msdu_offset(frame: bytes) -> int:
     """Where a frame's MSDU starts for the CNM: at its EtherType, after any 802.1Q tag."""
-    type_at = 2 * 6
+    type_at = MSDU_OFFSET_UNTAGGED
     if int.from_bytes(frame[type_at : type_at + 2], "big") == ETHERTYPE_VLAN:
-        type_at += VLAN_TAG_BYTES
+        return MSDU_OFFSET_TAGGED
     return type_at
 
 
 def frame_priority(frame: bytes) -> int:
     """802.1p priority of a frame (PCP of its 802.1Q tag; 0 if untagged)."""
-    if msdu_offset(frame) == 12:
+    if msdu_offset(frame) == MSDU_OFFSET_UNTAGGED:
         return 0
     return frame[14] >> 5
 

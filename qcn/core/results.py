@@ -248,9 +248,13 @@ def write(
             w.writerow([f"{row[0]:.6f}", row[1], f"{row[2]:.0f}", f"{row[3]:.0f}"])
     with (out / "sources.csv").open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["time_s", "source", "cr_bps", "tr_bps", "throughput_bps"])
+        w.writerow(["time_s", "source", "current_rate_bps", "target_rate_bps", "throughput_bps"])
         for t, crs, trs, tps in zip(
-            tr.times_s, tr.source_cr_bps, tr.source_tr_bps, tr.source_throughput_bps, strict=True
+            tr.times_s,
+            tr.source_current_rate_bps,
+            tr.source_target_rate_bps,
+            tr.source_throughput_bps,
+            strict=True,
         ):
             for i, (cr, target, tp) in enumerate(zip(crs, trs, tps, strict=True)):
                 w.writerow([f"{t:.6f}", i, f"{cr:.0f}", f"{target:.0f}", f"{tp:.0f}"])
@@ -279,7 +283,12 @@ def plot(out: Path, sc: Scenario, tr: Trace) -> list[Path]:
     rates = out / "rates.png"
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for i in range(sc.network.sources):
-        ax.plot(tr.times_s, [row[i] / 1e9 for row in tr.source_cr_bps], lw=0.8, label=f"RP {i}")
+        ax.plot(
+            tr.times_s,
+            [row[i] / 1e9 for row in tr.source_current_rate_bps],
+            lw=0.8,
+            label=f"RP {i}",
+        )
     ax.plot(tr.times_s, [c / 1e9 for c in tr.capacity_bps], "k--", lw=1, label="capacity")
     ax.set(xlabel="time (s)", ylabel="rate (Gb/s)", title=f"{sc.title}: source rates (CR)")
     if sc.network.sources <= 12:

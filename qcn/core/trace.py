@@ -19,8 +19,8 @@ class Trace:
     queue_pkts: list[int] = field(default_factory=list)
     throughput_bps: list[float] = field(default_factory=list)
     capacity_bps: list[float] = field(default_factory=list)
-    source_cr_bps: list[list[float]] = field(default_factory=list)
-    source_tr_bps: list[list[float]] = field(default_factory=list)
+    source_current_rate_bps: list[list[float]] = field(default_factory=list)
+    source_target_rate_bps: list[list[float]] = field(default_factory=list)
     source_throughput_bps: list[list[float]] = field(default_factory=list)
     drops_so_far: list[int] = field(default_factory=list)
     """Drops up to each sample."""
