@@ -55,7 +55,7 @@ $(BUILD)/qcn_cp.json: $(P4_SOURCES)
 build: $(BUILD)/qcn_cp.json  ## compile the P4 pipeline into build/ (BMv2 JSON + P4Info)
 
 ptf: venv build  ## PTF tests of the pipeline on simple_switch_grpc (needs root and the toolchain)
-	$(PY) -m ptf_tests.run
+	$(VENV)/bin/qcn ptf
 
 bench: venv  ## benchmarks (each prints its figures and ratios against a same-run baseline)
 	$(PY) -m bench.sim_bench
@@ -70,7 +70,7 @@ run: venv  ## the main job: the transient experiment (seed 000), results and plo
 	$(VENV)/bin/qcn run transient
 
 reproduce: venv  ## the seeds' published numbers next to the simulator's
-	$(PY) -m simulator.reproduce
+	$(VENV)/bin/qcn reproduce
 
 ROBUSTNESS_MAP := results/robustness-map
 ROBUSTNESS_GRID := --seeds 3 --no-point-plots \

@@ -20,9 +20,9 @@ import json
 import os
 import threading
 
-from qcn.core.frames import pause_frame
+from qcn.core.frames import PAUSE_QUANTA_MAX, pause_frame
 from reaction_point.pause import PauseAgent
-from topologies.netns import delete_netns, send_frames, sh
+from topologies.netns import VethEnd, add_veth, namespaces, send_frames
 
 HOST, PEER = f"pzbench1-{os.getpid()}", f"pzbench2-{os.getpid()}"
 IF_HOST, IF_PEER = "pzb-h", "pzb-p"
@@ -36,21 +36,15 @@ def main() -> int:
     args = parser.parse_args()
     if args.pauses < 1:
         parser.error("--pauses must be at least 1")
-    delete_netns(HOST, PEER)
-    try:
-        sh("ip", "netns", "add", HOST)
-        sh("ip", "netns", "add", PEER)
-        sh("ip", "-n", HOST, "link", "add", IF_HOST, "type", "veth", "peer", "name", IF_PEER,
-           "netns", PEER)  # fmt: skip
-        sh("ip", "-n", HOST, "link", "set", IF_HOST, "up")
-        sh("ip", "-n", PEER, "link", "set", IF_PEER, "up")
+    with namespaces(HOST, PEER):
+        add_veth(VethEnd(HOST, IF_HOST), VethEnd(PEER, IF_PEER))
         agent = PauseAgent([IF_HOST], LINE_RATE_BPS, netns=HOST)
         stop = threading.Event()
         loop = threading.Thread(target=agent.run, args=(stop.is_set,))
         loop.start()
         try:
             frames = [pause_frame("02:00:00:00:00:02", q) for _ in range(args.pauses) for q in (
-                0xFFFF, 0)]  # fmt: skip
+                PAUSE_QUANTA_MAX, 0)]  # fmt: skip
             print(f"pause: {args.pauses} PAUSEs (and as many of 0) into the agent ...")
             send_frames(PEER, IF_PEER, frames, gap_s=0.002)
         finally:
@@ -58,8 +52,6 @@ def main() -> int:
             loop.join()
             summary = agent.summary()[IF_HOST]
             agent.close()
-    finally:
-        delete_netns(HOST, PEER)
     print(
         f"pause: PAUSE to held p50 {summary['stop_p50_ms']:.3f} ms, "
         f"p99 {summary['stop_p99_ms']:.3f} ms ({summary['pauses']:.0f} pauses)"

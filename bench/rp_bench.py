@@ -44,7 +44,7 @@ from scapy.layers.l2 import Ether
 from qcn.core.frames import CNM
 from qcn.core.params import QcnParams
 from reaction_point.tc import ROOT_HANDLE, FlowMatch, HtbLimiters
-from topologies.netns import delete_netns, sh
+from topologies.netns import VethEnd, add_veth, namespaces, sh
 
 H1, H2 = f"rpbench1-{os.getpid()}", f"rpbench2-{os.getpid()}"
 IF1, IF2 = "rpb1-eth0", "rpb2-eth0"
@@ -63,21 +63,12 @@ def cnm_frames(da: str) -> str:
 
 
 def setup() -> None:
-    sh("ip", "netns", "add", H1)
-    sh("ip", "netns", "add", H2)
-    sh("ip", "link", "add", IF1, "netns", H1, "type", "veth", "peer", "name", IF2, "netns", H2)
-    for ns, ifc, mac, ip in ((H1, IF1, MAC1, "10.0.0.1"), (H2, IF2, MAC2, "10.0.0.2")):
-        sh("ip", "-n", ns, "link", "set", ifc, "address", mac)
-        sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", ifc)
-        sh("ip", "-n", ns, "link", "set", ifc, "up")
+    """The two hosts' link (namespaces made by :func:`topologies.netns.namespaces`)."""
+    add_veth(VethEnd(H1, IF1, MAC1, "10.0.0.1/24"), VethEnd(H2, IF2, MAC2, "10.0.0.2/24"))
     sh("ip", "-n", H1, "neigh", "add", "10.0.0.2", "lladdr", MAC2, "dev", IF1, "nud", "permanent")
     for ns in (H1, H2):
         # A larger socket buffer so that a blast is not dropped before the reader runs.
         sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.core.rmem_default=8388608")
-
-
-def teardown() -> None:
-    delete_netns(H1, H2)
 
 
 JUNK_DA = "00:00:00:00:00:99"
@@ -235,16 +226,12 @@ def main() -> int:
     if os.geteuid() != 0:
         print("rp_bench: needs root (namespaces)")
         return 2
-    teardown()
-    setup()
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            base = baseline_rate(args.cnms)
-            rate, p50, p99 = daemon_run(args.cnms, Path(tmp) / "blast")
-            flood = flood_run(args.flood, Path(tmp) / "flood")
-            churn, bare, pyroute2 = churn_run(args.churn)
-    finally:
-        teardown()
+    with namespaces(H1, H2), tempfile.TemporaryDirectory() as tmp:
+        setup()
+        base = baseline_rate(args.cnms)
+        rate, p50, p99 = daemon_run(args.cnms, Path(tmp) / "blast")
+        flood = flood_run(args.flood, Path(tmp) / "flood")
+        churn, bare, pyroute2 = churn_run(args.churn)
     print(f"rp: CNM -> kernel rate latency p50 {p50:.3f} ms, p99 {p99:.3f} ms (target p99 < 1 ms)")
     print(f"rp: sustained {rate:,.0f} CNMs/s (target >= 20,000)")
     print(f"rp: bare-socket baseline {base:,.0f} frames/s; daemon/baseline = {rate / base:.2f}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -24,6 +25,29 @@ def _params_command(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(params.dumps())
     return 0
+
+
+#: Jobs whose command line lives in their own module (each also runs as ``python -m
+#: MODULE``, the same parser): ``qcn NAME ARGS`` hands ARGS to that module's ``main``.
+TOOLS: dict[str, tuple[str, str]] = {
+    "build": ("qcn.core.pipeline", "compile the CP pipeline for BMv2 (what `make build` runs)"),
+    "pause": ("reaction_point.pause", "honour 802.3x PAUSE on interfaces: the MAC's side"),
+    "reproduce": ("simulator.reproduce", "the seeds' figures on the simulator (make reproduce)"),
+    "ptf": ("ptf_tests.run", "the PTF tests of the pipeline on a BMv2 of their own"),
+    "sink": ("topologies.sink", "count the frames that reach this host, by source"),
+    "frames": ("topologies.rawframes", "send or capture raw frames on an interface"),
+}
+
+
+def run_tool(name: str, argv: Sequence[str]) -> int:
+    """``qcn NAME ARGS``: the module's own main, its usage lines saying ``qcn NAME``."""
+    module = importlib.import_module(TOOLS[name][0])
+    saved, sys.argv[0] = sys.argv[0], f"qcn {name}"  # argparse's prog
+    try:
+        code: int = module.main(list(argv))
+    finally:
+        sys.argv[0] = saved
+    return code
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,10 +96,16 @@ def build_parser() -> argparse.ArgumentParser:
     from qcn import wireshark as wireshark_cli  # noqa: PLC0415
 
     wireshark_cli.register(sub)
+    for name, (_module, text) in TOOLS.items():
+        # Listed here for --help; main() hands them their arguments before parsing.
+        sub.add_parser(name, help=text, add_help=False)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in TOOLS:
+        return run_tool(argv[0], argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "check", False) and not args.file:

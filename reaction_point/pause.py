@@ -391,7 +391,6 @@ MAX_LINE_RATE_MBPS = 400_000.0
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m reaction_point.pause",
         description="Honour 802.3x PAUSE on interfaces: hold their transmission as asked.",
     )
     parser.add_argument("interfaces", nargs="+", help="interfaces to honour PAUSE on")

@@ -366,13 +366,13 @@ def table(results: dict[str, dict[str, Any]], rows: list[Row] = ROWS) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", default="1,2,3", help="random seeds to average over")
     parser.add_argument(
         "--out", type=Path, default=Path("results/reproduce"), help="where the plots go"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     try:
         seeds = [int(x) for x in args.seeds.split(",")]
     except ValueError:

@@ -36,3 +36,21 @@ def test_bad_file_is_a_message_not_a_traceback(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert "cp.p_base: must be in [0, 1]" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_every_helper_answers_at_the_front_door(tmp_path: Path) -> None:
+    """`qcn NAME ARGS` is `python -m MODULE ARGS`, its usage saying `qcn NAME`."""
+    r = qcn("--help")
+    for name in ("build", "pause", "reproduce", "ptf", "sink", "frames"):
+        assert f"    {name}" in r.stdout, name
+        helped = qcn(name, "--help")
+        assert helped.returncode == 0, (name, helped.stderr)
+        assert helped.stdout.startswith(f"usage: qcn {name} "), (name, helped.stdout)
+    # The helper's own mistakes stay one line, under its front-door name.
+    r = qcn("reproduce", "--seeds", "one", "--out", str(tmp_path))
+    assert r.returncode == 2
+    assert "qcn reproduce: error: --seeds: a comma-separated list" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = qcn("pause", "eth0")
+    assert r.returncode == 2
+    assert "qcn pause: error: the following arguments are required: --line-rate-mbps" in r.stderr

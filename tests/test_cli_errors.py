@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,31 +12,9 @@ import pytest
 from qcn import cli
 from qcn.core.results import PARTIAL_MARKER
 from qcn.core.scenario import SCENARIO_DIR
+from tests.kit import assert_one_line_error, qcn
 
 NOT_UTF8 = b"[rp]\nline_rate_bps = 1e9 # \xff\xfe\n"
-
-
-def qcn(
-    *args: str, cwd: Path | None = None, timeout_s: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "qcn.cli", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=cwd,
-        timeout=timeout_s,
-    )
-
-
-def assert_one_line_error(r: subprocess.CompletedProcess[str], *expected: str) -> None:
-    assert r.returncode == 2, (r.stdout, r.stderr)
-    assert "Traceback" not in r.stderr
-    lines = r.stderr.splitlines()
-    assert len(lines) == 1, r.stderr
-    assert lines[0].startswith("qcn: error: "), lines
-    for text in expected:
-        assert text in lines[0]
 
 
 @pytest.fixture

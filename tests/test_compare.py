@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from qcn.compare import compare_rows, figures_of, format_table
-from tests.test_cli_errors import assert_one_line_error, qcn
+from tests.kit import assert_one_line_error, qcn
 
 
 def summary(**kw: Any) -> dict[str, Any]:

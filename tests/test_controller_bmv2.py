@@ -21,12 +21,11 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from qcn.core.frames import pause_seconds
-from tests.test_pause import Link, largest_gap
+from tests.kit import Link, largest_gap
 from tests.toolchain import requires_p4lang, requires_root
 from topologies.bmv2 import Bmv2Config, Bmv2Process, wait_until
 from topologies.errors import Bmv2Error
-from topologies.netns import delete_netns, send_frames
-from topologies.netns import sh as run
+from topologies.netns import VethEnd, add_veth, namespaces, send_frames, without_ipv6
 
 pytestmark = [requires_p4lang(), requires_root()]
 
@@ -121,7 +120,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     subprocess.run(["make", "-s", "-C", str(ROOT), "build"], check=True)
     tmp = tmp_path_factory.mktemp("ctl")
     ns = f"qcnctl{os.getpid() % 100000}"
-    run("ip", "netns", "add", ns)
     switch = Bmv2Process(
         Bmv2Config(
             ports={i: f"sw{i}" for i in range(3)},
@@ -131,16 +129,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
             netns=ns,
         )
     )
-    try:
-        run("ip", "-n", ns, "link", "set", "lo", "up")
-        # No IPv6 chatter from the host-side veths: it would be counted by the CP.
-        for conf in ("all", "default"):
-            run("ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv6.conf.{conf}.disable_ipv6=1")
+    with namespaces(ns):
+        without_ipv6(ns)
         for i in range(3):
-            run("ip", "-n", ns, "link", "add", f"sw{i}", "type", "veth", "peer", "name", f"h{i}")
-            run("ip", "-n", ns, "link", "set", f"h{i}", "address", HOST_MAC[i])
-            for dev in (f"sw{i}", f"h{i}"):
-                run("ip", "-n", ns, "link", "set", dev, "up")
+            add_veth(VethEnd(ns, f"sw{i}"), VethEnd(ns, f"h{i}", HOST_MAC[i]))
         config = tmp / "network.toml"
         config.write_text(
             NETWORK.format(
@@ -152,11 +144,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
                 mac2=HOST_MAC[2],
             )
         )
-        switch.start()
-        yield Lab(ns, config, switch)
-    finally:
-        switch.stop()
-        delete_netns(ns)
+        try:
+            switch.start()
+            yield Lab(ns, config, switch)
+        finally:
+            switch.stop()
 
 
 def frames(n: int, dst: int = 2) -> list[bytes]:
@@ -191,7 +183,7 @@ def test_bring_up_is_idempotent_and_reads_back(lab: Lab) -> None:
     assert ports[2]["queue_pkts"] == 0  # the pipeline's count of the CP port's queue
     table = lab.ctl("show").stdout  # the same, for people
     assert "tail drops" in table
-    assert "q_eq=22 w=2 bern arr" in table
+    assert "q_eq_pkts=22 w=2 bern arr" in table
 
 
 def test_sampling_mode_change_reads_back(lab: Lab) -> None:
@@ -247,8 +239,8 @@ def test_counters_increase_with_traffic(lab: Lab) -> None:
 
 def test_live_change_takes_effect_in_data_plane(lab: Lab) -> None:
     lab.ctl("up")
-    out = lab.ctl("set", "s1", "2", "--p-base", "0", "--q-eq", "30").stdout
-    assert "q_eq=30" in out
+    out = lab.ctl("set", "s1", "2", "--p-base", "0", "--q-eq-pkts", "30").stdout
+    assert "q_eq_pkts=30" in out
     assert lab.show()[2]["cp"]["q_eq_pkts"] == 30
     before = lab.show()[2]["counters"]
     send_frames(lab.ns, "h0", frames(20), gap_s=0.0005)
@@ -262,12 +254,12 @@ def test_live_change_takes_effect_in_data_plane(lab: Lab) -> None:
 def test_invalid_change_applies_nothing(lab: Lab) -> None:
     lab.ctl("up")
     before = lab.show()[2]["cp"]
-    r = lab.ctl("set", "s1", "2", "--q-eq", "40", "--p-base", "2", check=False)
+    r = lab.ctl("set", "s1", "2", "--q-eq-pkts", "40", "--p-base", "2", check=False)
     assert r.returncode == 2
     assert "cp.p_base: must be in [0, 1]" in r.stderr
     assert "Traceback" not in r.stderr
     assert lab.show()[2]["cp"] == before
-    r = lab.ctl("set", "s1", "0", "--q-eq", "10", check=False)
+    r = lab.ctl("set", "s1", "0", "--q-eq-pkts", "10", check=False)
     assert r.returncode == 2
     assert "runs no CP" in r.stderr
 
@@ -295,7 +287,7 @@ def test_second_controller_with_lower_election_id_is_told_not_primary(lab: Lab) 
         assert holder.stdout is not None
         assert holder.stdout.readline().strip() == "primary"
         started = time.monotonic()
-        r = lab.ctl("--timeout", "5", "set", "s1", "2", "--q-eq", "25", check=False)
+        r = lab.ctl("--timeout", "5", "set", "s1", "2", "--q-eq-pkts", "25", check=False)
         assert time.monotonic() - started < 10  # an answer, not a hang
         assert r.returncode == 2
         assert "not primary" in r.stderr
@@ -307,7 +299,7 @@ def test_second_controller_with_lower_election_id_is_told_not_primary(lab: Lab) 
 
 def test_queue_shaping_builds_a_queue_the_cp_sees(lab: Lab) -> None:
     lab.ctl("up")
-    lab.ctl("set", "s1", "2", "--p-base", "1", "--q-eq", "22")
+    lab.ctl("set", "s1", "2", "--p-base", "1", "--q-eq-pkts", "22")
     lab.ctl("queue", "s1", "2", "--rate-pps", "200", "--depth-pkts", "100")
     try:
         before = lab.show()[2]["counters"]["cp_cnms"]
@@ -441,15 +433,15 @@ def congested_cnms(lab: Lab, seconds: float = 3.0) -> list[bytes]:
 
 def test_cnm_qntzfb_follows_live_q_eq_change(lab: Lab) -> None:
     lab.ctl("up")
-    lab.ctl("set", "s1", "2", "--p-base", "1", "--q-eq", "40")
+    lab.ctl("set", "s1", "2", "--p-base", "1", "--q-eq-pkts", "40")
     lab.ctl("queue", "s1", "2", "--rate-pps", "200", "--depth-pkts", "100")
     try:
         high = congested_cnms(lab)
-        lab.ctl("set", "s1", "2", "--q-eq", "5")
+        lab.ctl("set", "s1", "2", "--q-eq-pkts", "5")
         low = congested_cnms(lab)
     finally:
         lab.ctl("queue", "s1", "2", "--rate-pps", "0")
-        lab.ctl("set", "s1", "2", "--q-eq", "22")
+        lab.ctl("set", "s1", "2", "--q-eq-pkts", "22")
     # CNM byte 15's low 6 bits: QntzFb; bytes 24-25: qoff = q - q_eq.
     q_eq_40 = [(c[15] & 0x3F, int.from_bytes(c[24:26], "big", signed=True)) for c in high]
     q_eq_5 = [(c[15] & 0x3F, int.from_bytes(c[24:26], "big", signed=True)) for c in low]

@@ -3,13 +3,8 @@ real interface's transmission (root: two namespaces, a veth pair, the kernel's q
 
 from __future__ import annotations
 
-import itertools
-import os
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 from scapy.layers.l2 import Ether
@@ -24,10 +19,8 @@ from qcn.core.frames import (
 )
 from reaction_point.pause import PauseGate, PauseState
 from reaction_point.tc import ROOT_HANDLE, FlowMatch, HtbLimiters, RootQdisc
+from tests.kit import Link, in_ns, largest_gap, started
 from tests.toolchain import requires_root
-from topologies.netns import delete_netns, send_frames, sh
-
-PEER_MAC = "02:00:00:00:77:02"
 
 
 def test_pause_frame_bytes() -> None:
@@ -82,128 +75,6 @@ def test_a_new_pause_replaces_the_time_left_and_zero_ends_it() -> None:
 
 
 # -- on real interfaces ---------------------------------------------------------------------
-
-DATA_ETHERTYPE = 0x88B5
-"""IEEE's local experimental EtherType: the test's paced frames."""
-PACE_PPS = 1000
-
-
-@dataclass
-class Link:
-    """The gated interface (``host_if``) and its peer; frames are paced out of
-    ``source_if`` (default: the gated interface itself) to ``frame_dst``."""
-
-    host_ns: str
-    peer_ns: str
-    host_if: str = "pz-h"
-    peer_if: str = "pz-p"
-    source_if: str | None = None
-    frame_dst: str = PEER_MAC
-
-
-@pytest.fixture
-def link() -> Iterator[Link]:
-    tag = os.getpid() % 100000
-    lk = Link(f"pzh{tag}", f"pzp{tag}")
-    delete_netns(lk.host_ns, lk.peer_ns)
-    try:
-        sh("ip", "netns", "add", lk.host_ns)
-        sh("ip", "netns", "add", lk.peer_ns)
-        sh("ip", "-n", lk.host_ns, "link", "add", lk.host_if, "type", "veth", "peer", "name",
-           lk.peer_if, "netns", lk.peer_ns)  # fmt: skip
-        sh("ip", "-n", lk.host_ns, "link", "set", lk.host_if, "up")
-        sh("ip", "-n", lk.peer_ns, "link", "set", lk.peer_if, "up")
-        yield lk
-    finally:
-        delete_netns(lk.host_ns, lk.peer_ns)
-
-
-def in_ns(ns: str, *args: str) -> list[str]:
-    return ["ip", "netns", "exec", ns, sys.executable, *args]
-
-
-def started(cmd: list[str], ready: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert ready in line, f"{cmd}: {line!r}"
-    return proc
-
-
-def largest_gap(
-    link: Link,
-    line_rate_mbps: float,
-    pauses: list[int],
-    *,
-    gap_s: float = 0.0,
-    rp_tree: bool = False,
-) -> float:
-    """Pace frames out of the host's interface under the agent for 1.5 s, send PAUSEs of
-    these quanta from the peer 0.5 s in, ``gap_s`` apart, and return the longest silence
-    seen.
-    ``rp_tree``: the reaction point's HTB tree (line-rate class) hangs under the gate."""
-    agent = started(
-        in_ns(
-            link.host_ns,
-            "-m",
-            "reaction_point.pause",
-            link.host_if,
-            "--line-rate-mbps",
-            str(line_rate_mbps),
-        ),
-        "honouring",
-    )
-    tree = None
-    try:
-        if rp_tree:
-            tree = HtbLimiters(link.host_if, netns=link.host_ns, line_rate_bps=line_rate_mbps * 1e6)
-            tree.open()
-        rx = started(
-            in_ns(
-                link.peer_ns,
-                "-m",
-                "topologies.rawframes",
-                "arrivals",
-                link.peer_if,
-                "--ethertype",
-                str(DATA_ETHERTYPE),
-                "--seconds",
-                "2.2",
-            ),
-            "ready",
-        )
-        # Full-size frames: a held gate lets the one at its head through (docs/pause.md).
-        dst = bytes.fromhex(link.frame_dst.replace(":", ""))
-        frame = dst + bytes.fromhex("02000000770188b5") + bytes(1486)
-        source = link.source_if or link.host_if
-        pace = ["pace", source, "--rate", str(PACE_PPS), "--duration", "1.5"]
-        pacer = subprocess.Popen(
-            in_ns(link.host_ns, "-m", "topologies.rawframes", *pace),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert pacer.stdin is not None
-        pacer.stdin.write(frame.hex())
-        pacer.stdin.close()
-        began = time.monotonic()
-        time.sleep(max(0.0, began + 0.5 - time.monotonic()))
-        if pauses:
-            # One helper process sends them all: starting one takes a variable ~0.1 s.
-            frames = [pause_frame(PEER_MAC, q) for q in pauses]
-            send_frames(link.peer_ns, link.peer_if, frames, gap_s=gap_s)
-        pacer.wait(timeout=10)
-        out, _ = rx.communicate(timeout=10)
-    finally:
-        if tree is not None:
-            tree.close()
-        agent.terminate()
-        summary, _ = agent.communicate(timeout=10)
-    assert agent.returncode == 0
-    assert f"{sum(1 for q in pauses if q)} pauses" in summary, summary
-    times = [float(t) for t in out.split()[1:] if t]  # after "ready"
-    assert len(times) > PACE_PPS, "the paced frames must arrive"
-    return max(b - a for a, b in itertools.pairwise(times))
 
 
 @requires_root()

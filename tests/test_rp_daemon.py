@@ -30,7 +30,7 @@ from reaction_point.rules import RateLimiterRules
 from reaction_point.tc import FIRST_LIMITER_MINOR, ROOT_MAJOR
 from tests.toolchain import requires_root
 from topologies.bmv2 import wait_until
-from topologies.netns import delete_netns, send_frames
+from topologies.netns import VethEnd, add_veth, namespaces, send_frames
 from topologies.netns import sh as run
 
 pytestmark = [
@@ -64,60 +64,13 @@ class Hosts:
 def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosts]:
     tag = os.getpid() % 100000
     h = Hosts(f"rpa{tag}", f"rpb{tag}", tmp_path_factory.mktemp("rp"))
-    try:
-        run("ip", "netns", "add", h.h1)
-        run("ip", "netns", "add", h.h2)
-        run(
-            "ip",
-            "link",
-            "add",
-            h.if1,
-            "netns",
-            h.h1,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            h.if2,
-            "netns",
-            h.h2,
+    with namespaces(h.h1, h.h2):
+        add_veth(
+            VethEnd(h.h1, h.if1, H1_MAC, f"{H1_IP}/24"), VethEnd(h.h2, h.if2, H2_MAC, f"{H2_IP}/24")
         )
-        for ns, ifc, mac, ip in ((h.h1, h.if1, H1_MAC, H1_IP), (h.h2, h.if2, H2_MAC, H2_IP)):
-            run("ip", "-n", ns, "link", "set", ifc, "address", mac)
-            run("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", ifc)
-            run("ip", "-n", ns, "link", "set", ifc, "up")
-            run("ip", "-n", ns, "link", "set", "lo", "up")
-        run(
-            "ip",
-            "-n",
-            h.h1,
-            "neigh",
-            "add",
-            H2_IP,
-            "lladdr",
-            H2_MAC,
-            "dev",
-            h.if1,
-            "nud",
-            "permanent",
-        )
-        run(
-            "ip",
-            "-n",
-            h.h2,
-            "neigh",
-            "add",
-            H1_IP,
-            "lladdr",
-            H1_MAC,
-            "dev",
-            h.if2,
-            "nud",
-            "permanent",
-        )
+        for ns, ifc, ip, mac in ((h.h1, h.if1, H2_IP, H2_MAC), (h.h2, h.if2, H1_IP, H1_MAC)):
+            run("ip", "-n", ns, "neigh", "add", ip, "lladdr", mac, "dev", ifc, "nud", "permanent")
         yield h
-    finally:
-        delete_netns(h.h1, h.h2)
 
 
 class Daemon:

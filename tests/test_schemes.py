@@ -6,7 +6,7 @@ import pytest
 
 from qcn.core import scenario as scenarios
 from qcn.schemes import EPISODES, FIGURES, SCHEMES, format_tables
-from tests.test_cli_errors import assert_one_line_error, qcn
+from tests.kit import assert_one_line_error, qcn
 
 
 def test_the_periodic_episode_is_100_ms_on_100_ms_off() -> None:

@@ -22,7 +22,7 @@ from reaction_point.tc import (
     TcFullError,
 )
 from tests.toolchain import requires_root
-from topologies.netns import delete_netns
+from topologies.netns import VethEnd, add_veth, namespaces
 from topologies.netns import sh as run
 
 CHURN_CYCLES = int(os.environ.get("QCN_TC_CHURN", "1500"))
@@ -60,14 +60,10 @@ class Veth:
 @pytest.fixture
 def veth() -> Iterator[Veth]:
     ns = f"tct{os.getpid() % 100000}"
-    delete_netns(ns)
-    try:
-        run("ip", "netns", "add", ns)
-        run("ip", "-n", ns, "link", "add", "tc-a", "type", "veth", "peer", "name", "tc-b")
+    with namespaces(ns):
+        add_veth(VethEnd(ns, "tc-a"), VethEnd(ns, "tc-b"), up=False)
         run("ip", "-n", ns, "link", "set", "tc-a", "up")
         yield Veth(ns, "tc-a")
-    finally:
-        delete_netns(ns)
 
 
 def limiters_in(veth: Veth) -> HtbLimiters:

@@ -18,7 +18,7 @@ from scapy.packet import Raw
 
 from qcn.core.frames import CNM, ETHERTYPE_CNM, CNTag
 from qcn.wireshark import PLUGIN, decode, install, mismatches
-from tests.test_cli_errors import assert_one_line_error, qcn
+from tests.kit import assert_one_line_error, qcn
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tshark") is None, reason="tshark not installed (make sysdeps)"

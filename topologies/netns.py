@@ -4,8 +4,10 @@
   inside it, for runners and benchmarks that put a switch and its traffic in one namespace
   (gRPC on its loopback is then reachable from this process; removing the namespace on
   exit takes every veth with it, also after a failure);
-- :func:`sh`, :func:`send_frames`, :func:`delete_netns`: for harnesses that drive
-  namespaces they created from outside (``ip netns``).
+- :func:`namespaces`, :func:`add_veth`, :func:`without_ipv6`: namespaces made and driven
+  from outside (``ip netns``), for tests and benchmarks: created afresh, joined by veth
+  pairs whose ends have their MAC and address, removed on exit whatever happened;
+- :func:`sh`, :func:`send_frames`, :func:`delete_netns`: commands in them.
 """
 
 from __future__ import annotations
@@ -14,9 +16,59 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyroute2 import IPRoute, netns
+
+IPV6_CONFS = ("all", "default")
+"""Where IPv6 is switched off in a namespace: its router solicitations and MLD reports would
+be counted as traffic (a CP samples them; a sink counts them)."""
+
+
+@dataclass(frozen=True)
+class VethEnd:
+    """One end of a veth pair: its namespace, name, and optionally MAC and address."""
+
+    ns: str
+    name: str
+    mac: str | None = None
+    address: str | None = None
+    """IPv4 with its prefix, e.g. 10.0.0.1/24."""
+
+
+@contextmanager
+def namespaces(*names: str) -> Iterator[tuple[str, ...]]:
+    """Fresh namespaces ``names`` (any left by an earlier run removed first), each with its
+    loopback up; removed on exit with every veth in them."""
+    delete_netns(*names)
+    try:
+        for name in names:
+            sh("ip", "netns", "add", name)
+            sh("ip", "-n", name, "link", "set", "lo", "up")
+        yield names
+    finally:
+        delete_netns(*names)
+
+
+def add_veth(a: VethEnd, b: VethEnd, *, up: bool = True) -> None:
+    """A veth pair from ``a`` to ``b`` (the same namespace or two), each end given its MAC
+    and address; both ends up unless ``up`` is False."""
+    sh("ip", "-n", a.ns, "link", "add", a.name, "type", "veth", "peer", "name", b.name,
+       "netns", b.ns)  # fmt: skip
+    for end in (a, b):
+        if end.mac:
+            sh("ip", "-n", end.ns, "link", "set", end.name, "address", end.mac)
+        if end.address:
+            sh("ip", "-n", end.ns, "addr", "add", end.address, "dev", end.name)
+        if up:
+            sh("ip", "-n", end.ns, "link", "set", end.name, "up")
+
+
+def without_ipv6(ns: str) -> None:
+    """Switch IPv6 off in ``ns`` (before its links come up: no chatter at all)."""
+    for conf in IPV6_CONFS:
+        sh("ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv6.conf.{conf}.disable_ipv6=1")
 
 
 @contextmanager
@@ -28,8 +80,7 @@ def entered_namespace(
     netns.create(name)
     try:
         netns.setns(name, flags=0)
-        # No IPv6 chatter (router solicitations, MLD): it would be counted as traffic.
-        for conf in ("all", "default"):
+        for conf in IPV6_CONFS:
             Path(f"/proc/sys/net/ipv6/conf/{conf}/disable_ipv6").write_text("1")
         with IPRoute() as ipr:
             ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")

@@ -1,0 +1,50 @@
+"""Fixtures shared by the test modules (their helpers are in tests/kit.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.kit import DASK, Cluster, Link, free_port
+from topologies.netns import VethEnd, add_veth, namespaces
+
+
+@pytest.fixture
+def link() -> Iterator[Link]:
+    tag = os.getpid() % 100000
+    lk = Link(f"pzh{tag}", f"pzp{tag}")
+    with namespaces(lk.host_ns, lk.peer_ns):
+        add_veth(VethEnd(lk.host_ns, lk.host_if), VethEnd(lk.peer_ns, lk.peer_if))
+        yield lk
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    port = free_port()
+    scheduler = subprocess.Popen(
+        [DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    c = Cluster(f"tcp://127.0.0.1:{port}")
+    try:
+        for _ in range(2):
+            c.start_worker(tmp_path)
+        c.wait_for_workers(2)
+        yield c
+    finally:
+        for p in [*c.workers, scheduler]:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in [*c.workers, scheduler]:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()

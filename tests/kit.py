@@ -1,0 +1,189 @@
+"""What several test modules use: the command line run as a user runs it, the one-line
+error every user mistake must be, and a PAUSE-gated link between two namespaces (its
+fixture, ``link``, is in tests/conftest.py)."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from qcn.core.frames import pause_frame
+from reaction_point.tc import HtbLimiters
+from topologies.netns import send_frames
+
+# -- the command line ------------------------------------------------------------------------
+
+
+def qcn(
+    *args: str, cwd: Path | None = None, timeout_s: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "qcn.cli", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+        timeout=timeout_s,
+    )
+
+
+def assert_one_line_error(r: subprocess.CompletedProcess[str], *expected: str) -> None:
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("qcn: error: "), lines
+    for text in expected:
+        assert text in lines[0]
+
+
+# -- a Dask cluster of real processes -------------------------------------------------------
+
+DASK = str(Path(sys.executable).parent / "dask")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Cluster:
+    address: str
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def start_worker(self, tmp: Path, resources: str = "") -> subprocess.Popen[bytes]:
+        """A worker process; ``resources``: what it declares (``mininet=1``)."""
+        declared = ["--resources", resources] if resources else []
+        w = subprocess.Popen(
+            [DASK, "worker", self.address, "--nthreads", "1", "--nworkers", "1",
+             "--no-dashboard", "--local-directory", str(tmp), "--death-timeout", "30",
+             *declared],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        self.workers.append(w)
+        return w
+
+    def wait_for_workers(self, n: int) -> None:
+        from distributed import Client  # noqa: PLC0415
+
+        with Client(self.address, timeout="20s") as c:
+            c.wait_for_workers(n, timeout=60)
+
+
+# -- a PAUSE-gated link ----------------------------------------------------------------------
+
+PEER_MAC = "02:00:00:00:77:02"
+
+
+DATA_ETHERTYPE = 0x88B5
+"""IEEE's local experimental EtherType: the test's paced frames."""
+PACE_PPS = 1000
+
+
+@dataclass
+class Link:
+    """The gated interface (``host_if``) and its peer; frames are paced out of
+    ``source_if`` (default: the gated interface itself) to ``frame_dst``."""
+
+    host_ns: str
+    peer_ns: str
+    host_if: str = "pz-h"
+    peer_if: str = "pz-p"
+    source_if: str | None = None
+    frame_dst: str = PEER_MAC
+
+
+def in_ns(ns: str, *args: str) -> list[str]:
+    return ["ip", "netns", "exec", ns, sys.executable, *args]
+
+
+def started(cmd: list[str], ready: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert ready in line, f"{cmd}: {line!r}"
+    return proc
+
+
+def largest_gap(
+    link: Link,
+    line_rate_mbps: float,
+    pauses: list[int],
+    *,
+    gap_s: float = 0.0,
+    rp_tree: bool = False,
+) -> float:
+    """Pace frames out of the host's interface under the agent for 1.5 s, send PAUSEs of
+    these quanta from the peer 0.5 s in, ``gap_s`` apart, and return the longest silence
+    seen.
+    ``rp_tree``: the reaction point's HTB tree (line-rate class) hangs under the gate."""
+    agent = started(
+        in_ns(
+            link.host_ns,
+            "-m",
+            "reaction_point.pause",
+            link.host_if,
+            "--line-rate-mbps",
+            str(line_rate_mbps),
+        ),
+        "honouring",
+    )
+    tree = None
+    try:
+        if rp_tree:
+            tree = HtbLimiters(link.host_if, netns=link.host_ns, line_rate_bps=line_rate_mbps * 1e6)
+            tree.open()
+        rx = started(
+            in_ns(
+                link.peer_ns,
+                "-m",
+                "topologies.rawframes",
+                "arrivals",
+                link.peer_if,
+                "--ethertype",
+                str(DATA_ETHERTYPE),
+                "--seconds",
+                "2.2",
+            ),
+            "ready",
+        )
+        # Full-size frames: a held gate lets the one at its head through (docs/pause.md).
+        dst = bytes.fromhex(link.frame_dst.replace(":", ""))
+        frame = dst + bytes.fromhex("02000000770188b5") + bytes(1486)
+        source = link.source_if or link.host_if
+        pace = ["pace", source, "--rate", str(PACE_PPS), "--duration", "1.5"]
+        pacer = subprocess.Popen(
+            in_ns(link.host_ns, "-m", "topologies.rawframes", *pace),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert pacer.stdin is not None
+        pacer.stdin.write(frame.hex())
+        pacer.stdin.close()
+        began = time.monotonic()
+        time.sleep(max(0.0, began + 0.5 - time.monotonic()))
+        if pauses:
+            # One helper process sends them all: starting one takes a variable ~0.1 s.
+            frames = [pause_frame(PEER_MAC, q) for q in pauses]
+            send_frames(link.peer_ns, link.peer_if, frames, gap_s=gap_s)
+        pacer.wait(timeout=10)
+        out, _ = rx.communicate(timeout=10)
+    finally:
+        if tree is not None:
+            tree.close()
+        agent.terminate()
+        summary, _ = agent.communicate(timeout=10)
+    assert agent.returncode == 0
+    assert f"{sum(1 for q in pauses if q)} pauses" in summary, summary
+    times = [float(t) for t in out.split()[1:] if t]  # after "ready"
+    assert len(times) > PACE_PPS, "the paced frames must arrive"
+    return max(b - a for a, b in itertools.pairwise(times))
