@@ -32,6 +32,7 @@ import itertools
 import json
 import logging
 import math
+import tempfile
 import time
 import tomllib
 from collections.abc import Iterator
@@ -172,12 +173,28 @@ def point_scenario(sc: Scenario, overrides: dict[str, Any], *, scaled: bool) -> 
     return out.scaled_for_bmv2(keep=overrides.keys()) if scaled else out
 
 
+MININET_RESOURCE = "mininet"
+"""The Dask worker resource a machine declares to run Mininet points (``dask worker ADDRESS
+--resources mininet=1``): one at a time per machine, as each builds the machine's network."""
+
+
 def run_point(
-    base: dict[str, Any], overrides: dict[str, Any], seed: int, scaled: bool
+    base: dict[str, Any],
+    overrides: dict[str, Any],
+    seed: int,
+    scaled: bool,
+    backend: backends.Backend = "sim",
 ) -> tuple[Trace, float]:
-    """Simulate one point (on a worker): its Trace and the seconds it computed."""
+    """Run one point (on a worker): its Trace and the seconds it computed.  A Mininet
+    point keeps its logs in a temporary directory of the worker's machine."""
     began = time.perf_counter()
     sc = scenarios.parse(base, where=str(base.get("name")))
+    if backend == "mininet":
+        point_sc = point_scenario(sc, overrides, scaled=True)
+        with tempfile.TemporaryDirectory(prefix="qcn-point-") as d:
+            options = backends.RunOptions(seed=seed, say=lambda _m: None)
+            trace = backends.run_scenario(point_sc, "mininet", Path(d), options)
+        return trace, time.perf_counter() - began
     options = backends.RunOptions(seed=seed, scaled_by=sc.bmv2.time_scale if scaled else None)
     point_sc = point_scenario(sc, overrides, scaled=scaled)
     trace = backends.run_scenario(point_sc, "sim", Path(), options)
@@ -452,25 +469,30 @@ def sweep(
     where = address or f"a local Dask cluster of {workers} worker process(es)"
     say(
         f"qcn sweep: {sc.name}: {len(points)} points ({skipped} already done) on the "
-        f"{backend} backend" + (f", {where}" if backend == "sim" and pending else "")
+        f"{backend} backend"
+        + (f", {where}" if (backend == "sim" or address) and pending else "")
     )
     began = time.perf_counter()
     compute = startup = loop = 0.0
     progress = ProgressLine(f"qcn sweep: {sc.name}", unit="points", quiet=quiet)
     done = 0
     try:
-        if backend == "mininet":
+        if backend == "mininet" and not address:
             compute = _run_mininet(sc, pending, store, progress)
         elif pending:
             with dask_client(address, workers) as client:
                 client.wait_for_workers(1, timeout=60)
+                resources = None
+                if backend == "mininet":
+                    require_mininet_workers(client, address or "")
+                    resources = {MININET_RESOURCE: 1}
                 startup = time.perf_counter() - began
                 base = sc.to_dict()
                 loop_began = time.perf_counter()
                 futures = {
                     client.submit(
-                        run_point, base, dict(p.overrides), p.seed, scaled,
-                        key=f"qcn-point-{p.key}", pure=False, retries=2,
+                        run_point, base, dict(p.overrides), p.seed, scaled, backend,
+                        key=f"qcn-point-{p.key}", pure=False, retries=2, resources=resources,
                     ): p
                     for p in pending
                 }  # fmt: skip
@@ -486,7 +508,7 @@ def sweep(
                         except Exception as e:
                             raise SweepError(f"point {p.label} failed: {e}") from None
                         compute += seconds
-                        store.write_point(p, trace, backend="sim")
+                        store.write_point(p, trace, backend=backend)
                         store.write_table()
                         done += 1
                         progress.update(done, len(pending))
@@ -508,6 +530,18 @@ def sweep(
         startup,
         loop,
     )
+
+
+def require_mininet_workers(client: Any, address: str) -> None:
+    """Fail unless a worker of the cluster declares it can run Mininet points (else they
+    would wait for one for ever)."""
+    workers = client.scheduler_info().get("workers", {}).values()
+    if not any(w.get("resources", {}).get(MININET_RESOURCE) for w in workers):
+        raise SweepError(
+            f"no worker of the scheduler at {address} declares the {MININET_RESOURCE} resource: "
+            f"on a machine that can run the Mininet backend, as root, start one with "
+            f"'dask worker {address} --nworkers 1 --nthreads 1 --resources {MININET_RESOURCE}=1'"
+        )
 
 
 def _run_mininet(sc: Scenario, pending: list[Point], store: Store, progress: ProgressLine) -> float:
@@ -580,8 +614,6 @@ def _command(args: argparse.Namespace) -> int:
             "would win silently: keep one"
         )
     check_address(args.address)
-    if args.backend == "mininet" and args.address:
-        raise SweepError("--address is for the sim backend: Mininet points run on this machine")
     report = sweep(
         sc,
         grids,

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.kit import Cluster
 from tests.toolchain import requires_p4lang, requires_root
 
 pytestmark = [
@@ -329,6 +330,31 @@ def test_sweep_on_the_mininet_backend(tmp_path: Path) -> None:
         assert summary["backend"] == "mininet"
         assert summary["duration_s"] == pytest.approx(0.2 * 25)  # transient's time_scale
         assert summary["queue_max_pkts"] > 0
+    assert leftovers() == ("", "")
+
+
+def test_mininet_points_run_on_a_dask_worker_that_declares_it(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The same seam on a cluster: two workers that cannot run Mininet points and one that
+    declares it can; the point's Trace comes back like a simulated point's."""
+    cluster.start_worker(tmp_path, resources="mininet=1")
+    cluster.wait_for_workers(3)
+    out = tmp_path / "sweep"
+    r = subprocess.run(
+        [sys.executable, "-m", "qcn.cli", "sweep", "transient", "--backend", "mininet",
+         "--duration", "0.2", "--grid", "qcn.rp.fb_hat=true", "--address", cluster.address,
+         "--out", str(out), "--quiet"],
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "1 points run, 0 already done" in r.stdout
+    (key,) = [line.split(",")[0] for line in (out / "sweep.csv").read_text().splitlines()[1:]]
+    summary = json.loads((out / "points" / key / "summary.json").read_text())
+    assert summary["backend"] == "mininet"
+    assert summary["duration_s"] == pytest.approx(0.2 * 25)
+    assert summary["queue_max_pkts"] > 0
+    assert summary["noise"]["switch_scheduling"]  # measured on the worker's machine
     assert leftovers() == ("", "")
 
 

@@ -8,12 +8,9 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +18,7 @@ import pytest
 
 from qcn.core import scenario as scenarios
 from qcn.sweep import SweepError, make_points, metric_cells, parse_grid
-from tests.test_cli_errors import assert_one_line_error, qcn
-
-DASK = str(Path(sys.executable).parent / "dask")
-
+from tests.kit import Cluster, assert_one_line_error, qcn
 
 # -- the grid ------------------------------------------------------------------------------
 
@@ -96,61 +90,6 @@ def test_sweep_mistakes_are_one_line(args: tuple[str, ...], expected: str) -> No
 # -- a real cluster ------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Cluster:
-    address: str
-    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
-
-    def start_worker(self, tmp: Path) -> subprocess.Popen[bytes]:
-        w = subprocess.Popen(
-            [DASK, "worker", self.address, "--nthreads", "1", "--nworkers", "1",
-             "--no-dashboard", "--local-directory", str(tmp), "--death-timeout", "30"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
-        self.workers.append(w)
-        return w
-
-    def wait_for_workers(self, n: int) -> None:
-        from distributed import Client  # noqa: PLC0415
-
-        with Client(self.address, timeout="20s") as c:
-            c.wait_for_workers(n, timeout=60)
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    port = free_port()
-    scheduler = subprocess.Popen(
-        [DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    c = Cluster(f"tcp://127.0.0.1:{port}")
-    try:
-        for _ in range(2):
-            c.start_worker(tmp_path)
-        c.wait_for_workers(2)
-        yield c
-    finally:
-        for p in [*c.workers, scheduler]:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in [*c.workers, scheduler]:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-
-
 def rows(out: Path) -> list[dict[str, str]]:
     with (out / "sweep.csv").open() as f:
         return list(csv.DictReader(f))
@@ -208,3 +147,13 @@ def test_a_worker_killed_mid_sweep_has_its_points_retried(cluster: Cluster, tmp_
     assert "6 points run" in stdout
     assert len(rows(out)) == 6
     assert victim.poll() is not None
+
+
+def test_mininet_points_need_a_worker_that_declares_it(cluster: Cluster, tmp_path: Path) -> None:
+    """Without one they would wait for ever: the sweep says how to start one instead."""
+    r = qcn("sweep", "transient", "--backend", "mininet", "--grid", "qcn.cp.w=2",
+            "--duration", "0.05", "--address", cluster.address, "--out", str(tmp_path / "s"),
+            "--quiet")  # fmt: skip
+    assert_one_line_error(
+        r, "declares the mininet resource", f"dask worker {cluster.address}", "mininet=1"
+    )

@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -199,7 +200,10 @@ class Testbed:
 
     def __enter__(self) -> Testbed:
         self.out.mkdir(parents=True, exist_ok=True)
-        self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        # Only the main thread may set a handler (a Dask worker runs a point in another,
+        # and tears it down through its own stop).
+        if threading.current_thread() is threading.main_thread():
+            self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
         return self
 
     def __exit__(
@@ -211,7 +215,8 @@ class Testbed:
         try:
             self.teardown()
         finally:
-            signal.signal(signal.SIGTERM, self._previous_sigterm)
+            if self._previous_sigterm is not None:
+                signal.signal(signal.SIGTERM, self._previous_sigterm)
 
     # -- bring-up ----------------------------------------------------------------------------
 
