@@ -469,8 +469,7 @@ def sweep(
     where = address or f"a local Dask cluster of {workers} worker process(es)"
     say(
         f"qcn sweep: {sc.name}: {len(points)} points ({skipped} already done) on the "
-        f"{backend} backend"
-        + (f", {where}" if (backend == "sim" or address) and pending else "")
+        f"{backend} backend" + (f", {where}" if (backend == "sim" or address) and pending else "")
     )
     began = time.perf_counter()
     compute = startup = loop = 0.0
