@@ -15,6 +15,7 @@ from controller.config import PAUSE_FIELDS
 from controller.entries import PauseWatermarks
 from controller.errors import ConfigError
 from qcn.core.params import CpParams, ParamError, QueueDepth, QueueUnit, SamplingMode
+from qcn.core.signals import stop_on_signals
 
 if TYPE_CHECKING:
     from controller.agent import PortStatus
@@ -224,7 +225,7 @@ def _run(args: argparse.Namespace) -> int:
     net = _network(args)
     names = _selected(net, args.switch)
     stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    stop_on_signals(stopping.set, (signal.SIGTERM,))  # SIGINT: Ctrl-C, below
     agents = [SwitchAgent(net, n, timeout_s=args.timeout) for n in names]
     threads = [
         threading.Thread(

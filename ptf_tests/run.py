@@ -14,15 +14,14 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from types import FrameType
 
 from qcn.core.errors import QcnError
 from qcn.core.pipeline import BMV2_GRPC_PORT, BMV2_THRIFT_PORT, compile_program
+from qcn.core.signals import sigterm_as_interrupt
 from topologies.bmv2 import Bmv2Config, Bmv2Process
 from topologies.errors import Bmv2Error
 from topologies.netns import entered_namespace
@@ -44,10 +43,6 @@ def ptf_binary() -> Path:
     return Path(sys.executable).parent / "ptf"
 
 
-def _terminate(_signum: int, _frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[1].strip())
     parser.add_argument("tests", nargs="*", help="PTF test names (default: all)")
@@ -67,7 +62,6 @@ def main(argv: list[str] | None = None) -> int:
     except QcnError as e:
         print(f"ptf: {e}", file=sys.stderr)
         return 1
-    signal.signal(signal.SIGTERM, _terminate)
 
     workdir = Path(tempfile.mkdtemp(prefix="qcn-ptf-"))
     switch = Bmv2Process(
@@ -95,7 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     cmd += ["--log-file", str(workdir / "ptf.log"), *args.tests]
     rc = 1
     try:
-        with entered_namespace(f"qcnptf{os.getpid()}", NUM_PORTS, "ptf", mtu=MTU):
+        with (
+            sigterm_as_interrupt(),
+            entered_namespace(f"qcnptf{os.getpid()}", NUM_PORTS, "ptf", mtu=MTU),
+        ):
             switch.start()
             try:
                 rc = subprocess.run(cmd, cwd=workdir, check=False).returncode

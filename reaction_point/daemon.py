@@ -29,7 +29,6 @@ import json
 import os
 import random
 import select
-import signal
 import socket
 import struct
 import sys
@@ -47,6 +46,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from qcn.core.errors import QcnError
 from qcn.core.frames import ETHERTYPE_CNM, CnmInfo, CnmRejectedError, parse_cnm
 from qcn.core.params import RpParams
+from qcn.core.signals import stop_on_signals
 from qcn.core.stats import percentile
 from reaction_point.claims import claim
 from reaction_point.netlink import open_interface
@@ -285,8 +285,7 @@ class ReactionPoint:
 
         Raises :class:`InterfaceGoneError` if the interface disappears under the daemon.
         """
-        signal.signal(signal.SIGINT, self.stop)
-        signal.signal(signal.SIGTERM, self.stop)
+        stop_on_signals(self.stop)
         try:
             self._serve()
         except (OSError, TcError, NetlinkError) as e:

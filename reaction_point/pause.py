@@ -30,7 +30,6 @@ import argparse
 import contextlib
 import errno
 import select
-import signal
 import socket
 import struct
 import sys
@@ -50,6 +49,7 @@ from qcn.core.frames import (
     parse_pause,
     pause_seconds,
 )
+from qcn.core.signals import stop_on_signals
 from qcn.core.stats import percentile
 from reaction_point.claims import claim
 from reaction_point.netlink import (
@@ -418,8 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     except (PauseError, OSError) as e:
         print(f"pause agent: {e}", file=sys.stderr)
         return 1
-    signal.signal(signal.SIGTERM, agent.stop)
-    signal.signal(signal.SIGINT, agent.stop)
+    stop_on_signals(agent.stop)
     print(f"pause agent: honouring PAUSE on {', '.join(args.interfaces)}", flush=True)
     try:
         agent.run()

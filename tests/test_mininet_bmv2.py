@@ -40,6 +40,7 @@ def test_bmv2_in_mininet_forwards_and_counts(tmp_path: Path) -> None:
     from mininet.net import Mininet  # noqa: PLC0415 - Debian's package, root only
 
     from controller.agent import SwitchAgent  # noqa: PLC0415
+    from qcn.core.params import CpParams  # noqa: PLC0415
     from topologies.bmv2 import wait_until  # noqa: PLC0415
     from topologies.mininet_bmv2 import (  # noqa: PLC0415
         Bmv2Switch,
@@ -59,7 +60,7 @@ def test_bmv2_in_mininet_forwards_and_counts(tmp_path: Path) -> None:
     try:
         net.start()
         config = network_config(
-            net, cp_ports={"s1": [3]}, cp_params={"p_base": 1.0, "p_scale": 0.0}
+            net, cp_ports={"s1": [3]}, cp_params=CpParams(p_base=1.0, p_scale=0.0)
         )
         with SwitchAgent(config, "s1") as agent:
             report = agent.bring_up()

@@ -24,10 +24,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from qcn.core.params import QcnParams
+from qcn.core.params import CpParams, QcnParams, SamplingMode
 from qcn.core.scenario import Scenario, backend_refusal
 from qcn.core.trace import Trace
 from topologies.errors import ExperimentError
@@ -42,13 +43,12 @@ SWITCH = "s1"
 DEFAULT_SAMPLE_HZ = 100.0
 
 
-def cp_params(sc: Scenario, *, qcn: bool) -> dict[str, Any]:
+def cp_params(sc: Scenario, *, qcn: bool) -> CpParams:
     """The CP port's parameters; without QCN the CP stays on the port, so the queue is still
     measured (its last_qdepth register) at the same per-frame cost, but never samples."""
-    cp = sc.params.to_dict()["cp"]
-    if not qcn:
-        cp.update(sampling="bernoulli", p_base=0.0, p_scale=0.0)
-    return dict(cp)
+    if qcn:
+        return sc.params.cp
+    return replace(sc.params.cp, sampling=SamplingMode.BERNOULLI, p_base=0.0, p_scale=0.0)
 
 
 def cp_role(qcn: bool) -> str:

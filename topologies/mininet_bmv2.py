@@ -18,15 +18,15 @@ Naming (Mininet's usual scheme): hosts h1..hN, switches s1..sM, interfaces
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from mininet.node import Host, Switch
 from mininet.topo import Topo
 
-from controller.config import NetworkConfig, parse
+from controller.config import HostConfig, LinkConfig, NetworkConfig, PortConfig, SwitchConfig
 from controller.entries import PauseWatermarks
+from qcn.core.params import CpParams
 from qcn.core.pipeline import BMV2_THRIFT_PORT
 from topologies.bmv2 import Bmv2Config, Bmv2Process
 
@@ -145,60 +145,56 @@ def host_mac(i: int) -> str:
 def network_config(
     net: Any,
     cp_ports: dict[str, list[int]],
-    cp_params: dict[str, Any] | None = None,
+    cp_params: CpParams | None = None,
     queues: dict[str, list[tuple[int, int, int]]] | None = None,
     pause: PauseWatermarks | None = None,
 ) -> NetworkConfig:
-    """The controller's view of a Mininet network of Bmv2Switches: every host-facing port
-    is an edge port, ``cp_ports`` run a congestion point with ``cp_params``, each
-    (port, packets/s, buffer packets) of ``queues`` is shaped, and ``pause`` guards every
-    switch port's input (seed 001's switch)."""
+    """The controller's view of a Mininet network of Bmv2Switches, built as the controller's
+    own dataclasses (nothing to parse again): every host-facing port is an edge port,
+    ``cp_ports`` run a congestion point with ``cp_params``, each (port, packets/s, buffer
+    packets) of ``queues`` is shaped, and ``pause`` guards every switch port's input (seed
+    001's switch)."""
     shaped = {
         (sw, port): (pps, depth) for sw, qs in (queues or {}).items() for port, pps, depth in qs
     }
-    switches, hosts, links = [], [], []
+    params = cp_params or CpParams()
+    switches = []
     for sw in net.switches:
         ports = []
         for port in sorted(sw.bmv2_ports()):
             link = sw.intfs[port].link
             far = link.intf1 if link.intf2.node is sw else link.intf2
-            entry: dict[str, Any] = {"port": port, "edge": not isinstance(far.node, Switch)}
-            if port in cp_ports.get(sw.name, []):
-                entry["cp"] = True
-            if (sw.name, port) in shaped:
-                entry["queue_rate_pps"], entry["queue_depth_pkts"] = shaped[(sw.name, port)]
-            if pause is not None:
-                entry["pause"] = asdict(pause)
-            ports.append(entry)
+            rate, depth = shaped.get((sw.name, port), (None, None))
+            ports.append(
+                PortConfig(
+                    port=port,
+                    edge=not isinstance(far.node, Switch),
+                    cp=port in cp_ports.get(sw.name, []),
+                    cp_params=params,
+                    queue_rate_pps=rate,
+                    queue_depth_pkts=depth,
+                    pause=pause,
+                )
+            )
         switches.append(
-            {
-                "name": sw.name,
-                "grpc": sw.grpc_address,
-                "device_id": sw.device_id,
-                "thrift_port": sw.thrift_port,
-                "cp_mac": f"02:00:00:00:{sw.device_id:02x}:00",
-                "port": ports,
-            }
+            SwitchConfig(
+                name=sw.name,
+                grpc=sw.grpc_address,
+                device_id=sw.device_id,
+                thrift_port=sw.thrift_port,
+                cp_mac=f"02:00:00:00:{sw.device_id:02x}:00",
+                ports=tuple(ports),
+            )
         )
+    hosts = []
     for host in net.hosts:
         intf = host.defaultIntf()
         link = intf.link
         far = link.intf2 if link.intf1 is intf else link.intf1
-        hosts.append(
-            {
-                "name": host.name,
-                "mac": intf.MAC(),
-                "switch": far.node.name,
-                "port": far.node.ports[far],
-            }
-        )
-    for link in net.links:
-        a, b = link.intf1, link.intf2
-        if isinstance(a.node, Switch) and isinstance(b.node, Switch):
-            links.append(
-                {"a": f"{a.node.name}:{a.node.ports[a]}", "b": f"{b.node.name}:{b.node.ports[b]}"}
-            )
-    data: dict[str, Any] = {"switch": switches, "host": hosts, "link": links}
-    if cp_params:
-        data["qcn"] = cp_params
-    return parse(data)
+        hosts.append(HostConfig(host.name, intf.MAC(), far.node.name, far.node.ports[far]))
+    links = [
+        LinkConfig((a.node.name, a.node.ports[a]), (b.node.name, b.node.ports[b]))
+        for a, b in ((link.intf1, link.intf2) for link in net.links)
+        if isinstance(a.node, Switch) and isinstance(b.node, Switch)
+    ]
+    return NetworkConfig(tuple(switches), tuple(hosts), tuple(links))

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from qcn.core.noise import GroupWaits, NoiseRecording, StallTracker
+from qcn.core.signals import stop_on_signals
 
 PROC = Path("/proc")
 STEAL_PERIOD_S = 1.0
@@ -202,7 +203,7 @@ def spin(stall_s: float, period_s: float, cpu: int) -> None:
     """The injector's loop: busy for ``stall_s`` on ``cpu`` at the start of every
     ``period_s``, the first a period from now.  It takes its CPU and real-time priority only
     once started (the interpreter's start-up would otherwise be a stall of its own)."""
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    stop_on_signals(lambda: sys.exit(0), (signal.SIGTERM,))
     os.sched_setaffinity(0, {cpu})
     os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(INJECTOR_PRIORITY))
     next_start = time.monotonic() + period_s

@@ -16,12 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import select
-import signal
 import socket
 import sys
+import threading
 import time
-from types import FrameType
 
+from qcn.core.signals import stop_on_signals
 from reaction_point.sources import ETH_IP_UDP_HEADERS, SEQUENCE
 
 RECEIVE_BUFFER_BYTES = 4 << 20
@@ -70,17 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=float, default=0.01, help="seconds between reports")
     args = ap.parse_args(argv)
     sink = Sink(args.port)
-    stop = False
-
-    def on_signal(_signum: int, _frame: FrameType | None) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stopping = threading.Event()
+    stop_on_signals(stopping.set)
     print(json.dumps({"t": time.monotonic(), "rx": {}}), flush=True)  # ready
     next_report = time.monotonic() + args.interval
-    while not stop:
+    while not stopping.is_set():
         timeout = max(0.0, next_report - time.monotonic())
         try:
             readable, _, _ = select.select([sink.sock], [], [], timeout)

@@ -17,7 +17,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,9 +26,10 @@ from types import TracebackType
 from typing import Any
 
 from qcn.core.noise import NoiseRecording
-from qcn.core.params import QcnParams
+from qcn.core.params import CpParams, QcnParams
 from qcn.core.pipeline import build_dir, compile_program
 from qcn.core.scenario import Scenario
+from qcn.core.signals import sigterm_as_interrupt
 from topologies.bmv2 import SIMPLE_SWITCH_GRPC, wait_until
 from topologies.errors import ExperimentError
 from topologies.measurement import Hooks, Recording, measure
@@ -172,10 +172,6 @@ def restore_wmem_default() -> bool:
     return True
 
 
-def _raise_keyboard_interrupt(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 class Testbed:
     """One Mininet network of BMv2 switches with its agents and processes (a context
     manager: leaving it tears everything down; SIGTERM inside it is a Ctrl-C)."""
@@ -196,14 +192,12 @@ class Testbed:
         self.procs: list[tuple[str, subprocess.Popen[str]]] = []
         self.agents: list[Any] = []
         """Every switch agent opened; closed at teardown."""
-        self._previous_sigterm: Any = None
+        self._signals = contextlib.ExitStack()
+        """SIGTERM is a Ctrl-C while the testbed is up (qcn.core.signals)."""
 
     def __enter__(self) -> Testbed:
         self.out.mkdir(parents=True, exist_ok=True)
-        # Only the main thread may set a handler (a Dask worker runs a point in another,
-        # and tears it down through its own stop).
-        if threading.current_thread() is threading.main_thread():
-            self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        self._signals.enter_context(sigterm_as_interrupt())
         return self
 
     def __exit__(
@@ -215,8 +209,7 @@ class Testbed:
         try:
             self.teardown()
         finally:
-            if self._previous_sigterm is not None:
-                signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._signals.close()
 
     # -- bring-up ----------------------------------------------------------------------------
 
@@ -282,7 +275,7 @@ class Testbed:
     def program(
         self,
         cp_ports: dict[str, list[int]],
-        cp_params: dict[str, Any],
+        cp_params: CpParams,
         queues: dict[str, list[tuple[int, int, int]]],
         pause: Any = None,
     ) -> dict[str, Any]:

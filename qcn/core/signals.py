@@ -1,0 +1,54 @@
+"""Stopping on SIGTERM and SIGINT, written once for every command and helper process.
+
+Two ways a process stops: a loop that polls a flag (the daemons, the agents, the sink) has
+:func:`stop_on_signals` call its ``stop``; code that cleans up in ``finally`` blocks (a
+Mininet run) treats SIGTERM as Ctrl-C inside :func:`sigterm_as_interrupt`.  Python lets
+only the main thread set handlers; elsewhere (a Dask worker's task thread) both do nothing,
+and the caller's own stop path applies.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def stop_on_signals(
+    stop: Callable[[], object], signals: tuple[signal.Signals, ...] = STOP_SIGNALS
+) -> None:
+    """Call ``stop()`` when one of ``signals`` arrives (by default SIGTERM and SIGINT)."""
+    if not _in_main_thread():
+        return
+
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        stop()
+
+    for s in signals:
+        signal.signal(s, handler)
+
+
+def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block SIGTERM is a Ctrl-C (KeyboardInterrupt), so one cleanup path serves
+    both; the previous handler is back after it."""
+    if not _in_main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
