@@ -243,9 +243,11 @@ def test_tcp_multihop_with_qcn_and_pause(tmp_path: Path) -> None:
     assert wmem_default.read_text() == before
 
 
-def test_interrupted_run_leaves_nothing_behind(tmp_path: Path) -> None:
+def run_at_full_strength(out: Path) -> tuple[subprocess.Popen[str], list[str]]:
+    """A 2 s transient, returned once its sources run (its first progress line), with what
+    it printed until then."""
     proc = subprocess.Popen(
-        [*QCN_RUN_MININET, "--duration", "2", "--out", str(tmp_path)],
+        [*QCN_RUN_MININET, "--duration", "2", "--out", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -253,38 +255,38 @@ def test_interrupted_run_leaves_nothing_behind(tmp_path: Path) -> None:
     )
     assert proc.stdout is not None
     seen = []
-    for line in proc.stdout:  # the run is at full strength once the sources start
+    for line in proc.stdout:
         seen.append(line)
         if "t=  1.0/" in line:
             break
+    return proc, seen
+
+
+def host_helpers() -> str:
+    """Any sink, reaction point, source or iperf3 still running (none should be)."""
+    found = subprocess.run(
+        ["pgrep", "-af", "topologies.sink|qcn rp|iperf3|mnexec"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return found.stdout
+
+
+def test_interrupted_run_leaves_nothing_behind(tmp_path: Path) -> None:
+    proc, seen = run_at_full_strength(tmp_path)
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, "".join(seen) + rest
     assert "stopping Mininet" in rest
     assert leftovers() == ("", "")
-    helpers = subprocess.run(
-        ["pgrep", "-af", "topologies.sink|qcn rp|mnexec"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert helpers.stdout == ""
+    assert host_helpers() == ""
 
 
 def test_a_run_after_a_killed_run_cleans_up_and_measures(tmp_path: Path) -> None:
     """A run killed outright (kill -9, the OOM killer) leaves its switches, still holding
     their ports, and its hosts' helpers: the next run stops them and measures its own."""
-    killed = subprocess.Popen(
-        [*QCN_RUN_MININET, "--duration", "2", "--out", str(tmp_path / "killed")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=ROOT,
-    )
-    assert killed.stdout is not None
-    for line in killed.stdout:
-        if "t=  1.0/" in line:
-            break
+    killed, _seen = run_at_full_strength(tmp_path / "killed")
     killed.kill()
     killed.communicate(timeout=60)
     assert leftovers()[1] != "", "the killed run's switches should still be running"
@@ -303,13 +305,7 @@ def test_a_run_after_a_killed_run_cleans_up_and_measures(tmp_path: Path) -> None
     assert summary["cnms"] > 0, summary
     assert summary["utilization"] > 0.5, summary
     assert leftovers() == ("", "")
-    helpers = subprocess.run(
-        ["pgrep", "-af", "topologies.sink|qcn rp|iperf3"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert helpers.stdout == ""
+    assert host_helpers() == ""
 
 
 def test_sweep_on_the_mininet_backend(tmp_path: Path) -> None:

@@ -1,0 +1,63 @@
+"""The Mininet backend's measurement loop (topologies/measurement.py), driven by a stand-in
+for the switch's Thrift client: the loop's own logic (schedule, samples, hooks, progress);
+the loop on a real switch runs in tests/test_mininet_bmv2.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from qcn.core import scenario as scenarios
+from qcn.core.pipeline import REGISTER_OCCUPANCY_PKTS
+from topologies import measurement
+from topologies.measurement import Hooks, measure, rate_pps
+
+
+def test_rates_are_frames_per_second_of_the_scenarios_frames() -> None:
+    sc = scenarios.load("transient")  # 1500-byte frames
+    assert rate_pps(sc, 12e6) == 1000
+    assert rate_pps(sc, 100e6) == 8333
+    assert rate_pps(sc, 1.0) == 1  # never a stopped queue
+
+
+class FakeThrift:
+    def __init__(self) -> None:
+        self.rates: list[tuple[int, int]] = []
+        self.reads = 0
+
+    def set_queue_rate(self, pps: int, port: int) -> None:
+        self.rates.append((pps, port))
+
+    def register_read(self, name: str, port: int) -> int:
+        assert (name, port) == (REGISTER_OCCUPANCY_PKTS, 3)
+        self.reads += 1
+        return self.reads % 7
+
+
+def test_the_loop_applies_the_schedule_and_samples_until_the_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(measurement, "SOURCE_START_DELAY_S", 0.0)
+    sc = scenarios.load("transient").with_overrides(
+        {"duration_s": 0.3, "schedule": [{"at_s": 0.1, "bottleneck_rate_bps": 12e6}]}
+    )
+    thrift = FakeThrift()
+    started: list[float] = []
+    samples: list[float | None] = []
+    lines: list[str] = []
+    hooks = Hooks(
+        start_traffic=started.append,
+        on_sample=lambda elapsed, _t: samples.append(elapsed),
+        progress_detail=lambda depth: f"depth {depth}",
+        check=lambda: None,
+    )
+    rec = measure(sc, thrift=thrift, cp_port=3, interval_s=0.01, hooks=hooks, progress=lines.append)
+    assert started == [rec.start]
+    assert thrift.rates == [(1000, 3)]  # the schedule's change, once, on the CP port
+    assert [bps for _, bps in rec.capacity] == [10e9, 12e6]
+    assert any("bottleneck -> 12 Mb/s" in line for line in lines)
+    assert 20 <= len(rec.queue) <= 31  # every 10 ms for 0.3 s (fewer on a busy machine)
+    assert [q for _, q in rec.queue] == [i % 7 for i in range(1, len(rec.queue) + 1)]
+    times = [t for t, _ in rec.queue]
+    assert times == sorted(times)
+    assert samples[-1] is None  # the last one, after the drain
+    assert all(s is not None and 0 <= s < 0.3 for s in samples[:-1])
