@@ -36,9 +36,9 @@ from topologies.measurement import Hooks, Recording, measure
 from topologies.noise import NoiseMonitor, StallInjector, realtime_available
 
 SWITCH_INTERFACE = re.compile(r"^s\d+-eth\d+$")
+"""Switch-side veths of a Mininet run (sK-ethP)."""
 HOST_HELPER = r"-m qcn |topologies\.sink|iperf3"
 """What a run starts on its hosts (a pgrep -f pattern)."""
-"""Switch-side veths of a Mininet run (sK-ethP)."""
 DAEMON_START_TIMEOUT_S = 20.0
 PAUSE_AGENT_NICE = -15
 """The PAUSE agents' niceness: ahead of the switches (topologies.mininet_bmv2.SWITCH_NICE),
