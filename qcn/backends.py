@@ -5,8 +5,8 @@
 A backend is ``"sim"`` (the packet simulator, :mod:`simulator.engine`) or ``"mininet"``
 (BMv2 switches in Mininet, :mod:`topologies`).  This module alone imports the backends
 (``tests/test_structure.py`` holds it), and what a backend refuses is decided once, in
-:func:`qcn.core.scenario.backend_refusal`.  Both are imported when a run starts: the
-simulator's and Mininet's imports cost a command that never runs one nothing.
+:func:`qcn.core.scenario.backend_refusal` (raised by ``require_backend``).  Both backends
+are imported when a run starts: a command that never runs one pays nothing for them.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from qcn.core.scenario import Scenario, ScenarioError, backend_refusal
+from qcn.core.scenario import Scenario, ScenarioError, require_backend
 from qcn.core.trace import Trace
 
 Backend = Literal["sim", "mininet"]
@@ -74,16 +74,9 @@ def choose_backend(requested: str) -> tuple[Backend, str]:
     return "mininet", "Mininet/BMv2 backend"
 
 
-def require(sc: Scenario, backend: Backend) -> None:
-    """Raise ScenarioError when ``backend`` cannot run ``sc``."""
-    reason = backend_refusal(sc, backend)
-    if reason:
-        raise ScenarioError(reason)
-
-
 def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions) -> Trace:
     """Run ``sc`` on ``backend``; a Mininet run keeps its logs and captures in ``out``."""
-    require(sc, backend)
+    require_backend(sc, backend)
     if backend == "mininet":
         from topologies.experiment import Emulation, MininetExperiment  # noqa: PLC0415
         from topologies.multihop import MultihopTcpExperiment  # noqa: PLC0415

@@ -30,7 +30,7 @@ from typing import Any
 from qcn import backends
 from qcn.core.errors import QcnError
 from qcn.core.results import json_safe
-from qcn.core.scenario import Scenario, backend_refusal
+from qcn.core.scenario import Scenario, require_backend
 from qcn.run import load_scenario, make_results_dir, require_mininet
 
 DEFAULT_OUT = Path("results/compare")
@@ -152,9 +152,7 @@ def run_compare(
     if runs < 1:
         raise CompareError(f"--runs must be at least 1 (got {runs})")
     for backend in backends.BACKENDS:
-        refusal = backend_refusal(sc, backend)
-        if refusal:
-            raise CompareError(f"qcn compare runs both backends: {refusal}")
+        require_backend(sc, backend, CompareError, "qcn compare runs both backends: ")
     require_mininet("qcn compare", CompareError)
     scaled = sc.scaled_for_bmv2(keep=keep)
     make_results_dir(out, CompareError)

@@ -167,7 +167,7 @@ def _run(args: argparse.Namespace) -> int:
     if sc.network.topology == "multihop" and args.backend == "auto":
         args.backend = "mininet"  # the only backend that runs it
     backend, why = backends.choose_backend(args.backend)
-    backends.require(sc, backend)
+    scenarios.require_backend(sc, backend)
     scale = sc.bmv2
     if args.cli and backend != "mininet":
         raise ScenarioError("--cli needs the Mininet backend")

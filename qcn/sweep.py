@@ -45,7 +45,7 @@ from qcn.core import scenario as scenarios
 from qcn.core.errors import QcnError
 from qcn.core.progress import ProgressLine
 from qcn.core.results import PARTIAL_MARKER, json_safe
-from qcn.core.scenario import Scenario, backend_refusal
+from qcn.core.scenario import Scenario, require_backend
 from qcn.core.trace import Trace
 
 DEFAULT_OUT = Path("results/sweeps")
@@ -453,9 +453,7 @@ def sweep(
         raise SweepError(f"--seeds must be at least 1 (got {seeds})")
     if workers < 1:
         raise SweepError(f"--workers must be at least 1 (got {workers})")
-    refusal = backend_refusal(sc, backend)
-    if refusal:
-        raise SweepError(refusal)
+    require_backend(sc, backend, SweepError)
     # A point's key names how it runs: the backend, and scaled for BMv2 or not.
     points = make_points(sc, grids, seeds, f"{backend}-scaled" if scaled else backend)
     # Mininet points run scaled for BMv2, as `qcn run` runs them.

@@ -44,7 +44,7 @@ from heapq import heappop, heappush
 from qcn.core.cp_model import CongestionPoint, CpDecision, CpPortConfig
 from qcn.core.frames import PAUSE_QUANTA_MAX, PAUSE_QUANTUM_BITS
 from qcn.core.params import QueueDepth, QueueUnit
-from qcn.core.scenario import Scenario, ScenarioError, backend_refusal
+from qcn.core.scenario import Scenario, require_backend
 from qcn.core.trace import Trace
 from reaction_point.rules import RateLimiterRules
 from reaction_point.sources import empty_slots_before_frame
@@ -114,9 +114,7 @@ class Simulation:
         cp_at_departure: bool = False,
         progress: Callable[[float, float], None] | None = None,
     ) -> None:
-        refusal = backend_refusal(scenario, "sim")
-        if refusal:
-            raise ScenarioError(refusal)
+        require_backend(scenario, "sim")
         self.sc = scenario
         self.rng = random.Random(seed)
         self.qcn = qcn

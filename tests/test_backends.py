@@ -11,7 +11,7 @@ import pytest
 from qcn import backends
 from qcn.core import scenario as scenarios
 from qcn.core.results import summarize
-from qcn.core.scenario import ScenarioError, backend_refusal
+from qcn.core.scenario import ScenarioError, backend_refusal, require_backend
 from simulator.engine import Simulation
 
 VOLATILE = ("wall_s", "events_per_s")
@@ -69,6 +69,9 @@ def test_what_a_backend_refuses_is_decided_once() -> None:
     assert backend_refusal(paused, "sim") == ""
     with pytest.raises(ScenarioError, match="no TCP or iperf3 model"):
         backends.run_scenario(multihop, "sim", Path(), backends.RunOptions())
+    with pytest.raises(KeyError, match=r"both: .*no TCP or iperf3 model"):
+        require_backend(multihop, "sim", KeyError, "both: ")
+    require_backend(multihop, "mininet", KeyError)  # runs there: nothing raised
     # The simulator asks the same question when used on its own.
     with pytest.raises(ScenarioError, match="no TCP or iperf3 model"):
         Simulation(multihop)

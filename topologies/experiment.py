@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from qcn.core.params import CpParams, QcnParams, SamplingMode
-from qcn.core.scenario import Scenario, backend_refusal
+from qcn.core.scenario import Scenario, require_backend
 from qcn.core.trace import Trace
 from topologies.errors import ExperimentError
 from topologies.measurement import Hooks, Recording, rate_pps
@@ -69,9 +69,7 @@ class Experiment:
         progress: Callable[[str], None] = print,
         emulation: Emulation | None = None,
     ) -> None:
-        refusal = backend_refusal(sc, "mininet")
-        if refusal:
-            raise ExperimentError(refusal)
+        require_backend(sc, "mininet", ExperimentError)
         self.sc, self.out, self.qcn, self.cli, self.progress = sc, out, qcn, cli, progress
         self.emulation = emulation or Emulation()
         self.sample_interval_s = 1.0 / sample_hz

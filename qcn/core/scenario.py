@@ -322,6 +322,16 @@ def backend_refusal(sc: Scenario, backend: str) -> str:
     return ""
 
 
+def require_backend(
+    sc: Scenario, backend: str, error: type[Exception] = ScenarioError, prefix: str = ""
+) -> None:
+    """Raise ``error`` (its message ``prefix`` + the reason) when ``backend`` cannot run
+    ``sc`` (:func:`backend_refusal`)."""
+    refusal = backend_refusal(sc, backend)
+    if refusal:
+        raise error(prefix + refusal)
+
+
 def _deviations(params: QcnParams, preset: str) -> dict[str, dict[str, Any]]:
     """The fields of ``params`` that differ from ``preset``'s, as a ``qcn`` table."""
     base, mine = QcnParams.preset(preset).to_dict(), params.to_dict()
