@@ -190,15 +190,21 @@ def run_point(
     began = time.perf_counter()
     sc = scenarios.parse(base, where=str(base.get("name")))
     if backend == "mininet":
-        point_sc = point_scenario(sc, overrides, scaled=True)
         with tempfile.TemporaryDirectory(prefix="qcn-point-") as d:
-            options = backends.RunOptions(seed=seed, say=lambda _m: None)
-            trace = backends.run_scenario(point_sc, "mininet", Path(d), options)
+            trace = run_mininet_point(sc, overrides, seed, Path(d))
         return trace, time.perf_counter() - began
     options = backends.RunOptions(seed=seed, scaled_by=sc.bmv2.time_scale if scaled else None)
     point_sc = point_scenario(sc, overrides, scaled=scaled)
     trace = backends.run_scenario(point_sc, "sim", Path(), options)
     return trace, time.perf_counter() - began
+
+
+def run_mininet_point(sc: Scenario, overrides: dict[str, Any], seed: int, out: Path) -> Trace:
+    """One point on this machine's BMv2 network, scaled as `qcn run` scales it; its logs
+    and captures in ``out``."""
+    point_sc = point_scenario(sc, overrides, scaled=True)
+    options = backends.RunOptions(seed=seed, say=lambda _m: None)
+    return backends.run_scenario(point_sc, "mininet", out, options)
 
 
 # -- the results ---------------------------------------------------------------------------
@@ -548,11 +554,9 @@ def _run_mininet(sc: Scenario, pending: list[Point], store: Store, progress: Pro
         raise SweepError(f"the Mininet backend cannot run here: {missing}")
     compute = 0.0
     for i, p in enumerate(pending, start=1):
-        point_sc = point_scenario(sc, dict(p.overrides), scaled=True)
         d = store.point_dir(p)
         d.mkdir(parents=True, exist_ok=True)
-        options = backends.RunOptions(seed=p.seed, say=lambda _m: None)
-        trace = backends.run_scenario(point_sc, "mininet", d, options)
+        trace = run_mininet_point(sc, dict(p.overrides), p.seed, d)
         compute += trace.wall_s
         store.write_point(p, trace, backend="mininet")
         store.write_table()

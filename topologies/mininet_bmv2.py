@@ -29,6 +29,7 @@ from controller.entries import PauseWatermarks
 from qcn.core.params import CpParams
 from qcn.core.pipeline import BMV2_THRIFT_PORT
 from topologies.bmv2 import Bmv2Config, Bmv2Process
+from topologies.netns import IPV6_CONFS
 
 GRPC_BASE_PORT = 50051
 """Switch sN serves gRPC on GRPC_BASE_PORT + N - 1 (clear of a BMv2 started by hand)."""
@@ -104,7 +105,8 @@ class QcnHost(Host):  # type: ignore[misc]
         result = super().config(**params)
         for intf in self.intfList():
             self.cmd(f"ethtool --offload {intf.name} rx off tx off sg off >/dev/null 2>&1")
-        self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
+        for conf in IPV6_CONFS:
+            self.cmd(f"sysctl -qw net.ipv6.conf.{conf}.disable_ipv6=1")
         return result
 
 

@@ -115,10 +115,9 @@ MSDU_OFFSET_TAGGED = MSDU_OFFSET_UNTAGGED + VLAN_TAG_BYTES
 
 def msdu_offset(frame: bytes) -> int:
     """Where a frame's MSDU starts for the CNM: at its EtherType, after any 802.1Q tag."""
-    type_at = MSDU_OFFSET_UNTAGGED
-    if int.from_bytes(frame[type_at : type_at + 2], "big") == ETHERTYPE_VLAN:
+    if int.from_bytes(frame[ETHERTYPE_AT : ETHERTYPE_AT + 2], "big") == ETHERTYPE_VLAN:
         return MSDU_OFFSET_TAGGED
-    return type_at
+    return MSDU_OFFSET_UNTAGGED
 
 
 def frame_priority(frame: bytes) -> int:
@@ -229,7 +228,7 @@ def parse_cnm(frame: bytes) -> CnmInfo:
     if len(frame) < ETH_HEADER_BYTES:
         raise CnmRejectedError("truncated", f"{len(frame)} bytes")
     start = ETH_HEADER_BYTES
-    if int.from_bytes(frame[12:14], "big") == ETHERTYPE_VLAN:
+    if msdu_offset(frame) == MSDU_OFFSET_TAGGED:
         start += VLAN_TAG_BYTES
     if int.from_bytes(frame[start - 2 : start], "big") != ETHERTYPE_CNM:
         raise CnmRejectedError("not_cnm", f"EtherType 0x{frame[start - 2 : start].hex()}")
