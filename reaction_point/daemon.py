@@ -388,8 +388,9 @@ class ReactionPoint:
         if match is None:
             return False
         lim = self.limiters.get(match)
-        if lim is None and cnm.fb_positive:
-            # An ECM CP's positive feedback raises a limiter's rate; it never creates one.
+        if lim is None and (cnm.fb_positive or self._reinforcement(cnm)):
+            # An ECM CP's positive feedback, or three-point QCN's Fb = 0, raises a limiter's
+            # rate; neither creates one.
             self.counters["positive_without_limiter"] += 1
             return False
         lim = lim or self._create(match)
@@ -400,6 +401,10 @@ class ReactionPoint:
         lim.last_signal_s = self.clock()
         self.counters["cnms_accepted"] += 1
         return True
+
+    def _reinforcement(self, cnm: CnmInfo) -> bool:
+        """Three-point QCN's "no congestion here" (QntzFb 0 with positive reinforcement)."""
+        return cnm.qntz_fb == 0 and self.opt.params.positive_reinforcement
 
     def _match_for(self, cnm: CnmInfo) -> Match | None:
         ips = self._neighbour_ips(cnm.encap_da)

@@ -5,7 +5,8 @@ randomness: the caller injects ``clock()`` (seconds, monotonic) and ``uniform()`
 [0, 1)), and calls
 
 - :meth:`on_cnm` for every CNM addressed to this limiter (``positive=True`` for an ECM CP's
-  message with Fb > 0),
+  message with Fb > 0; with ``RpParams.positive_reinforcement``, three-point QCN, a QntzFb
+  of 0 is a reflection point's "no congestion" and advances the limiter instead),
 - :meth:`on_transmit` for every frame the limiter sent,
 - :meth:`on_timer` when :attr:`timer_deadline` has passed (or :meth:`advance` to fire all
   expired timer cycles at once).
@@ -91,6 +92,9 @@ class RateLimiterRules:
         self.fb_hat = 0
         self._frames_since_fb_hat_halving = 0
         self.cnms = 0
+        """Congestion CNMs taken (positive reinforcements not counted)."""
+        self.reinforcements = 0
+        """Three-point QCN: CNMs with QntzFb 0 that advanced the limiter."""
 
     # -- state -----------------------------------------------------------------------------
 
@@ -127,6 +131,9 @@ class RateLimiterRules:
             return
         if positive:
             return  # QCN has no positive feedback
+        if qntz_fb == 0 and p.positive_reinforcement:
+            self._reinforce()
+            return
         if p.adaptive_timer and self.timer_deadline is not None:
             # Dinged before the timer expired: a longer period (seed 004, "T + b or T * d").
             self._set_timer_period(self.timer_period_s * p.timer_cnm_factor + p.timer_cnm_step_s)
@@ -143,6 +150,21 @@ class RateLimiterRules:
         self.bytes_left = self._byte_cycle()
         if self._timer_clocked:
             self.timer_deadline = self._clock() + self._timer_cycle()
+
+    def _reinforce(self) -> None:
+        """Three-point QCN's positive reinforcement (seed 003): the cycles running end now,
+        as if they had expired, with one increase step (docs/qcn.md, "Three-point QCN").
+        A limiter never cut has nothing to recover."""
+        if self.cnms == 0:
+            return
+        self.reinforcements += 1
+        if self._byte_clocked:
+            self.byte_stage += 1
+            self.bytes_left = self._byte_cycle()
+        if self._timer_clocked:
+            self.time_stage += 1
+            self.timer_deadline = self._clock() + self._timer_cycle()
+        self._increase()
 
     def _ecm_feedback(self, qntz_fb: int, positive: bool) -> None:
         """ECM: r += Gi * Fb * Ru on Fb > 0, r *= 1 - Gd * |Fb| on Fb < 0, in seed 004's

@@ -223,6 +223,24 @@ def test_ecm_positive_feedback_raises_only_an_existing_limiter(
     assert kernel_rates(hosts) == [53e6]
 
 
+def test_positive_reinforcement_raises_only_an_existing_limiter(
+    daemon_factory: Any, hosts: Hosts
+) -> None:
+    d = daemon_factory({**HOLD, "positive_reinforcement": True}, "reinforce")
+    send_frames(hosts.h2, hosts.if2, [cnm(0)])
+    assert d.wait(lambda s: s["counters"].get("positive_without_limiter") == 1)
+    assert kernel_rates(hosts) == []  # Fb = 0 never creates a limiter
+    rules = RateLimiterRules(d.params, lambda: 0.0, lambda: 0.5)
+    for qntz_fb in (63, 0, 0):
+        send_frames(hosts.h2, hosts.if2, [cnm(qntz_fb)])
+        rules.on_cnm(qntz_fb)
+        assert d.wait(
+            lambda s, n=rules.cnms + rules.reinforcements: s["counters"].get("cnms_accepted") == n
+        )
+    # 51 Mb/s after the cut, then two fast-recovery steps towards TR = 100 Mb/s: 87.7
+    assert kernel_rates(hosts) == [88e6]
+
+
 def iperf_udp(hosts: Hosts, rate: str, seconds: int) -> float:
     """Goodput of an iperf3 UDP flow h1 -> h2 as received, bits/s of payload."""
     server = subprocess.Popen(

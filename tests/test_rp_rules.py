@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qcn.core.params import QcnParams, RpParams
+from qcn.core.params import ParamError, QcnParams, RpParams
 from reaction_point.rules import RateLimiterRules, Stage
 
 FRAME = 1500
@@ -210,6 +210,67 @@ def test_jitter_keeps_cycles_within_15_percent() -> None:
     assert max(lengths) - min(lengths) > 0.2  # jitter is really applied
     frames = [send_until_cycle_ends(rp) for _ in range(5)]
     assert all(86 <= f <= 116 for f in frames[:4])  # 100 frames +/- 15 % (+1 for BC < 0)
+
+
+def test_two_point_qntzfb_zero_is_a_cut_of_nothing_that_restarts_recovery() -> None:
+    # Two-point QCN: a CNM means Fb < 0; QntzFb 0 is a feedback below one quantum. The RP
+    # treats it as every CNM (docs/qcn.md, "QntzFb 0"): no cut, TR = CR, cycles restart.
+    rp, _ = make()
+    rp.on_cnm(63)
+    send_until_cycle_ends(rp)
+    send_until_cycle_ends(rp)
+    assert (rp.current_rate_bps, rp.byte_stage) == (8_769_531_250.0, 2)
+    rp.on_cnm(0)
+    assert rp.current_rate_bps == 8_769_531_250.0
+    assert rp.target_rate_bps == 8_769_531_250.0
+    assert (rp.byte_stage, rp.time_stage, rp.cnms, rp.reinforcements) == (0, 0, 2, 0)
+    assert send_until_cycle_ends(rp) == 101  # a whole new cycle
+
+
+def test_positive_reinforcement_ends_the_cycle_at_once_with_one_step() -> None:
+    params = replace(QcnParams.preset("2-qcn").rp, jitter=0.0, positive_reinforcement=True)
+    rp, _ = make(params)
+    rp.on_cnm(0)  # never cut: nothing to recover, and no cut either
+    assert (rp.current_rate_bps, rp.cnms, rp.reinforcements) == (10e9, 0, 0)
+    rp.on_cnm(63)
+    for _ in range(20):
+        rp.on_transmit(FRAME)  # 20 of the cycle's 101 frames sent
+    expected_fr = [7_539_062_500.0, 8_769_531_250.0, 9_384_765_625.0, 9_692_382_812.5]
+    for stage, cr in enumerate(expected_fr, start=1):
+        rp.on_cnm(0)  # as the byte counter's expiry: FR's step, TR kept
+        assert (rp.byte_stage, rp.current_rate_bps, rp.target_rate_bps) == (stage, cr, 10e9)
+        assert rp.bytes_left == 150_000  # a new cycle from here
+    rp.on_cnm(0)
+    assert (rp.byte_stage, rp.target_rate_bps) == (5, 10e9)  # the last fast-recovery step
+    rp.on_cnm(0)  # stage 6: active increase, R_AI = 25 Mb/s
+    assert rp.stage is Stage.ACTIVE_INCREASE
+    assert rp.target_rate_bps == 10_025_000_000.0
+    assert rp.current_rate_bps == 9_935_595_703.125
+    assert (rp.cnms, rp.reinforcements, rp.frames_since_cnm) == (1, 6, 20)
+    # The byte counter goes on as before: reinforcements and expiries are the same steps.
+    assert send_until_cycle_ends(rp) == 101
+    assert rp.target_rate_bps == 10_050_000_000.0
+
+
+def test_positive_reinforcement_ends_the_timer_cycle_too() -> None:
+    params = replace(NO_JITTER, positive_reinforcement=True)
+    rp, clock = make(params)
+    rp.on_cnm(63)
+    clock.now = 0.010  # 10 ms into the first 15 ms timer cycle
+    rp.on_cnm(0)
+    assert (rp.byte_stage, rp.time_stage) == (1, 1)
+    assert rp.timer_deadline == 0.010 + 0.015
+    assert rp.current_rate_bps == 7_539_062_500.0  # one step, not one per clock
+    for _ in range(4):
+        rp.on_cnm(0)
+    # Past fast recovery both cycles are halved, as after expiries.
+    assert rp.timer_deadline == 0.010 + 0.0075
+    assert rp.bytes_left == 75_000
+
+
+def test_positive_reinforcement_is_not_for_ecm() -> None:
+    with pytest.raises(ParamError, match="positive_reinforcement"):
+        replace(QcnParams.preset("ecm").rp, positive_reinforcement=True).validate()
 
 
 def test_invalid_qntzfb_rejected() -> None:

@@ -226,6 +226,9 @@ class RpParams:
     """Seed 000's Fb-hat cycle shrinking: 50-frame cycles while Fb-hat <= 1, else 100."""
     frame_bytes: int = SEED_FRAME_BYTES
     """Frame size the Fb-hat variant counts cycles in."""
+    positive_reinforcement: bool = False
+    """Seed 003's three-point QCN: a CNM with QntzFb 0 (a reflection point saw Fb = 0)
+    ends the current cycles at once, one increase step, instead of a zero-size cut."""
     scheme: RpScheme = RpScheme.QCN
     """The reaction point's scheme (qcn, 2-qcn, timer-qcn, ecm)."""
     adaptive_timer: bool = False
@@ -273,6 +276,7 @@ class RpParams:
             "shorten_cycles_after_fr",
             "fb_hat",
             "adaptive_timer",
+            "positive_reinforcement",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise ParamError(f"rp.{name}", "must be true or false")
@@ -287,6 +291,10 @@ class RpParams:
                         '2-qcn has no timer, HAI or shortened cycles; set rp.scheme = "qcn" '
                         "to add them",
                     )
+        if self.positive_reinforcement and self.scheme is RpScheme.ECM:
+            raise ParamError(
+                "rp.positive_reinforcement", "is three-point QCN's; ECM has no Fb = 0 message"
+            )
         if self.scheme is RpScheme.TIMER_QCN and not self.timer_enabled:
             raise ParamError("rp.timer_enabled", "timer-qcn is clocked by the timer alone")
         _check_range("rp.timer_expiry_factor", self.timer_expiry_factor, 0.01, 1.0)
