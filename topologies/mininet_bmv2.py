@@ -47,6 +47,12 @@ the hosts' sources and daemons, where real-time scheduling is refused."""
 SWITCH_REALTIME_PRIORITY = 20
 """The switches' SCHED_FIFO priority in Mininet runs where the machine allows it (docs/bmv2.md,
 "Noise"): below the kernel's own real-time threads (50 and up), above every ordinary one."""
+RP_REALTIME_PRIORITY = 10
+"""The reaction-point daemons' SCHED_FIFO priority when the switches have theirs: below the
+switches, which never wait for them, above every ordinary process (docs/bmv2.md, "The
+reaction points' latency"): a CNM changes its source's rate within a millisecond or two,
+as the modelled network's loop delay asks, even when senders and other processes keep both
+CPUs busy."""
 
 
 class Bmv2Switch(Switch):  # type: ignore[misc]

@@ -184,6 +184,8 @@ class Testbed:
         self.progress = progress
         self.emulation = emulation or Emulation()
         self.switch_scheduling = ""
+        self.switch_priority = 0
+        """The switches' SCHED_FIFO priority (0: none); the reaction points run below it."""
         self.sender_pids: list[int] = []
         """The processes that offer the run's traffic (their stalls are measured)."""
         self.noise: NoiseRecording | None = None
@@ -240,7 +242,7 @@ class Testbed:
         if pause:
             raise_wmem_default()
         self.progress(f"qcn run: starting Mininet: {what}")
-        priority = self._switch_priority()
+        priority = self.switch_priority = self._switch_priority()
         self.net = Mininet(
             topo=topo,
             switch=partial(Bmv2Switch, log_dir=self.out, realtime_priority=priority),
@@ -345,11 +347,15 @@ class Testbed:
         params.save(path)
         status_dir = self.out / "rp-status"
         status_dir.mkdir(exist_ok=True)
+        from topologies.mininet_bmv2 import RP_REALTIME_PRIORITY  # noqa: PLC0415
+
+        realtime = ["chrt", "-f", str(RP_REALTIME_PRIORITY)] if self.switch_priority else []
         for name in hosts:
             self.popen(
                 f"rp {name}",
                 name,
                 [
+                    *realtime,
                     *(sys.executable, "-m", "qcn", "rp", "start", f"--iface={name}-eth0"),
                     *(f"--params={path}", f"--csv-dir={self.out / 'rp'}"),
                     f"--status-dir={status_dir}",
