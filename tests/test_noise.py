@@ -65,7 +65,7 @@ def test_the_tolerable_stall_is_q_eq_at_the_offered_load() -> None:
     assert noise.tolerances_s(sc)["senders"] == pytest.approx(33_000 * 8 / 8.5e6)
 
 
-def recording(switch_waits: list[float], **kw: float | list[float]) -> NoiseRecording:
+def recording(switch_waits: list[float], **kw: object) -> NoiseRecording:
     rec = NoiseRecording(interval_s=0.01, run_s=60.0, scheduling="SCHED_FIFO 20")
     rec.groups["switch"] = GroupWaits(noise.stall_episodes(switch_waits), threads=12)
     rec.groups["senders"] = GroupWaits([], threads=10)
@@ -137,6 +137,26 @@ def test_each_kind_of_noise_makes_the_run_noisy_and_says_why() -> None:
         assert len(report["reasons"]) == 1, report["reasons"]
         assert reason in report["reasons"][0]
         assert noise.verdict_line(report).startswith("NOISY EMULATION")
+
+
+def test_late_reaction_points_make_the_run_noisy() -> None:
+    """A daemon whose p99 CNM-to-rate latency is past one source's tolerable stall (31 ms:
+    q_eq at 8.5 Mb/s) makes the run noisy: what BMv2 runs with ordinary-priority daemons
+    measured (p99 130-410 ms in every run whose recovery fell short, docs/bmv2.md)."""
+    sc = transient_on_bmv2()
+    fast = [(0.27, 5.1), (0.30, 6.2), (0.25, 4.8)]
+    report = noise.report(sc, recording([0.0], rp_latencies_ms=fast), QUIET)
+    assert report["verdict"] == "ok", report
+    rp = report["reaction_points"]
+    assert (rp["daemons"], rp["latency_p50_ms"], rp["latency_p99_ms"]) == (3, 0.27, 6.2)
+    assert rp["tolerable_latency_ms"] == pytest.approx(1e3 * 8 * 33_000 / 8.5e6)
+    assert noise.verdict_line(report).endswith("CNM to rate p99 6 ms")
+    slow = [*fast, (36.2, 339.0)]
+    report = noise.report(sc, recording([0.0], rp_latencies_ms=slow), QUIET)
+    assert report["verdict"] == "noisy"
+    (reason,) = report["reasons"]
+    assert "the reaction points applied CNMs up to 339 ms late" in reason
+    assert "reaction_points" not in noise.report(sc, recording([0.0]), QUIET)  # no QCN
 
 
 def test_uncongested_queue_figures() -> None:

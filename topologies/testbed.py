@@ -11,6 +11,7 @@ the switch agents, then Mininet, then a check that no interface of the run is le
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -40,6 +41,8 @@ SWITCH_INTERFACE = re.compile(r"^s\d+-eth\d+$")
 HOST_HELPER = r"-m qcn |topologies\.sink|iperf3"
 """What a run starts on its hosts (a pgrep -f pattern)."""
 DAEMON_START_TIMEOUT_S = 20.0
+RP_STATUS_DIR = "rp-status"
+"""The reaction-point daemons' status files, in the results directory."""
 PAUSE_AGENT_NICE = -15
 """The PAUSE agents' niceness: ahead of the switches (topologies.mininet_bmv2.SWITCH_NICE),
 as a MAC is; they use little CPU."""
@@ -172,6 +175,20 @@ def restore_wmem_default() -> bool:
     return True
 
 
+def reaction_point_latencies(status_dir: Path) -> list[tuple[float, float]]:
+    """(p50, p99) in ms of every daemon whose status file has them (one that took CNMs)."""
+    latencies = []
+    for path in sorted(status_dir.glob("rp-*.json")):
+        try:
+            status = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # being replaced, or a daemon that died mid-write: its figures are lost
+        p50, p99 = status.get("latency_p50_ms"), status.get("latency_p99_ms")
+        if p50 is not None and p99 is not None:
+            latencies.append((float(p50), float(p99)))
+    return latencies
+
+
 class Testbed:
     """One Mininet network of BMv2 switches with its agents and processes (a context
     manager: leaving it tears everything down; SIGTERM inside it is a Ctrl-C)."""
@@ -186,6 +203,7 @@ class Testbed:
         self.switch_scheduling = ""
         self.switch_priority = 0
         """The switches' SCHED_FIFO priority (0: none); the reaction points run below it."""
+        self.rp_scheduling = ""
         self.sender_pids: list[int] = []
         """The processes that offer the run's traffic (their stalls are measured)."""
         self.noise: NoiseRecording | None = None
@@ -345,11 +363,12 @@ class Testbed:
         """One ``qcn rp start`` per host on its eth0, CSVs in ``rp/``; waits until all run."""
         path = self.out / "params.toml"
         params.save(path)
-        status_dir = self.out / "rp-status"
+        status_dir = self.out / RP_STATUS_DIR
         status_dir.mkdir(exist_ok=True)
         from topologies.mininet_bmv2 import RP_REALTIME_PRIORITY  # noqa: PLC0415
 
         realtime = ["chrt", "-f", str(RP_REALTIME_PRIORITY)] if self.switch_priority else []
+        self.rp_scheduling = f"SCHED_FIFO {RP_REALTIME_PRIORITY}" if realtime else "default"
         for name in hosts:
             self.popen(
                 f"rp {name}",
@@ -476,6 +495,8 @@ class Testbed:
                     injector.stop()
                 self.noise = monitor.finish()
                 self.noise.injected = injector.describe() if injector else ""
+                self.noise.rp_scheduling = self.rp_scheduling
+                self.noise.rp_latencies_ms = reaction_point_latencies(self.out / RP_STATUS_DIR)
         from mininet.cli import CLI  # noqa: PLC0415
 
         self.progress("qcn run: everything is running; 'exit' ends the run")

@@ -13,7 +13,11 @@ turns the measurement into figures and a verdict:
   as its waits added up;
 - **steal**: the share of the machine's CPU time its hypervisor gave to others;
 - **the uncongested queue**: how the queue behaved while the offered load was below
-  capacity, where a queue above q_eq is the emulation's doing, not the traffic's.
+  capacity, where a queue above q_eq is the emulation's doing, not the traffic's;
+- **the reaction points' latency**: how long each daemon took from a CNM's arrival to its
+  source's new rate (its p50 and p99).  A CNM applied late lets a source keep its old rate
+  meanwhile: the queue overshoots, the CP sends larger Fb, and the cuts come deeper and
+  together (docs/bmv2.md, "The reaction points' latency").
 
 The thresholds are the scenario's own where it has one (the tolerable stall) and stated
 constants otherwise; docs/bmv2.md gives their reasons.
@@ -24,6 +28,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -182,6 +187,10 @@ class NoiseRecording:
     """Each sample's time, seconds into the run (stalls count samples from 0)."""
     depths: list[int] = field(default_factory=list)
     """The CP port's queue (frames) at each sample."""
+    rp_scheduling: str = ""
+    """How the reaction-point daemons were scheduled (e.g. "SCHED_FIFO 10")."""
+    rp_latencies_ms: list[tuple[float, float]] = field(default_factory=list)
+    """(p50, p99) of each daemon that took CNMs: a CNM's arrival to its limiter's new rate."""
 
 
 def uncongested_queue(
@@ -280,6 +289,7 @@ def report(
                 k: late[k] for k in ("stalls", "longest_ms", "over_tolerance", "histogram")
             },
         }
+    reaction = reaction_points(rec, tolerances["senders"])
     steal = rec.steal_fractions
     skipped = rec.sender_skipped_s / (rec.senders * rec.run_s) if rec.senders and rec.run_s else 0.0
     reasons = []
@@ -296,6 +306,12 @@ def report(
         reasons.append(
             f"the senders were not run for {100 * skipped:.1f} % of their time (allowed "
             f"{100 * MAX_SENDER_SKIPPED_FRACTION:g} %): they offered that much less"
+        )
+    if reaction and reaction["latency_p99_ms"] > reaction["tolerable_latency_ms"]:
+        reasons.append(
+            f"the reaction points applied CNMs up to {reaction['latency_p99_ms']:.0f} ms late "
+            f"(the slowest daemon's p99; allowed {reaction['tolerable_latency_ms']:.0f} ms, in "
+            "which one source fills q_eq): QCN's loop was slower than the modelled network's"
         )
     steal_mean = sum(steal) / len(steal) if steal else 0.0
     if steal_mean > MAX_STEAL_FRACTION:
@@ -322,7 +338,23 @@ def report(
         "sender_skipped_fraction": skipped,
         "uncongested_queue": queue,
         "uncongested_rises": excursions(sc, rec, span_s),
+        **({"reaction_points": reaction} if reaction else {}),
         **({"injected": rec.injected} if rec.injected else {}),
+    }
+
+
+def reaction_points(rec: NoiseRecording, tolerance_s: float) -> dict[str, Any] | None:
+    """The daemons' CNM-to-rate latency: the median of their p50s and the worst p99, judged
+    against ``tolerance_s`` (one sender's tolerable stall: a CNM that late lets its source
+    fill q_eq meanwhile).  None if no daemon took a CNM."""
+    if not rec.rp_latencies_ms:
+        return None
+    return {
+        "scheduling": rec.rp_scheduling,
+        "daemons": len(rec.rp_latencies_ms),
+        "latency_p50_ms": statistics.median(p50 for p50, _ in rec.rp_latencies_ms),
+        "latency_p99_ms": max(p99 for _, p99 in rec.rp_latencies_ms),
+        "tolerable_latency_ms": 1e3 * tolerance_s,
     }
 
 
@@ -330,9 +362,12 @@ def verdict_line(noise: dict[str, Any]) -> str:
     """The verdict in one line, for people."""
     if noise["verdict"] == "ok":
         sw = noise["stalls"].get("switch", {})
+        rp = noise.get("reaction_points")
+        latency = f"; CNM to rate p99 {rp['latency_p99_ms']:.0f} ms" if rp else ""
         return (
             f"emulation noise ok: switch ({noise['switch_scheduling']}) stalls over "
             f"{noise['tolerable_stall_ms']:.1f} ms: {sw.get('over_tolerance', 0)}, longest "
             f"{sw.get('longest_ms', 0.0):.0f} ms; steal {100 * noise['steal_mean']:.1f} %"
+            f"{latency}"
         )
     return "NOISY EMULATION, results are not QCN's alone: " + "; ".join(noise["reasons"])
