@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import heapq
+import os
 import socket
 import struct
 import threading
@@ -558,6 +559,17 @@ class ClassRateWriter:
         send_acked(self._sock, message, self._seq)
 
 
+def ordinary_scheduling() -> None:
+    """Put the calling thread under SCHED_OTHER, whatever its process runs under.
+
+    A daemon started in real time (topologies.mininet_bmv2.RP_REALTIME_PRIORITY) must take
+    its CNMs at once, but its periodic statistics dumps are most of its work: ten daemons
+    polling at 100 Hz in real time, beside a real-time switch at its capacity, left the
+    ordinary processes (senders, sink) without a CPU for seconds (docs/bmv2.md)."""
+    if os.sched_getscheduler(0) != os.SCHED_OTHER:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+
 class ClassStatsPoller(threading.Thread):
     """Reads the classes' byte counts every ``interval_s`` on its own netlink socket.
 
@@ -576,6 +588,7 @@ class ClassStatsPoller(threading.Thread):
         self.failed: NetlinkError | None = None
 
     def run(self) -> None:
+        ordinary_scheduling()
         reader = ClassStatsReader(self.ifindex)
         try:
             while not self._halt.wait(self.interval_s):

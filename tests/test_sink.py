@@ -40,7 +40,7 @@ def test_sink_counts_losses_from_sequence_gaps() -> None:
 
 @requires_root()
 def test_the_sink_buffers_past_rmem_max_as_root() -> None:
-    """A sink kept waiting keeps what arrived meanwhile: its buffer is 4 MB even where
+    """A sink kept waiting keeps what arrived meanwhile: its buffer is 256 MB even where
     net.core.rmem_max is the kernel's default (the kernel reports twice what was set)."""
     rmem_max = Path("/proc/sys/net/core/rmem_max")
     saved = rmem_max.read_text()

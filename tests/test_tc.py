@@ -198,3 +198,28 @@ def test_a_rate_change_is_exactly_what_a_fresh_class_would_get(veth: Veth) -> No
             assert veth.tc("-d", "class", "show", "dev", veth.iface) == fresh, rate
             assert tc.class_rate_bps(tc.limiters[flow(1)]) == 8 * (rate // 8)  # bytes/s
             tc.remove(flow(1))
+
+
+def test_the_statistics_poller_runs_as_an_ordinary_thread_in_a_realtime_daemon() -> None:
+    """A daemon started under SCHED_FIFO keeps its CNM thread in real time, but its poller
+    (most of its work) leaves it: ten real-time pollers beside a real-time switch starved
+    the senders and the sink for seconds (docs/bmv2.md, "The reaction points' latency")."""
+    from topologies.noise import realtime_available  # noqa: PLC0415
+
+    if not realtime_available():
+        pytest.skip("this machine refuses SCHED_FIFO")
+    probe = (
+        "import os, threading\n"
+        "from reaction_point.tc import ordinary_scheduling\n"
+        "seen = []\n"
+        "def poller():\n"
+        "    ordinary_scheduling()\n"
+        "    seen.append(os.sched_getscheduler(0))\n"
+        "t = threading.Thread(target=poller); t.start(); t.join()\n"
+        "print(os.sched_getscheduler(0) == os.SCHED_FIFO, seen == [os.SCHED_OTHER])\n"
+    )
+    out = subprocess.run(
+        ["chrt", "-f", "10", sys.executable, "-c", probe],
+        capture_output=True, text=True, check=True, cwd=os.path.dirname(os.path.dirname(__file__)),
+    ).stdout  # fmt: skip
+    assert out.split() == ["True", "True"]

@@ -24,7 +24,7 @@ import time
 from qcn.core.signals import stop_on_signals
 from reaction_point.sources import ETH_IP_UDP_HEADERS, SEQUENCE
 
-RECEIVE_BUFFER_BYTES = 4 << 20
+RECEIVE_BUFFER_BYTES = 256 << 20
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 """Linux's SO_RCVBUFFORCE (33): SO_RCVBUF beyond rmem_max, for CAP_NET_ADMIN."""
 
@@ -33,8 +33,11 @@ class Sink:
     def __init__(self, port: int) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         # A sink kept waiting must not lose what arrived meanwhile (it would count as the
-        # network's drops): 4 MB holds ~250 ms of the transient's 85 Mb/s.  As root, past
-        # net.core.rmem_max (212,992 bytes by default: ~26 ms).
+        # network's drops).  After the transient's restore the real-time switch at its
+        # capacity kept ordinary processes off the CPU for up to 10 s, and a 4 MB buffer
+        # lost 47.7k frames; 256 MB of socket memory (about 110k frames of 1500 B, each
+        # charged ~2.3 KB) holds 13 s at 100 Mb/s, and is used only while it waits.  As
+        # root, past net.core.rmem_max (212,992 bytes by default: ~26 ms).
         try:
             self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
         except PermissionError:
