@@ -21,6 +21,7 @@ from reaction_point.daemon import (
     DaemonOptions,
     ReactionPoint,
     daemon_alive,
+    status_files,
     status_path,
 )
 from reaction_point.sources import SourceSpec, run_source
@@ -136,15 +137,13 @@ def _start(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     files = (
-        [status_path(args.status_dir, args.iface)]
-        if args.iface
-        else sorted(args.status_dir.glob("rp-*.json"))
+        [status_path(args.status_dir, args.iface)] if args.iface else status_files(args.status_dir)
     )
     files = [f for f in files if f.is_file()]
     if not files:
         where = args.iface or str(args.status_dir)
         raise RpUsageError(f"no reaction-point daemon status for {where}")
-    reports = [_read_status(f) for f in files]
+    reports = [read_status(f) for f in files]
     for r in reports:
         # A daemon killed outright (kill -9) could not say it stopped.
         r["stale"] = bool(r["running"]) and not daemon_alive(r)
@@ -176,7 +175,7 @@ def _status(args: argparse.Namespace) -> int:
 STATUS_FIELDS = {"iface": str, "pid": int, "running": bool, "limit_by": str, "counters": dict}
 
 
-def _read_status(path: Path) -> dict[str, Any]:
+def read_status(path: Path) -> dict[str, Any]:
     """One daemon's status file, checked enough to print it."""
     try:
         report = json.loads(path.read_bytes())

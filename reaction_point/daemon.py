@@ -90,6 +90,11 @@ def status_path(status_dir: Path, iface: str) -> Path:
     return status_dir / f"rp-{iface}.json"
 
 
+def status_files(status_dir: Path) -> list[Path]:
+    """Every daemon's status file in ``status_dir`` (``status_path``'s names), sorted."""
+    return sorted(status_dir.glob(status_path(status_dir, "*").name))
+
+
 class DaemonRunningError(QcnError):
     """Another reaction-point daemon already serves the interface."""
 

@@ -153,7 +153,7 @@ class RateLimiterRules:
 
     def _reinforce(self) -> None:
         """Three-point QCN's positive reinforcement (seed 003): the cycles running end now,
-        as if they had expired, with one increase step (docs/qcn.md, "Three-point QCN").
+        as if they had expired, with one increase step (docs/qcn.md, "QntzFb 0").
         A limiter never cut has nothing to recover."""
         if self.cnms == 0:
             return

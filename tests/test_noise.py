@@ -142,7 +142,7 @@ def test_each_kind_of_noise_makes_the_run_noisy_and_says_why() -> None:
 def test_late_reaction_points_make_the_run_noisy() -> None:
     """A daemon whose p99 CNM-to-rate latency is past one source's tolerable stall (31 ms:
     q_eq at 8.5 Mb/s) makes the run noisy: what BMv2 runs with ordinary-priority daemons
-    measured (p99 130-410 ms in every run whose recovery fell short, docs/bmv2.md)."""
+    measured (p99 131-411 ms in every run whose recovery fell short, docs/bmv2.md)."""
     sc = transient_on_bmv2()
     fast = [(0.27, 5.1), (0.30, 6.2), (0.25, 4.8)]
     report = noise.report(sc, recording([0.0], rp_latencies_ms=fast), QUIET)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from pyroute2 import NetNS
@@ -220,6 +221,6 @@ def test_the_statistics_poller_runs_as_an_ordinary_thread_in_a_realtime_daemon()
     )
     out = subprocess.run(
         ["chrt", "-f", "10", sys.executable, "-c", probe],
-        capture_output=True, text=True, check=True, cwd=os.path.dirname(os.path.dirname(__file__)),
+        capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parent.parent,
     ).stdout  # fmt: skip
     assert out.split() == ["True", "True"]

@@ -11,7 +11,6 @@ the switch agents, then Mininet, then a check that no interface of the run is le
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -31,6 +30,8 @@ from qcn.core.params import CpParams, QcnParams
 from qcn.core.pipeline import build_dir, compile_program
 from qcn.core.scenario import Scenario
 from qcn.core.signals import sigterm_as_interrupt
+from reaction_point.cli import RpUsageError, read_status
+from reaction_point.daemon import status_files
 from topologies.bmv2 import SIMPLE_SWITCH_GRPC, wait_until
 from topologies.errors import ExperimentError
 from topologies.measurement import Hooks, Recording, measure
@@ -178,12 +179,12 @@ def restore_wmem_default() -> bool:
 def reaction_point_latencies(status_dir: Path) -> list[tuple[float, float]]:
     """(p50, p99) in ms of every daemon whose status file has them (one that took CNMs)."""
     latencies = []
-    for path in sorted(status_dir.glob("rp-*.json")):
+    for path in status_files(status_dir):
         try:
-            status = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue  # being replaced, or a daemon that died mid-write: its figures are lost
-        p50, p99 = status.get("latency_p50_ms"), status.get("latency_p99_ms")
+            status = read_status(path)
+        except RpUsageError:
+            continue  # unreadable: that daemon's figures are lost, the others' still count
+        p50, p99 = status.get("latency_p50_ms"), status["latency_p99_ms"]
         if p50 is not None and p99 is not None:
             latencies.append((float(p50), float(p99)))
     return latencies
@@ -383,7 +384,7 @@ class Testbed:
 
         self._wait_until_up(
             "the reaction-point daemons",
-            lambda: len(list(status_dir.glob("rp-*.json"))) == len(hosts),
+            lambda: len(status_files(status_dir)) == len(hosts),
         )
 
     def start_pause_agents(self, hosts: list[str], line_rate_bps: float) -> None:
