@@ -33,8 +33,11 @@ from controller.entries import (
     cp_entries,
     cp_sampling_entry,
     decode_cp,
+    decode_edge,
     default_cpid,
-    edge_port_entry,
+    edge_entries,
+    fb_tag_exit_entry,
+    fb_tag_push_entry,
     flood_groups,
     l2_entry,
     pause_source_entry,
@@ -57,10 +60,14 @@ from qcn.core.pipeline import (
     CP_TABLE_SAMPLING,
     REGISTER_OCCUPANCY_PKTS,
     TABLE_ADMISSION,
+    TABLE_FB_TAG_EXIT,
     TABLE_PAUSE_SOURCE,
     TABLE_PAUSE_WATERMARKS,
     cp_name,
 )
+
+EDGE_SETTINGS = ("three_point", "reflect_p0", "reflect_p_base", "reflect_p_scale")
+"""The CpParams fields a host-facing port's Fb tag and reflection point use."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,8 @@ class PortStatus:
     """The pipeline's count of the port's queue (None: no CP port, or no Thrift)."""
     pause: PauseWatermarks | None = None
     """802.3x PAUSE on the frames arriving at the port, as the switch holds it."""
+    edge: dict[str, Any] | None = None
+    """A host-facing port's three-point settings (controller.entries.decode_edge)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -84,6 +93,7 @@ class PortStatus:
             "counters": self.counters,
             "queue_pkts": self.queue_pkts,
             "pause": None if self.pause is None else asdict(self.pause),
+            "edge": self.edge,
         }
 
 
@@ -138,13 +148,16 @@ class SwitchAgent:
 
     # -- bring-up ----------------------------------------------------------------------------
 
+    def cpid(self, port: int) -> int:
+        return default_cpid(self.cfg.cp_mac, port)
+
     def cp_port(self, port: int, params: CpParams | None = None) -> CpPort:
         p = self.cfg.port(port)
         return CpPort(
             port,
             params or p.cp_params,
             self.cfg.cp_mac,
-            default_cpid(self.cfg.cp_mac, port),
+            self.cpid(port),
             limit_pkts=p.queue_depth_pkts or BMV2_DEFAULT_QUEUE_PKTS,
             limit_bytes=p.queue_depth_bytes,
         )
@@ -153,7 +166,9 @@ class SwitchAgent:
         out = [
             l2_entry(mac, port) for mac, port in sorted(self.net.l2_ports(self.cfg.name).items())
         ]
-        out += [edge_port_entry(p.port) for p in self.cfg.ports if p.edge]
+        for p in self.cfg.ports:
+            if p.edge:
+                out += edge_entries(p.port, p.cp_params, self.cpid(p.port), self.cfg.cp_mac)
         out += [pause_watermarks_entry(p.port, p.pause) for p in self.cfg.ports if p.pause]
         if any(p.pause for p in self.cfg.ports):
             out += self._pause_source_entries()
@@ -280,22 +295,67 @@ class SwitchAgent:
             ]
         return decode_cp(sw.read(wanted), port)
 
+    def read_edge(self, port: int) -> dict[str, Any] | None:
+        """The three-point settings of host-facing ``port`` as the switch holds them, as
+        CpParams fields (None: no Fb tag exit there)."""
+        entries = self.connect().read(
+            P4TableEntry(TABLE_FB_TAG_EXIT, match=P4TableMatch(eg_port=port))
+        )
+        return decode_edge(entries, port)
+
     def set_cp(self, port: int, **changes: Any) -> CpParams:
-        """Change some CP parameters of one port; validated before anything is written."""
-        if not self.cfg.port(port).cp:
+        """Change some CP parameters of one port; validated before anything is written.
+        On a host-facing port the three-point settings (three_point, reflect_*) change its
+        Fb tag push and reflection point too."""
+        p = self.cfg.port(port)
+        if not p.cp and not p.edge:
             raise ConfigError(
-                f"{self.cfg.name} port {port} runs no CP (set cp = true in the config)"
+                f"{self.cfg.name} port {port} runs no CP and faces no host (set cp = true or "
+                "edge = true in the config)"
             )
-        current = self.read_cp(port)
-        base = current[0] if current else self.cfg.port(port).cp_params
+        if not p.cp and not changes.keys() <= set(EDGE_SETTINGS):
+            raise ConfigError(
+                f"{self.cfg.name} port {port} runs no CP (set cp = true in the config); a "
+                f"host-facing port takes only {', '.join(EDGE_SETTINGS)}"
+            )
+        current = self.read_cp(port) if p.cp else None
+        base = current[0] if current else p.cp_params
+        edge = self.read_edge(port) if p.edge else None
+        if edge is not None:
+            base = replace(base, **edge)
         if "q_eq_pkts" in changes and "q_eq_bytes" not in changes:
             changes = {**changes, "q_eq_bytes": 0}  # bytes mode follows the new frame count
         new = QcnParams.from_dict({"cp": changes}, QcnParams(cp=base)).cp  # raises ParamError
+        if not p.cp and not new.three_point and changes.keys() - {"three_point"}:
+            # A two-point host port's entry holds no probabilities: they would be lost.
+            raise ConfigError(
+                f"{self.cfg.name} port {port}: the reflection settings apply in three-point "
+                "mode only (add --three-point on)"
+            )
+        if p.edge:
+            self._set_edge(port, new, pushing=bool(edge and edge["three_point"]))
+        if p.cp:
+            self._set_cp_entries(port, new, current)
+        return new
+
+    def _set_edge(self, port: int, params: CpParams, *, pushing: bool) -> None:
+        """The port's reflection point first, then its push: a tag is never pushed that
+        the path's end would not handle as configured."""
+        sw = self.connect()
+        sw.modify([fb_tag_exit_entry(port, params, self.cpid(port), self.cfg.cp_mac)])
+        if params.three_point and not pushing:
+            sw.insert([fb_tag_push_entry(port)])
+        elif pushing and not params.three_point:
+            sw.delete([fb_tag_push_entry(port)])
+
+    def _set_cp_entries(
+        self, port: int, new: CpParams, current: tuple[CpParams, int] | None
+    ) -> None:
         cp = self.cp_port(port, new)
         sw = self.connect()
         if current is None:
             sw.insert(cp_entries(cp))
-            return new
+            return
         old = self.cp_port(port, current[0])
         if old.instance != cp.instance:
             # Another CP judges the port now: point the admission at it, then move the
@@ -303,11 +363,12 @@ class SwitchAgent:
             sw.modify([admission_entry(cp)])
             sw.delete([cp_sampling_entry(old), *sample_interval_entries(old), cp_config_entry(old)])
             sw.insert([cp_config_entry(cp), *sample_interval_entries(cp), cp_sampling_entry(cp)])
-            return new
+            return
         sw.modify([admission_entry(cp), cp_config_entry(cp), cp_sampling_entry(cp)])
-        if {"sample_intervals_bytes", "sample_jitter"} & changes.keys():
+        if old.params.sample_intervals_bytes != new.sample_intervals_bytes or (
+            old.params.sample_jitter != new.sample_jitter
+        ):
             sw.modify(sample_interval_entries(cp))
-        return new
 
     def set_queue(self, port: int, rate_pps: int | None, depth_pkts: int | None) -> None:
         """A port's queue rate and buffer; a CP port's buffer is the pipeline's limit (its
@@ -397,6 +458,7 @@ class SwitchAgent:
                         self.counters(p.port),
                         depth,
                         self.read_pause(p.port),
+                        self.read_edge(p.port) if p.edge else None,
                     )
                 )
         finally:

@@ -31,11 +31,16 @@ SET_OPTIONS: dict[str, tuple[type, str]] = {
     "p_base": (float, "sampling probability at QntzFb 0"),
     "p_scale": (float, "added sampling probability per QntzFb step"),
     "sample_jitter": (float, "byte-interval mode: jitter fraction"),
+    "reflect_p_base": (float, "three-point: reflection probability of Fb < 0 at QntzFb 0"),
+    "reflect_p_scale": (float, "three-point: added reflection probability per QntzFb step"),
+    "reflect_p0": (float, "three-point, host-facing port: reflection probability of Fb = 0"),
 }
 
 
 #: `qcn ctl set --feedback`: the CP's feedback mode -> CpParams.positive_feedback.
 FEEDBACK_MODES = {"qcn": False, "ecm": True}
+#: `qcn ctl set --three-point` -> CpParams.three_point.
+THREE_POINT_MODES = {"on": True, "off": False}
 
 
 def register(sub: Any) -> None:
@@ -53,7 +58,12 @@ def register(sub: Any) -> None:
     up.add_argument("switch", nargs="*", help="only these switches (default: all)")
     up.set_defaults(func=_up)
 
-    st = cmds.add_parser("set", help="change one port's CP parameters live")
+    st = cmds.add_parser(
+        "set",
+        help="change one port's CP parameters live",
+        description="Change a CP port's parameters, or a host-facing port's three-point "
+        "settings (its Fb tag and end reflection point; docs/qcn.md), live.",
+    )
     st.add_argument("switch")
     st.add_argument("port", type=int)
     for field, (kind, text) in SET_OPTIONS.items():
@@ -63,6 +73,11 @@ def register(sub: Any) -> None:
         "--feedback",
         choices=list(FEEDBACK_MODES),
         help="qcn: CNMs for Fb < 0 only; ecm: also flagged positive ones for Fb > 0",
+    )
+    st.add_argument(
+        "--three-point",
+        choices=list(THREE_POINT_MODES),
+        help="seed 003's three-point QCN on this port (on) or two-point (off)",
     )
     st.add_argument(
         "--depth-at",
@@ -162,6 +177,8 @@ def _set(args: argparse.Namespace) -> int:
         changes["queue_unit"] = args.queue_unit
     if args.feedback:
         changes["positive_feedback"] = FEEDBACK_MODES[args.feedback]
+    if args.three_point:
+        changes["three_point"] = THREE_POINT_MODES[args.three_point]
     if not changes:
         raise ConfigError("nothing to set: give at least one of --q-eq-pkts, --w, --p-base, ...")
     net = _network(args)
@@ -171,9 +188,18 @@ def _set(args: argparse.Namespace) -> int:
         f"{args.switch} port {args.port}: {q_eq_text(new)} w={new.w:g} "
         f"p_base={new.p_base:g} p_scale={new.p_scale:g} sampling={new.sampling.value} "
         f"depth_at={new.depth_at.value} "
-        f"feedback={'ecm' if new.positive_feedback else 'qcn'}"
+        f"feedback={'ecm' if new.positive_feedback else 'qcn'}{three_point_text(new)}"
     )
     return 0
+
+
+def three_point_text(cp: CpParams) -> str:
+    if not cp.three_point:
+        return ""
+    return (
+        f" three-point p0={cp.reflect_p0:g} reflect_p_base={cp.reflect_p_base:g} "
+        f"reflect_p_scale={cp.reflect_p_scale:g}"
+    )
 
 
 def q_eq_text(cp: CpParams) -> str:
@@ -197,7 +223,7 @@ def _show(args: argparse.Namespace) -> int:
     print(
         f"{'switch':8} {'port':>4} {'CP':32} {'frames':>9} {'samples':>8} {'CNMs':>7} "
         f"{'tail drops':>10} {'edge drops':>10} {'queue':>6} {'PAUSE hi/lo KB':>14} "
-        f"{'sent':>5} {'rcvd':>5}"
+        f"{'sent':>5} {'rcvd':>5} {'reflected':>12}"
     )
     for name, rows in report.items():
         for r in rows:
@@ -205,16 +231,23 @@ def _show(args: argparse.Namespace) -> int:
                 f"{q_eq_text(r.cp)} "
                 f"w={r.cp.w:g} {r.cp.sampling.value[:4]} "
                 f"{r.cp.depth_at.value[:3]}{' ecm' if r.cp.positive_feedback else ''}"
+                f"{' 3pt' if r.cp.three_point else ''}"
                 if r.cp
                 else "off"
             )
             c = r.counters
             depth = "-" if r.queue_pkts is None else str(r.queue_pkts)
             pause = f"{r.pause.hi_bytes / 1e3:g}/{r.pause.lo_bytes / 1e3:g}" if r.pause else "off"
+            # The end reflection point's CNMs: for Fb < 0 / for Fb = 0 (P0).
+            reflected = (
+                f"{c['fb_reflections']}/{c['p0_reflections']}"
+                if r.edge and r.edge["three_point"]
+                else "-"
+            )
             print(
                 f"{name:8} {r.port:>4} {cp:32} {c['cp_frames']:>9} {c['cp_samples']:>8} "
                 f"{c['cp_cnms']:>7} {c['tail_drops']:>10} {c['cnm_edge_drops']:>10} {depth:>6} "
-                f"{pause:>14} {c['pause_sent']:>5} {c['pause_received']:>5}"
+                f"{pause:>14} {c['pause_sent']:>5} {c['pause_received']:>5} {reflected:>12}"
             )
     return 0
 

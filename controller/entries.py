@@ -35,6 +35,9 @@ from qcn.core.pipeline import (
     ACTION_ADMIT,
     ACTION_FORWARD,
     ACTION_MARK_EDGE,
+    ACTION_POP_FB_TAG,
+    ACTION_PUSH_FB_TAG,
+    ACTION_REFLECT_FB,
     ACTION_SET_SOURCE,
     ACTION_WATCH,
     CP_ACTION_COMPUTE_FEEDBACK,
@@ -50,6 +53,8 @@ from qcn.core.pipeline import (
     CP_TABLE_SAMPLING,
     TABLE_ADMISSION,
     TABLE_EDGE_PORT,
+    TABLE_FB_TAG_EXIT,
+    TABLE_FB_TAG_PUSH,
     TABLE_L2,
     TABLE_PAUSE_SOURCE,
     TABLE_PAUSE_WATERMARKS,
@@ -245,6 +250,9 @@ def decode_cp(entries: Iterable[P4TableEntry], port: int) -> tuple[CpParams, int
         sampling=modes[_action(stage1[0]).name],
         depth_at=depth_at,
         positive_feedback=bool(args["positive_feedback"]),
+        three_point=bool(args["three_point"]),
+        reflect_p_base=args["reflect_p_base_fixed"] / PROB_ONE,
+        reflect_p_scale=args["reflect_p_scale_fixed"] / PROB_ONE,
     )
     if len(rows) == len(params.sample_intervals_bytes):
         bases = tuple(a["base_bytes"] for _, a in rows)
@@ -299,6 +307,60 @@ def edge_port_entry(port: int) -> P4TableEntry:
         match=P4TableMatch(ig_port=port),
         action=P4TableAction(ACTION_MARK_EDGE),
     )
+
+
+def fb_tag_push_entry(port: int) -> P4TableEntry:
+    """Three-point QCN: frames from the host on ``port`` get an Fb tag."""
+    return P4TableEntry(
+        TABLE_FB_TAG_PUSH,
+        match=P4TableMatch(ig_port=port),
+        action=P4TableAction(ACTION_PUSH_FB_TAG),
+    )
+
+
+def fb_tag_exit_entry(port: int, params: CpParams, cpid: int, mac: str) -> P4TableEntry:
+    """Tagged frames towards the host on ``port`` lose the tag; in three-point mode they
+    meet the end reflection point first (its CNMs from ``mac``, Fb = 0's under ``cpid``)."""
+    if not params.three_point:
+        action = P4TableAction(ACTION_POP_FB_TAG)
+    else:
+        cfg = CpPortConfig.from_params(params)
+        action = P4TableAction(
+            ACTION_REFLECT_FB,
+            p0_fixed=cfg.p0_fixed,
+            reflect_p_base_fixed=cfg.reflect_p_base_fixed,
+            reflect_p_scale_fixed=cfg.reflect_p_scale_fixed,
+            cpid=cpid,
+            rp_mac=mac,
+        )
+    return P4TableEntry(TABLE_FB_TAG_EXIT, match=P4TableMatch(eg_port=port), action=action)
+
+
+def edge_entries(port: int, params: CpParams, cpid: int, mac: str) -> list[P4TableEntry]:
+    """Everything a host-facing port holds: the CNM guard, the Fb tag's exit, and in
+    three-point mode its push."""
+    out = [edge_port_entry(port), fb_tag_exit_entry(port, params, cpid, mac)]
+    if params.three_point:
+        out.append(fb_tag_push_entry(port))
+    return out
+
+
+def decode_edge(entries: Iterable[P4TableEntry], port: int) -> dict[str, object] | None:
+    """The three-point settings ``entries`` hold for host-facing ``port``, as CpParams
+    fields (None: the port has no Fb tag exit, so it faces no host)."""
+    for e in entries:
+        if str(e.table_id) != TABLE_FB_TAG_EXIT or _match_field(e, "eg_port") != port:
+            continue
+        if _action(e).name != ACTION_REFLECT_FB:
+            return {"three_point": False}
+        args = _action_args(e)
+        return {
+            "three_point": True,
+            "reflect_p0": args["p0_fixed"] / PROB_ONE,
+            "reflect_p_base": args["reflect_p_base_fixed"] / PROB_ONE,
+            "reflect_p_scale": args["reflect_p_scale_fixed"] / PROB_ONE,
+        }
+    return None
 
 
 def flood_groups(ports: list[int]) -> list[P4MulticastGroupEntry]:

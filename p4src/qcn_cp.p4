@@ -6,7 +6,9 @@
 //          the standard's CP; a sampled frame's I2E clone becomes its CNM).  On an input
 //          port PAUSE guards, the frame is counted into that input's buffer, and past its
 //          high watermark an I2E clone becomes a PAUSE out of it (control/pause.p4).  MAC
-//          Control frames are counted and dropped.
+//          Control frames are counted and dropped.  Three-point QCN (control/three_point.p4):
+//          a data frame from a host gets an Fb tag, which a frame towards a host loses at
+//          the end reflection point, after the CP.
 // Egress:  the frame leaves its port's queue (admission.p4); on a port configured to judge
 //          departing frames, departure_cp does so with BMv2's depths (E2E clones); a clone
 //          of a sampled frame is rewritten into its CNM (control/cnm_builder.p4); a
@@ -25,6 +27,7 @@
 #include "control/congestion_point.p4"
 #include "control/cnm_builder.p4"
 #include "control/pause.p4"
+#include "control/three_point.p4"
 
 // The frames a CP may sample: data frames, never a CNM, never a frame the parser could not
 // read (a frame too short for Ethernet is a parser error too), never one from a group
@@ -42,6 +45,8 @@ control QcnIngress(inout headers_t hdr,
     Admission() admission;
     PauseUncount() pause_uncount;
     CongestionPoint(CloneType.I2E) arrival_cp;
+    FbTagPush() fb_tag_push;
+    FbTagExit() fb_tag_exit;
     apply {
         if (meta.pause.mac_control) {
             mac_control.apply(hdr, meta, standard_metadata);
@@ -49,6 +54,9 @@ control QcnIngress(inout headers_t hdr,
             l2.apply(hdr, meta, standard_metadata);
             // Flooded frames are not counted: their ports are known only after replication.
             if (standard_metadata.mcast_grp == 0) {
+                if (CP_DATA_FRAME) {
+                    fb_tag_push.apply(hdr, meta, standard_metadata);
+                }
                 pause_watch.apply(hdr, meta, standard_metadata);
                 if (standard_metadata.egress_spec != DROP_PORT) {
                     admission.apply(hdr, meta, standard_metadata);
@@ -61,6 +69,10 @@ control QcnIngress(inout headers_t hdr,
                         pause_uncount.apply(hdr, meta, standard_metadata);
                     }
                 }
+            }
+            // After the CP: the end reflection point sees the Fb the CPs left.
+            if (hdr.fb_tag.isValid() && standard_metadata.egress_spec != DROP_PORT) {
+                fb_tag_exit.apply(hdr, meta, standard_metadata);
             }
         }
     }

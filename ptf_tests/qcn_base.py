@@ -27,6 +27,8 @@ from controller.entries import (
     bmv2_queue_pkts,
     cnm_clone_session,
     cp_entries,
+    default_cpid,
+    edge_entries,
     edge_port_entry,
     flood_groups,
     l2_entry,
@@ -155,6 +157,13 @@ class QcnTest(BaseTest):  # type: ignore[misc]
     def mark_edge(self, port: int) -> None:
         self.sw.insert([edge_port_entry(port)])
 
+    def host_port(self, port: int, params: CpParams) -> int:
+        """``port`` faces a host, in three-point mode if ``params`` say so (its Fb tag push
+        and end reflection point, as the controller writes them); returns its CPID."""
+        cpid = default_cpid(CP_MAC, port)
+        self.sw.insert(edge_entries(port, params, cpid, CP_MAC))
+        return cpid
+
     def counters(self, port: int) -> dict[str, int]:
         return read_counters(self.sw, port)
 
@@ -185,6 +194,11 @@ class QcnTest(BaseTest):  # type: ignore[misc]
         """The reference model's decision for the sample a CNM reports (q, q_old from it)."""
         qoff = int.from_bytes(cnm[24:26], "big", signed=True)
         qdelta = int.from_bytes(cnm[26:28], "big", signed=True)
+        return QcnTest.model_decision_at(qoff, qdelta, params)
+
+    @staticmethod
+    def model_decision_at(qoff: int, qdelta: int, params: CpParams) -> CpDecision:
+        """The reference model's decision for a sample with this qoff and qdelta."""
         q = qoff + params.q_eq
         point = CongestionPoint(CpPortConfig.from_params(params), lambda lo, _hi: lo)
         point.q_old = q - qdelta

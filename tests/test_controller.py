@@ -200,6 +200,9 @@ def test_cp_entry_fixed_point_encoding() -> None:
         "cpid": 0x0200000001000003,
         "cp_mac": "02:00:00:00:01:00",
         "positive_feedback": 0,  # QCN's CP: Fb < 0 only
+        "three_point": 0,  # two-point QCN
+        "reflect_p_base_fixed": 1 << 24,  # three-point: reflect every sampled Fb < 0
+        "reflect_p_scale_fixed": 0,
     }
     ecm = CpPort.with_default_cpid(3, QcnParams.preset("ecm").cp, "02:00:00:00:01:00")
     assert args(cp_config_entry(ecm))["positive_feedback"] == 1

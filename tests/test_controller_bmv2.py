@@ -264,6 +264,35 @@ def test_invalid_change_applies_nothing(lab: Lab) -> None:
     assert "runs no CP" in r.stderr
 
 
+def test_three_point_set_live_on_host_ports_reads_back_and_reflects(lab: Lab) -> None:
+    lab.ctl("up")
+    out = lab.ctl("set", "s1", "1", "--three-point", "on", "--reflect-p0", "1").stdout
+    assert "three-point p0=1 " in out
+    lab.ctl("set", "s1", "0", "--three-point", "on")
+    shown = lab.show()
+    assert shown[1]["edge"] == {
+        "three_point": True,
+        "reflect_p0": 1.0,
+        "reflect_p_base": 1.0,
+        "reflect_p_scale": 0.0,
+    }
+    before = shown[1]["counters"]["p0_reflections"]
+    # h0's frames are tagged at port 0 and every one is reflected at port 1 (P0 = 1).
+    send_frames(lab.ns, "h0", frames(10, dst=1), gap_s=0.0005)
+    assert wait_for(lambda: lab.show()[1]["counters"]["p0_reflections"] == before + 10)
+    lab.ctl("set", "s1", "1", "--three-point", "off")
+    lab.ctl("set", "s1", "0", "--three-point", "off")
+    assert lab.show()[1]["edge"] == {"three_point": False}
+    # Two-point again: no tag, no reflection (one frame through the CP port marks the end).
+    cp_frames = lab.show()[2]["counters"]["cp_frames"]
+    send_frames(lab.ns, "h0", [*frames(10, dst=1), *frames(1)], gap_s=0.0005)
+    assert wait_for(lambda: lab.show()[2]["counters"]["cp_frames"] == cp_frames + 1)
+    assert lab.show()[1]["counters"]["p0_reflections"] == before + 10
+    r = lab.ctl("set", "s1", "1", "--reflect-p0", "0.5", check=False)
+    assert r.returncode == 2
+    assert "three-point mode only" in r.stderr
+
+
 def test_second_controller_with_lower_election_id_is_told_not_primary(lab: Lab) -> None:
     lab.ctl("up")
     holder = subprocess.Popen(

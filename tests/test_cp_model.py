@@ -14,7 +14,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qcn.core.cp_model import CongestionPoint, CpPortConfig, quantize
+from qcn.core.cp_model import (
+    CongestionPoint,
+    CpPortConfig,
+    FbTag,
+    end_reflection,
+    overwrite_fb_tag,
+    quantize,
+)
 from qcn.core.params import PROB_ONE, CpParams, QueueUnit, SamplingMode
 
 ALWAYS = CpParams(queue_unit=QueueUnit.PACKETS, p_base=1.0, p_scale=0.0)
@@ -175,3 +182,49 @@ def test_bytes_is_packets_scaled(q: int, q_old: int, q_eq: int, w16: int, size: 
     da, db = a.on_frame(q, size), b.on_frame(q * size, size)
     assert (da.qntz_fb, da.sampled, da.cnm) == (db.qntz_fb, db.sampled, db.cnm)
     assert db.fb_fp == da.fb_fp * size
+
+
+# -- three-point QCN -----------------------------------------------------------------------
+
+THREE_POINT = replace(ALWAYS, three_point=True)
+
+
+def draw(value: int):  # type: ignore[no-untyped-def]
+    """A v1model random() that always returns ``value``."""
+    return lambda _lo, _hi: value
+
+
+def test_three_point_cp_overwrites_only_a_less_negative_fb() -> None:
+    d = cp_at(THREE_POINT, q_old=22).on_frame(q=30, frame_bytes=1500)  # QntzFb 13
+    cfg = CpPortConfig.from_params(THREE_POINT)
+    for held in (13, 20, 63):  # as negative or more: the tag stays
+        tag = FbTag(False, held, 0xAB, 1, 1)
+        assert overwrite_fb_tag(d, tag, cfg, cpid=7, rand=draw(0)) == tag
+    fresh = overwrite_fb_tag(d, FbTag(), cfg, cpid=7, rand=draw(0))
+    assert fresh == FbTag(True, 13, 7, 8, 8)  # reflect_p_base 1: always reflected
+    # Below the equilibrium (Fb > 0) or not sampled: nothing.
+    calm = cp_at(THREE_POINT, q_old=10).on_frame(q=10, frame_bytes=1500)
+    assert overwrite_fb_tag(calm, FbTag(), cfg, cpid=7, rand=draw(0)) == FbTag()
+    assert overwrite_fb_tag(d._replace(sampled=False), FbTag(), cfg, 7, draw(0)) == FbTag()
+
+
+def test_three_point_cp_reflects_with_base_plus_qntzfb_times_scale() -> None:
+    params = replace(THREE_POINT, reflect_p_base=0.25, reflect_p_scale=0.5 / 64)
+    cfg = CpPortConfig.from_params(params)
+    d = cp_at(params, q_old=22).on_frame(q=30, frame_bytes=1500)  # QntzFb 13
+    threshold = round(0.25 * PROB_ONE) + 13 * round(0.5 / 64 * PROB_ONE)
+    assert overwrite_fb_tag(d, FbTag(), cfg, 7, draw(threshold - 1)).reflected
+    carried = overwrite_fb_tag(d, FbTag(), cfg, 7, draw(threshold))
+    assert (carried.reflected, carried.qntz_fb) == (False, 13)
+
+
+def test_end_reflection_point() -> None:
+    cfg = CpPortConfig.from_params(replace(THREE_POINT, reflect_p0=0.25))
+    p0 = round(0.25 * PROB_ONE)
+    zero = FbTag()
+    assert end_reflection(zero, cfg, cpid=9, rand=draw(p0 - 1)) == FbTag(cpid=9)
+    assert end_reflection(zero, cfg, cpid=9, rand=draw(p0)) is None
+    negative = FbTag(False, 20, 0xAB, 3, 1)
+    assert end_reflection(negative, cfg, cpid=9, rand=draw(PROB_ONE - 1)) == negative
+    assert end_reflection(negative._replace(reflected=True), cfg, 9, draw(0)) is None
+    assert end_reflection(zero._replace(reflected=True), cfg, 9, draw(0)) is None

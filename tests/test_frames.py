@@ -10,8 +10,20 @@ from hypothesis import strategies as st
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from qcn.core.cp_model import CpDecision
-from qcn.core.frames import CNM, CnmRejectedError, CNTag, decode_pdu, expected_cnm, parse_cnm
+from qcn.core.cp_model import CpDecision, FbTag
+from qcn.core.frames import (
+    CNM,
+    FB_TAG_BYTES,
+    CnmRejectedError,
+    CNTag,
+    FbTagHeader,
+    decode_pdu,
+    expected_cnm,
+    expected_reflection,
+    parse_cnm,
+    pop_fb_tag,
+    push_fb_tag,
+)
 
 # A sampled frame: dst 00:00:00:00:00:02, src 00:00:00:00:00:01, EtherType 0x88b5, 100 bytes.
 SAMPLED = bytes.fromhex("00000000000200000000000188b5") + bytes(range(100))
@@ -142,3 +154,26 @@ def test_fast_pdu_decoder_agrees_with_scapy_layer(pdu: bytes) -> None:
     ):
         assert fast[name] == getattr(layer, name), name
     assert fast["encap_da"].hex(":") == layer.encap_da
+
+
+def test_fb_tag_push_pop_and_layout() -> None:
+    frame = bytes(Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:02") / IP() / UDP())
+    tag = FbTag(True, 42, 0x0200000001000003, -5, 7)
+    tagged = push_fb_tag(frame, tag)
+    assert len(tagged) == len(frame) + FB_TAG_BYTES
+    # EtherType 0x88B6, then reflected:1 reserved:9 QntzFb:6, CPID, qoff, qdelta, EtherType.
+    assert tagged[12:30].hex() == "88b6" + "802a" + "0200000001000003" + "fffb" + "0007" + "0800"
+    assert Ether(tagged)[FbTagHeader].qntz_fb == 42
+    assert UDP in Ether(tagged)
+    assert pop_fb_tag(tagged) == (frame, tag)
+    assert pop_fb_tag(frame) == (frame, None)
+
+
+def test_reflection_cnm_encapsulates_the_frame_without_its_tag() -> None:
+    frame = bytes(Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:02") / IP() / UDP())
+    tag = FbTag(False, 20, 0xAB, 3, 1)
+    cnm = expected_reflection(push_fb_tag(frame, tag), tag, "02:00:00:00:00:fe")
+    assert cnm is not None
+    assert cnm[CNM].msdu == frame[12:]
+    assert (cnm[CNM].qntz_fb, cnm[CNM].cpid, cnm[CNM].qoff, cnm[CNM].qdelta) == (20, 0xAB, 3, 1)
+    assert cnm.dst == "00:00:00:00:00:01"

@@ -32,6 +32,8 @@ def p4_constants() -> dict[str, int]:
         ("ETHERTYPE_CNM", frames.ETHERTYPE_CNM),
         ("ETHERTYPE_CNTAG", frames.ETHERTYPE_CNTAG),
         ("ETHERTYPE_VLAN", frames.ETHERTYPE_VLAN),
+        ("ETHERTYPE_FB_TAG", frames.ETHERTYPE_FB_TAG),
+        ("FB_TAG_BYTES", frames.FB_TAG_BYTES),
         ("ETH_HEADER_BYTES", frames.ETH_HEADER_BYTES),
         ("CNM_PDU_BYTES", frames.CNM_PDU_BYTES),
         ("CNM_MAX_MSDU_BYTES", frames.CNM_MAX_MSDU_BYTES),
@@ -53,6 +55,20 @@ def p4_constants() -> dict[str, int]:
 )
 def test_constant_agrees(p4_name: str, python_value: int) -> None:
     assert p4_constants()[p4_name] == python_value
+
+
+def test_fb_tag_layouts_agree() -> None:
+    body = re.search(r"header fb_tag_t \{(.*?)\}", HEADERS.read_text(), re.S)
+    assert body is not None
+    widths = re.findall(r"bit<(\d+)>\s+(\w+);", body.group(1))
+    p4_fields = [(name, int(bits)) for bits, name in widths]
+    scapy_fields = [
+        (f.name, f.size if hasattr(f, "size") else 8 * f.sz) for f in frames.FbTagHeader.fields_desc
+    ]
+    assert [w for _, w in p4_fields] == [w for _, w in scapy_fields]
+    assert [n for n, _ in p4_fields][:-1] == [n for n, _ in scapy_fields][:-1]
+    # The header ends with the frame's own EtherType, so it is what a push adds.
+    assert sum(w for _, w in p4_fields) // 8 == frames.FB_TAG_BYTES
 
 
 def test_cnm_header_layouts_agree() -> None:

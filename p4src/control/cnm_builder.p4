@@ -1,7 +1,8 @@
 // Turns the clone of a sampled frame (I2E or E2E) into its 802.1Qau CNM (docs/qcn.md, "CNM
 // frame"); qcn/core/frames.py's expected_cnm() builds the same bytes in Python.
 //   Ethernet: dst = sampled source, src = CP MAC, type = 0x22E7
-//   CNM PDU, then the sampled frame from its EtherType on, at most 64 bytes
+//   CNM PDU, then the sampled frame from its EtherType on (after any 802.1Q tag and Fb
+//   tag), at most 64 bytes
 // The clone holds the sampled frame's parsed headers (an E2E clone is taken before
 // deparsing; BMv2 parses an I2E clone again, docs/bmv2.md); re-emitting them after the PDU
 // and truncating gives the MSDU without copying payload bytes by hand.
@@ -25,6 +26,13 @@ control CnmBuilder(inout headers_t hdr,
             hdr.cnm.encap_priority = hdr.vlan.pcp;
             hdr.cnm.msdu_len = (bit<16>)standard_metadata.packet_length - MSDU_OFFSET_TAGGED;
             hdr.vlan.setInvalid();
+        }
+        // The clone of a frame that arrived with an Fb tag (BMv2 parses an I2E clone
+        // again): the MSDU is the frame as its source sent it, from after the tag.
+        if (hdr.fb_tag.isValid()) {
+            hdr.msdu_ethertype.ether_type = hdr.fb_tag.ether_type;
+            hdr.cnm.msdu_len = hdr.cnm.msdu_len - FB_TAG_BYTES;
+            hdr.fb_tag.setInvalid();
         }
         if (hdr.cnm.msdu_len > CNM_MAX_MSDU_BYTES) {
             hdr.cnm.msdu_len = CNM_MAX_MSDU_BYTES;

@@ -19,6 +19,11 @@
 //   sampled: Bernoulli iff r < p_base + QntzFb * p_scale; byte-interval always, and the
 //            counter is reloaded from the interval table row QntzFb >> 3, +/- jitter
 //   on a sample: q_old = q, and if Fb < 0 an E2E clone becomes the CNM (CnmBuilder)
+// Three-point mode (three_point = 1, arrival CP only; seed 003, docs/qcn.md): on a sample
+// with Fb < 0 more negative than the frame's Fb tag, the tag takes this Fb and CPID, and
+// the CP reflects it (the same CNM) with probability reflect_p_base + QntzFb *
+// reflect_p_scale, setting the tag's reflected bit; otherwise the Fb travels on to the
+// reflection point at the path's end (control/three_point.p4).
 // ECM mode (positive_feedback = 1, docs/schemes.md): a sampled frame with Fb > 0 gets a
 // CNM too, flagged fb_positive, its QntzFb the same quantisation of +Fb; the sampling
 // still uses the negative QntzFb (0 for Fb >= 0).
@@ -101,7 +106,8 @@ control CongestionPoint(inout headers_t hdr,
     action compute_feedback(bit<32> q_eq, bit<32> w_fixed, bit<32> fbmax_fixed,
                             bit<64> fb_multiplier, bit<32> p_base_fixed,
                             bit<32> p_scale_fixed, bit<64> cpid, mac_addr_t cp_mac,
-                            bit<1> positive_feedback) {
+                            bit<1> positive_feedback, bit<1> three_point,
+                            bit<32> reflect_p_base_fixed, bit<32> reflect_p_scale_fixed) {
         int<32> q = (int<32>)meta.cp.q;
         q_old.read(meta.cp.qdelta, port);
         meta.cp.qoff = q - (int<32>)q_eq;
@@ -137,6 +143,10 @@ control CongestionPoint(inout headers_t hdr,
         // request_cnm adds the per-sample fields; the positive flag travels here too, so
         // the frame needs no metadata field of its own for it.
         meta.cnm_fields = positive ++ cp_mac ++ cpid ++ 38w0;
+        // Three-point mode: how likely this CP reflects the Fb itself (docs/qcn.md,
+        // "Three-point QCN"), in the same fixed point as the sampling.
+        meta.cp.three_point = three_point == 1;
+        meta.cp.reflect_below = reflect_p_base_fixed + (bit<32>)congestion * reflect_p_scale_fixed;
     }
 
     // The port's CP parameters (one entry per CP-enabled egress port, with cp_sampling's).
@@ -177,9 +187,8 @@ control CongestionPoint(inout headers_t hdr,
         q_old.write(port, (int<32>)meta.cp.q);
     }
 
-    // A CNM for this frame: the clone carries what CnmBuilder needs.
-    action request_cnm() {
-        cp_cnms.count(port);
+    // The CNM's per-sample fields (cnm_fields), as the CNM and the Fb tag carry them.
+    action fill_feedback() {
         // Saturate to the 16-bit signed fields of the CNM (qoff >= -q_eq > -32768).
         if (meta.cp.qoff > 32767) {
             meta.cp.qoff = 32767;
@@ -192,9 +201,36 @@ control CongestionPoint(inout headers_t hdr,
         meta.cnm_fields[CNM_FIELDS_QOFF] = (bit<16>)(bit<32>)meta.cp.qoff;
         meta.cnm_fields[CNM_FIELDS_QDELTA] = (bit<16>)(bit<32>)meta.cp.qdelta;
         meta.cnm_fields[CNM_FIELDS_QNTZ_FB] = meta.cp.qntz_fb;
+    }
+
+    // The clone becomes the CNM (CnmBuilder), out of the port the frame came in on.
+    action send_cnm() {
+        cp_cnms.count(port);
         clone_preserving_field_list(cnm_clone,
                                     CNM_SESSION_BASE + (bit<32>)standard_metadata.ingress_port,
                                     CNM_FIELD_LIST);
+    }
+
+    // A CNM for this frame: the clone carries what CnmBuilder needs.
+    action request_cnm() {
+        fill_feedback();
+        send_cnm();
+    }
+
+    // Three-point mode, on a sampled frame whose Fb is more negative than its tag's: the
+    // tag takes this CP's Fb and identity, and the CP reflects it itself with probability
+    // reflect_below (never when the frame's clone is a PAUSE: v1model clones once).
+    action overwrite_fb_tag() {
+        fill_feedback();
+        hdr.fb_tag.qntz_fb = meta.cp.qntz_fb;
+        hdr.fb_tag.cpid = meta.cnm_fields[CNM_FIELDS_CPID];
+        hdr.fb_tag.qoff = meta.cnm_fields[CNM_FIELDS_QOFF];
+        hdr.fb_tag.qdelta = meta.cnm_fields[CNM_FIELDS_QDELTA];
+        random(meta.cp.rand, 0, PROB_ONE - 1);
+        hdr.fb_tag.reflected = 0;
+        if (meta.cp.rand < meta.cp.reflect_below && meta.pause_fields == 0) {
+            hdr.fb_tag.reflected = 1;
+        }
     }
 
     apply {
@@ -206,9 +242,19 @@ control CongestionPoint(inout headers_t hdr,
                     if (meta.cp.byte_interval) {
                         sample_interval.apply();
                     }
-                    // A frame whose clone is a PAUSE (control/pause.p4) gets no CNM.
-                    if ((meta.cp.fb_fp < 0 || meta.cnm_fields[CNM_FIELDS_FB_POSITIVE] == 1)
-                            && meta.pause_fields == 0) {
+                    if (meta.cp.three_point && hdr.fb_tag.isValid()) {
+                        // "More negative" is a larger QntzFb: an equal one keeps the tag's.
+                        if (meta.cp.fb_fp < 0 && meta.cp.qntz_fb > hdr.fb_tag.qntz_fb) {
+                            overwrite_fb_tag();
+                            if (hdr.fb_tag.reflected == 1) {
+                                send_cnm();
+                            }
+                        }
+                    // A frame whose clone is a PAUSE (control/pause.p4) gets no CNM; an
+                    // untagged frame at a three-point CP has no tag to carry its Fb on.
+                    } else if ((meta.cp.fb_fp < 0
+                                || meta.cnm_fields[CNM_FIELDS_FB_POSITIVE] == 1)
+                               && meta.pause_fields == 0) {
                         request_cnm();
                     }
                 }

@@ -11,6 +11,10 @@ const bit<16> ETHERTYPE_VLAN  = 0x8100;
 const bit<16> ETHERTYPE_CNM   = 0x22E7;   // 802.1Qau Congestion Notification Message
 const bit<16> ETHERTYPE_CNTAG = 0x22E9;   // 802.1Qau Congestion Notification Tag
 const bit<16> ETHERTYPE_MAC_CONTROL = 0x8808;   // 802.3 MAC Control (PAUSE)
+// Seed 003's three-point QCN: the Fb tag data frames carry between the edges (docs/qcn.md,
+// "The Fb tag"), under IEEE 802's Local Experimental EtherType 2.
+const bit<16> ETHERTYPE_FB_TAG = 0x88B6;
+const bit<16> FB_TAG_BYTES = 16;   // what the tag adds to a frame
 
 // 802.3x PAUSE: opcode, destination, and the frame the pipeline sends (the 60-byte minimum
 // frame without its FCS; qcn/core/frames.py's PAUSE_FRAME_BYTES).

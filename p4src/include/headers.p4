@@ -23,6 +23,21 @@ header cntag_t {
     bit<16> ether_type;
 }
 
+// Seed 003's Fb tag (docs/qcn.md, "The Fb tag"): the worst Fb a CP on the path measured,
+// who measured it, and whether a CP already reflected it.  Pushed at the first switch's
+// edge port, removed at the last one's (control/three_point.p4); 16 bytes with its
+// EtherType.  The fields after `reflected` are the CNM's, so a reflection point's CNM
+// carries what the measuring CP would have sent.
+header fb_tag_t {
+    bit<1>  reflected;
+    bit<9>  reserved;
+    bit<6>  qntz_fb;           // 0: Fb = 0 (no CP found congestion)
+    bit<64> cpid;              // of the CP that measured qntz_fb (0 while it is 0)
+    bit<16> qoff;              // signed, as in the CNM
+    bit<16> qdelta;            // signed
+    bit<16> ether_type;
+}
+
 // 802.1Qau CNM PDU (24 bytes).  fb_positive is the lowest reserved bit, set only by a CP
 // in ECM mode for Fb > 0 (docs/schemes.md, "The ECM message").
 header cnm_t {
@@ -61,6 +76,7 @@ struct headers_t {
     mac_control_t    mac_control;
     pause_pad_t      pause_pad;
     vlan_t           vlan;
+    fb_tag_t         fb_tag;
     cnm_t            cnm;
     msdu_ethertype_t msdu_ethertype;
     cntag_t          cntag;
@@ -81,6 +97,9 @@ struct cp_state_t {
     int<32> fb_fp;           // 16 * Fb
     bit<6>  qntz_fb;
     bit<3>  interval_idx;    // sample_interval row: QntzFb >> 3
+    bool    three_point;     // the port's CP is in three-point mode (control/three_point.p4)
+    bit<32> reflect_below;   // three-point: a negative Fb is reflected iff a draw is below
+    bool    reflect;         // the end reflection point sends this frame's CNM
 }
 
 // What 802.3x PAUSE computed for this frame (control/pause.p4).

@@ -1,5 +1,5 @@
 // Parser and deparser.  Only what the pipeline reads is parsed: Ethernet, the 802.1Q tag,
-// the CN-TAG, the CNM and MAC Control; everything after them is payload (the CNM's MSDU is
+// the Fb tag, the CN-TAG, the CNM and MAC Control; everything after them is payload (the CNM's MSDU is
 // the frame's own bytes either way).  BMv2 extracts, re-emits and logs each parsed field per frame, so
 // an IPv4/L4 parse the CP never reads costs every frame (bench/pipeline_bench.py).
 // Nothing here drops a frame: an unknown EtherType ends parsing and a short frame ends it
@@ -20,6 +20,7 @@ parser QcnParser(packet_in packet,
             ETHERTYPE_CNM: parse_cnm;
             ETHERTYPE_CNTAG: parse_cntag;
             ETHERTYPE_MAC_CONTROL: parse_mac_control;
+            ETHERTYPE_FB_TAG: parse_fb_tag;
             default: accept;
         }
     }
@@ -37,6 +38,16 @@ parser QcnParser(packet_in packet,
             ETHERTYPE_CNM: parse_cnm;
             ETHERTYPE_CNTAG: parse_cntag;
             ETHERTYPE_MAC_CONTROL: tagged_mac_control;
+            ETHERTYPE_FB_TAG: parse_fb_tag;
+            default: accept;
+        }
+    }
+
+    // A CNM under an Fb tag is still a CNM: the edge guard must see it.
+    state parse_fb_tag {
+        packet.extract(hdr.fb_tag);
+        transition select(hdr.fb_tag.ether_type) {
+            ETHERTYPE_CNM: parse_cnm;
             default: accept;
         }
     }
@@ -58,7 +69,8 @@ parser QcnParser(packet_in packet,
     }
 }
 
-// Headers are re-emitted unchanged, so a data frame leaves byte for byte as it came in; a
+// Headers are re-emitted unchanged, so a data frame leaves byte for byte as it came in (but
+// for the Fb tag three-point edge ports push and remove, control/three_point.p4); a
 // CNM clone emits its new Ethernet and CNM headers, then the sampled frame from its
 // EtherType on (msdu_ethertype, then the headers that followed it, then the payload).
 control QcnDeparser(packet_out packet, in headers_t hdr) {
@@ -67,6 +79,7 @@ control QcnDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.mac_control);
         packet.emit(hdr.pause_pad);
         packet.emit(hdr.vlan);
+        packet.emit(hdr.fb_tag);
         packet.emit(hdr.cnm);
         packet.emit(hdr.msdu_ethertype);
         packet.emit(hdr.cntag);

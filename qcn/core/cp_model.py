@@ -69,6 +69,12 @@ class CpPortConfig:
     depth_at: QueueDepth
     positive_feedback: bool = False
     """ECM's CP: messages for Fb > 0 too."""
+    three_point: bool = False
+    """Seed 003's three-point mode (the Fb tag, reflection)."""
+    reflect_p_base_fixed: int = PROB_ONE
+    reflect_p_scale_fixed: int = 0
+    p0_fixed: int = 0
+    """The end reflection point's probability of reflecting Fb = 0."""
 
     @property
     def p_max_fixed(self) -> int:
@@ -95,6 +101,10 @@ class CpPortConfig:
             ),
             depth_at=cp.depth_at,
             positive_feedback=cp.positive_feedback,
+            three_point=cp.three_point,
+            reflect_p_base_fixed=round(cp.reflect_p_base * PROB_ONE),
+            reflect_p_scale_fixed=round(cp.reflect_p_scale * PROB_ONE),
+            p0_fixed=round(cp.reflect_p0 * PROB_ONE),
         )
 
 
@@ -211,3 +221,46 @@ class CongestionPoint:
                 q, qoff, qdelta, fb_fp, quantize_magnitude(fb_fp, cfg), sampled, positive=True
             )
         return CpDecision(q, qoff, qdelta, fb_fp, qntz, sampled)
+
+
+# -- three-point QCN (p4src/control/three_point.p4; docs/qcn.md, "Three-point QCN") ----------
+
+
+class FbTag(NamedTuple):
+    """The Fb tag a data frame carries between the edges (the scapy layer is
+    :class:`qcn.core.frames.FbTagHeader`); a fresh tag is ``FbTag()``: Fb = 0."""
+
+    reflected: bool = False
+    qntz_fb: int = 0
+    cpid: int = 0
+    qoff: int = 0
+    qdelta: int = 0
+
+
+def reflect_threshold(qntz_fb: int, cfg: CpPortConfig) -> int:
+    """A negative Fb is reflected iff random(0, PROB_ONE - 1) < this (CP and end alike)."""
+    return cfg.reflect_p_base_fixed + qntz_fb * cfg.reflect_p_scale_fixed
+
+
+def overwrite_fb_tag(
+    decision: CpDecision, tag: FbTag, cfg: CpPortConfig, cpid: int, rand: RandomInt
+) -> FbTag:
+    """A three-point CP on one frame (congestion_point.p4's overwrite_fb_tag): a sampled
+    Fb < 0 with a larger QntzFb than the tag's takes the tag over, reflected by this CP
+    (its CNM sent, the bit set) iff a draw is below :func:`reflect_threshold`.  Anything
+    else leaves the tag as it was, and the CP sends nothing."""
+    if not (decision.sampled and decision.fb_fp < 0 and decision.qntz_fb > tag.qntz_fb):
+        return tag
+    reflected = rand(0, PROB_ONE - 1) < reflect_threshold(decision.qntz_fb, cfg)
+    return FbTag(reflected, decision.qntz_fb, cpid, decision.cnm_qoff, decision.cnm_qdelta)
+
+
+def end_reflection(tag: FbTag, cfg: CpPortConfig, cpid: int, rand: RandomInt) -> FbTag | None:
+    """The end reflection point (three_point.p4's reflect_fb): the tag its CNM carries, or
+    None.  Reflected already: nothing; Fb < 0: with :func:`reflect_threshold`, under the
+    measuring CP's CPID; Fb = 0: with P0, under this port's CPID.  One draw per frame."""
+    below = cfg.p0_fixed if tag.qntz_fb == 0 else reflect_threshold(tag.qntz_fb, cfg)
+    r = rand(0, PROB_ONE - 1)
+    if tag.reflected or r >= below:
+        return None
+    return tag if tag.qntz_fb else tag._replace(cpid=cpid)

@@ -1,7 +1,8 @@
 """802.1Qau frames as scapy layers: the CNM (EtherType 0x22E7) and the CN-TAG (0x22E9);
-and 802.3x PAUSE (MAC Control, 0x8808), scapy's own ``MACControlPause``.
+seed 003's Fb tag (0x88B6, this project's format, ``docs/qcn.md``, "The Fb tag"); and
+802.3x PAUSE (MAC Control, 0x8808), scapy's own ``MACControlPause``.
 
-This is the Python side's one definition of the CNM layout; the P4 side's is
+This is the Python side's one definition of the CNM and Fb tag layouts; the P4 side's is
 ``p4src/include/headers.p4`` (a test checks both agree on sizes and EtherTypes).
 
 CNM PDU, 24 bytes, network order::
@@ -40,11 +41,16 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Packet, bind_layers
 
-from qcn.core.cp_model import CpDecision
+from qcn.core.cp_model import CpDecision, FbTag
 
 ETHERTYPE_CNM = 0x22E7
 ETHERTYPE_CNTAG = 0x22E9
 ETHERTYPE_VLAN = 0x8100
+ETHERTYPE_FB_TAG = 0x88B6
+"""IEEE 802's Local Experimental EtherType 2 (the project's test traffic uses 1, 0x88B5): the
+Fb tag is no standard's."""
+FB_TAG_BYTES = 16
+"""What the Fb tag adds to a frame: FbTagHeader, which ends with the frame's own EtherType."""
 ETH_HEADER_BYTES = 14
 VLAN_TAG_BYTES = 4
 CNM_PDU_BYTES = 24
@@ -91,7 +97,35 @@ class CNTag(Packet):
     ]
 
 
+class FbTagHeader(Packet):
+    """Seed 003's Fb tag, after the addresses (or the 802.1Q tag): the worst Fb a CP on
+    the path measured (QntzFb; 0 = Fb 0), that CP's CPID, qoff and qdelta as its CNM
+    would carry them, and whether a CP reflected it already; then the frame's EtherType."""
+
+    name = "Fb-TAG"
+    fields_desc = [  # noqa: RUF012
+        BitField("reflected", 0, 1),
+        BitField("reserved", 0, 9),
+        BitField("qntz_fb", 0, 6),
+        XLongField("cpid", 0),
+        SignedShortField("qoff", 0),
+        SignedShortField("qdelta", 0),
+        XShortEnumField("type", 0x0800, {0x0800: "IPv4", 0x86DD: "IPv6", 0x0806: "ARP"}),
+    ]
+
+    def mysummary(self) -> str:
+        return str(
+            self.sprintf("Fb-TAG QntzFb=%FbTagHeader.qntz_fb% reflected=%FbTagHeader.reflected%")
+        )
+
+
 bind_layers(Ether, CNM, type=ETHERTYPE_CNM)
+bind_layers(Ether, FbTagHeader, type=ETHERTYPE_FB_TAG)
+bind_layers(Dot1Q, FbTagHeader, type=ETHERTYPE_FB_TAG)
+bind_layers(FbTagHeader, IP, type=0x0800)
+bind_layers(FbTagHeader, IPv6, type=0x86DD)
+bind_layers(FbTagHeader, ARP, type=0x0806)
+bind_layers(FbTagHeader, CNM, type=ETHERTYPE_CNM)
 bind_layers(Dot1Q, CNM, type=ETHERTYPE_CNM)
 bind_layers(Ether, CNTag, type=ETHERTYPE_CNTAG)
 bind_layers(Dot1Q, CNTag, type=ETHERTYPE_CNTAG)
@@ -131,22 +165,67 @@ def expected_cnm(
     sampled_frame: bytes, decision: CpDecision, cpid: int, cp_mac: str
 ) -> Ether | None:
     """The exact CNM a CP sends for ``sampled_frame`` (None when it must send none)."""
-    if not decision.cnm or len(sampled_frame) < ETH_HEADER_BYTES:
+    if not decision.cnm:
         return None
-    if is_group_mac(sampled_frame[6:12]):
+    tag = FbTag(False, decision.qntz_fb, cpid, decision.cnm_qoff, decision.cnm_qdelta)
+    return _cnm(sampled_frame, tag, cp_mac, positive=decision.positive)
+
+
+def expected_reflection(frame: bytes, reflected: FbTag, rp_mac: str) -> Ether | None:
+    """The exact CNM a reflection point (or a three-point CP) sends for ``frame``,
+    reflecting ``reflected`` (qcn.core.cp_model.end_reflection's tag); ``frame`` as it
+    arrived, with or without its Fb tag."""
+    return _cnm(frame, reflected, rp_mac)
+
+
+def _cnm(frame: bytes, fb: FbTag, src_mac: str, *, positive: bool = False) -> Ether | None:
+    """The CNM for ``frame`` with ``fb``'s fields: its MSDU is the frame as its source sent
+    it (without the Fb tag), and it goes to the frame's source unless that is a group."""
+    frame, _ = pop_fb_tag(frame)
+    if len(frame) < ETH_HEADER_BYTES or is_group_mac(frame[6:12]):
         return None
-    start = msdu_offset(sampled_frame)
-    pkt: Ether = Ether(dst=sampled_frame[6:12], src=cp_mac, type=ETHERTYPE_CNM) / CNM(
-        fb_positive=int(decision.positive),
-        qntz_fb=decision.qntz_fb,
-        cpid=cpid,
-        qoff=decision.cnm_qoff,
-        qdelta=decision.cnm_qdelta,
-        encap_priority=frame_priority(sampled_frame),
-        encap_da=sampled_frame[0:6],
-        msdu=sampled_frame[start : start + CNM_MAX_MSDU_BYTES],
+    start = msdu_offset(frame)
+    pkt: Ether = Ether(dst=frame[6:12], src=src_mac, type=ETHERTYPE_CNM) / CNM(
+        fb_positive=int(positive),
+        qntz_fb=fb.qntz_fb,
+        cpid=fb.cpid,
+        qoff=fb.qoff,
+        qdelta=fb.qdelta,
+        encap_priority=frame_priority(frame),
+        encap_da=frame[0:6],
+        msdu=frame[start : start + CNM_MAX_MSDU_BYTES],
     )
     return pkt
+
+
+FRESH_FB_TAG = FbTag()
+"""The tag an edge port pushes: Fb = 0, not reflected."""
+
+
+def push_fb_tag(frame: bytes, tag: FbTag = FRESH_FB_TAG) -> bytes:
+    """``frame`` with an Fb tag (after its 802.1Q tag, if any), as an edge port pushes it."""
+    at = msdu_offset(frame)
+    header = FbTagHeader(
+        reflected=int(tag.reflected),
+        qntz_fb=tag.qntz_fb,
+        cpid=tag.cpid,
+        qoff=tag.qoff,
+        qdelta=tag.qdelta,
+        type=int.from_bytes(frame[at : at + 2], "big"),
+    )
+    return frame[:at] + ETHERTYPE_FB_TAG.to_bytes(2, "big") + bytes(header) + frame[at + 2 :]
+
+
+def pop_fb_tag(frame: bytes) -> tuple[bytes, FbTag | None]:
+    """``frame`` without its Fb tag, and the tag (None: it had none)."""
+    at = msdu_offset(frame)
+    if len(frame) < at + FB_TAG_BYTES + 2:
+        return frame, None
+    if int.from_bytes(frame[at : at + 2], "big") != ETHERTYPE_FB_TAG:
+        return frame, None
+    h = FbTagHeader(frame[at + 2 : at + FB_TAG_BYTES + 2])
+    tag = FbTag(bool(h.reflected), h.qntz_fb, h.cpid, h.qoff, h.qdelta)
+    return frame[:at] + frame[at + FB_TAG_BYTES :], tag
 
 
 class CnmRejectedError(ValueError):

@@ -136,6 +136,22 @@ class CpParams:
     positive_feedback: bool = False
     """ECM's CP: a sampled frame with Fb > 0 gets a message too, flagged positive
     (``docs/schemes.md``, "The ECM message").  QCN's CP sends only Fb < 0."""
+    three_point: bool = False
+    """Seed 003's three-point QCN on this port (``docs/qcn.md``, "Three-point QCN"): as
+    a CP, a sampled Fb < 0 overwrites a less negative Fb in the frame's Fb tag and is
+    reflected by the CP with probability reflect_p_base + QntzFb * reflect_p_scale; as a
+    host-facing port, frames from the host get a tag and frames to it meet the end
+    reflection point.  Pair it with ``rp.positive_reinforcement``."""
+    reflect_p_base: float = 1.0
+    """Three-point: the probability of reflecting a negative Fb at QntzFb 0, at the CP and
+    at the end reflection point alike.  The seed gives no function; 1 reflects every
+    sampled Fb < 0 at its CP (whose sampling already grows with |Fb|), so P0 = 0 is
+    two-point QCN, as the seed's own rows at reflection 0 are."""
+    reflect_p_scale: float = 0.0
+    """Three-point: added reflection probability per QntzFb step."""
+    reflect_p0: float = 0.0
+    """Three-point, the end reflection point: the probability P0 of reflecting Fb = 0
+    (seed 003's "reflection probability": 0, 2.5 and 5 %)."""
 
     @property
     def q_eq(self) -> int:
@@ -188,6 +204,25 @@ class CpParams:
             )
         if not isinstance(self.positive_feedback, bool):
             raise ParamError("cp.positive_feedback", "must be true or false")
+        if not isinstance(self.three_point, bool):
+            raise ParamError("cp.three_point", "must be true or false")
+        _check_range("cp.reflect_p_base", self.reflect_p_base, 0.0, 1.0)
+        _check_range("cp.reflect_p_scale", self.reflect_p_scale, 0.0, 1.0 / QNTZ_FB_MAX)
+        top = self.reflect_p_base + QNTZ_FB_MAX * self.reflect_p_scale
+        if top > 1.0 + 1e-12:
+            raise ParamError(
+                "cp.reflect_p_scale",
+                f"reflect_p_base + 63 * reflect_p_scale is a probability and must be in "
+                f"[0, 1] (got {top:g})",
+            )
+        _check_range("cp.reflect_p0", self.reflect_p0, 0.0, 1.0)
+        if self.three_point and self.positive_feedback:
+            raise ParamError("cp.three_point", "is QCN's; ECM's CP (positive_feedback) has none")
+        if self.three_point and self.depth_at is not QueueDepth.ARRIVAL:
+            raise ParamError(
+                "cp.three_point",
+                "the Fb tag is written in ingress, by the arrival CP: set depth_at = arrival",
+            )
 
 
 @dataclass(frozen=True)

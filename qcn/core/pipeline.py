@@ -48,6 +48,13 @@ TABLE_PAUSE_WATERMARKS = "pause_watermarks"
 ACTION_WATCH = "watch"
 TABLE_PAUSE_SOURCE = "pause_source"
 ACTION_SET_SOURCE = "set_source"
+#: Seed 003's three-point QCN at the edges (p4src/control/three_point.p4): the host-facing
+#: ports that push the Fb tag, and those the tag leaves at (removed, or reflected first).
+TABLE_FB_TAG_PUSH = "fb_tag_push"
+ACTION_PUSH_FB_TAG = "push_fb_tag"
+TABLE_FB_TAG_EXIT = "fb_tag_exit"
+ACTION_POP_FB_TAG = "pop_fb_tag"
+ACTION_REFLECT_FB = "reflect_fb"
 
 #: The CP's two instances (p4src/qcn_cp.p4), by P4Info alias prefix, with their full names:
 #: the arrival CP in ingress (the standard's) and the departure CP in egress (BMv2's own
@@ -80,6 +87,9 @@ CP_ACTION_PARAMS: dict[str, tuple[str, ...]] = {
         "cpid",
         "cp_mac",
         "positive_feedback",
+        "three_point",
+        "reflect_p_base_fixed",
+        "reflect_p_scale_fixed",
     ),
     CP_ACTION_SET_SAMPLE_INTERVAL: ("base_bytes", "jitter_span_bytes"),
 }
@@ -116,6 +126,15 @@ ACTION_PARAMS: dict[str, tuple[str, ...]] = {
     ACTION_ADMIT: ("limit_pkts", "limit_bytes", "bytes_unit", "at_departure"),
     ACTION_WATCH: ("hi_bytes", "lo_bytes", "partition_bytes", "refresh_us", "pause_quanta"),
     ACTION_SET_SOURCE: ("port_mac",),
+    ACTION_PUSH_FB_TAG: (),
+    ACTION_POP_FB_TAG: (),
+    ACTION_REFLECT_FB: (
+        "p0_fixed",
+        "reflect_p_base_fixed",
+        "reflect_p_scale_fixed",
+        "cpid",
+        "rp_mac",
+    ),
     **{cp_name(i, a): params for i in CP_INSTANCES for a, params in CP_ACTION_PARAMS.items()},
 }
 #: Each table's match fields (their @name) and the actions the controller puts in it.
@@ -125,6 +144,8 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     TABLE_ADMISSION: (("eg_port",), (ACTION_ADMIT,)),
     TABLE_PAUSE_WATERMARKS: (("ig_port",), (ACTION_WATCH,)),
     TABLE_PAUSE_SOURCE: (("eg_port",), (ACTION_SET_SOURCE,)),
+    TABLE_FB_TAG_PUSH: (("ig_port",), (ACTION_PUSH_FB_TAG,)),
+    TABLE_FB_TAG_EXIT: (("eg_port",), (ACTION_POP_FB_TAG, ACTION_REFLECT_FB)),
     **{
         cp_name(i, t): (fields, tuple(cp_name(i, a) for a in actions))
         for i in CP_INSTANCES
@@ -142,6 +163,8 @@ COUNTERS: dict[str, str] = {
     "pause_drops": "QcnIngress.pause_watch.pause_drops",
     "pause_received": "QcnIngress.mac_control.pause_received",
     "mac_control_drops": "QcnIngress.mac_control.mac_control_drops",
+    "fb_reflections": "QcnIngress.fb_tag_exit.fb_reflections",
+    "p0_reflections": "QcnIngress.fb_tag_exit.p0_reflections",
 }
 #: Per-port registers (Thrift only: PI does not serve registers over P4Runtime).  The
 #: occupancy is the pipeline's own count of each CP port's queue (p4src/control/admission.p4).
