@@ -19,6 +19,13 @@ Model (the seeds' single-bottleneck experiments):
   enq_qdepth) or the frames it leaves behind (deq_qdepth).
 - A CNM reaches its source one RTT after the CP sent it (an ECM CP's positive message
   too, as ``CNM_POSITIVE``).
+- Three-point QCN (``cp.three_point``, seed 003): each frame carries an Fb tag, fresh
+  (Fb = 0) from its source.  The CP overwrites it on a sample with Fb < 0 and reflects it
+  itself with its reflection probability (a CNM one RTT later), else the tag travels on;
+  as the frame leaves the bottleneck, the end reflection point reflects an unreflected
+  Fb < 0 with that probability and Fb = 0 with P0, one RTT later too (the whole round
+  trip is on the way back here as well).  The same model functions as the pipeline's
+  (qcn.core.cp_model.overwrite_fb_tag, end_reflection).
 - With ``network.pause`` (seed 001's switch), the buffer is partitioned per input: each
   source may hold ``buffer_pkts`` frames at the bottleneck, and there is no output queue
   limit.  When a source's bytes there pass ``pause_hi_bytes``, the bottleneck sends it an
@@ -41,7 +48,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from heapq import heappop, heappush
 
-from qcn.core.cp_model import CongestionPoint, CpDecision, CpPortConfig
+from qcn.core.cp_model import (
+    CongestionPoint,
+    CpDecision,
+    CpPortConfig,
+    FbTag,
+    end_reflection,
+    overwrite_fb_tag,
+)
 from qcn.core.frames import PAUSE_QUANTA_MAX, PAUSE_QUANTUM_BITS
 from qcn.core.params import QueueDepth, QueueUnit
 from qcn.core.scenario import Scenario, require_backend
@@ -158,6 +172,12 @@ class Simulation:
             if qcn
             else None
         )
+        self.three_point = qcn and cp_params.three_point
+        self.cp_config = CpPortConfig.from_params(cp_params)
+        self.tags: deque[FbTag] = deque()
+        """Three-point: the Fb tag of each frame in the buffer, in step with ``queue``."""
+        self.reflect_rand = fast_randint(random.Random(f"reflect-{seed}"))
+        """Three-point: the reflection draws, apart from the CP's sampling draws."""
         self.arrival_cp = None if self.cp_at_departure else self.cp
         """The CP when it judges frames as they arrive (in ``_send``; else in the loop)."""
         self.sources = [
@@ -241,7 +261,9 @@ class Simulation:
                 s.buffered_bytes += frame_bytes
                 if s.buffered_bytes > self.sc.network.pause_hi_bytes:
                     self._send_pause(s)
-            if self.arrival_cp is not None:
+            if self.three_point:
+                self.tags.append(self._three_point_cp(s.index, q * self.q_unit))
+            elif self.arrival_cp is not None:
                 decision = self.arrival_cp.sample(q * self.q_unit, frame_bytes)
                 if decision is not None:  # stage 1 let it through (a tenth of the frames)
                     self._feedback(decision, s.index)
@@ -297,6 +319,28 @@ class Simulation:
             self.trace.cnms += 1
             kind = CNM_POSITIVE if decision.positive else CNM
             self._push(self.now + self.rtt_s, kind, src, decision.qntz_fb)
+
+    def _three_point_cp(self, src: int, q: int) -> FbTag:
+        """The three-point CP judges an arriving frame: the tag it leaves with."""
+        assert self.cp is not None
+        tag = FbTag()
+        decision = self.cp.sample(q, self.frame_bytes)
+        if decision is not None:
+            tag = overwrite_fb_tag(decision, tag, self.cp_config, 0, self.reflect_rand)
+            if tag.reflected:
+                self.trace.cnms += 1
+                self._push(self.now + self.rtt_s, CNM, src, tag.qntz_fb)
+        return tag
+
+    def _end_reflection(self, src: int, tag: FbTag) -> None:
+        """A frame of ``src`` leaves the bottleneck for the end reflection point."""
+        reflected = end_reflection(tag, self.cp_config, 0, self.reflect_rand)
+        if reflected is not None:
+            extra = self.trace.extra
+            key = "fb_reflections" if reflected.qntz_fb else "p0_reflections"
+            extra[key] = extra.get(key, 0) + 1
+            self.trace.cnms += 1
+            self._push(self.now + self.rtt_s, CNM, src, reflected.qntz_fb)
 
     def _rate_changed(self, s: Source) -> None:
         """CR changed: re-pace the source's next send."""
@@ -364,6 +408,8 @@ class Simulation:
                     self._left_partition(sources[src])
                 if cp_at_departure:
                     self._congestion_point(src, len(queue) if self.depth_left_behind else q)
+                elif self.three_point:
+                    self._end_reflection(src, self.tags.popleft())
                 self.window_bytes += frame_bytes
                 self.next_depart = depart + frame_bits / self.capacity if queue else math.inf
                 continue

@@ -145,6 +145,59 @@ PAUSE_ROWS = [
     ),
 ]
 
+#: Seed 003's three-point QCN (issue 26): the Fb tag, the end reflection point reflecting
+#: Fb = 0 with probability P0, and the RPs' positive reinforcement.
+REFLECTION_P0 = (0.0, 0.025, 0.05)
+
+
+def three_point(p0: float) -> dict[str, Any]:
+    return {
+        "qcn.cp.three_point": True,
+        "qcn.cp.reflect_p0": p0,
+        "qcn.rp.positive_reinforcement": True,
+    }
+
+
+def three_point_label(experiment: str, p0: float) -> str:
+    return f"{experiment}, 3-point, reflection {p0:.1%}"
+
+
+STAGGERED = {"workload.stagger_s": 500e-6}
+THREE_POINT_ROWS = [
+    Row(
+        three_point_label("long-lived, simultaneous", 0.0),
+        "long-lived",
+        three_point(0),
+        "drops",
+        449,
+    ),
+    Row(
+        three_point_label("long-lived, simultaneous", 0.025),
+        "long-lived",
+        three_point(0.025),
+        "drops",
+        462,
+    ),
+    Row(
+        three_point_label("long-lived, staggered", 0.0),
+        "long-lived",
+        {**STAGGERED, **three_point(0)},
+        "drops",
+        11,
+    ),
+    Row(
+        three_point_label("long-lived, staggered", 0.025),
+        "long-lived",
+        {**STAGGERED, **three_point(0.025)},
+        "drops",
+        8,
+    ),
+    *(
+        Row(three_point_label("transient", p0), "transient", three_point(p0), "recovery_ms", None)
+        for p0 in REFLECTION_P0
+    ),
+]
+
 BURSTY_ROWS = [
     Row(
         bursty_label(scheme, period),
@@ -284,6 +337,37 @@ def pause_checks(results: dict[str, dict[str, Any]]) -> list[tuple[str, bool]]:
     ]
 
 
+def three_point_checks(results: dict[str, dict[str, Any]]) -> list[tuple[str, bool]]:
+    """Seed 003's words on reflection: long-lived drops barely move at 2.5 % (449 -> 462
+    simultaneous, 11 -> 8 staggered); on the transient, which the seed does not run, the
+    recovery quickens with P0 (each Fb = 0 reflection is one increase step)."""
+
+    def drops(experiment: str, p0: float) -> float:
+        return float(results[three_point_label(experiment, p0)]["drops"])
+
+    sim0, sim25 = drops("long-lived, simultaneous", 0.0), drops("long-lived, simultaneous", 0.025)
+    stag25 = drops("long-lived, staggered", 0.025)
+    rec = [results[three_point_label("transient", p0)]["recovery_ms"] for p0 in REFLECTION_P0]
+    return [
+        (
+            f"long-lived, simultaneous: 2.5 % reflection moves the drops {sim0:.0f} -> "
+            f"{sim25:.0f}, by at most 25 % (seed: 449 -> 462)",
+            abs(sim25 - sim0) <= 0.25 * max(sim0, 1),
+        ),
+        (
+            f"long-lived, 2.5 % reflection: staggered drops ({stag25:.1f}) stay >= 10x below "
+            f"simultaneous ({sim25:.0f}) (seed: 8 vs 462)",
+            sim25 >= 10 * max(stag25, 1),
+        ),
+        (
+            "transient, 3-point: recovery quickens with reflection ("
+            + ", ".join(f"{p0:.1%}: {r:.0f} ms" for p0, r in zip(REFLECTION_P0, rec, strict=True))
+            + ")",
+            rec[0] > rec[1] > rec[2],
+        ),
+    ]
+
+
 def bursty_checks(results: dict[str, dict[str, Any]]) -> list[tuple[str, bool]]:
     """Seed 004's benchmark 5: QCN's queue stays bounded without collapse."""
     out = []
@@ -387,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
     results |= run_rows(seeds, say, SCHEME_ROWS)
     print("seed 001's PAUSE beside QCN:", flush=True)
     results |= run_rows(seeds, say, PAUSE_ROWS)
+    print("seed 003's three-point QCN:", flush=True)
+    results |= run_rows(seeds, say, THREE_POINT_ROWS)
     print("seed 004's benchmark 5 (bursty):", flush=True)
     traces: dict[str, tuple[Scenario, Trace]] = {}
     results |= run_rows(seeds, say, BURSTY_ROWS, keep_traces=traces)
@@ -396,6 +482,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(results, SCHEME_ROWS))
     print()
     print(table(results, PAUSE_ROWS))
+    print()
+    print(table(results, THREE_POINT_ROWS))
     print()
     print(bursty_table(results))
     print()
@@ -411,6 +499,7 @@ def main(argv: list[str] | None = None) -> int:
         *checks(results),
         *ecm_checks(results),
         *pause_checks(results),
+        *three_point_checks(results),
         *bursty_checks(results),
     ]:
         print(f"{'ok  ' if ok else 'FAIL'} {text}")

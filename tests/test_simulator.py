@@ -20,10 +20,13 @@ from simulator.reproduce import (
     PAUSE_ROWS,
     ROWS,
     SCHEME_ROWS,
+    THREE_POINT_ROWS,
     checks,
     ecm_checks,
     pause_checks,
     run_rows,
+    three_point,
+    three_point_checks,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -157,6 +160,32 @@ def test_seed_001_pause_reproduced() -> None:
     results = run_rows([1], progress=lambda _: None, rows=PAUSE_ROWS)
     failed = [text for text, ok in pause_checks(results) if not ok]
     assert not failed, failed
+
+
+def test_seed_003_three_point_reproduced() -> None:
+    """make reproduce's three-point rows, one random seed: reflection at 2.5 % barely
+    moves the long-lived drops, and quickens the transient's recovery."""
+    results = run_rows([1], progress=lambda _: None, rows=THREE_POINT_ROWS)
+    failed = [text for text, ok in three_point_checks(results) if not ok]
+    assert not failed, failed
+
+
+def test_three_point_reflects_fb_zero_at_p0_and_carries_unreflected_fb_to_the_end() -> None:
+    """The simulator's three-point architecture: P0 of the delivered frames come back as
+    Fb = 0 CNMs; a negative Fb the CP does not reflect may be reflected at the end."""
+    base = scenarios.load("long-lived").with_overrides({"duration_s": 0.02})
+    tr = Simulation(base.with_overrides(three_point(0.05)), seed=1).run()
+    delivered = tr.frames_in - tr.drops
+    p0 = tr.extra["p0_reflections"]
+    assert abs(p0 - 0.05 * delivered) < 3.29 * (delivered * 0.05 * 0.95) ** 0.5 + 50
+    # Reflection with probability QntzFb / 63, at the CP and at the end: both reflect.
+    by_fb = {"qcn.cp.reflect_p_base": 0.0, "qcn.cp.reflect_p_scale": 1 / 63}
+    tr = Simulation(base.with_overrides({**three_point(0.0), **by_fb}), seed=1).run()
+    assert tr.cnms > tr.extra["fb_reflections"] > 0
+    assert "p0_reflections" not in tr.extra
+    # Never reflecting: no CNM at all.
+    silent = {**three_point(0.0), "qcn.cp.reflect_p_base": 0.0}
+    assert Simulation(base.with_overrides(silent), seed=1).run().cnms == 0
 
 
 def test_scaling_for_bmv2_scales_rates_times_and_bytes() -> None:

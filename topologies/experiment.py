@@ -48,7 +48,9 @@ def cp_params(sc: Scenario, *, qcn: bool) -> CpParams:
     measured (its last_qdepth register) at the same per-frame cost, but never samples."""
     if qcn:
         return sc.params.cp
-    return replace(sc.params.cp, sampling=SamplingMode.BERNOULLI, p_base=0.0, p_scale=0.0)
+    return replace(
+        sc.params.cp, sampling=SamplingMode.BERNOULLI, p_base=0.0, p_scale=0.0, three_point=False
+    )
 
 
 def cp_role(qcn: bool) -> str:

@@ -26,6 +26,7 @@ from mininet.topo import Topo
 
 from controller.config import HostConfig, LinkConfig, NetworkConfig, PortConfig, SwitchConfig
 from controller.entries import PauseWatermarks
+from qcn.core.frames import FB_TAG_BYTES
 from qcn.core.params import CpParams
 from qcn.core.pipeline import BMV2_THRIFT_PORT
 from topologies.bmv2 import Bmv2Config, Bmv2Process
@@ -144,6 +145,19 @@ class MultihopTopo(Topo):  # type: ignore[misc]
             host = self.addHost(f"h{i}", ip=f"10.0.0.{i}/24", mac=host_mac(i))
             self.addLink(host, s2, port2=port)
         self.addLink(s1, s2, port1=senders + 1, port2=3)
+
+
+SWITCH_LINK_MTU = 1500 + FB_TAG_BYTES
+"""Links between switches carry three-point QCN's Fb tag on top of the hosts' 1500-byte
+MTU (docs/qcn.md, "Three-point QCN"); the kernel refuses a longer frame on a veth."""
+
+
+def widen_switch_links(net: Any) -> None:
+    """Give every switch-to-switch interface room for the Fb tag."""
+    for link in net.links:
+        if isinstance(link.intf1.node, Switch) and isinstance(link.intf2.node, Switch):
+            for intf in (link.intf1, link.intf2):
+                intf.node.cmd(f"ip link set dev {intf.name} mtu {SWITCH_LINK_MTU}")
 
 
 def host_mac(i: int) -> str:

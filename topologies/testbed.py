@@ -246,7 +246,11 @@ class Testbed:
         from mininet.log import setLogLevel  # noqa: PLC0415
         from mininet.net import Mininet  # noqa: PLC0415
 
-        from topologies.mininet_bmv2 import Bmv2Switch, QcnHost  # noqa: PLC0415
+        from topologies.mininet_bmv2 import (  # noqa: PLC0415
+            Bmv2Switch,
+            QcnHost,
+            widen_switch_links,
+        )
 
         self.progress(f"qcn run: compiling the pipeline into {build_dir()} if it changed")
         compile_program()
@@ -274,6 +278,7 @@ class Testbed:
         finally:
             restore_wmem_default()
         self.net.staticArp()
+        widen_switch_links(self.net)
         self.switch_scheduling = self.net.switches[0].process.config.scheduling()
 
     def _switch_priority(self) -> int:
