@@ -139,10 +139,15 @@ class MininetExperiment(Experiment):
             self.rec = tb.measure_or_cli(
                 sc, agent, self.cp_port, self.sample_interval_s, hooks, cli=self.cli
             )
-            self.rec.cnms = agent.counters(self.cp_port)["cp_cnms"] if self.qcn else 0
+            counters = agent.counters(self.cp_port)
+            self.rec.cnms = counters["cp_cnms"] if self.qcn else 0
         self.rec.sink = self._sink_rows
         self.rec.limiter_rows = read_limiter_logs(self.out / "rp", self.sources)
         trace = self.trace()
+        if self.qcn and sc.params.cp.three_point:
+            # The sink's port is the end reflection point: its CNMs count as the simulator's.
+            trace.cnms += counters["fb_reflections"] + counters["p0_reflections"]
+            trace.extra |= {k: counters[k] for k in ("fb_reflections", "p0_reflections")}
         trace.wall_s = time.perf_counter() - started
         trace.noise = tb.noise
         trace.captures = tb.captures()
