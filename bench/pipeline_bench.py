@@ -1,7 +1,7 @@
 """Pipeline benchmark: packets/s of the CP pipeline vs a plain L2 program, same BMv2.
 
     python -m bench.pipeline_bench [--rate PPS] [--seconds S] [--rounds R]
-                                   [--simple-switch PATH] [--instructions]
+                                   [--simple-switch PATH] [--instructions] [--three-point]
 
 Both programs run on the same simple_switch_grpc build, with the same traffic: a paced
 sender offers 100-byte frames from h0 at a rate both keep up with, the receiver counts
@@ -46,7 +46,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from bench.lab import BENCH_DIR, namespace, switch
-from controller.entries import CpPort, cp_entries, l2_entry
+from controller.entries import CpPort, cp_entries, default_cpid, edge_entries, l2_entry
 from controller.p4runtime import P4RuntimeSwitch
 from qcn.core.params import CpParams
 from qcn.core.pipeline import compile_program
@@ -90,11 +90,22 @@ def cpu_seconds(pid: int) -> float:
     return total_ns / 1e9
 
 
+#: ``--three-point``: seed 003's three-point QCN at the seed's 2.5 % reflection.
+THREE_POINT = CpParams(three_point=True, reflect_p0=0.025)
+SWITCH_MAC = "02:00:00:00:00:fe"
+
+
 def install(name: str, p4rt: P4RuntimeSwitch) -> None:
-    """h0 -> h1 forwarding; for the CP pipeline, a CP with the seeds' defaults on port 1."""
+    """h0 -> h1 forwarding; for the CP pipeline, a CP with the seeds' defaults on port 1;
+    three-point ("qcn3"): both ports host-facing, port 0 tagging h0's frames and port 1
+    the end reflection point (its CNMs go back to h0), the CP in three-point mode."""
     entities = [l2_entry(H1_MAC, 1)]
     if name == "qcn":
-        entities += cp_entries(CpPort.with_default_cpid(1, CpParams(), "02:00:00:00:00:fe"))
+        entities += cp_entries(CpPort.with_default_cpid(1, CpParams(), SWITCH_MAC))
+    if name == "qcn3":
+        entities += cp_entries(CpPort.with_default_cpid(1, THREE_POINT, SWITCH_MAC))
+        for port in (0, 1):
+            entities += edge_entries(port, THREE_POINT, default_cpid(SWITCH_MAC, port), SWITCH_MAC)
     p4rt.insert(entities)
 
 
@@ -192,6 +203,11 @@ def main() -> int:
         help="the simple_switch_grpc binary to run (default: the one on PATH)",
     )
     parser.add_argument(
+        "--three-point",
+        action="store_true",
+        help="also the CP pipeline in seed 003's three-point mode (Fb tag, 2.5 %% reflection)",
+    )
+    parser.add_argument(
         "--instructions",
         action="store_true",
         help="also count user-space instructions per packet under valgrind (deterministic)",
@@ -213,7 +229,9 @@ def main() -> int:
             "l2": compile_program(BENCH_DIR / "l2_baseline.p4", work / "l2"),
             "qcn": compile_program(out_dir=work / "qcn"),
         }
-        results: dict[str, list[float]] = {"l2": [], "qcn": []}
+        if args.three_point:
+            programs["qcn3"] = programs["qcn"]
+        results: dict[str, list[float]] = {name: [] for name in programs}
         with namespace(2):
             for r in range(args.rounds):
                 print(f"round {r + 1}/{args.rounds}", flush=True)
@@ -243,6 +261,12 @@ def main() -> int:
     l2, qcn = statistics.median(results["l2"]), statistics.median(results["qcn"])
     print(f"pipeline: l2 baseline {l2:,.0f}, qcn {qcn:,.0f} packets per CPU-second (medians)")
     print(f"pipeline: qcn / l2 = {qcn / l2:.2f} (target >= 0.85)")
+    if args.three_point:
+        qcn3 = statistics.median(results["qcn3"])
+        print(
+            f"pipeline: three-point qcn3 {qcn3:,.0f} packets per CPU-second: qcn3 / l2 = "
+            f"{qcn3 / l2:.2f}, qcn3 / qcn = {qcn3 / qcn:.2f}"
+        )
     if args.instructions:
         print(
             f"pipeline: instructions per packet l2 {counts['l2']:,.0f}, qcn {counts['qcn']:,.0f}: "

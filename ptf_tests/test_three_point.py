@@ -38,11 +38,16 @@ THREE_POINT = CpParams(three_point=True)
 
 class FbTagAtTheEdgesTest(QcnTest):
     """Host 0's port is three-point: its frames get a fresh tag; host 1's is two-point.
-    Ports 2 and 3 lead to other switches: tags stay on there, and come off towards hosts."""
+    Ports 2 and 3 lead to other switches: tags stay on there, and come off towards hosts.
+    The queues the pipeline counts return to empty although the frames changed length."""
 
     def runTest(self) -> None:
         self.host_port(0, THREE_POINT)
         self.host_port(1, CpParams())
+        # Queues counted where frames gain the tag (towards port 2) and lose it (port 0).
+        counting = CpParams(p_base=0.0, p_scale=0.0, queue_unit=QueueUnit.PACKETS)
+        for port in (0, 2):
+            self.enable_cp(counting, port=port)
         to_switch = udp_frame(0, 2, seq=1)
         self.send(0, to_switch)
         testutils.verify_packet(self, push_fb_tag(to_switch), 2)
@@ -81,6 +86,9 @@ class FbTagAtTheEdgesTest(QcnTest):
         self.send(0, own)
         testutils.verify_packets(self, own, [1, 2, 3])
         testutils.verify_no_other_packets(self)
+        # Egress takes off what ingress counted, though the frame grew or shrank between.
+        for port in (0, 2):
+            self.assertEqual(self.occupancy(port), (0, 0), f"port {port}'s queue count")
 
 
 class FbOverwrittenOnlyWhenMoreNegativeTest(CongestionTest):

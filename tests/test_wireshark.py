@@ -16,7 +16,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from qcn.core.frames import CNM, ETHERTYPE_CNM, CNTag
+from qcn.core.cp_model import FbTag
+from qcn.core.frames import CNM, ETHERTYPE_CNM, CNTag, push_fb_tag
 from qcn.wireshark import PLUGIN, decode, install, mismatches
 from tests.kit import assert_one_line_error, qcn
 
@@ -103,6 +104,15 @@ def test_a_cn_tagged_data_frame_decodes_through_the_tag() -> None:
     assert got.protocols.startswith("eth:ethertype:qcn.cntag:ip:udp")
     assert got.fields["qcn.cntag.flow_id"] == "0x0042"
     assert got.fields["qcn.cntag.type"] == "0x0800"
+
+
+def test_an_fb_tagged_data_frame_decodes_through_the_tag() -> None:
+    (got,) = decode([push_fb_tag(sampled(20), FbTag(True, 42, CPID, -5, 7))])
+    assert got.protocols.startswith("eth:ethertype:qcn.fbtag:ip:udp")
+    fields = {k: got.fields[f"qcn.fbtag.{k}"] for k in ("qntzfb", "cpid", "qoff", "qdelta")}
+    assert fields == {"qntzfb": "42", "cpid": f"0x{CPID:016x}", "qoff": "-5", "qdelta": "7"}
+    assert got.fields["qcn.fbtag.reflected"] in ("1", "True")
+    assert got.fields["qcn.fbtag.type"] == "0x0800"
 
 
 def test_the_filter_names_are_the_documented_ones() -> None:

@@ -40,6 +40,7 @@ control Admission(inout headers_t hdr,
         meta.cp.at_departure = at_departure == 1;
         if (pkts < limit_pkts && standard_metadata.packet_length <= limit_bytes - bytes) {
             meta.cp.admitted = true;
+            meta.counted_bytes = standard_metadata.packet_length;
             pkts = pkts + 1;
             bytes = bytes + standard_metadata.packet_length;
         }
@@ -85,7 +86,7 @@ control Departure(inout headers_t hdr,
         occupancy_bytes.read(bytes, standard_metadata.egress_port);
         occupancy_pkts.write(standard_metadata.egress_port, pkts - 1);
         occupancy_bytes.write(standard_metadata.egress_port,
-                              bytes - standard_metadata.packet_length);
+                              bytes - meta.counted_bytes);
     }
 
     apply {

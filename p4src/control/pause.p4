@@ -57,6 +57,7 @@ control PauseWatch(inout headers_t hdr,
         input_bytes.read(bytes, standard_metadata.ingress_port);
         if (standard_metadata.packet_length <= partition_bytes - bytes) {
             bytes = bytes + standard_metadata.packet_length;
+            meta.counted_bytes = standard_metadata.packet_length;
             meta.pause.counted = true;
             meta.pause.lo_bytes = lo_bytes;
         }
@@ -128,7 +129,7 @@ control PauseRelease(inout headers_t hdr,
         meta.pause_fields = 0;   // ingress's request, already cloned
         bit<32> bytes;
         input_bytes.read(bytes, standard_metadata.ingress_port);
-        bytes = bytes - standard_metadata.packet_length;
+        bytes = bytes - meta.counted_bytes;
         input_bytes.write(standard_metadata.ingress_port, bytes);
         bit<48> sent_at;
         pause_sent_at.read(sent_at, standard_metadata.ingress_port);

@@ -118,6 +118,10 @@ struct local_metadata_t {
     @field_list(CNM_FIELD_LIST) bit<PAUSE_FIELDS_BITS> pause_fields;
     cp_state_t cp;
     pause_state_t pause;
+    // The frame's length as ingress counted it into a queue or an input's buffer, for
+    // egress to take off again: BMv2 hands egress the length after ingress pushed or
+    // removed an Fb tag (control/three_point.p4), 16 bytes more or less.
+    bit<32> counted_bytes;
 }
 
 #endif  // __HEADERS_P4__

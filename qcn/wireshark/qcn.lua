@@ -1,5 +1,6 @@
 -- Wireshark dissector for IEEE 802.1Qau (QCN) frames as qcn-p4 sends them:
---   the Congestion Notification Message (CNM, EtherType 0x22E7) and the CN-TAG (0x22E9).
+--   the Congestion Notification Message (CNM, EtherType 0x22E7), the CN-TAG (0x22E9), and
+--   seed 003's Fb tag of three-point QCN (0x88B6; docs/qcn.md, "The Fb tag").
 --
 -- Load it ad hoc with `tshark -X lua_script:qcn.lua ...` (or `wireshark -X ...`), or install it
 -- into Wireshark's personal plugin folder with `qcn wireshark --install`.
@@ -16,6 +17,8 @@
 
 local ETHERTYPE_CNM = 0x22E7
 local ETHERTYPE_CNTAG = 0x22E9
+local ETHERTYPE_FB_TAG = 0x88B6
+local FB_TAG_BYTES = 16
 local ETHERTYPE_IPV4 = 0x0800
 local ETHERTYPE_IPV6 = 0x86DD
 local CNM_PDU_BYTES = 24
@@ -44,6 +47,46 @@ function cntag.dissector(tvb, pinfo, tree)
     pinfo.cols.protocol:set("CN-TAG")
     if tvb:len() > 4 then
         ethertype_table:try(tvb(2, 2):uint(), tvb(4):tvb(), pinfo, tree)
+    end
+    return tvb:len()
+end
+
+-- Fb tag (qcn/core/frames.py's FbTagHeader) ----------------------------------------------
+--    0  reflected:1 | reserved:9 | qntz_fb:6     2  CPID     10  qoff     12  qdelta
+--   14  the frame's own EtherType
+
+local fbtag = Proto("qcn.fbtag", "qcn-p4 three-point Fb tag")
+local fb_fields = {
+    reflected = ProtoField.bool("qcn.fbtag.reflected", "Reflected", 16, nil, 0x8000),
+    reserved = ProtoField.uint16("qcn.fbtag.reserved", "Reserved", base.HEX, nil, 0x7FC0),
+    qntzfb = ProtoField.uint16("qcn.fbtag.qntzfb", "Quantized feedback", base.DEC, nil, 0x003F),
+    cpid = ProtoField.uint64("qcn.fbtag.cpid", "CPID of the CP that measured it", base.HEX),
+    qoff = ProtoField.int16("qcn.fbtag.qoff", "cnmQOffset", base.DEC),
+    qdelta = ProtoField.int16("qcn.fbtag.qdelta", "cnmQDelta", base.DEC),
+    type = ProtoField.uint16("qcn.fbtag.type", "Type", base.HEX),
+}
+fbtag.fields = {
+    fb_fields.reflected, fb_fields.reserved, fb_fields.qntzfb, fb_fields.cpid,
+    fb_fields.qoff, fb_fields.qdelta, fb_fields.type,
+}
+
+function fbtag.dissector(tvb, pinfo, tree)
+    if tvb:len() < FB_TAG_BYTES then
+        return 0
+    end
+    local t = tree:add(fbtag, tvb(0, FB_TAG_BYTES))
+    t:add(fb_fields.reflected, tvb(0, 2))
+    t:add(fb_fields.reserved, tvb(0, 2))
+    t:add(fb_fields.qntzfb, tvb(0, 2))
+    t:add(fb_fields.cpid, tvb(2, 8))
+    t:add(fb_fields.qoff, tvb(10, 2))
+    t:add(fb_fields.qdelta, tvb(12, 2))
+    t:add(fb_fields.type, tvb(14, 2))
+    local reflected = bit.band(tvb(0, 2):uint(), 0x8000) ~= 0
+    t:append_text(string.format(", QntzFb %d%s", bit.band(tvb(0, 2):uint(), 0x3F),
+        reflected and ", reflected" or ""))
+    if tvb:len() > FB_TAG_BYTES then
+        ethertype_table:try(tvb(14, 2):uint(), tvb(FB_TAG_BYTES):tvb(), pinfo, tree)
     end
     return tvb:len()
 end
@@ -210,3 +253,4 @@ end
 
 ethertype_table:add(ETHERTYPE_CNM, cnm)
 ethertype_table:add(ETHERTYPE_CNTAG, cntag)
+ethertype_table:add(ETHERTYPE_FB_TAG, fbtag)
