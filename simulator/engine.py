@@ -173,7 +173,6 @@ class Simulation:
             else None
         )
         self.three_point = qcn and cp_params.three_point
-        self.cp_config = CpPortConfig.from_params(cp_params)
         self.tags: deque[FbTag] = deque()
         """Three-point: the Fb tag of each frame in the buffer, in step with ``queue``."""
         self.reflect_rand = fast_randint(random.Random(f"reflect-{seed}"))
@@ -316,9 +315,12 @@ class Simulation:
     def _feedback(self, decision: CpDecision, src: int) -> None:
         """A CNM (or ECM's positive message) reaches source ``src`` one RTT later."""
         if decision.cnm:
-            self.trace.cnms += 1
-            kind = CNM_POSITIVE if decision.positive else CNM
-            self._push(self.now + self.rtt_s, kind, src, decision.qntz_fb)
+            self._send_cnm(src, decision.qntz_fb, CNM_POSITIVE if decision.positive else CNM)
+
+    def _send_cnm(self, src: int, qntz_fb: int, kind: int = CNM) -> None:
+        """A message to source ``src``, which reaches it one RTT later."""
+        self.trace.cnms += 1
+        self._push(self.now + self.rtt_s, kind, src, qntz_fb)
 
     def _three_point_cp(self, src: int, q: int) -> FbTag:
         """The three-point CP judges an arriving frame: the tag it leaves with."""
@@ -326,21 +328,20 @@ class Simulation:
         tag = FbTag()
         decision = self.cp.sample(q, self.frame_bytes)
         if decision is not None:
-            tag = overwrite_fb_tag(decision, tag, self.cp_config, 0, self.reflect_rand)
+            tag = overwrite_fb_tag(decision, tag, self.cp.cfg, 0, self.reflect_rand)
             if tag.reflected:
-                self.trace.cnms += 1
-                self._push(self.now + self.rtt_s, CNM, src, tag.qntz_fb)
+                self._send_cnm(src, tag.qntz_fb)
         return tag
 
     def _end_reflection(self, src: int, tag: FbTag) -> None:
         """A frame of ``src`` leaves the bottleneck for the end reflection point."""
-        reflected = end_reflection(tag, self.cp_config, 0, self.reflect_rand)
+        assert self.cp is not None
+        reflected = end_reflection(tag, self.cp.cfg, 0, self.reflect_rand)
         if reflected is not None:
             extra = self.trace.extra
             key = "fb_reflections" if reflected.qntz_fb else "p0_reflections"
             extra[key] = extra.get(key, 0) + 1
-            self.trace.cnms += 1
-            self._push(self.now + self.rtt_s, CNM, src, reflected.qntz_fb)
+            self._send_cnm(src, reflected.qntz_fb)
 
     def _rate_changed(self, s: Source) -> None:
         """CR changed: re-pace the source's next send."""

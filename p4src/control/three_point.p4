@@ -19,15 +19,6 @@
 #include "../include/headers.p4"
 #include "../include/size.p4"
 
-// Restores the EtherType the tag took over, then drops the tag.
-#define POP_FB_TAG                                                  \
-    if (hdr.vlan.isValid()) {                                       \
-        hdr.vlan.ether_type = hdr.fb_tag.ether_type;                \
-    } else {                                                        \
-        hdr.ethernet.ether_type = hdr.fb_tag.ether_type;            \
-    }                                                               \
-    hdr.fb_tag.setInvalid()
-
 control FbTagPush(inout headers_t hdr,
                   inout local_metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
@@ -79,8 +70,14 @@ control FbTagExit(inout headers_t hdr,
     counter<port_t>(NUM_PORTS_DEF, CounterType.packets) fb_reflections;   // Fb < 0
     counter<port_t>(NUM_PORTS_DEF, CounterType.packets) p0_reflections;   // Fb = 0
 
+    // Restores the EtherType the tag took over, then drops the tag.
     action pop_fb_tag() {
-        POP_FB_TAG;
+        if (hdr.vlan.isValid()) {
+            hdr.vlan.ether_type = hdr.fb_tag.ether_type;
+        } else {
+            hdr.ethernet.ether_type = hdr.fb_tag.ether_type;
+        }
+        hdr.fb_tag.setInvalid();
     }
 
     // The end reflection point.
@@ -100,7 +97,7 @@ control FbTagExit(inout headers_t hdr,
             meta.cnm_fields = 1w0 ++ rp_mac ++ measured_by ++ hdr.fb_tag.qoff
                               ++ hdr.fb_tag.qdelta ++ hdr.fb_tag.qntz_fb;
         }
-        POP_FB_TAG;
+        pop_fb_tag();
     }
 
     // Every host-facing port: pop_fb_tag, or reflect_fb in three-point mode.  No entry (a
@@ -140,7 +137,5 @@ control FbTagExit(inout headers_t hdr,
         }
     }
 }
-
-#undef POP_FB_TAG
 
 #endif  // __THREE_POINT_P4__

@@ -87,13 +87,18 @@ class CNM(Packet):
         return str(self.sprintf("CNM QntzFb=%CNM.qntz_fb% qoff=%CNM.qoff% qdelta=%CNM.qdelta%"))
 
 
+#: What a tag (CN-TAG, Fb tag) may carry next, by EtherType: shown by name, and dissected.
+NEXT_HEADERS = {0x0800: "IPv4", 0x86DD: "IPv6", 0x0806: "ARP"}
+NEXT_LAYERS: dict[int, type[Packet]] = {0x0800: IP, 0x86DD: IPv6, 0x0806: ARP}
+
+
 class CNTag(Packet):
     """Congestion Notification Tag: a 16-bit Flow ID an RP puts on its frames."""
 
     name = "CN-TAG"
     fields_desc = [  # noqa: RUF012
         XShortField("flow_id", 0),
-        XShortEnumField("type", 0x0800, {0x0800: "IPv4", 0x86DD: "IPv6", 0x0806: "ARP"}),
+        XShortEnumField("type", 0x0800, NEXT_HEADERS),
     ]
 
 
@@ -110,7 +115,7 @@ class FbTagHeader(Packet):
         XLongField("cpid", 0),
         SignedShortField("qoff", 0),
         SignedShortField("qdelta", 0),
-        XShortEnumField("type", 0x0800, {0x0800: "IPv4", 0x86DD: "IPv6", 0x0806: "ARP"}),
+        XShortEnumField("type", 0x0800, NEXT_HEADERS),
     ]
 
     def mysummary(self) -> str:
@@ -119,19 +124,14 @@ class FbTagHeader(Packet):
         )
 
 
-bind_layers(Ether, CNM, type=ETHERTYPE_CNM)
-bind_layers(Ether, FbTagHeader, type=ETHERTYPE_FB_TAG)
-bind_layers(Dot1Q, FbTagHeader, type=ETHERTYPE_FB_TAG)
-bind_layers(FbTagHeader, IP, type=0x0800)
-bind_layers(FbTagHeader, IPv6, type=0x86DD)
-bind_layers(FbTagHeader, ARP, type=0x0806)
+for _below in (Ether, Dot1Q):
+    bind_layers(_below, CNM, type=ETHERTYPE_CNM)
+    bind_layers(_below, CNTag, type=ETHERTYPE_CNTAG)
+    bind_layers(_below, FbTagHeader, type=ETHERTYPE_FB_TAG)
+for _tag in (CNTag, FbTagHeader):
+    for _type, _layer in NEXT_LAYERS.items():
+        bind_layers(_tag, _layer, type=_type)
 bind_layers(FbTagHeader, CNM, type=ETHERTYPE_CNM)
-bind_layers(Dot1Q, CNM, type=ETHERTYPE_CNM)
-bind_layers(Ether, CNTag, type=ETHERTYPE_CNTAG)
-bind_layers(Dot1Q, CNTag, type=ETHERTYPE_CNTAG)
-bind_layers(CNTag, IP, type=0x0800)
-bind_layers(CNTag, IPv6, type=0x86DD)
-bind_layers(CNTag, ARP, type=0x0806)
 
 
 def is_group_mac(mac: bytes) -> bool:

@@ -179,14 +179,7 @@ class CpParams:
                 f"(2w+1)*q_eq must be at most {FB_MAX_FP_LIMIT // W_ONE} for exact quantisation "
                 f"(got {self.fb_max:g} {self.queue_unit.value})",
             )
-        _check_range("cp.p_base", self.p_base, 0.0, 1.0)
-        _check_range("cp.p_scale", self.p_scale, 0.0, 1.0 / QNTZ_FB_MAX)
-        top = self.p_base + QNTZ_FB_MAX * self.p_scale
-        if top > 1.0 + 1e-12:
-            raise ParamError(
-                "cp.p_scale",
-                f"p_base + 63 * p_scale is a probability and must be in [0, 1] (got {top:g})",
-            )
+        _check_linear_probability("cp", "p_base", self.p_base, "p_scale", self.p_scale)
         if not isinstance(self.sampling, SamplingMode):
             raise ParamError("cp.sampling", f"must be one of {[m.value for m in SamplingMode]}")
         if len(self.sample_intervals_bytes) != 8:
@@ -206,15 +199,9 @@ class CpParams:
             raise ParamError("cp.positive_feedback", "must be true or false")
         if not isinstance(self.three_point, bool):
             raise ParamError("cp.three_point", "must be true or false")
-        _check_range("cp.reflect_p_base", self.reflect_p_base, 0.0, 1.0)
-        _check_range("cp.reflect_p_scale", self.reflect_p_scale, 0.0, 1.0 / QNTZ_FB_MAX)
-        top = self.reflect_p_base + QNTZ_FB_MAX * self.reflect_p_scale
-        if top > 1.0 + 1e-12:
-            raise ParamError(
-                "cp.reflect_p_scale",
-                f"reflect_p_base + 63 * reflect_p_scale is a probability and must be in "
-                f"[0, 1] (got {top:g})",
-            )
+        _check_linear_probability(
+            "cp", "reflect_p_base", self.reflect_p_base, "reflect_p_scale", self.reflect_p_scale
+        )
         _check_range("cp.reflect_p0", self.reflect_p0, 0.0, 1.0)
         if self.three_point and self.positive_feedback:
             raise ParamError("cp.three_point", "is QCN's; ECM's CP (positive_feedback) has none")
@@ -539,6 +526,20 @@ def _check_range(name: str, value: float, lo: float, hi: float, *, low_open: boo
     if bad_type or math.isnan(value) or value > hi or value < lo or (low_open and value == lo):
         left = "(" if low_open else "["
         raise ParamError(name, f"must be in {left}{lo:g}, {hi:g}] (got {value!r})")
+
+
+def _check_linear_probability(
+    section: str, base_name: str, base: float, scale_name: str, scale: float
+) -> None:
+    """A probability base + QntzFb * scale: each part in range, and at QntzFb 63 in [0, 1]."""
+    _check_range(f"{section}.{base_name}", base, 0.0, 1.0)
+    _check_range(f"{section}.{scale_name}", scale, 0.0, 1.0 / QNTZ_FB_MAX)
+    top = base + QNTZ_FB_MAX * scale
+    if top > 1.0 + 1e-12:
+        raise ParamError(
+            f"{section}.{scale_name}",
+            f"{base_name} + 63 * {scale_name} is a probability and must be in [0, 1] (got {top:g})",
+        )
 
 
 def _check_int(name: str, value: int, lo: int, hi: int) -> None:
