@@ -68,8 +68,12 @@ def test_bmv2_in_mininet_forwards_and_counts(tmp_path: Path) -> None:
             h1, h3 = net.get("h1"), net.get("h3")
             assert "1 received" in h1.cmd("ping -c 1 -W 2 10.0.0.3")  # ARP floods, then L2
             h3.cmd("iperf3 -s -1 -D -p 5201")
+            # -D returns before the server listens: on a busy machine the client was refused.
+            assert wait_until(lambda: ":5201" in h3.cmd("ss -ltnH 'sport = :5201'"), 10)
             out = h1.cmd("iperf3 -c 10.0.0.3 -u -b 2M -t 1 -l 1000 -J -p 5201")
-            received = json.loads(out[out.index("{") :])["end"]["sum_received"]["bytes"]
+            result = json.loads(out[out.index("{") :])
+            assert "error" not in result, result["error"]
+            received = result["end"]["sum_received"]["bytes"]
             assert received > 100_000  # checksums intact across BMv2 (offload off)
             # Read once traffic has stopped (iperf3's closing exchange may still be crossing).
             reads = [agent.counters(3)]
