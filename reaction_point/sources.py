@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from qcn.core.signals import InterruptBetweenSteps
+
 ETH_IP_UDP_HEADERS = 14 + 20 + 8
 SEQUENCE = struct.Struct("!Q")
 """The first payload bytes of every frame: its sequence number from this source, from 0."""
@@ -120,7 +122,10 @@ def run_source(
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         start = clock()
         try:
-            _send_until(spec, sock, report, rng=rng, clock=clock, sleep=sleep, start=start)
+            with InterruptBetweenSteps() as steps:
+                _send_until(
+                    spec, sock, report, steps, rng=rng, clock=clock, sleep=sleep, start=start
+                )
         except KeyboardInterrupt:
             report.interrupted = True
         report.elapsed_s = clock() - start
@@ -131,6 +136,7 @@ def _send_until(
     spec: SourceSpec,
     sock: socket.socket,
     report: SourceReport,
+    steps: InterruptBetweenSteps,
     *,
     rng: random.Random,
     clock: Callable[[], float],
@@ -171,6 +177,8 @@ def _send_until(
         if remaining <= 0:
             break
         sock.settimeout(remaining)
+        # A Ctrl-C between the send and its count would leave the report one frame short.
+        steps.busy = True
         try:
             sock.sendto(payload, (dst, spec.port))
             report.sent_frames += 1
@@ -181,4 +189,6 @@ def _send_until(
             if e.errno != errno.ENOBUFS:
                 raise
             report.blocked += 1
+        finally:
+            steps.step_done()
         t += slot_s

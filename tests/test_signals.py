@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from qcn.core.signals import sigterm_as_interrupt, stop_on_signals
+from qcn.core.signals import InterruptBetweenSteps, sigterm_as_interrupt, stop_on_signals
 
 
 @pytest.fixture(autouse=True)
@@ -68,3 +68,16 @@ def test_outside_the_main_thread_nothing_is_installed() -> None:
     t.join()
     assert errors == []
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_ctrl_c_waits_for_the_step_to_end() -> None:
+    before = signal.getsignal(signal.SIGINT)
+    with InterruptBetweenSteps() as steps:
+        steps.busy = True
+        os.kill(os.getpid(), signal.SIGINT)  # inside a step: held back, nothing raised here
+        with pytest.raises(KeyboardInterrupt):
+            steps.step_done()
+        steps.step_done()  # raised once only
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)  # between steps: at once
+    assert signal.getsignal(signal.SIGINT) is before

@@ -36,6 +36,39 @@ def stop_on_signals(
         signal.signal(s, handler)
 
 
+class InterruptBetweenSteps:
+    """Ctrl-C (SIGINT) as KeyboardInterrupt, but never inside a step: one that arrives while
+    ``busy`` is set is raised by :meth:`step_done`, so a step (a frame sent and counted) is
+    never cut in half.  Use it as a context manager around the loop; the previous handler
+    is back after it (outside the main thread it changes nothing)."""
+
+    def __init__(self) -> None:
+        self.busy = False
+        self._pending = False
+        self._previous: object = None
+
+    def _handler(self, _signum: int, _frame: FrameType | None) -> None:
+        if self.busy:
+            self._pending = True
+            return
+        raise KeyboardInterrupt
+
+    def step_done(self) -> None:
+        self.busy = False
+        if self._pending:
+            self._pending = False
+            raise KeyboardInterrupt
+
+    def __enter__(self) -> InterruptBetweenSteps:
+        if _in_main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if _in_main_thread():
+            signal.signal(signal.SIGINT, self._previous)  # type: ignore[arg-type]
+
+
 def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
