@@ -43,6 +43,7 @@ from controller.entries import (
     pause_source_entry,
     pause_watermarks_entry,
     sample_interval_entries,
+    stage2_entries,
 )
 from controller.errors import Bmv2ThriftError, ConfigError, P4RuntimeError
 from controller.p4runtime import P4RuntimeSwitch
@@ -54,12 +55,12 @@ from qcn.core.pipeline import (
     ACTION_PARAMS,
     ACTION_WATCH,
     COUNTERS,
+    CP_DEPARTURE,
     CP_INSTANCES,
     CP_TABLE_CONFIG,
     CP_TABLE_SAMPLE_INTERVAL,
-    CP_TABLE_SAMPLING,
-    REGISTER_OCCUPANCY_PKTS,
     TABLE_ADMISSION,
+    TABLE_CP_SAMPLING,
     TABLE_FB_TAG_EXIT,
     TABLE_PAUSE_SOURCE,
     TABLE_PAUSE_WATERMARKS,
@@ -286,10 +287,12 @@ class SwitchAgent:
         sw = self.connect()
         match = P4TableMatch(eg_port=port)
         # One read request for everything (each round trip costs about a millisecond).
-        wanted = [P4TableEntry(TABLE_ADMISSION, match=match)]
+        wanted = [
+            P4TableEntry(TABLE_ADMISSION, match=match),
+            P4TableEntry(TABLE_CP_SAMPLING, match=match),
+        ]
         for instance in CP_INSTANCES:
             wanted += [
-                P4TableEntry(cp_name(instance, CP_TABLE_SAMPLING), match=match),
                 P4TableEntry(cp_name(instance, CP_TABLE_CONFIG), match=match),
                 P4TableEntry(cp_name(instance, CP_TABLE_SAMPLE_INTERVAL)),
             ]
@@ -358,13 +361,16 @@ class SwitchAgent:
             return
         old = self.cp_port(port, current[0])
         if old.instance != cp.instance:
-            # Another CP judges the port now: point the admission at it, then move the
-            # entries (until they are in, the port's frames are simply not sampled).
+            # Another CP judges the port now: its entries first, then the admission points
+            # at it, then the old CP's entries go.
+            sw.insert(stage2_entries(cp))
             sw.modify([admission_entry(cp)])
-            sw.delete([cp_sampling_entry(old), *sample_interval_entries(old), cp_config_entry(old)])
-            sw.insert([cp_config_entry(cp), *sample_interval_entries(cp), cp_sampling_entry(cp)])
+            sw.delete(stage2_entries(old)[::-1])
             return
-        sw.modify([admission_entry(cp), cp_config_entry(cp), cp_sampling_entry(cp)])
+        changed = [admission_entry(cp), cp_config_entry(cp)]
+        if cp.instance == CP_DEPARTURE:
+            changed.append(cp_sampling_entry(cp))
+        sw.modify(changed)
         if old.params.sample_intervals_bytes != new.sample_intervals_bytes or (
             old.params.sample_jitter != new.sample_jitter
         ):
@@ -445,11 +451,7 @@ class SwitchAgent:
         try:
             for p in self.cfg.ports:
                 cp = self.read_cp(p.port)
-                depth = (
-                    thrift.register_read(REGISTER_OCCUPANCY_PKTS, p.port)
-                    if thrift and p.cp
-                    else None
-                )
+                depth = thrift.occupancy(p.port)[0] if thrift and p.cp else None
                 rows.append(
                     PortStatus(
                         p.port,

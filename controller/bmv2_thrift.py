@@ -15,7 +15,7 @@ from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
 from thrift.transport import TSocket, TTransport
 
 from controller.errors import Bmv2ThriftError
-from qcn.core.pipeline import BMV2_THRIFT_PORT
+from qcn.core.pipeline import BMV2_THRIFT_PORT, REGISTER_OCCUPANCY, split_occupancy
 
 # The thrift library logs connection failures itself; Bmv2ThriftError says it once.
 logging.getLogger("thrift").setLevel(logging.CRITICAL)
@@ -80,6 +80,10 @@ class Bmv2Thrift:
 
     def register_read(self, name: str, index: int) -> int:
         return int(self.standard.bm_register_read(0, name, index))
+
+    def occupancy(self, port: int) -> tuple[int, int]:
+        """The pipeline's own count of a CP port's queue: (frames, bytes)."""
+        return split_occupancy(self.register_read(REGISTER_OCCUPANCY, port))
 
     def register_reset(self, name: str) -> None:
         self.standard.bm_register_reset(0, name)

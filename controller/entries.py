@@ -33,25 +33,26 @@ from qcn.core.params import (
 )
 from qcn.core.pipeline import (
     ACTION_ADMIT,
+    ACTION_ADMIT_SAMPLE_BERNOULLI,
+    ACTION_ADMIT_SAMPLE_BYTE_INTERVAL,
     ACTION_FORWARD,
     ACTION_MARK_EDGE,
     ACTION_POP_FB_TAG,
     ACTION_PUSH_FB_TAG,
     ACTION_REFLECT_FB,
+    ACTION_SAMPLE_BERNOULLI,
+    ACTION_SAMPLE_BYTE_INTERVAL,
     ACTION_SET_SOURCE,
     ACTION_WATCH,
     CP_ACTION_COMPUTE_FEEDBACK,
     CP_ACTION_PARAMS,
-    CP_ACTION_SAMPLE_BERNOULLI,
-    CP_ACTION_SAMPLE_BYTE_INTERVAL,
     CP_ACTION_SET_SAMPLE_INTERVAL,
     CP_ARRIVAL,
     CP_DEPARTURE,
-    CP_INSTANCES,
     CP_TABLE_CONFIG,
     CP_TABLE_SAMPLE_INTERVAL,
-    CP_TABLE_SAMPLING,
     TABLE_ADMISSION,
+    TABLE_CP_SAMPLING,
     TABLE_EDGE_PORT,
     TABLE_FB_TAG_EXIT,
     TABLE_FB_TAG_PUSH,
@@ -65,10 +66,15 @@ from qcn.core.pipeline import (
 FLOOD_GROUP_BASE = 1
 CNM_SESSION_BASE = 1
 
-#: cp_sampling's action for each sampling mode (names inside the CP control).
+#: Each sampling mode's stage-1 action: in the admission table (the arrival CP), and in
+#: cp_sampling (the departure CP).
+ADMIT_SAMPLING_ACTIONS = {
+    SamplingMode.BERNOULLI: ACTION_ADMIT_SAMPLE_BERNOULLI,
+    SamplingMode.BYTE_INTERVAL: ACTION_ADMIT_SAMPLE_BYTE_INTERVAL,
+}
 SAMPLING_ACTIONS = {
-    SamplingMode.BERNOULLI: CP_ACTION_SAMPLE_BERNOULLI,
-    SamplingMode.BYTE_INTERVAL: CP_ACTION_SAMPLE_BYTE_INTERVAL,
+    SamplingMode.BERNOULLI: ACTION_SAMPLE_BERNOULLI,
+    SamplingMode.BYTE_INTERVAL: ACTION_SAMPLE_BYTE_INTERVAL,
 }
 
 BMV2_DEFAULT_QUEUE_PKTS = 64
@@ -152,31 +158,38 @@ def default_cpid(cp_mac: str, port: int) -> int:
 
 
 def admission_entry(cp: CpPort) -> P4TableEntry:
-    """The port's queue as the pipeline counts it: limits, unit of q, which CP judges."""
+    """The port's queue as the pipeline counts it (limits, unit of q) and, where the
+    arrival CP judges the port, that CP's stage 1 (every frame): the sampling mode, in
+    Bernoulli mode with p_max.  Where the departure CP judges it: `admit` alone."""
+    cfg = cp.encoded
+    args = {
+        "limit_pkts": cp.limit_pkts,
+        "limit_bytes": NO_LIMIT if cp.limit_bytes is None else cp.limit_bytes,
+        "bytes_unit": int(cp.params.queue_unit is QueueUnit.BYTES),
+    }
+    action = ACTION_ADMIT
+    if cp.instance == CP_ARRIVAL:
+        action = ADMIT_SAMPLING_ACTIONS[cfg.sampling]
+        if cfg.sampling is SamplingMode.BERNOULLI:
+            args["p_max_fixed"] = cfg.p_max_fixed
     return P4TableEntry(
-        TABLE_ADMISSION,
-        match=P4TableMatch(eg_port=cp.port),
-        action=P4TableAction(
-            ACTION_ADMIT,
-            limit_pkts=cp.limit_pkts,
-            limit_bytes=NO_LIMIT if cp.limit_bytes is None else cp.limit_bytes,
-            bytes_unit=int(cp.params.queue_unit is QueueUnit.BYTES),
-            at_departure=int(cp.params.depth_at is not QueueDepth.ARRIVAL),
-        ),
+        TABLE_ADMISSION, match=P4TableMatch(eg_port=cp.port), action=P4TableAction(action, **args)
     )
 
 
 def cp_sampling_entry(cp: CpPort) -> P4TableEntry:
-    """Stage 1 of the CP (every frame): the sampling mode (in Bernoulli mode with p_max) and
-    the queue depth taken as q."""
+    """The departure CP's stage 1 (every departing frame): the sampling mode (in Bernoulli
+    mode with p_max) and the queue depth taken as q."""
+    if cp.instance != CP_DEPARTURE:
+        raise ValueError(f"port {cp.port}: the arrival CP's stage 1 is its admission entry")
     cfg = cp.encoded
     args = {"dequeue_depth": int(cfg.depth_at is QueueDepth.DEQUEUE)}
     if cfg.sampling is SamplingMode.BERNOULLI:
         args["p_max_fixed"] = cfg.p_max_fixed
     return P4TableEntry(
-        cp_name(cp.instance, CP_TABLE_SAMPLING),
+        TABLE_CP_SAMPLING,
         match=P4TableMatch(eg_port=cp.port),
-        action=P4TableAction(cp_name(cp.instance, SAMPLING_ACTIONS[cfg.sampling]), **args),
+        action=P4TableAction(SAMPLING_ACTIONS[cfg.sampling], **args),
     )
 
 
@@ -221,15 +234,20 @@ def decode_cp(entries: Iterable[P4TableEntry], port: int) -> tuple[CpParams, int
         if _match_field(e, "eg_port") == port:
             held.setdefault(str(e.table_id), []).append(e)
     admitted = held.get(TABLE_ADMISSION, [])
-    for instance in CP_INSTANCES:
-        stage1 = held.get(cp_name(instance, CP_TABLE_SAMPLING), [])
-        found = held.get(cp_name(instance, CP_TABLE_CONFIG), [])
-        if admitted and stage1 and found:
-            break
-    else:
+    if not admitted:
+        return None
+    admit = _action(admitted[0]).name
+    instance = CP_DEPARTURE if admit == ACTION_ADMIT else CP_ARRIVAL
+    stage1 = admitted if instance == CP_ARRIVAL else held.get(TABLE_CP_SAMPLING, [])
+    found = held.get(cp_name(instance, CP_TABLE_CONFIG), [])
+    if not (stage1 and found):
         return None
     args = _action_args(found[0])
-    modes = {cp_name(instance, action): mode for mode, action in SAMPLING_ACTIONS.items()}
+    modes = {
+        action: mode
+        for actions in (ADMIT_SAMPLING_ACTIONS, SAMPLING_ACTIONS)
+        for mode, action in actions.items()
+    }
     intervals = held.get(cp_name(instance, CP_TABLE_SAMPLE_INTERVAL), [])
     rows = sorted((_match_field(e, "idx"), _action_args(e)) for e in intervals)
     depth_at = QueueDepth.ARRIVAL
@@ -284,15 +302,19 @@ def _match_field(entry: P4TableEntry, name: str) -> int:
     return int(entry.match[name])
 
 
+def stage2_entries(cp: CpPort) -> list[P4TableEntry]:
+    """The port's entries in its CP instance's stage-2 tables (and the departure CP's
+    stage 1): what moves when another CP instance takes the port over."""
+    out = [cp_config_entry(cp), *sample_interval_entries(cp)]
+    if cp.instance == CP_DEPARTURE:
+        out.append(cp_sampling_entry(cp))
+    return out
+
+
 def cp_entries(cp: CpPort) -> list[P4TableEntry]:
-    """Everything that configures one CP port (its CP's stage 1 last: once a frame can be
+    """Everything that configures one CP port (its admission last: once a frame can be
     sampled, stage 2 is there)."""
-    return [
-        admission_entry(cp),
-        cp_config_entry(cp),
-        *sample_interval_entries(cp),
-        cp_sampling_entry(cp),
-    ]
+    return [*stage2_entries(cp), admission_entry(cp)]
 
 
 def l2_entry(mac: str, port: int) -> P4TableEntry:

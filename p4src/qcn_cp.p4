@@ -2,8 +2,9 @@
 //
 // Ingress: L2 forwarding (control/forwarding.p4); a unicast frame to a CP port is admitted
 //          to that port's queue or tail-dropped (control/admission.p4), and the port's
-//          congestion point judges it on arrival (control/congestion_point.p4: arrival_cp,
-//          the standard's CP; a sampled frame's I2E clone becomes its CNM).  On an input
+//          congestion point judges it on arrival, in the same table (control/
+//          congestion_point.p4: arrival_cp, the standard's CP; a sampled frame's I2E clone
+//          becomes its CNM).  On an input
 //          port PAUSE guards, the frame is counted into that input's buffer, and past its
 //          high watermark an I2E clone becomes a PAUSE out of it (control/pause.p4).  MAC
 //          Control frames are counted and dropped.  Three-point QCN (control/three_point.p4):
@@ -29,22 +30,14 @@
 #include "control/pause.p4"
 #include "control/three_point.p4"
 
-// The frames a CP may sample: data frames, never a CNM, never a frame the parser could not
-// read (a frame too short for Ethernet is a parser error too), never one from a group
-// source address.
-#define CP_DATA_FRAME (!hdr.cnm.isValid() \
-                       && standard_metadata.parser_error == error.NoError \
-                       && hdr.ethernet.src_addr[40:40] == 0)
-
 control QcnIngress(inout headers_t hdr,
                    inout local_metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
     MacControl() mac_control;
     L2Forwarding() l2;
     PauseWatch() pause_watch;
-    Admission() admission;
     PauseUncount() pause_uncount;
-    CongestionPoint(CloneType.I2E) arrival_cp;
+    CongestionPoint(true, CloneType.I2E) arrival_cp;
     FbTagPush() fb_tag_push;
     FbTagExit() fb_tag_exit;
     apply {
@@ -59,14 +52,12 @@ control QcnIngress(inout headers_t hdr,
                 }
                 pause_watch.apply(hdr, meta, standard_metadata);
                 if (standard_metadata.egress_spec != DROP_PORT) {
-                    admission.apply(hdr, meta, standard_metadata);
-                    if (meta.cp.admitted) {
-                        if (!meta.cp.at_departure && CP_DATA_FRAME) {
-                            arrival_cp.apply(hdr, meta, standard_metadata);
+                    // Admission to the port's queue and the arrival CP, in one table.
+                    arrival_cp.apply(hdr, meta, standard_metadata);
+                    if (!meta.cp.admitted) {
+                        if (meta.pause.counted && standard_metadata.egress_spec == DROP_PORT) {
+                            pause_uncount.apply(hdr, meta, standard_metadata);
                         }
-                    } else if (meta.pause.counted
-                               && standard_metadata.egress_spec == DROP_PORT) {
-                        pause_uncount.apply(hdr, meta, standard_metadata);
                     }
                 }
             }
@@ -83,7 +74,7 @@ control QcnEgress(inout headers_t hdr,
                   inout standard_metadata_t standard_metadata) {
     Departure() departure;
     PauseRelease() pause_release;
-    CongestionPoint(CloneType.E2E) departure_cp;
+    CongestionPoint(false, CloneType.E2E) departure_cp;
     CnmBuilder() cnm_builder;
     PauseBuilder() pause_builder;
     apply {

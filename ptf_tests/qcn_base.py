@@ -45,7 +45,7 @@ from qcn.core.frames import (
     msdu_offset,
 )
 from qcn.core.params import CpParams, QueueUnit
-from qcn.core.pipeline import COUNTERS, REGISTER_OCCUPANCY_BYTES, REGISTER_OCCUPANCY_PKTS, REGISTERS
+from qcn.core.pipeline import COUNTERS, REGISTERS
 from topologies.bmv2 import wait_until
 
 PORTS = (0, 1, 2, 3)
@@ -149,10 +149,7 @@ class QcnTest(BaseTest):  # type: ignore[misc]
 
     def occupancy(self, port: int = BOTTLENECK) -> tuple[int, int]:
         """The pipeline's count of the port's queue: (frames, bytes)."""
-        return (
-            self.thrift.register_read(REGISTER_OCCUPANCY_PKTS, port),
-            self.thrift.register_read(REGISTER_OCCUPANCY_BYTES, port),
-        )
+        return self.thrift.occupancy(port)
 
     def mark_edge(self, port: int) -> None:
         self.sw.insert([edge_port_entry(port)])

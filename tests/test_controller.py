@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -213,28 +214,27 @@ def test_cp_entry_fixed_point_encoding() -> None:
 
 
 def test_admission_entry() -> None:
-    """Limits and the unit of q go to ingress; the departure CP is flagged there too."""
+    """Limits and the unit of q go to ingress with the arrival CP's stage 1 (one table per
+    frame); a port the departure CP judges is only admitted there."""
     cp = CpPort.with_default_cpid(3, CpParams(), "02:00:00:00:01:00", limit_pkts=100)
     entry = admission_entry(cp)
     assert (entry.table_id, action_name(entry), dict(entry.match or {})) == (
         "admission",
-        "admit",
+        "admit_sample_bernoulli",
         {"eg_port": 3},
     )
     assert args(entry) == {
         "limit_pkts": 100,
         "limit_bytes": 2**32 - 1,
         "bytes_unit": 1,
-        "at_departure": 0,
+        "p_max_fixed": 167_772 + 63 * 23_593,
     }
     leaving = CpParams(depth_at=QueueDepth.DEQUEUE, queue_unit=QueueUnit.PACKETS)
     cp = CpPort.with_default_cpid(3, leaving, "02:00:00:00:01:00", 10, limit_bytes=15_000)
-    assert args(admission_entry(cp)) == {
-        "limit_pkts": 10,
-        "limit_bytes": 15_000,
-        "bytes_unit": 0,
-        "at_departure": 1,
-    }
+    assert (action_name(admission_entry(cp)), args(admission_entry(cp))) == (
+        "admit",
+        {"limit_pkts": 10, "limit_bytes": 15_000, "bytes_unit": 0},
+    )
     assert cp_config_entry(cp).table_id == "departure_cp.cp_config"
     assert bmv2_queue_pkts(100) >= 100 + 50_000  # BMv2 never drops a counted frame
 
@@ -253,35 +253,41 @@ def test_sample_interval_entries() -> None:
     assert [dict(r.match or {}) for r in rows] == [{"eg_port": 2, "idx": i} for i in range(8)]
     assert args(rows[0]) == {"base_bytes": 150_000, "jitter_span_bytes": 45_000}  # 2*22500
     assert args(rows[7]) == {"base_bytes": 18_500, "jitter_span_bytes": 5_550}
-    stage1 = cp_sampling_entry(cp)
+    stage1 = admission_entry(cp)
+    assert (stage1.table_id, action_name(stage1)) == ("admission", "admit_sample_byte_interval")
+    assert "p_max_fixed" not in args(stage1)
+    enqueue = replace(cp.params, depth_at=QueueDepth.ENQUEUE, queue_unit=QueueUnit.PACKETS)
+    leaving = replace(cp, params=enqueue)
+    stage1 = cp_sampling_entry(leaving)
     assert (stage1.table_id, action_name(stage1), args(stage1)) == (
-        "arrival_cp.cp_sampling",
-        "arrival_cp.sample_byte_interval",
+        "cp_sampling",
+        "sample_byte_interval",
         {"dequeue_depth": 0},
     )
 
 
-def test_bernoulli_stage_bound() -> None:
-    """Stage 1 lets through exactly the draws below p_base + 63 * p_scale."""
-    stage1 = cp_sampling_entry(CpPort(2, CpParams(), "02:00:00:00:01:00", 7))
-    assert action_name(stage1) == "arrival_cp.sample_bernoulli"
-    assert args(stage1) == {"p_max_fixed": 167_772 + 63 * 23_593, "dequeue_depth": 0}
-
-
-def test_depth_at_dequeue_is_a_stage1_flag() -> None:
+def test_departure_stage_bound() -> None:
+    """The departure CP's stage 1 lets through the draws below p_base + 63 * p_scale, with
+    BMv2's depth at enqueue or dequeue; the arrival CP has no cp_sampling entry."""
     params = CpParams(depth_at=QueueDepth.DEQUEUE, queue_unit=QueueUnit.PACKETS)
     stage1 = cp_sampling_entry(CpPort(2, params, "02:00:00:00:01:00", 7))
-    assert args(stage1)["dequeue_depth"] == 1
+    assert action_name(stage1) == "sample_bernoulli"
+    assert args(stage1) == {"p_max_fixed": 167_772 + 63 * 23_593, "dequeue_depth": 1}
+    with pytest.raises(ValueError, match="admission entry"):
+        cp_sampling_entry(CpPort(2, CpParams(), "02:00:00:00:01:00", 7))
 
 
 def test_cp_entries_enable_the_port_last() -> None:
     """The per-frame stage goes in after the feedback table, so no frame meets half a CP."""
     tables = [e.table_id for e in cp_entries(CpPort(2, CpParams(), "02:00:00:00:01:00", 7))]
+    assert tables == ["arrival_cp.cp_config", *["arrival_cp.sample_interval"] * 8, "admission"]
+    leaving = CpParams(depth_at=QueueDepth.ENQUEUE, queue_unit=QueueUnit.PACKETS)
+    tables = [e.table_id for e in cp_entries(CpPort(2, leaving, "02:00:00:00:01:00", 7))]
     assert tables == [
+        "departure_cp.cp_config",
+        *["departure_cp.sample_interval"] * 8,
+        "cp_sampling",
         "admission",
-        "arrival_cp.cp_config",
-        *["arrival_cp.sample_interval"] * 8,
-        "arrival_cp.cp_sampling",
     ]
 
 

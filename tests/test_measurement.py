@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from qcn.core import scenario as scenarios
-from qcn.core.pipeline import REGISTER_OCCUPANCY_PKTS
 from topologies import measurement
 from topologies.measurement import Hooks, measure, rate_pps
 
@@ -27,10 +26,10 @@ class FakeThrift:
     def set_queue_rate(self, pps: int, port: int) -> None:
         self.rates.append((pps, port))
 
-    def register_read(self, name: str, port: int) -> int:
-        assert (name, port) == (REGISTER_OCCUPANCY_PKTS, 3)
+    def occupancy(self, port: int) -> tuple[int, int]:
+        assert port == 3
         self.reads += 1
-        return self.reads % 7
+        return self.reads % 7, 1500 * (self.reads % 7)
 
 
 def test_the_loop_applies_the_schedule_and_samples_until_the_end(

@@ -45,6 +45,7 @@ def p4_constants() -> dict[str, int]:
         ("QNTZ_SHIFT", params.QNTZ_SHIFT),
         ("QNTZ_FB_MAX", params.QNTZ_FB_MAX),
         ("PROB_ONE", params.PROB_ONE),
+        ("OCCUPANCY_FRAMES_SHIFT", pipeline.OCCUPANCY_FRAMES_SHIFT),
         ("FLOOD_GROUP_BASE", entries.FLOOD_GROUP_BASE),
         ("CNM_SESSION_BASE", entries.CNM_SESSION_BASE),
         ("ETHERTYPE_MAC_CONTROL", frames.ETHERTYPE_MAC_CONTROL),

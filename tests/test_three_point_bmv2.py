@@ -240,7 +240,7 @@ def test_the_frame_arrives_with_the_worse_fb_of_the_two(path2: Path2) -> None:
          "from controller.bmv2_thrift import Bmv2Thrift\n"
          "for port, p in ((9101, 1), (9102, 0)):\n"
          "    t = Bmv2Thrift(port=port)\n"
-         "    print(t.register_read('occupancy_pkts', p), t.register_read('occupancy_bytes', p))"],
+         "    print(*t.occupancy(p))"],
         capture_output=True, text=True, check=True, cwd=ROOT,
     ).stdout  # fmt: skip
     assert occupancy.split() == ["0"] * 4, occupancy

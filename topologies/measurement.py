@@ -2,9 +2,9 @@
 
 While the traffic runs, :func:`measure` samples at a fixed interval: it applies the
 scenario's schedule (queue-rate changes of the CP port, over Thrift), reads the CP port's
-queue depth from the pipeline's own count (``occupancy_pkts``), samples the emulation's own
-noise (:mod:`topologies.noise`), lets the experiment do its own per-sample work, checks the
-helper processes, and prints progress once a second.  Times
+queue depth from the pipeline's own count (the ``occupancy`` register's frames), samples
+the emulation's own noise (:mod:`topologies.noise`), lets the experiment do its own
+per-sample work, checks the helper processes, and prints progress once a second.  Times
 are monotonic; :mod:`topologies.traces` puts them on the run's grid.
 """
 
@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from qcn.core.pipeline import REGISTER_OCCUPANCY_PKTS
 from qcn.core.scenario import Scenario
 from topologies.noise import NoiseMonitor
 
@@ -84,7 +83,7 @@ def measure(
                 f"qcn run: t={now - start:.1f} s: bottleneck -> "
                 f"{change.bottleneck_rate_bps / 1e6:g} Mb/s"
             )
-        depth = thrift.register_read(REGISTER_OCCUPANCY_PKTS, cp_port)
+        depth = thrift.occupancy(cp_port)[0]
         t = time.monotonic()
         rec.queue.append((t, depth))
         if noise is not None:

@@ -4,9 +4,12 @@
 // judging each arriving frame against the occupancy it found (control/admission.p4, in
 // packets or bytes); and departure_cp in egress, judging departing frames by BMv2's own
 // depths, kept for comparison (cp.depth_at; qcn.core.params.QueueDepth).  A port's entries
-// are in one instance's tables, so each frame meets one CP.
+// are in one instance's tables, so each frame meets one CP.  The arrival CP's stage 1 is
+// also the port's admission (one table per frame, not two: BMv2's cost is per table,
+// bench/pipeline_bench.py); its `admission` table holds an entry for every CP port, with
+// `admit` alone where departure_cp judges the port.
 //
-// Per data frame on a port with a cp_sampling entry (stage 1, every frame):
+// Per data frame on a port with a stage-1 entry (admission or cp_sampling), every frame:
 //   q = the caller's meta.cp.q (the occupancy found; in egress enq_qdepth), or deq_qdepth
 //       where the port is so configured (the depth the frame leaves behind)
 //   last_qdepth = q
@@ -39,16 +42,20 @@
 
 #include "../include/headers.p4"
 #include "../include/size.p4"
+#include "admission.p4"
 
 // The port is egress_spec: in ingress where the frame is going; egress sets it to
 // egress_port before applying departure_cp (BMv2 resets it in egress).  Read in place: a
 // control parameter would cost the arrival CP a copy, one more table and action per frame.
 #define port standard_metadata.egress_spec
 
+// at_arrival: this instance judges arriving frames in ingress (its stage 1 is the
+// admission); cnm_clone: the clone that becomes a CNM there.  p4c drops the other
+// instance's stage-1 table.
 control CongestionPoint(inout headers_t hdr,
                         inout local_metadata_t meta,
                         inout standard_metadata_t standard_metadata)
-                       (CloneType cnm_clone) {
+                       (bool at_arrival, CloneType cnm_clone) {
 
     // Per-port state and telemetry.  Registers are read over Thrift (PI does not
     // implement register access, docs/bmv2.md); counters over P4Runtime.
@@ -86,8 +93,7 @@ control CongestionPoint(inout headers_t hdr,
         meta.cp.byte_interval = true;
     }
 
-    // The sampling mode and depth source of each CP-enabled egress port; no entry: CP off
-    // on that port.
+    // Departure CP: the sampling mode and depth source of each port it judges.
     table cp_sampling {
         key = {
             port : exact @name("eg_port");
@@ -95,6 +101,68 @@ control CongestionPoint(inout headers_t hdr,
         actions = {
             sample_bernoulli;
             sample_byte_interval;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = CP_CONFIG_SIZE;
+    }
+
+    // Arrival CP: the frame's admission to its port's queue (control/admission.p4), then,
+    // for an admitted data frame, stage 1 (judged by what it found there).
+
+    // The frame finds q = the port's occupancy (frames, or bytes with bytes_unit), and
+    // joins the queue unless that would pass a limit.
+    action admit_to_queue(bit<32> limit_pkts, bit<32> limit_bytes, bit<1> bytes_unit) {
+        bit<64> occupied;
+        occupancy.read(occupied, port);
+        meta.cp.q = occupied[63:32];
+        if (bytes_unit == 1) {
+            meta.cp.q = occupied[31:0];
+        }
+        if (occupied[63:32] < limit_pkts
+                && standard_metadata.packet_length <= limit_bytes - occupied[31:0]) {
+            meta.cp.admitted = true;
+            meta.counted_bytes = standard_metadata.packet_length;
+            occupancy.write(port, occupied + (OCCUPANCY_ONE_FRAME
+                                              | (bit<64>)standard_metadata.packet_length));
+        }
+    }
+
+    action admit(bit<32> limit_pkts, bit<32> limit_bytes, bit<1> bytes_unit) {
+        admit_to_queue(limit_pkts, limit_bytes, bytes_unit);
+        meta.cp.at_departure = true;   // the port's CP is departure_cp
+    }
+
+    action admit_sample_bernoulli(bit<32> limit_pkts, bit<32> limit_bytes, bit<1> bytes_unit,
+                                  bit<32> p_max_fixed) {
+        admit_to_queue(limit_pkts, limit_bytes, bytes_unit);
+        if (meta.cp.admitted && CP_DATA_FRAME) {
+            sample_bernoulli(p_max_fixed, 0);
+        }
+    }
+
+    action admit_sample_byte_interval(bit<32> limit_pkts, bit<32> limit_bytes,
+                                      bit<1> bytes_unit) {
+        admit_to_queue(limit_pkts, limit_bytes, bytes_unit);
+        if (meta.cp.admitted && CP_DATA_FRAME) {
+            sample_byte_interval(0);
+        }
+    }
+
+    action tail_drop() {
+        tail_drops.count(port);
+        mark_to_drop(standard_metadata);
+    }
+
+    // One entry per CP port; no entry: nothing counted, no CP.
+    table admission {
+        key = {
+            port : exact @name("eg_port");
+        }
+        actions = {
+            admit;
+            admit_sample_bernoulli;
+            admit_sample_byte_interval;
             @defaultonly NoAction;
         }
         const default_action = NoAction();
@@ -234,7 +302,15 @@ control CongestionPoint(inout headers_t hdr,
     }
 
     apply {
-        cp_sampling.apply();
+        if (at_arrival) {
+            if (admission.apply().hit) {
+                if (!meta.cp.admitted) {
+                    tail_drop();
+                }
+            }
+        } else {
+            cp_sampling.apply();
+        }
         if (meta.cp.sample) {
             if (cp_config.apply().hit) {
                 if (meta.cp.sample) {

@@ -21,6 +21,8 @@ const bit<16> FB_TAG_BYTES = 16;   // what the tag adds to a frame
 const bit<16> MAC_CONTROL_OPCODE_PAUSE = 0x0001;
 const mac_addr_t PAUSE_DST_ADDR = 0x0180C2000001;
 const bit<32> PAUSE_FRAME_BYTES = 60;
+// The occupancy register's word (control/admission.p4): frames from this bit up, bytes below.
+const bit<8> OCCUPANCY_FRAMES_SHIFT = 32;
 // v1model's drop port: mark_to_drop sets egress_spec to it.
 const port_t DROP_PORT = 511;
 

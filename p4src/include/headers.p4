@@ -124,4 +124,11 @@ struct local_metadata_t {
     bit<32> counted_bytes;
 }
 
+// The frames a CP may sample: data frames, never a CNM, never a frame the parser could not
+// read (a frame too short for Ethernet is a parser error too), never one from a group
+// source address.
+#define CP_DATA_FRAME (!hdr.cnm.isValid() \
+                       && standard_metadata.parser_error == error.NoError \
+                       && hdr.ethernet.src_addr[40:40] == 0)
+
 #endif  // __HEADERS_P4__

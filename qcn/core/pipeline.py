@@ -40,8 +40,16 @@ TABLE_L2 = "l2_forwarding"
 ACTION_FORWARD = "forward"
 TABLE_EDGE_PORT = "edge_port"
 ACTION_MARK_EDGE = "mark_edge"
+#: The arrival CP's stage 1, which is also every CP port's admission to its queue
+#: (p4src/control/congestion_point.p4): `admit` where the departure CP judges the port.
 TABLE_ADMISSION = "admission"
 ACTION_ADMIT = "admit"
+ACTION_ADMIT_SAMPLE_BERNOULLI = "admit_sample_bernoulli"
+ACTION_ADMIT_SAMPLE_BYTE_INTERVAL = "admit_sample_byte_interval"
+#: The departure CP's stage 1: its sampling mode and depth source.
+TABLE_CP_SAMPLING = "cp_sampling"
+ACTION_SAMPLE_BERNOULLI = "sample_bernoulli"
+ACTION_SAMPLE_BYTE_INTERVAL = "sample_byte_interval"
 #: 802.3x PAUSE (p4src/control/pause.p4): the watermarks of each guarded input port, and
 #: the source address of the PAUSEs each port sends.
 TABLE_PAUSE_WATERMARKS = "pause_watermarks"
@@ -59,24 +67,20 @@ ACTION_REFLECT_FB = "reflect_fb"
 #: The CP's two instances (p4src/qcn_cp.p4), by P4Info alias prefix, with their full names:
 #: the arrival CP in ingress (the standard's) and the departure CP in egress (BMv2's own
 #: depths, for comparison).  A port's CP entries live in one of them
-#: (controller.entries.CpPort.instance).
+#: (controller.entries.CpPort.instance); each has a stage-1 table of its own (above), and
+#: these stage-2 tables.
 CP_ARRIVAL = "arrival_cp"
 CP_DEPARTURE = "departure_cp"
 CP_INSTANCES: dict[str, str] = {
     CP_ARRIVAL: "QcnIngress.arrival_cp",
     CP_DEPARTURE: "QcnEgress.departure_cp",
 }
-# Each instance's tables and actions, by their name inside the CP control.
-CP_TABLE_SAMPLING = "cp_sampling"
-CP_ACTION_SAMPLE_BERNOULLI = "sample_bernoulli"
-CP_ACTION_SAMPLE_BYTE_INTERVAL = "sample_byte_interval"
+# Each instance's stage-2 tables and actions, by their name inside the CP control.
 CP_TABLE_CONFIG = "cp_config"
 CP_ACTION_COMPUTE_FEEDBACK = "compute_feedback"
 CP_TABLE_SAMPLE_INTERVAL = "sample_interval"
 CP_ACTION_SET_SAMPLE_INTERVAL = "set_sample_interval"
 CP_ACTION_PARAMS: dict[str, tuple[str, ...]] = {
-    CP_ACTION_SAMPLE_BERNOULLI: ("p_max_fixed", "dequeue_depth"),
-    CP_ACTION_SAMPLE_BYTE_INTERVAL: ("dequeue_depth",),
     CP_ACTION_COMPUTE_FEEDBACK: (
         "q_eq",
         "w_fixed",
@@ -94,10 +98,6 @@ CP_ACTION_PARAMS: dict[str, tuple[str, ...]] = {
     CP_ACTION_SET_SAMPLE_INTERVAL: ("base_bytes", "jitter_span_bytes"),
 }
 CP_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    CP_TABLE_SAMPLING: (
-        ("eg_port",),
-        (CP_ACTION_SAMPLE_BERNOULLI, CP_ACTION_SAMPLE_BYTE_INTERVAL),
-    ),
     CP_TABLE_CONFIG: (("eg_port",), (CP_ACTION_COMPUTE_FEEDBACK,)),
     CP_TABLE_SAMPLE_INTERVAL: (("eg_port", "idx"), (CP_ACTION_SET_SAMPLE_INTERVAL,)),
 }
@@ -123,7 +123,11 @@ def cp_full_name(instance: str, name: str) -> str:
 ACTION_PARAMS: dict[str, tuple[str, ...]] = {
     ACTION_FORWARD: ("port",),
     ACTION_MARK_EDGE: (),
-    ACTION_ADMIT: ("limit_pkts", "limit_bytes", "bytes_unit", "at_departure"),
+    ACTION_ADMIT: ("limit_pkts", "limit_bytes", "bytes_unit"),
+    ACTION_ADMIT_SAMPLE_BERNOULLI: ("limit_pkts", "limit_bytes", "bytes_unit", "p_max_fixed"),
+    ACTION_ADMIT_SAMPLE_BYTE_INTERVAL: ("limit_pkts", "limit_bytes", "bytes_unit"),
+    ACTION_SAMPLE_BERNOULLI: ("p_max_fixed", "dequeue_depth"),
+    ACTION_SAMPLE_BYTE_INTERVAL: ("dequeue_depth",),
     ACTION_WATCH: ("hi_bytes", "lo_bytes", "partition_bytes", "refresh_us", "pause_quanta"),
     ACTION_SET_SOURCE: ("port_mac",),
     ACTION_PUSH_FB_TAG: (),
@@ -141,7 +145,11 @@ ACTION_PARAMS: dict[str, tuple[str, ...]] = {
 TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     TABLE_L2: (("dst_addr",), (ACTION_FORWARD,)),
     TABLE_EDGE_PORT: (("ig_port",), (ACTION_MARK_EDGE,)),
-    TABLE_ADMISSION: (("eg_port",), (ACTION_ADMIT,)),
+    TABLE_ADMISSION: (
+        ("eg_port",),
+        (ACTION_ADMIT, ACTION_ADMIT_SAMPLE_BERNOULLI, ACTION_ADMIT_SAMPLE_BYTE_INTERVAL),
+    ),
+    TABLE_CP_SAMPLING: (("eg_port",), (ACTION_SAMPLE_BERNOULLI, ACTION_SAMPLE_BYTE_INTERVAL)),
     TABLE_PAUSE_WATERMARKS: (("ig_port",), (ACTION_WATCH,)),
     TABLE_PAUSE_SOURCE: (("eg_port",), (ACTION_SET_SOURCE,)),
     TABLE_FB_TAG_PUSH: (("ig_port",), (ACTION_PUSH_FB_TAG,)),
@@ -157,7 +165,7 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 #: the full name BMv2's Thrift API takes.
 COUNTERS: dict[str, str] = {
     **{cp_name(i, c): cp_full_name(i, c) for i in CP_INSTANCES for c in CP_COUNTERS},
-    "tail_drops": "QcnIngress.admission.tail_drops",
+    "tail_drops": "tail_drops",
     "cnm_edge_drops": "QcnIngress.l2.cnm_edge_drops",
     "pause_sent": "pause_sent",
     "pause_drops": "QcnIngress.pause_watch.pause_drops",
@@ -167,20 +175,26 @@ COUNTERS: dict[str, str] = {
     "p0_reflections": "QcnIngress.fb_tag_exit.p0_reflections",
 }
 #: Per-port registers (Thrift only: PI does not serve registers over P4Runtime).  The
-#: occupancy is the pipeline's own count of each CP port's queue (p4src/control/admission.p4).
-REGISTER_OCCUPANCY_PKTS = "occupancy_pkts"
-REGISTER_OCCUPANCY_BYTES = "occupancy_bytes"
+#: occupancy is the pipeline's own count of each CP port's queue (p4src/control/admission.p4):
+#: frames and bytes in one word (split_occupancy).
+REGISTER_OCCUPANCY = "occupancy"
+OCCUPANCY_FRAMES_SHIFT = 32
+"""p4src/include/defines.p4's OCCUPANCY_FRAMES_SHIFT."""
 #: Bytes buffered from each PAUSE-guarded input, and when its PAUSE in force was sent (µs;
 #: 0: none).
 REGISTER_INPUT_BYTES = "input_bytes"
 REGISTER_PAUSE_SENT_AT = "pause_sent_at"
 REGISTERS = (
-    REGISTER_OCCUPANCY_PKTS,
-    REGISTER_OCCUPANCY_BYTES,
+    REGISTER_OCCUPANCY,
     REGISTER_INPUT_BYTES,
     REGISTER_PAUSE_SENT_AT,
     *(cp_full_name(i, r) for i in CP_INSTANCES for r in CP_REGISTERS),
 )
+
+
+def split_occupancy(word: int) -> tuple[int, int]:
+    """The frames and bytes one ``occupancy`` register cell holds."""
+    return word >> OCCUPANCY_FRAMES_SHIFT, word & ((1 << OCCUPANCY_FRAMES_SHIFT) - 1)
 
 
 # -- building ----------------------------------------------------------------------------------
