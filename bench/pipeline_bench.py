@@ -148,11 +148,12 @@ def packet_path_instructions(dump: Path) -> tuple[int, int]:
     names: dict[str, str] = {}
     parsed, callee = 0, ""
     for line in dump.read_text().splitlines():
-        if line.startswith("cfn="):
-            m = re.match(r"cfn=\((\d+)\)(?: (.*))?", line)
-            if m is not None:
-                if m.group(2):
-                    names[m.group(1)] = m.group(2)
+        # Names are compressed: "(id) name" where first seen, in fn= or cfn= lines.
+        m = re.match(r"c?fn=\((\d+)\)(?: (.*))?", line)
+        if m is not None:
+            if m.group(2):
+                names[m.group(1)] = m.group(2)
+            if line.startswith("cfn="):
                 callee = names.get(m.group(1), "")
         elif line.startswith("calls=") and callee.startswith(PARSE):
             parsed += int(line.split("=")[1].split()[0])
