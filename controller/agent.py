@@ -34,14 +34,14 @@ from controller.entries import (
     cp_sampling_entry,
     decode_cp,
     decode_edge,
+    decode_input_port,
     default_cpid,
     edge_entries,
     fb_tag_exit_entry,
-    fb_tag_push_entry,
     flood_groups,
+    input_port_entry,
     l2_entry,
     pause_source_entry,
-    pause_watermarks_entry,
     sample_interval_entries,
     stage2_entries,
 )
@@ -52,8 +52,6 @@ from qcn.core.params import (
     QcnParams,
 )
 from qcn.core.pipeline import (
-    ACTION_PARAMS,
-    ACTION_WATCH,
     COUNTERS,
     CP_DEPARTURE,
     CP_INSTANCES,
@@ -62,8 +60,8 @@ from qcn.core.pipeline import (
     TABLE_ADMISSION,
     TABLE_CP_SAMPLING,
     TABLE_FB_TAG_EXIT,
+    TABLE_INPUT_PORT,
     TABLE_PAUSE_SOURCE,
-    TABLE_PAUSE_WATERMARKS,
     cp_name,
 )
 
@@ -169,8 +167,10 @@ class SwitchAgent:
         ]
         for p in self.cfg.ports:
             if p.edge:
-                out += edge_entries(p.port, p.cp_params, self.cpid(p.port), self.cfg.cp_mac)
-        out += [pause_watermarks_entry(p.port, p.pause) for p in self.cfg.ports if p.pause]
+                cpid = self.cpid(p.port)
+                out += edge_entries(p.port, p.cp_params, cpid, self.cfg.cp_mac, p.pause)
+            elif (guarded := input_port_entry(p.port, p.pause, push_fb_tag=False)) is not None:
+                out.append(guarded)
         if any(p.pause for p in self.cfg.ports):
             out += self._pause_source_entries()
         for p in self.cfg.ports:
@@ -336,20 +336,40 @@ class SwitchAgent:
                 "mode only (add --three-point on)"
             )
         if p.edge:
-            self._set_edge(port, new, pushing=bool(edge and edge["three_point"]))
+            self._set_edge(port, new)
         if p.cp:
             self._set_cp_entries(port, new, current)
         return new
 
-    def _set_edge(self, port: int, params: CpParams, *, pushing: bool) -> None:
+    def _set_edge(self, port: int, params: CpParams) -> None:
         """The port's reflection point first, then its push: a tag is never pushed that
         the path's end would not handle as configured."""
+        self.connect().modify([fb_tag_exit_entry(port, params, self.cpid(port), self.cfg.cp_mac)])
+        pause, _ = self._read_input_port(port)
+        self._write_input_port(port, pause, push_fb_tag=params.three_point)
+
+    def _read_input_port(self, port: int) -> tuple[PauseWatermarks | None, bool | None]:
+        """The port's input_port entry, decoded: its PAUSE watermarks and whether it pushes
+        the Fb tag (None: no entry)."""
+        for e in self.connect().read(
+            P4TableEntry(TABLE_INPUT_PORT, match=P4TableMatch(ig_port=port))
+        ):
+            if e.action is not None and int(e.match["ig_port"]) == port:
+                return decode_input_port(e)
+        return None, None
+
+    def _write_input_port(
+        self, port: int, pause: PauseWatermarks | None, *, push_fb_tag: bool
+    ) -> None:
+        """Make the port's input_port entry hold ``pause`` and the push, whatever it held."""
         sw = self.connect()
-        sw.modify([fb_tag_exit_entry(port, params, self.cpid(port), self.cfg.cp_mac)])
-        if params.three_point and not pushing:
-            sw.insert([fb_tag_push_entry(port)])
-        elif pushing and not params.three_point:
-            sw.delete([fb_tag_push_entry(port)])
+        _, pushing = self._read_input_port(port)
+        entry = input_port_entry(port, pause, push_fb_tag=push_fb_tag)
+        if entry is None:
+            if pushing is not None:
+                sw.delete([P4TableEntry(TABLE_INPUT_PORT, match=P4TableMatch(ig_port=port))])
+        else:
+            (sw.insert if pushing is None else sw.modify)([entry])
 
     def _set_cp_entries(
         self, port: int, new: CpParams, current: tuple[CpParams, int] | None
@@ -398,17 +418,16 @@ class SwitchAgent:
         (apply_queue_shaping)."""
         self.cfg.port(port)  # a port the configuration knows
         sw = self.connect()
-        have = self.read_pause(port)
+        _, pushing = self._read_input_port(port)
         if pause is None:
-            if have is not None:
-                sw.delete([pause_watermarks_entry(port, have)])
+            self._write_input_port(port, None, push_fb_tag=bool(pushing))
             return
         schema = sw.switch.p4info
         sources = {_entry_key(e, schema) for e in sw.read(P4TableEntry(TABLE_PAUSE_SOURCE))}
         missing = [e for e in self._pause_source_entries() if _entry_key(e, schema) not in sources]
         if missing:
             sw.insert(missing)
-        (sw.modify if have is not None else sw.insert)([pause_watermarks_entry(port, pause)])
+        self._write_input_port(port, pause, push_fb_tag=bool(pushing))
         with self.thrift() as t:
             for p in self.cfg.ports:
                 if not p.cp:
@@ -426,15 +445,7 @@ class SwitchAgent:
 
     def read_pause(self, port: int) -> PauseWatermarks | None:
         """The port's PAUSE watermarks as the switch holds them (None: not guarded)."""
-        entries = self.connect().read(
-            P4TableEntry(TABLE_PAUSE_WATERMARKS, match=P4TableMatch(ig_port=port))
-        )
-        for e in entries:
-            if e.action is None or int(e.match["ig_port"]) != port:
-                continue
-            args = dict(e.action.args)
-            return PauseWatermarks(**{k: int(args[k]) for k in ACTION_PARAMS[ACTION_WATCH]})
-        return None
+        return self._read_input_port(port)[0]
 
     # -- read-back ---------------------------------------------------------------------------
 

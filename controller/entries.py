@@ -44,6 +44,7 @@ from qcn.core.pipeline import (
     ACTION_SAMPLE_BYTE_INTERVAL,
     ACTION_SET_SOURCE,
     ACTION_WATCH,
+    ACTION_WATCH_AND_PUSH_FB_TAG,
     CP_ACTION_COMPUTE_FEEDBACK,
     CP_ACTION_PARAMS,
     CP_ACTION_SET_SAMPLE_INTERVAL,
@@ -51,14 +52,14 @@ from qcn.core.pipeline import (
     CP_DEPARTURE,
     CP_TABLE_CONFIG,
     CP_TABLE_SAMPLE_INTERVAL,
+    PAUSE_PARAMS,
     TABLE_ADMISSION,
     TABLE_CP_SAMPLING,
     TABLE_EDGE_PORT,
     TABLE_FB_TAG_EXIT,
-    TABLE_FB_TAG_PUSH,
+    TABLE_INPUT_PORT,
     TABLE_L2,
     TABLE_PAUSE_SOURCE,
-    TABLE_PAUSE_WATERMARKS,
     cp_name,
 )
 
@@ -331,15 +332,6 @@ def edge_port_entry(port: int) -> P4TableEntry:
     )
 
 
-def fb_tag_push_entry(port: int) -> P4TableEntry:
-    """Three-point QCN: frames from the host on ``port`` get an Fb tag."""
-    return P4TableEntry(
-        TABLE_FB_TAG_PUSH,
-        match=P4TableMatch(ig_port=port),
-        action=P4TableAction(ACTION_PUSH_FB_TAG),
-    )
-
-
 def fb_tag_exit_entry(port: int, params: CpParams, cpid: int, mac: str) -> P4TableEntry:
     """Tagged frames towards the host on ``port`` lose the tag; in three-point mode they
     meet the end reflection point first (its CNMs from ``mac``, Fb = 0's under ``cpid``)."""
@@ -358,12 +350,15 @@ def fb_tag_exit_entry(port: int, params: CpParams, cpid: int, mac: str) -> P4Tab
     return P4TableEntry(TABLE_FB_TAG_EXIT, match=P4TableMatch(eg_port=port), action=action)
 
 
-def edge_entries(port: int, params: CpParams, cpid: int, mac: str) -> list[P4TableEntry]:
-    """Everything a host-facing port holds: the CNM guard, the Fb tag's exit, and in
-    three-point mode its push."""
+def edge_entries(
+    port: int, params: CpParams, cpid: int, mac: str, pause: PauseWatermarks | None = None
+) -> list[P4TableEntry]:
+    """Everything a host-facing port holds: the CNM guard, the Fb tag's exit, and its input
+    port entry (the tag's push in three-point mode, and ``pause`` if PAUSE guards it)."""
     out = [edge_port_entry(port), fb_tag_exit_entry(port, params, cpid, mac)]
-    if params.three_point:
-        out.append(fb_tag_push_entry(port))
+    entry = input_port_entry(port, pause, push_fb_tag=params.three_point)
+    if entry is not None:
+        out.append(entry)
     return out
 
 
@@ -425,19 +420,38 @@ class PauseWatermarks:
             raise ParamError("pause.refresh_us", f"must be positive (got {self.refresh_us})")
 
 
-def pause_watermarks_entry(port: int, pause: PauseWatermarks) -> P4TableEntry:
+def input_port_entry(
+    port: int, pause: PauseWatermarks | None, *, push_fb_tag: bool
+) -> P4TableEntry | None:
+    """The input port's one entry (p4src/control/input_port.p4): PAUSE's watermarks, the
+    Fb tag's push, or both (None: neither)."""
+    if pause is None:
+        if not push_fb_tag:
+            return None
+        return P4TableEntry(
+            TABLE_INPUT_PORT,
+            match=P4TableMatch(ig_port=port),
+            action=P4TableAction(ACTION_PUSH_FB_TAG),
+        )
     return P4TableEntry(
-        TABLE_PAUSE_WATERMARKS,
+        TABLE_INPUT_PORT,
         match=P4TableMatch(ig_port=port),
         action=P4TableAction(
-            ACTION_WATCH,
-            hi_bytes=pause.hi_bytes,
-            lo_bytes=pause.lo_bytes,
-            partition_bytes=pause.partition_bytes,
-            refresh_us=pause.refresh_us,
-            pause_quanta=pause.pause_quanta,
+            ACTION_WATCH_AND_PUSH_FB_TAG if push_fb_tag else ACTION_WATCH,
+            **{name: getattr(pause, name) for name in PAUSE_PARAMS},
         ),
     )
+
+
+def decode_input_port(entry: P4TableEntry) -> tuple[PauseWatermarks | None, bool]:
+    """An input_port entry's PAUSE watermarks (None: not guarded) and whether it pushes the
+    Fb tag: the inverse of :func:`input_port_entry`."""
+    action = _action(entry)
+    push = action.name in (ACTION_PUSH_FB_TAG, ACTION_WATCH_AND_PUSH_FB_TAG)
+    if action.name == ACTION_PUSH_FB_TAG:
+        return None, push
+    args = _action_args(entry)
+    return PauseWatermarks(**{name: args[name] for name in PAUSE_PARAMS}), push
 
 
 def pause_source_entry(port: int, mac: str) -> P4TableEntry:

@@ -4,12 +4,12 @@
 //          to that port's queue or tail-dropped (control/admission.p4), and the port's
 //          congestion point judges it on arrival, in the same table (control/
 //          congestion_point.p4: arrival_cp, the standard's CP; a sampled frame's I2E clone
-//          becomes its CNM).  On an input
-//          port PAUSE guards, the frame is counted into that input's buffer, and past its
-//          high watermark an I2E clone becomes a PAUSE out of it (control/pause.p4).  MAC
-//          Control frames are counted and dropped.  Three-point QCN (control/three_point.p4):
-//          a data frame from a host gets an Fb tag, which a frame towards a host loses at
-//          the end reflection point, after the CP.
+//          becomes its CNM).  Before that, the input port's one lookup (control/
+//          input_port.p4): on an input PAUSE guards, the frame is counted into that input's
+//          buffer, and past its high watermark an I2E clone becomes a PAUSE out of it
+//          (control/pause.p4); on a three-point host port, a data frame gets an Fb tag,
+//          which a frame towards a host loses at the end reflection point, after the CP
+//          (control/three_point.p4).  MAC Control frames are counted and dropped.
 // Egress:  the frame leaves its port's queue (admission.p4); on a port configured to judge
 //          departing frames, departure_cp does so with BMv2's depths (E2E clones); a clone
 //          of a sampled frame is rewritten into its CNM (control/cnm_builder.p4); a
@@ -29,16 +29,16 @@
 #include "control/cnm_builder.p4"
 #include "control/pause.p4"
 #include "control/three_point.p4"
+#include "control/input_port.p4"
 
 control QcnIngress(inout headers_t hdr,
                    inout local_metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
     MacControl() mac_control;
     L2Forwarding() l2;
-    PauseWatch() pause_watch;
+    InputPort() input_port;
     PauseUncount() pause_uncount;
     CongestionPoint(true, CloneType.I2E) arrival_cp;
-    FbTagPush() fb_tag_push;
     FbTagExit() fb_tag_exit;
     apply {
         if (meta.pause.mac_control) {
@@ -47,10 +47,8 @@ control QcnIngress(inout headers_t hdr,
             l2.apply(hdr, meta, standard_metadata);
             // Flooded frames are not counted: their ports are known only after replication.
             if (standard_metadata.mcast_grp == 0) {
-                if (CP_DATA_FRAME) {
-                    fb_tag_push.apply(hdr, meta, standard_metadata);
-                }
-                pause_watch.apply(hdr, meta, standard_metadata);
+                // PAUSE's count of the input and the Fb tag push: one lookup.
+                input_port.apply(hdr, meta, standard_metadata);
                 if (standard_metadata.egress_spec != DROP_PORT) {
                     // Admission to the port's queue and the arrival CP, in one table.
                     arrival_cp.apply(hdr, meta, standard_metadata);

@@ -15,7 +15,7 @@ from ptf import testutils
 from scapy.contrib.mac_control import MACControlGate
 from scapy.layers.l2 import Dot1Q, Ether
 
-from controller.entries import PauseWatermarks, pause_source_entry, pause_watermarks_entry
+from controller.entries import PauseWatermarks, input_port_entry, pause_source_entry
 from ptf_tests.qcn_base import (
     ALWAYS,
     BOTTLENECK,
@@ -54,7 +54,7 @@ class PauseTest(QcnTest):
     def enable_pause(self, watermarks: PauseWatermarks = WATERMARKS) -> None:
         self.sw.insert(
             [
-                pause_watermarks_entry(GUARDED, watermarks),
+                input_port_entry(GUARDED, watermarks, push_fb_tag=False),
                 *(pause_source_entry(p, CP_MAC) for p in PORTS),
             ]
         )

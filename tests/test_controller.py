@@ -24,15 +24,17 @@ from controller.entries import (
     cp_entries,
     cp_sampling_entry,
     decode_cp,
+    decode_input_port,
     default_cpid,
+    edge_entries,
     flood_groups,
+    input_port_entry,
     l2_entry,
-    pause_watermarks_entry,
     sample_interval_entries,
 )
 from controller.errors import ConfigError
 from qcn.core.params import CpParams, ParamError, QcnParams, QueueDepth, QueueUnit, SamplingMode
-from qcn.core.pipeline import ACTION_WATCH, TABLE_PAUSE_WATERMARKS
+from qcn.core.pipeline import ACTION_WATCH, TABLE_INPUT_PORT
 
 NETWORK = """
 [qcn]
@@ -157,8 +159,9 @@ def test_pause_on_a_port(tmp_path: Path) -> None:
     s1 = net.switch("s1")
     pause = s1.port(3).pause
     assert pause == PauseWatermarks(130000, 110000, 150000, 5000, 2000)
-    entry = pause_watermarks_entry(3, pause)
-    assert (entry.table_id, action_name(entry)) == (TABLE_PAUSE_WATERMARKS, ACTION_WATCH)
+    entry = input_port_entry(3, pause, push_fb_tag=False)
+    assert entry is not None
+    assert (entry.table_id, action_name(entry)) == (TABLE_INPUT_PORT, ACTION_WATCH)
     assert args(entry) == {
         "hi_bytes": 130000,
         "lo_bytes": 110000,
@@ -166,6 +169,31 @@ def test_pause_on_a_port(tmp_path: Path) -> None:
         "refresh_us": 2000,
         "pause_quanta": 5000,
     }
+    assert decode_input_port(entry) == (pause, False)
+
+
+def test_an_input_port_has_one_entry_for_pause_and_the_fb_tag_push() -> None:
+    """PAUSE's watermarks and the three-point push share the input port's one lookup."""
+    pause = PauseWatermarks(130000, 110000, 150000, 5000, 2000)
+    assert input_port_entry(3, None, push_fb_tag=False) is None
+    push = input_port_entry(3, None, push_fb_tag=True)
+    assert push is not None
+    assert (action_name(push), args(push), decode_input_port(push)) == (
+        "push_fb_tag",
+        {},
+        (None, True),
+    )
+    both = input_port_entry(3, pause, push_fb_tag=True)
+    assert both is not None
+    assert action_name(both) == "watch_and_push_fb_tag"
+    assert decode_input_port(both) == (pause, True)
+    three_point = CpParams(three_point=True)
+    tables = [e.table_id for e in edge_entries(3, three_point, 7, "02:00:00:00:01:00", pause)]
+    assert tables == ["edge_port", "fb_tag_exit", "input_port"]
+    assert [e.table_id for e in edge_entries(3, CpParams(), 7, "02:00:00:00:01:00")] == [
+        "edge_port",
+        "fb_tag_exit",
+    ]
 
 
 def test_missing_and_broken_files(tmp_path: Path) -> None:

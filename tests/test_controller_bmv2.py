@@ -367,6 +367,45 @@ def test_pause_set_live_reads_back_and_pauses(lab: Lab) -> None:
     assert "0 <= lo < hi < partition" in wrong.stderr
 
 
+def test_pause_and_the_fb_tag_push_share_the_input_port(lab: Lab) -> None:
+    """One input_port entry holds both settings of a host port: each is set and cleared
+    live without disturbing the other (p4src/control/input_port.p4)."""
+    lab.ctl("up")
+    watermarks = {
+        "hi_bytes": 30_000,
+        "lo_bytes": 10_000,
+        "partition_bytes": 100_000,
+        "pause_quanta": 100,
+        "refresh_us": 10_000_000,
+    }
+    flags = [x for k, v in watermarks.items() for x in ("--" + k.replace("_", "-"), str(v))]
+    lab.ctl("set", "s1", "1", "--three-point", "on", "--reflect-p0", "1")
+    lab.ctl("pause", "s1", "0", *flags)
+    lab.ctl("set", "s1", "0", "--three-point", "on")
+    shown = lab.show()
+    assert (shown[0]["pause"], shown[0]["edge"]["three_point"]) == (watermarks, True)
+    reflected = shown[1]["counters"]["p0_reflections"]
+
+    def tagged(n: int) -> bool:
+        """n frames from h0 arrive at port 1 tagged: each is reflected there (P0 = 1)."""
+        send_frames(lab.ns, "h0", frames(n, dst=1), gap_s=0.0005)
+        return wait_for(lambda: lab.show()[1]["counters"]["p0_reflections"] == reflected + n)
+
+    assert tagged(10)
+    lab.ctl("pause", "s1", "0", "--off")
+    shown = lab.show()
+    assert (shown[0]["pause"], shown[0]["edge"]["three_point"]) == (None, True)
+    reflected += 10
+    assert tagged(10)
+    lab.ctl("pause", "s1", "0", *flags)
+    lab.ctl("set", "s1", "0", "--three-point", "off")
+    shown = lab.show()
+    assert (shown[0]["pause"], shown[0]["edge"]["three_point"]) == (watermarks, False)
+    lab.ctl("pause", "s1", "0", "--off")
+    lab.ctl("set", "s1", "1", "--three-point", "off")
+    assert lab.show()[0]["pause"] is None
+
+
 def test_a_switch_port_honours_pause(lab: Lab) -> None:
     """Frames from h0 cross BMv2 and leave through port 2; a PAUSE from h2 (which the
     pipeline counts and drops) makes the MAC under port 2 hold them for its time."""

@@ -3,7 +3,8 @@
 //
 // Each watched input port's buffered bytes are counted like a CP port's occupancy
 // (control/admission.p4, same register discipline): ingress adds a unicast frame it
-// forwards from that input (PauseWatch), egress takes it off as it leaves (PauseRelease).
+// forwards from that input (control/input_port.p4, the input port's one lookup), egress
+// takes it off as it leaves (PauseRelease).
 // A frame that would overflow the input's partition is dropped (pause_drops).  When the
 // count passes hi, the I2E clone of the arriving frame becomes a PAUSE out of that input
 // (pause time = the entry's quanta), again every refresh_us while it stays above hi; when
@@ -42,65 +43,6 @@ control MacControl(inout headers_t hdr,
             mac_control_drops.count(standard_metadata.ingress_port);
         }
         mark_to_drop(standard_metadata);
-    }
-}
-
-control PauseWatch(inout headers_t hdr,
-                   inout local_metadata_t meta,
-                   inout standard_metadata_t standard_metadata) {
-
-    counter<port_t>(NUM_PORTS_DEF, CounterType.packets) pause_drops;
-
-    action watch(bit<32> hi_bytes, bit<32> lo_bytes, bit<32> partition_bytes,
-                 bit<48> refresh_us, bit<16> pause_quanta) {
-        bit<32> bytes;
-        input_bytes.read(bytes, standard_metadata.ingress_port);
-        if (standard_metadata.packet_length <= partition_bytes - bytes) {
-            bytes = bytes + standard_metadata.packet_length;
-            meta.counted_bytes = standard_metadata.packet_length;
-            meta.pause.counted = true;
-            meta.pause.lo_bytes = lo_bytes;
-        }
-        input_bytes.write(standard_metadata.ingress_port, bytes);
-        bit<48> sent_at;
-        pause_sent_at.read(sent_at, standard_metadata.ingress_port);
-        bit<48> now = standard_metadata.ingress_global_timestamp;
-        if (bytes > hi_bytes && (sent_at == 0 || now - sent_at >= refresh_us)) {
-            pause_sent_at.write(standard_metadata.ingress_port, now | 1);
-            meta.pause_fields = 1w1 ++ pause_quanta;
-            pause_sent.count(standard_metadata.ingress_port);
-        }
-    }
-
-    // One entry per input port whose buffer PAUSE guards (the controller's pause config).
-    table pause_watermarks {
-        key = {
-            standard_metadata.ingress_port : exact @name("ig_port");
-        }
-        actions = {
-            watch;
-            @defaultonly NoAction;
-        }
-        const default_action = NoAction();
-        size = PAUSE_TABLE_SIZE;
-    }
-
-    action partition_drop() {
-        pause_drops.count(standard_metadata.ingress_port);
-        mark_to_drop(standard_metadata);
-    }
-
-    apply {
-        if (pause_watermarks.apply().hit) {
-            if (!meta.pause.counted) {
-                partition_drop();
-            }
-            if (meta.pause_fields != 0) {
-                clone_preserving_field_list(CloneType.I2E,
-                    CNM_SESSION_BASE + (bit<32>)standard_metadata.ingress_port,
-                    CNM_FIELD_LIST);
-            }
-        }
     }
 }
 

@@ -1,7 +1,8 @@
 // Seed 003's three-point QCN at the edges of the network (docs/qcn.md, "Three-point QCN").
 //
-// Ingress, a data frame from a host on a three-point edge port: FbTagPush gives it an Fb
-// tag holding Fb = 0 (what seed 003's reaction point inserts; hosts stay unmodified).  The
+// Ingress, a data frame from a host on a three-point edge port gets an Fb tag holding
+// Fb = 0 (what seed 003's reaction point inserts; hosts stay unmodified), in the input
+// port's one lookup (control/input_port.p4).  The
 // CPs on the path may overwrite the tag's Fb and reflect it (control/congestion_point.p4).
 // Ingress, a tagged frame leaving towards a host: FbTagExit removes the tag, so no host
 // receives one; on a three-point edge port it is first the end reflection point:
@@ -18,49 +19,6 @@
 
 #include "../include/headers.p4"
 #include "../include/size.p4"
-
-control FbTagPush(inout headers_t hdr,
-                  inout local_metadata_t meta,
-                  inout standard_metadata_t standard_metadata) {
-
-    // Fb = 0, not reflected.  A tag a host put on its frame itself is reset: only the
-    // network's CPs write Fb.
-    action push_fb_tag() {
-        if (!hdr.fb_tag.isValid()) {
-            hdr.fb_tag.setValid();
-            if (hdr.vlan.isValid()) {
-                hdr.fb_tag.ether_type = hdr.vlan.ether_type;
-                hdr.vlan.ether_type = ETHERTYPE_FB_TAG;
-            } else {
-                hdr.fb_tag.ether_type = hdr.ethernet.ether_type;
-                hdr.ethernet.ether_type = ETHERTYPE_FB_TAG;
-            }
-        }
-        hdr.fb_tag.reflected = 0;
-        hdr.fb_tag.reserved = 0;
-        hdr.fb_tag.qntz_fb = 0;
-        hdr.fb_tag.cpid = 0;
-        hdr.fb_tag.qoff = 0;
-        hdr.fb_tag.qdelta = 0;
-    }
-
-    // Host-facing ports in three-point mode; no entry (two-point QCN): no tag.
-    table fb_tag_push {
-        key = {
-            standard_metadata.ingress_port : exact @name("ig_port");
-        }
-        actions = {
-            push_fb_tag;
-            @defaultonly NoAction;
-        }
-        const default_action = NoAction();
-        size = EDGE_PORT_TABLE_SIZE;
-    }
-
-    apply {
-        fb_tag_push.apply();
-    }
-}
 
 control FbTagExit(inout headers_t hdr,
                   inout local_metadata_t meta,

@@ -50,16 +50,17 @@ ACTION_ADMIT_SAMPLE_BYTE_INTERVAL = "admit_sample_byte_interval"
 TABLE_CP_SAMPLING = "cp_sampling"
 ACTION_SAMPLE_BERNOULLI = "sample_bernoulli"
 ACTION_SAMPLE_BYTE_INTERVAL = "sample_byte_interval"
-#: 802.3x PAUSE (p4src/control/pause.p4): the watermarks of each guarded input port, and
-#: the source address of the PAUSEs each port sends.
-TABLE_PAUSE_WATERMARKS = "pause_watermarks"
+#: An input port's one lookup (p4src/control/input_port.p4): 802.3x PAUSE's watermarks of
+#: a guarded input, seed 003's Fb tag push on a three-point host port, or both.
+TABLE_INPUT_PORT = "input_port"
 ACTION_WATCH = "watch"
+ACTION_PUSH_FB_TAG = "push_fb_tag"
+ACTION_WATCH_AND_PUSH_FB_TAG = "watch_and_push_fb_tag"
+#: 802.3x PAUSE (p4src/control/pause.p4): the source address of the PAUSEs each port sends.
 TABLE_PAUSE_SOURCE = "pause_source"
 ACTION_SET_SOURCE = "set_source"
 #: Seed 003's three-point QCN at the edges (p4src/control/three_point.p4): the host-facing
-#: ports that push the Fb tag, and those the tag leaves at (removed, or reflected first).
-TABLE_FB_TAG_PUSH = "fb_tag_push"
-ACTION_PUSH_FB_TAG = "push_fb_tag"
+#: ports the tag leaves at (removed, or reflected first).
 TABLE_FB_TAG_EXIT = "fb_tag_exit"
 ACTION_POP_FB_TAG = "pop_fb_tag"
 ACTION_REFLECT_FB = "reflect_fb"
@@ -118,6 +119,9 @@ def cp_full_name(instance: str, name: str) -> str:
     return f"{CP_INSTANCES[instance]}.{name}"
 
 
+PAUSE_PARAMS = ("hi_bytes", "lo_bytes", "partition_bytes", "refresh_us", "pause_quanta")
+"""A guarded input's PAUSE settings, the parameters of its input_port action."""
+
 #: Every action the controller writes, with its parameters, in the P4 program's order.  The
 #: data-plane integers of a CP port (qcn.core.cp_model.CpPortConfig) carry the same names.
 ACTION_PARAMS: dict[str, tuple[str, ...]] = {
@@ -128,7 +132,8 @@ ACTION_PARAMS: dict[str, tuple[str, ...]] = {
     ACTION_ADMIT_SAMPLE_BYTE_INTERVAL: ("limit_pkts", "limit_bytes", "bytes_unit"),
     ACTION_SAMPLE_BERNOULLI: ("p_max_fixed", "dequeue_depth"),
     ACTION_SAMPLE_BYTE_INTERVAL: ("dequeue_depth",),
-    ACTION_WATCH: ("hi_bytes", "lo_bytes", "partition_bytes", "refresh_us", "pause_quanta"),
+    ACTION_WATCH: PAUSE_PARAMS,
+    ACTION_WATCH_AND_PUSH_FB_TAG: PAUSE_PARAMS,
     ACTION_SET_SOURCE: ("port_mac",),
     ACTION_PUSH_FB_TAG: (),
     ACTION_POP_FB_TAG: (),
@@ -150,9 +155,11 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         (ACTION_ADMIT, ACTION_ADMIT_SAMPLE_BERNOULLI, ACTION_ADMIT_SAMPLE_BYTE_INTERVAL),
     ),
     TABLE_CP_SAMPLING: (("eg_port",), (ACTION_SAMPLE_BERNOULLI, ACTION_SAMPLE_BYTE_INTERVAL)),
-    TABLE_PAUSE_WATERMARKS: (("ig_port",), (ACTION_WATCH,)),
+    TABLE_INPUT_PORT: (
+        ("ig_port",),
+        (ACTION_WATCH, ACTION_PUSH_FB_TAG, ACTION_WATCH_AND_PUSH_FB_TAG),
+    ),
     TABLE_PAUSE_SOURCE: (("eg_port",), (ACTION_SET_SOURCE,)),
-    TABLE_FB_TAG_PUSH: (("ig_port",), (ACTION_PUSH_FB_TAG,)),
     TABLE_FB_TAG_EXIT: (("eg_port",), (ACTION_POP_FB_TAG, ACTION_REFLECT_FB)),
     **{
         cp_name(i, t): (fields, tuple(cp_name(i, a) for a in actions))
@@ -168,7 +175,7 @@ COUNTERS: dict[str, str] = {
     "tail_drops": "tail_drops",
     "cnm_edge_drops": "QcnIngress.l2.cnm_edge_drops",
     "pause_sent": "pause_sent",
-    "pause_drops": "QcnIngress.pause_watch.pause_drops",
+    "pause_drops": "QcnIngress.input_port.pause_drops",
     "pause_received": "QcnIngress.mac_control.pause_received",
     "mac_control_drops": "QcnIngress.mac_control.mac_control_drops",
     "fb_reflections": "QcnIngress.fb_tag_exit.fb_reflections",
