@@ -250,13 +250,21 @@ def test_tcp_multihop_with_qcn_and_pause(tmp_path: Path) -> None:
 def run_at_full_strength(out: Path) -> tuple[subprocess.Popen[str], list[str]]:
     """A 2 s transient, returned once its sources run (its first progress line), with what
     it printed until then."""
-    proc = subprocess.Popen(
-        [*QCN_RUN_MININET, "--duration", "2", "--out", str(out)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=ROOT,
-    )
+    # A suite started as a shell's background job runs with SIGINT ignored (POSIX), which
+    # its children inherit, and Python then keeps ignoring it: the run would not see the
+    # test's Ctrl-C (it ran to its end once, under `make test &`).  A handler here is reset
+    # to the default in the child.
+    ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            [*QCN_RUN_MININET, "--duration", "2", "--out", str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=ROOT,
+        )
+    finally:
+        signal.signal(signal.SIGINT, ignored)
     assert proc.stdout is not None
     seen = []
     for line in proc.stdout:
