@@ -345,8 +345,9 @@ class SwitchAgent:
         """The port's reflection point first, then its push: a tag is never pushed that
         the path's end would not handle as configured."""
         self.connect().modify([fb_tag_exit_entry(port, params, self.cpid(port), self.cfg.cp_mac)])
-        pause, _ = self._read_input_port(port)
-        self._write_input_port(port, pause, push_fb_tag=params.three_point)
+        pause, pushing = self._read_input_port(port)
+        held = pushing is not None
+        self._write_input_port(port, pause, push_fb_tag=params.three_point, held=held)
 
     def _read_input_port(self, port: int) -> tuple[PauseWatermarks | None, bool | None]:
         """The port's input_port entry, decoded: its PAUSE watermarks and whether it pushes
@@ -359,17 +360,17 @@ class SwitchAgent:
         return None, None
 
     def _write_input_port(
-        self, port: int, pause: PauseWatermarks | None, *, push_fb_tag: bool
+        self, port: int, pause: PauseWatermarks | None, *, push_fb_tag: bool, held: bool
     ) -> None:
-        """Make the port's input_port entry hold ``pause`` and the push, whatever it held."""
+        """Make the port's input_port entry hold ``pause`` and the push; ``held``: the
+        switch holds an entry for the port now (_read_input_port)."""
         sw = self.connect()
-        _, pushing = self._read_input_port(port)
         entry = input_port_entry(port, pause, push_fb_tag=push_fb_tag)
         if entry is None:
-            if pushing is not None:
+            if held:
                 sw.delete([P4TableEntry(TABLE_INPUT_PORT, match=P4TableMatch(ig_port=port))])
         else:
-            (sw.insert if pushing is None else sw.modify)([entry])
+            (sw.modify if held else sw.insert)([entry])
 
     def _set_cp_entries(
         self, port: int, new: CpParams, current: tuple[CpParams, int] | None
@@ -419,15 +420,16 @@ class SwitchAgent:
         self.cfg.port(port)  # a port the configuration knows
         sw = self.connect()
         _, pushing = self._read_input_port(port)
+        held = pushing is not None
         if pause is None:
-            self._write_input_port(port, None, push_fb_tag=bool(pushing))
+            self._write_input_port(port, None, push_fb_tag=bool(pushing), held=held)
             return
         schema = sw.switch.p4info
         sources = {_entry_key(e, schema) for e in sw.read(P4TableEntry(TABLE_PAUSE_SOURCE))}
         missing = [e for e in self._pause_source_entries() if _entry_key(e, schema) not in sources]
         if missing:
             sw.insert(missing)
-        self._write_input_port(port, pause, push_fb_tag=bool(pushing))
+        self._write_input_port(port, pause, push_fb_tag=bool(pushing), held=held)
         with self.thrift() as t:
             for p in self.cfg.ports:
                 if not p.cp:

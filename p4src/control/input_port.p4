@@ -19,8 +19,8 @@ control InputPort(inout headers_t hdr,
 
     // -- 802.3x PAUSE: the input's buffered bytes ---------------------------------------
 
-    action count_input(bit<32> hi_bytes, bit<32> lo_bytes, bit<32> partition_bytes,
-                       bit<48> refresh_us, bit<16> pause_quanta) {
+    action watch(bit<32> hi_bytes, bit<32> lo_bytes, bit<32> partition_bytes,
+                 bit<48> refresh_us, bit<16> pause_quanta) {
         bit<32> bytes;
         input_bytes.read(bytes, standard_metadata.ingress_port);
         if (standard_metadata.packet_length <= partition_bytes - bytes) {
@@ -44,7 +44,7 @@ control InputPort(inout headers_t hdr,
 
     // Fb = 0, not reflected, on data frames only.  A tag a host put on its frame itself is
     // reset: only the network's CPs write Fb.
-    action tag_data_frame() {
+    action push_fb_tag() {
         if (CP_DATA_FRAME) {
             if (!hdr.fb_tag.isValid()) {
                 hdr.fb_tag.setValid();
@@ -65,21 +65,12 @@ control InputPort(inout headers_t hdr,
         }
     }
 
-    // -- the table's actions: each setting alone, or both ------------------------------
-
-    action watch(bit<32> hi_bytes, bit<32> lo_bytes, bit<32> partition_bytes,
-                 bit<48> refresh_us, bit<16> pause_quanta) {
-        count_input(hi_bytes, lo_bytes, partition_bytes, refresh_us, pause_quanta);
-    }
-
-    action push_fb_tag() {
-        tag_data_frame();
-    }
+    // -- both settings -----------------------------------------------------------------
 
     action watch_and_push_fb_tag(bit<32> hi_bytes, bit<32> lo_bytes, bit<32> partition_bytes,
                                  bit<48> refresh_us, bit<16> pause_quanta) {
-        tag_data_frame();
-        count_input(hi_bytes, lo_bytes, partition_bytes, refresh_us, pause_quanta);
+        push_fb_tag();
+        watch(hi_bytes, lo_bytes, partition_bytes, refresh_us, pause_quanta);
     }
 
     table input_port {
