@@ -126,6 +126,17 @@ def require_mininet(command: str, error: type[QcnError]) -> None:
         raise error(f"{command} needs the Mininet backend, which cannot run here: {missing}")
 
 
+def flows_line(flows: dict[str, Any]) -> str:
+    """The flows workload's figures in one line (summary.json's ``flows``)."""
+    short, long = flows["slowdown_short"], flows["slowdown_long"]
+    return (
+        f"flows: {flows['started']} started, {flows['finished']} finished, "
+        f"{flows['unfinished']} unfinished; slowdown p50/p99 short {short['p50']:.2f}/"
+        f"{short['p99']:.2f} ({short['flows']} flows), long {long['p50']:.2f}/{long['p99']:.2f} "
+        f"({long['flows']} flows)"
+    )
+
+
 def parse_stalls(text: str | None) -> tuple[float, float] | None:
     """``--inject-stalls STALL_MS/PERIOD_MS`` as (stall, period) in seconds."""
     if text is None:
@@ -167,6 +178,8 @@ def _run(args: argparse.Namespace) -> int:
     if sc.network.topology == "multihop" and args.backend == "auto":
         args.backend = "mininet"  # the only backend that runs it
     backend, why = backends.choose_backend(args.backend)
+    if args.backend == "auto" and backend == "mininet" and scenarios.backend_refusal(sc, backend):
+        backend, why = "sim", "simulator (the only backend that runs this scenario)"
     scenarios.require_backend(sc, backend)
     scale = sc.bmv2
     if args.cli and backend != "mininet":
@@ -217,6 +230,8 @@ def _run(args: argparse.Namespace) -> int:
             f"delivered {p['delivered_bps'] / 1e6:.3f} Mb/s = "
             f"{p['delivered_offered']:.2f} of offered"
         )
+    if "flows" in summary:
+        print(f"  {flows_line(summary['flows'])}")
     if "noise" in summary:
         print(f"qcn run: {verdict_line(summary['noise'])}")
     for capture in trace.captures:

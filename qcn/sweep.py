@@ -44,7 +44,7 @@ from qcn import backends
 from qcn.core import scenario as scenarios
 from qcn.core.errors import QcnError
 from qcn.core.progress import ProgressLine
-from qcn.core.results import PARTIAL_MARKER, json_safe
+from qcn.core.results import FLOW_KEYS, PARTIAL_MARKER, json_safe
 from qcn.core.scenario import Scenario, require_backend
 from qcn.core.trace import Trace
 
@@ -58,6 +58,7 @@ PLOT_METRICS = (
     "drops",
     "jain_fairness",
     "utilization",
+    *FLOW_KEYS,
 )
 #: Where the code's version comes from: every source file that decides a point's result.
 VERSIONED = ("qcn", "simulator", "reaction_point", "topologies", "controller", "p4src")

@@ -33,6 +33,15 @@ Model (the seeds' single-bottleneck experiments):
   drain (at most 65535 quanta of 512 bit times), again whenever the last one runs out
   while the input is still above; below ``pause_lo_bytes`` it sends a pause of 0 (resume).
   A paused source sends nothing; what it had in flight still arrives.
+- The ``flows`` workload (seed 003's dynamic flows, docs/fct.md): each source starts flows
+  as a Poisson process, their sizes from the workload's distribution, each cut into frames
+  of at most ``frame_bytes`` (qcn.core.flows.flow_frames).  As in seed 003, every flow
+  has its own reaction point, which starts at line rate; a CNM goes to the sampled frame's
+  flow.  A source's flows share its host link: the flows its limiters let send take turns,
+  a frame each, at line rate.  A frame reaches the receiver half an RTT after it leaves
+  the bottleneck; a dropped frame is sent again ``rto_s`` after it was sent (its
+  acknowledgement never came), in its flow's next turn.  A flow finishes when its last
+  frame has reached the receiver; its limiter goes with it.
 
 Events are (time, sequence, kind, source, version) tuples in a heap; a source's pending
 send or timer event is cancelled by bumping its version.
@@ -45,7 +54,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from heapq import heappop, heappush
 
 from qcn.core.cp_model import (
@@ -55,6 +64,14 @@ from qcn.core.cp_model import (
     FbTag,
     end_reflection,
     overwrite_fb_tag,
+)
+from qcn.core.flows import (
+    FlowArrival,
+    FlowRecord,
+    draw_arrivals,
+    flow_frames,
+    ideal_fct_s,
+    size_distribution,
 )
 from qcn.core.frames import PAUSE_QUANTA_MAX, PAUSE_QUANTUM_BITS
 from qcn.core.params import QueueDepth, QueueUnit
@@ -66,7 +83,38 @@ from reaction_point.sources import empty_slots_before_frame
 # Event kinds, in the order simultaneous events are handled (then by source): the
 # bottleneck's rate changes and departures first, so a frame arriving at the instant one
 # leaves finds it gone; the results never depend on the order events were scheduled in.
-RATE, DEPART, CNM, CNM_POSITIVE, PAUSE, TIMER, SEND, SAMPLE = range(8)
+RATE, DEPART, CNM, CNM_POSITIVE, PAUSE, TIMER, RETRANSMIT, FLOW, SEND, SAMPLE = range(10)
+
+
+@dataclass(slots=True, eq=False)
+class ActiveFlow:
+    """A flow of the ``flows`` workload while it has frames to send or in flight, with its
+    own reaction point (``rules``, None without QCN)."""
+
+    record: FlowRecord
+    frames: int
+    last_frame_bytes: int
+    rules: RateLimiterRules | None
+    index: int
+    """Its flow id: what CNMs and timer events name it by."""
+    next_frame: int = 0
+    """The next frame never sent."""
+    resend: list[int] = field(default_factory=list)
+    """Frames lost, due again (their timeout has passed)."""
+    delivered: int = 0
+    last_send: float = -math.inf
+    last_bits: int = 0
+    next_eligible: float = 0.0
+    """When its limiter lets it send its next frame."""
+    timer_version: int = 0
+    timer_at: float | None = None
+
+    def frame_bytes(self, index: int, full: int) -> int:
+        return self.last_frame_bytes if index == self.frames - 1 else full
+
+    @property
+    def has_frames(self) -> bool:
+        return self.next_frame < self.frames or bool(self.resend)
 
 
 @dataclass(slots=True)
@@ -91,6 +139,12 @@ class Source:
     pause_holds_until: float = -math.inf
     """PAUSE, the bottleneck's view: until when the last PAUSE it sent this source holds."""
     pauses: int = 0
+    last_bits: int = 0
+    """The size of the last frame sent, in bits: it sets the gap before the next."""
+    flows: deque[ActiveFlow] = field(default_factory=deque)
+    """flows: the active flows with a frame to send, in turn order."""
+    link_free_at: float = 0.0
+    """flows: when the host link has finished sending the last frame."""
 
     @property
     def rate_bps(self) -> float:
@@ -127,6 +181,7 @@ class Simulation:
         sample_interval_s: float = 1e-3,
         cp_at_departure: bool = False,
         progress: Callable[[float, float], None] | None = None,
+        arrivals: list[FlowArrival] | None = None,
     ) -> None:
         require_backend(scenario, "sim")
         self.sc = scenario
@@ -145,8 +200,10 @@ class Simulation:
         self.buffer_pkts = net.buffer_pkts
         self.rtt_s = net.rtt_s
         self.capacity = net.bottleneck_rate_bps
-        self.queue: deque[tuple[int, int]] = deque()
-        """(source, frames it found on arrival) of each frame in the buffer."""
+        self.queue: deque[tuple[int, int, int, ActiveFlow | None, int]] = deque()
+        """(source, frames it found on arrival, its bytes, its flow and frame index or
+        (None, 0)) of each frame in the buffer."""
+        self.queue_bytes = 0
         cp_params = scenario.params.cp
         # Only a departure CP judges departing frames; the arrival CP is the same everywhere.
         self.cp_at_departure = cp_at_departure and cp_params.depth_at is not QueueDepth.ARRIVAL
@@ -189,6 +246,30 @@ class Simulation:
             for i in range(net.sources)
         ]
         self.trace = Trace()
+        self.flow_mode = wl.pattern == "flows"
+        self.flow_records: list[FlowRecord] = []
+        self._lost: dict[int, tuple[ActiveFlow, int]] = {}
+        """flows: lost frames by retransmission event token."""
+        self.active: dict[int, ActiveFlow] = {}
+        """flows: the unfinished flows by id (CNMs and timers of finished ones are void)."""
+        self.arrivals: list[FlowArrival] = []
+        """flows: every flow to start, in order (``arrivals``, else drawn from the seed)."""
+        if self.flow_mode:
+            self.arrivals = (
+                arrivals
+                if arrivals is not None
+                else draw_arrivals(
+                    size_distribution(wl.flow_sizes, wl.ipc_fraction),
+                    sources=net.sources,
+                    load=wl.load,
+                    rate_bps=net.bottleneck_rate_bps,
+                    until_s=scenario.flows_until_s,
+                    size_scale=wl.flow_size_scale,
+                    seed=seed,
+                )
+            )
+            self.one_way_s = net.rtt_s / 2
+            self.ideal_rate_bps = min(net.line_rate_bps, net.bottleneck_rate_bps)
 
     def _clock(self) -> float:
         return self.now
@@ -235,6 +316,7 @@ class Simulation:
         s.backlog -= 1
         s.last_send = now
         frame_bytes = self.frame_bytes
+        s.last_bits = frame_bits = 8 * frame_bytes
         s.sent_frames += 1
         s.window_bytes += frame_bytes
         rules = s.rules
@@ -243,32 +325,10 @@ class Simulation:
             if rules.timer_deadline != s.timer_at:
                 self._schedule_timer(s)
             rate = rules.current_rate_bps
-            gap = self.frame_bits / rate if rate < self.line_rate_bps else self.line_gap_s
+            gap = frame_bits / rate if rate < self.line_rate_bps else self.line_gap_s
         else:
             gap = self.line_gap_s
-        # The frame reaches the bottleneck.
-        queue, trace = self.queue, self.trace
-        q = len(queue)
-        if (
-            s.buffered_bytes + frame_bytes > self.partition_bytes
-            if self.pause
-            else q >= self.buffer_pkts
-        ):
-            trace.drops += 1
-        else:
-            if self.pause:
-                s.buffered_bytes += frame_bytes
-                if s.buffered_bytes > self.sc.network.pause_hi_bytes:
-                    self._send_pause(s)
-            if self.three_point:
-                self.tags.append(self._three_point_cp(s.index, q * self.q_unit))
-            elif self.arrival_cp is not None:
-                decision = self.arrival_cp.sample(q * self.q_unit, frame_bytes)
-                if decision is not None:  # stage 1 let it through (a tenth of the frames)
-                    self._feedback(decision, s.index)
-            queue.append((s.index, q))
-            if self.next_depart == math.inf:
-                self.next_depart = now + self.frame_bits / self.capacity
+        self._reach_bottleneck(s, s.index, frame_bytes)
         # With nothing left to send, the next send is when the next frame is offered: one
         # event where waking at now + gap only to find the adapter empty would take two.
         due = now + gap
@@ -277,9 +337,47 @@ class Simulation:
         self._seq += 1
         heappush(self._heap, (due, SEND, s.index, self._seq, s.send_version))
 
-    def _left_partition(self, s: Source) -> None:
+    def _reach_bottleneck(
+        self,
+        s: Source,
+        target: int,
+        frame_bytes: int,
+        flow: ActiveFlow | None = None,
+        index: int = 0,
+    ) -> None:
+        """A frame of source ``s`` reaches the bottleneck: dropped, or judged by an arrival
+        CP and queued.  ``target`` is whom its CNMs go to: the source's limiter, or with
+        the flows workload its flow's (the flow id)."""
+        queue = self.queue
+        q = len(queue)
+        if (
+            s.buffered_bytes + frame_bytes > self.partition_bytes
+            if self.pause
+            else q >= self.buffer_pkts
+        ):
+            self.trace.drops += 1
+            if flow is not None:
+                self._lose(flow, index, s.index)
+            return
+        if self.pause:
+            s.buffered_bytes += frame_bytes
+            if s.buffered_bytes > self.sc.network.pause_hi_bytes:
+                self._send_pause(s)
+        depth = q if self.q_unit == 1 else self.queue_bytes
+        if self.three_point:
+            self.tags.append(self._three_point_cp(target, depth, frame_bytes))
+        elif self.arrival_cp is not None:
+            decision = self.arrival_cp.sample(depth, frame_bytes)
+            if decision is not None:  # stage 1 let it through (a tenth of the frames)
+                self._feedback(decision, target)
+        queue.append((target, q, frame_bytes, flow, index))
+        self.queue_bytes += frame_bytes
+        if self.next_depart == math.inf:
+            self.next_depart = self.now + 8 * frame_bytes / self.capacity
+
+    def _left_partition(self, s: Source, frame_bytes: int) -> None:
         """One of the source's frames left: below lo, a paused input is resumed."""
-        s.buffered_bytes -= self.frame_bytes
+        s.buffered_bytes -= frame_bytes
         if s.buffered_bytes < self.sc.network.pause_lo_bytes and s.pause_holds_until > self.now:
             s.pause_holds_until = self.now
             self._push(self.now + self.rtt_s, PAUSE, s.index, 0)
@@ -290,7 +388,7 @@ class Simulation:
         arrives = self.now + self.rtt_s
         if arrives < s.pause_holds_until:
             return
-        drain_s = len(self.queue) * self.frame_bits / self.capacity
+        drain_s = 8 * self.queue_bytes / self.capacity
         quanta = min(PAUSE_QUANTA_MAX, max(1, math.ceil(drain_s / self.quantum_s)))
         s.pause_holds_until = arrives + quanta * self.quantum_s
         s.pauses += 1
@@ -312,6 +410,127 @@ class Simulation:
         if decision is not None:
             self._feedback(decision, src)
 
+    # -- flows -------------------------------------------------------------------------------
+
+    def _flow_arrives(self, number: int) -> None:
+        """Arrival ``number`` starts its flow, with a limiter at line rate."""
+        net = self.sc.network
+        arrival = self.arrivals[number]
+        s = self.sources[arrival.source]
+        size = arrival.size_bytes
+        frames, last = flow_frames(size, net.frame_bytes)
+        record = FlowRecord(
+            flow_id=number,
+            source=s.index,
+            destination=0,
+            size_bytes=size,
+            start_s=self.now,
+            ideal_fct_s=ideal_fct_s(size, net.frame_bytes, self.ideal_rate_bps, self.one_way_s),
+        )
+        self.flow_records.append(record)
+        rules = (
+            RateLimiterRules(self.sc.params.rp, self._clock, self.rng.random) if self.qcn else None
+        )
+        flow = ActiveFlow(record, frames, last, rules, record.flow_id, next_eligible=self.now)
+        self.active[flow.index] = flow
+        s.flows.append(flow)
+        self._kick(s)
+        if number + 1 < len(self.arrivals):
+            self._push(self.arrivals[number + 1].start_s, FLOW, 0, number + 1)
+
+    def _send_flows(self, s: Source) -> None:
+        """Source ``s``'s host link is free: the next of its flows in turn that its limiter
+        lets send sends a frame."""
+        now, flows = self.now, s.flows
+        for _ in range(len(flows)):
+            if flows[0].next_eligible <= now:
+                break
+            flows.rotate(-1)
+        else:
+            if flows:  # (else it waits for a flow or a retransmission to kick it)
+                self._push(min(f.next_eligible for f in flows), SEND, s.index, s.send_version)
+            return
+        flow = flows.popleft()
+        if flow.resend:
+            index = flow.resend.pop(0)
+        else:
+            index = flow.next_frame
+            flow.next_frame += 1
+        if flow.has_frames:
+            flows.append(flow)
+        frame_bytes = flow.frame_bytes(index, self.frame_bytes)
+        frame_bits = 8 * frame_bytes
+        s.sent_frames += 1
+        s.window_bytes += frame_bytes
+        rate = self.line_rate_bps
+        rules = flow.rules
+        if rules is not None:
+            rules.on_transmit(frame_bytes)
+            if rules.timer_deadline != flow.timer_at:
+                self._schedule_timer(flow)
+            rate = min(rate, rules.current_rate_bps)
+        flow.last_send, flow.last_bits = now, frame_bits
+        flow.next_eligible = now + frame_bits / rate
+        s.link_free_at = now + frame_bits / self.line_rate_bps
+        self._reach_bottleneck(s, flow.index, frame_bytes, flow, index)
+        self._push(s.link_free_at, SEND, s.index, s.send_version)
+
+    def _kick(self, s: Source) -> None:
+        """Source ``s`` may have a frame to send sooner than its pending send: it looks again
+        once its link is free."""
+        s.send_version += 1
+        self._push(max(self.now, s.link_free_at), SEND, s.index, s.send_version)
+
+    def _flow_rate_changed(self, flow: ActiveFlow) -> None:
+        assert flow.rules is not None
+        rate = min(flow.rules.current_rate_bps, self.line_rate_bps)
+        flow.next_eligible = flow.last_send + flow.last_bits / rate
+        self._kick(self.sources[flow.record.source])
+
+    def _flow_feedback(self, flow_id: int, qntz_fb: int, positive: bool) -> None:
+        """A CNM reaches a flow's limiter (void once the flow has finished)."""
+        flow = self.active.get(flow_id)
+        if flow is None:
+            extra = self.trace.extra
+            extra["cnms_after_finish"] = extra.get("cnms_after_finish", 0) + 1
+            return
+        assert flow.rules is not None
+        flow.rules.on_cnm(qntz_fb, positive=positive)
+        self._schedule_timer(flow)
+        self._flow_rate_changed(flow)
+
+    def _flow_timer(self, flow_id: int, version: int) -> None:
+        flow = self.active.get(flow_id)
+        if flow is None or version != flow.timer_version or flow.rules is None:
+            return
+        flow.timer_at = None
+        if flow.rules.advance(self.now):
+            self._flow_rate_changed(flow)
+        self._schedule_timer(flow)
+
+    def _lose(self, flow: ActiveFlow, index: int, src: int) -> None:
+        """A flow's frame was dropped: it is due again when its timeout expires."""
+        self._seq += 1
+        self._lost[self._seq] = (flow, index)
+        heappush(
+            self._heap,
+            (self.now + self.sc.workload.rto_s, RETRANSMIT, src, self._seq, self._seq),
+        )
+
+    def _retransmit(self, s: Source, token: int) -> None:
+        flow, index = self._lost.pop(token)
+        flow.record.retransmitted_frames += 1
+        if not flow.has_frames:
+            s.flows.append(flow)  # it had left the turns with nothing more to send
+        flow.resend.append(index)
+        self._kick(s)
+
+    def _delivered(self, flow: ActiveFlow, at: float) -> None:
+        flow.delivered += 1
+        if flow.delivered == flow.frames:
+            flow.record.finish_s = at + self.one_way_s
+            del self.active[flow.index]
+
     def _feedback(self, decision: CpDecision, src: int) -> None:
         """A CNM (or ECM's positive message) reaches source ``src`` one RTT later."""
         if decision.cnm:
@@ -322,11 +541,11 @@ class Simulation:
         self.trace.cnms += 1
         self._push(self.now + self.rtt_s, kind, src, qntz_fb)
 
-    def _three_point_cp(self, src: int, q: int) -> FbTag:
+    def _three_point_cp(self, src: int, q: int, frame_bytes: int) -> FbTag:
         """The three-point CP judges an arriving frame: the tag it leaves with."""
         assert self.cp is not None
         tag = FbTag()
-        decision = self.cp.sample(q, self.frame_bytes)
+        decision = self.cp.sample(q, frame_bytes)
         if decision is not None:
             tag = overwrite_fb_tag(decision, tag, self.cp.cfg, 0, self.reflect_rand)
             if tag.reflected:
@@ -346,10 +565,10 @@ class Simulation:
     def _rate_changed(self, s: Source) -> None:
         """CR changed: re-pace the source's next send."""
         s.send_version += 1
-        gap = self.frame_bits / min(s.rate_bps, self.line_rate_bps)
+        gap = s.last_bits / min(s.rate_bps, self.line_rate_bps)
         self._push(max(self.now, s.last_send + gap), SEND, s.index, s.send_version)
 
-    def _schedule_timer(self, s: Source) -> None:
+    def _schedule_timer(self, s: Source | ActiveFlow) -> None:
         assert s.rules is not None
         deadline = s.rules.timer_deadline
         if deadline is not None and deadline != s.timer_at:
@@ -364,9 +583,7 @@ class Simulation:
         tr.drops_so_far.append(tr.drops)
         tr.throughput_bps.append(8 * self.window_bytes / dt)
         tr.capacity_bps.append(self.capacity)
-        tr.source_current_rate_bps.append(
-            [min(s.rate_bps, self.sc.network.line_rate_bps) for s in self.sources]
-        )
+        tr.source_current_rate_bps.append([self._current_rate_bps(s) for s in self.sources])
         tr.source_target_rate_bps.append(
             [s.rules.target_rate_bps if s.rules else math.nan for s in self.sources]
         )
@@ -374,6 +591,13 @@ class Simulation:
         self.window_bytes = 0
         for s in self.sources:
             s.window_bytes = 0
+
+    def _current_rate_bps(self, s: Source) -> float:
+        """A source's CR; with the flows workload, its slowest active flow's."""
+        line = self.line_rate_bps
+        if self.flow_mode:
+            return min((f.rules.current_rate_bps for f in s.flows if f.rules), default=line)
+        return min(s.rate_bps, line)
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -385,7 +609,10 @@ class Simulation:
             s.next_arrival = start
             if s.pattern == "onoff":
                 s.on_until = start + self.rng.expovariate(1 / wl.mean_on_s)
-            self._push(start, SEND, s.index, 0)
+            if not self.flow_mode:
+                self._push(start, SEND, s.index, 0)
+        if self.arrivals:
+            self._push(self.arrivals[0].start_s, FLOW, 0, 0)
         for change in self.sc.schedule:
             self._push(change.at_s, RATE, 0, 0)
         self._push(self.sample_interval_s, SAMPLE)
@@ -393,7 +620,7 @@ class Simulation:
         end = self.sc.duration_s
         heap, sources, queue = self._heap, self.sources, self.queue
         cp_at_departure = self.cp_at_departure and self.cp is not None
-        frame_bits, frame_bytes = self.frame_bits, self.frame_bytes
+        flow_mode = self.flow_mode
         events = 0
         while heap:
             depart = self.next_depart
@@ -404,15 +631,18 @@ class Simulation:
                     break
                 self.now = depart
                 events += 1
-                src, q = queue.popleft()
+                src, q, frame_bytes, flow, _index = queue.popleft()
+                self.queue_bytes -= frame_bytes
                 if self.pause:
-                    self._left_partition(sources[src])
+                    self._left_partition(sources[src], frame_bytes)
                 if cp_at_departure:
                     self._congestion_point(src, len(queue) if self.depth_left_behind else q)
                 elif self.three_point:
                     self._end_reflection(src, self.tags.popleft())
+                if flow is not None:
+                    self._delivered(flow, depart)
                 self.window_bytes += frame_bytes
-                self.next_depart = depart + frame_bits / self.capacity if queue else math.inf
+                self.next_depart = depart + 8 * queue[0][2] / self.capacity if queue else math.inf
                 continue
             t, kind, src, _, version = heappop(heap)
             if t > end:
@@ -422,7 +652,14 @@ class Simulation:
             if kind == SEND:
                 s = sources[src]
                 if version == s.send_version:
-                    self._send(s)
+                    if flow_mode:
+                        self._send_flows(s)
+                    else:
+                        self._send(s)
+            elif flow_mode and kind in (CNM, CNM_POSITIVE):
+                self._flow_feedback(src, version, kind == CNM_POSITIVE)
+            elif flow_mode and kind == TIMER:
+                self._flow_timer(src, version)
             elif kind in (CNM, CNM_POSITIVE):
                 s = sources[src]
                 assert s.rules is not None
@@ -438,6 +675,10 @@ class Simulation:
                     self._schedule_timer(s)
             elif kind == PAUSE:
                 self._on_pause(sources[src], version)
+            elif kind == FLOW:
+                self._flow_arrives(version)
+            elif kind == RETRANSMIT:
+                self._retransmit(sources[src], version)
             elif kind == RATE:
                 self.capacity = rates.pop(0)
             elif kind == SAMPLE:
@@ -446,6 +687,7 @@ class Simulation:
                 if self.progress is not None:
                     self.progress(t, end)
         self.trace.events = events
+        self.trace.flows = self.flow_records
         self.trace.frames_in = sum(s.sent_frames for s in sources)
         if self.pause:
             self.trace.extra["pauses"] = sum(s.pauses for s in sources)

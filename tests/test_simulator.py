@@ -16,6 +16,7 @@ from qcn.core.scenario import ScenarioError
 from qcn.core.trace import Trace
 from simulator.engine import Simulation
 from simulator.reproduce import (
+    FCT_ROWS,
     FULL_QCN_FB_HAT,
     PAUSE_ROWS,
     ROWS,
@@ -23,6 +24,8 @@ from simulator.reproduce import (
     THREE_POINT_ROWS,
     checks,
     ecm_checks,
+    fct_checks,
+    fct_table,
     pause_checks,
     run_rows,
     three_point,
@@ -168,6 +171,16 @@ def test_seed_003_three_point_reproduced() -> None:
     results = run_rows([1], progress=lambda _: None, rows=THREE_POINT_ROWS)
     failed = [text for text, ok in three_point_checks(results) if not ok]
     assert not failed, failed
+
+
+def test_seed_003_dynamic_flows_reproduced() -> None:
+    """make reproduce's FCT rows, one random seed: with reflection the long flows, which QCN
+    throttles, finish sooner; every flow is accounted for."""
+    results = run_rows([1], progress=lambda _: None, rows=FCT_ROWS)
+    failed = [text for text, ok in fct_checks(results) if not ok]
+    assert not failed, failed
+    table = fct_table(results)
+    assert table.count("\n") == 1 + len(FCT_ROWS)
 
 
 def test_three_point_reflects_fb_zero_at_p0_and_carries_unreflected_fb_to_the_end() -> None:

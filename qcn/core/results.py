@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from qcn.core import noise
+from qcn.core.flows import SHORT_FLOW_BYTES, plot_slowdown, summarize_flows, write_flows_csv
 from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
 
@@ -121,8 +122,40 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
             else {}
         ),
         **({"captures": tr.captures} if tr.captures else {}),
+        **(flow_figures(flow_summary(sc, tr)) if sc.workload.pattern == "flows" else {}),
         **tr.extra,
     }
+
+
+FLOW_KEYS = (
+    "slowdown_short_mean",
+    "slowdown_short_p50",
+    "slowdown_short_p99",
+    "slowdown_long_mean",
+    "slowdown_long_p50",
+    "slowdown_long_p99",
+    "flows_unfinished",
+)
+"""The flows workload's headline figures, flat in summary.json (for sweeps and compare)."""
+
+
+def flow_figures(flows: dict[str, Any]) -> dict[str, Any]:
+    """summary.json's ``flows`` and its headline figures (:data:`FLOW_KEYS`)."""
+    return {
+        "flows": flows,
+        **{
+            f"slowdown_{kind}_{p}": flows[f"slowdown_{kind}"][p]
+            for kind in ("short", "long")
+            for p in ("mean", "p50", "p99")
+        },
+        "flows_unfinished": flows["unfinished"],
+    }
+
+
+def flow_summary(sc: Scenario, tr: Trace) -> dict[str, Any]:
+    """summary.json's ``flows`` (qcn.core.flows.summarize_flows), short flows below 100 KB
+    times the scenario's size scale."""
+    return summarize_flows(tr.flows, SHORT_FLOW_BYTES * sc.workload.flow_size_scale)
 
 
 def phase_rows(sc: Scenario, tr: Trace) -> list[tuple[float, float, list[int]]]:
@@ -131,9 +164,12 @@ def phase_rows(sc: Scenario, tr: Trace) -> list[tuple[float, float, list[int]]]:
     which still carries the previous rate's queue, is left out."""
     if sc.workload.pattern == "tcp":
         return []
+    end = sc.duration_s
+    if sc.workload.pattern == "flows":
+        end = sc.flows_until_s  # no flow starts after it: no load is offered
     edges = [WARMUP_FRACTION * sc.duration_s]
-    edges += [c.at_s for c in sc.schedule if edges[0] < c.at_s < sc.duration_s]
-    edges.append(sc.duration_s)
+    edges += [c.at_s for c in sc.schedule if edges[0] < c.at_s < end]
+    edges.append(end)
     out = []
     for a, b in itertools.pairwise(edges):
         rows = [k for k, t in enumerate(tr.times_s) if a < t <= b][1:]
@@ -258,8 +294,21 @@ def write(
         ):
             for i, (cr, target, tp) in enumerate(zip(crs, trs, tps, strict=True)):
                 w.writerow([f"{t:.6f}", i, f"{cr:.0f}", f"{target:.0f}", f"{tp:.0f}"])
+    if sc.workload.pattern == "flows":
+        write_flows_csv(out / "flows.csv", tr.flows)
     (out / "summary.json").write_text(json.dumps(json_safe(summary), indent=2) + "\n")
-    return plot(out, sc, tr) if plots else []
+    if not plots:
+        return []
+    figures = plot(out, sc, tr)
+    if "flows" in summary:
+        figures.append(
+            plot_slowdown(
+                out / "slowdown.png",
+                f"{sc.title}: slowdown by flow size",
+                {"QCN" if summary["qcn"] else "no QCN": summary["flows"]["bins"]},
+            )
+        )
+    return figures
 
 
 def json_safe(value: Any) -> Any:

@@ -28,7 +28,7 @@ whose service rate can change on a schedule::
     pause_lo_bytes = 110_000
 
     [workload]
-    pattern = "bernoulli"            # "bernoulli" | "constant" | "onoff" | "tcp" | "udp"
+    pattern = "bernoulli"            # "bernoulli" | "constant" | "onoff" | "tcp" | "udp" | "flows"
     max_rate_bps = 0.85e9            # each source's offered load
     stagger_s = 0.0                  # source i starts at i * stagger_s
     onoff_sources = []               # sources that follow the on/off pattern
@@ -37,6 +37,12 @@ whose service rate can change on a schedule::
     hotspot_start_s = 0.0            # tcp, udp: the hot-spot flows' episode
     hotspot_duration_s = 0.0         # (0: the whole run)
     hotspot_period_s = 0.0           # > 0: the episode repeats with this period
+    flow_sizes = "seed003"           # flows: "seed003", "web-search", "hadoop" or a CDF file
+    load = 0.8                       # flows: of the bottleneck's rate, in flow bytes
+    ipc_fraction = 0.5               # flows, seed003: the share of IPC flows
+    flow_size_scale = 1.0            # flows: sizes are drawn, then multiplied by this
+    drain_fraction = 0.0             # flows: no flow starts in this last part of the run
+    rto_s = 1e-3                     # flows: a lost frame is sent again this long after
 
 The multihop topology is seed 001's output-generated hot spot two hops away: the sources
 (hot-spot senders) and the innocent senders share switch s1 and the s1 -> s2 link; on s2
@@ -44,6 +50,8 @@ the hot-spot sink's port is the bottleneck (the CP), the innocent sink has its o
 The "tcp" workload runs real TCP (iperf3, NewReno) through the reaction points' kernel
 limiters, so it needs the Mininet backend; "udp" runs iperf3's UDP at the senders' rate
 through them instead (seed 001's QCN + PAUSE).  Both go with the multihop topology only.
+The "flows" workload is seed 003's dynamic one: flows that finish, measured by their
+completion time and slowdown (qcn.core.flows, docs/fct.md).
 
     [[schedule]]                     # bottleneck service rate changes
     at_s = 2.0
@@ -67,11 +75,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from qcn.core.errors import QcnError
+from qcn.core.flows import FlowSizeError, size_distribution
 from qcn.core.params import ParamError, QcnParams
 from qcn.core.tomlfile import read_toml
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
-Pattern = Literal["bernoulli", "constant", "onoff", "tcp", "udp"]
+Pattern = Literal["bernoulli", "constant", "onoff", "tcp", "udp", "flows"]
+PATTERNS = ("bernoulli", "constant", "onoff", "tcp", "udp", "flows")
 MININET_PATTERNS = ("tcp", "udp")
 """Workloads of real iperf3 flows: the multihop topology, on Mininet only."""
 Topology = Literal["single", "multihop"]
@@ -113,6 +123,19 @@ class Workload:
     hotspot_duration_s: float = 0.0
     hotspot_period_s: float = 0.0
     """> 0: the hot-spot episode repeats every period, as long as one fits in the run."""
+    flow_sizes: str = "seed003"
+    """flows: the size distribution (qcn.core.flows.size_distribution)."""
+    load: float = 0.8
+    """flows: what the sources offer together, as a fraction of the bottleneck's initial
+    rate, counting the flows' bytes (as HPCC's traffic generator; headers come on top)."""
+    ipc_fraction: float = 0.5
+    """flows, seed003: the share of flows that are IPC (the seed gives none)."""
+    flow_size_scale: float = 1.0
+    """flows: drawn sizes are multiplied by this (BMv2's scaling sets it to k * tau)."""
+    drain_fraction: float = 0.0
+    """flows: no flow starts in this last fraction of the run, so the last ones can finish."""
+    rto_s: float = 1e-3
+    """flows: a lost frame is sent again this long after it was sent."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +184,7 @@ TIME_FIELDS = (
     "workload.hotspot_start_s",
     "workload.hotspot_duration_s",
     "workload.hotspot_period_s",
+    "workload.rto_s",
     "qcn.rp.timer_s",
     "qcn.rp.timer_expiry_step_s",
     "qcn.rp.timer_cnm_step_s",
@@ -198,6 +222,11 @@ class Scenario:
             rate = change.bottleneck_rate_bps
         return restore
 
+    @property
+    def flows_until_s(self) -> float:
+        """The flows workload: no flow starts after this (``workload.drain_fraction``)."""
+        return self.duration_s * (1 - self.workload.drain_fraction)
+
     def congested_episode_s(self) -> tuple[float, float] | None:
         """(start, end) of the congestion episode, if the run has one: the bottleneck's last
         reduced-capacity period, or a TCP workload's hot-spot flows."""
@@ -226,6 +255,8 @@ class Scenario:
         """What the sources offer at time ``t`` on average (on/off sources by their duty
         cycle; staggered sources once started)."""
         w = self.workload
+        if w.pattern == "flows":
+            return w.load * self.network.bottleneck_rate_bps if t < self.flows_until_s else 0.0
         duty = w.mean_on_s / (w.mean_on_s + w.mean_off_s)
         return sum(
             w.max_rate_bps * (duty if i in w.onoff_sources or w.pattern == "onoff" else 1.0)
@@ -282,6 +313,7 @@ class Scenario:
             max(64, round(n * k * tau)) for n in data["qcn"]["cp"]["sample_intervals_bytes"]
         ]
         data["qcn"]["rp"]["bc_limit_bytes"] = max(64, data["qcn"]["rp"]["bc_limit_bytes"])
+        data["workload"]["flow_size_scale"] *= k * tau
         for change in data["schedule"]:
             change["at_s"] *= tau
             change["bottleneck_rate_bps"] *= k
@@ -313,6 +345,11 @@ def backend_refusal(sc: Scenario, backend: str) -> str:
         return (
             f"{sc.name} runs real iperf3 flows through kernel limiters: the simulator has no "
             "TCP or iperf3 model (run it with --backend mininet)"
+        )
+    if backend == "mininet" and sc.workload.pattern == "flows":
+        return (
+            f"{sc.name}: the flows workload runs on the simulator only for now (BMv2's flow "
+            "generator and receiver are not built yet; run it with --backend sim)"
         )
     if backend == "mininet" and sc.network.pause and sc.network.topology != "multihop":
         return (
@@ -421,11 +458,7 @@ def _validate(s: Scenario) -> None:
         ("network.rtt_s", 0 < n.rtt_s < 1, "must be in (0, 1)"),
         ("network.buffer_pkts", n.buffer_pkts >= 1, "must be at least 1"),
         ("network.frame_bytes", 64 <= n.frame_bytes <= 9216, "must be in [64, 9216]"),
-        (
-            "workload.pattern",
-            w.pattern in ("bernoulli", "constant", "onoff", "tcp", "udp"),
-            "must be bernoulli, constant, onoff, tcp or udp",
-        ),
+        ("workload.pattern", w.pattern in PATTERNS, f"must be one of {', '.join(PATTERNS)}"),
         (
             "network.topology",
             n.topology in ("single", "multihop"),
@@ -452,7 +485,7 @@ def _validate(s: Scenario) -> None:
         ),
         (
             "workload.max_rate_bps",
-            0 < w.max_rate_bps <= n.line_rate_bps,
+            0 < w.max_rate_bps <= n.line_rate_bps or w.pattern == "flows",  # (unused there)
             "must be in (0, network.line_rate_bps]",
         ),
         ("workload.stagger_s", w.stagger_s >= 0, "must be >= 0"),
@@ -462,6 +495,14 @@ def _validate(s: Scenario) -> None:
             "must list source indices below network.sources",
         ),
         ("workload.mean_on_s", w.mean_on_s > 0 and w.mean_off_s > 0, "means must be positive"),
+        ("workload.load", 0 < w.load <= 1, "must be in (0, 1]"),
+        ("workload.ipc_fraction", 0 <= w.ipc_fraction <= 1, "must be in [0, 1]"),
+        ("workload.flow_size_scale", 0 < w.flow_size_scale <= 1e6, "must be in (0, 1e6]"),
+        (
+            "workload.drain_fraction",
+            0 <= w.drain_fraction < 1,
+            "must be in [0, 1)",
+        ),
     ]
     for name, ok, message in checks:
         if not ok:
@@ -470,6 +511,8 @@ def _validate(s: Scenario) -> None:
         raise ScenarioError(
             "workload.pattern: tcp and udp go with network.topology = multihop, and only they"
         )
+    if w.pattern == "flows":
+        _validate_flows(s)
     if w.hotspot_period_s and w.hotspot_period_s <= w.hotspot_duration_s:
         raise ScenarioError(
             "workload.hotspot_period_s: must be longer than hotspot_duration_s (or 0)"
@@ -484,6 +527,29 @@ def _validate(s: Scenario) -> None:
     for i, c in enumerate(s.schedule):
         if c.at_s < 0 or c.bottleneck_rate_bps <= 0:
             raise ScenarioError(f"schedule[{i}]: needs at_s >= 0 and a positive rate")
+
+
+def _validate_flows(s: Scenario) -> None:
+    """The ``flows`` workload: a size distribution that loads, and a timeout that never
+    fires for a frame that was delivered (docs/fct.md, "Transport")."""
+    n, w = s.network, s.workload
+    if n.pause or n.topology != "single":
+        raise ScenarioError(
+            "workload.pattern: flows run on the single bottleneck without network.pause"
+        )
+    try:
+        sizes = size_distribution(w.flow_sizes, w.ipc_fraction)
+    except FlowSizeError as e:
+        raise ScenarioError(f"workload.flow_sizes: {e}") from None
+    if sizes.mean_bytes * w.flow_size_scale < 1:
+        raise ScenarioError("workload.flow_sizes: the mean flow (times flow_size_scale) is < 1 B")
+    slowest = min([n.bottleneck_rate_bps, *(c.bottleneck_rate_bps for c in s.schedule)])
+    worst_wait_s = n.rtt_s + 8 * n.buffer_pkts * n.frame_bytes / slowest
+    if w.rto_s <= worst_wait_s:
+        raise ScenarioError(
+            f"workload.rto_s: must exceed the RTT plus a full buffer's drain at the slowest "
+            f"bottleneck rate ({worst_wait_s:.3g} s), so that only lost frames are sent again"
+        )
 
 
 def _table(cls: type, name: str, values: Any) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from qcn.core.flows import FlowRecord
 from qcn.core.noise import NoiseRecording
 
 
@@ -35,3 +36,5 @@ class Trace:
     """An emulation's own noise (Mininet runs); summary.json's ``noise`` is made from it."""
     captures: list[str] = field(default_factory=list)
     """Packet captures the run wrote, relative to its results directory."""
+    flows: list[FlowRecord] = field(default_factory=list)
+    """The flows workload: every flow started, finished or not."""

@@ -1,0 +1,387 @@
+"""Flows that finish (seed 003's dynamic workload): flow sizes, arrivals, and what the field
+measures of them, flow completion time (FCT) and slowdown (``docs/fct.md``).
+
+Both backends share everything here: how a flow's bytes become frames, the size
+distributions, the ideal FCT, and the analysis of the finished flows, which follows HPCC's
+``analysis/fct_analysis.py``:
+
+- slowdown = FCT / the FCT the flow would have alone in the empty network, floored at 1;
+- the finished flows, sorted by size, are cut into bins of 5 % of them; per bin, its largest
+  size and the p50, p95 and p99 slowdown (percentile p of n sorted values: index int(n p));
+- flows that did not finish are counted, never dropped from the record.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import itertools
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from qcn.core.errors import QcnError
+
+WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workloads"
+"""The CDF files shipped with the project (``NAME.cdf``: ``web-search``, ``hadoop``)."""
+
+FLOW_HEADER_BYTES = 14 + 20 + 8 + 16
+"""What each frame of a flow carries besides the flow's bytes: Ethernet, IPv4, UDP and the
+flow header (flow id, sequence number, flow size, flags; 4 bytes each)."""
+MIN_FRAME_BYTES = 60
+"""The shortest Ethernet frame without its FCS: a flow's short last frame is padded to it."""
+SHORT_FLOW_BYTES = 100_000
+"""Short flows are below this size (HPCC's and TrafficGenerator's line), before scaling."""
+BIN_PERCENT = 5
+"""Each slowdown bin holds this percentage of the finished flows (HPCC's step)."""
+PERCENTILES = (0.5, 0.95, 0.99)
+
+SEED003_IPC_MAX_BYTES = 10_000
+"""Seed 003's IPC flows: uniform sizes with a 5 KB mean, here 1 to 10,000 bytes."""
+SEED003_DATA_MEAN_BYTES = 100_000
+SEED003_DATA_SHAPE = 2.0
+"""Seed 003's data flows: Pareto, shape 2, mean 100 KB (so the smallest is 50 KB)."""
+
+
+class FlowSizeError(QcnError, ValueError):
+    """A flow size distribution that cannot be used: the message names the file and line."""
+
+
+class SizeDistribution(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def mean_bytes(self) -> float: ...
+
+    def draw(self, uniform: Callable[[], float]) -> float:
+        """One size in bytes (not yet rounded), from ``uniform()`` draws in [0, 1)."""
+        ...
+
+
+@dataclass(frozen=True)
+class EmpiricalCdf:
+    """Sizes drawn from a piecewise-linear CDF given as (bytes, cdf) points.
+
+    The CDF rises linearly between points (sizes are interpolated, as HPCC's and
+    TrafficGenerator's samplers do); a first point with cdf > 0 is a point mass there.
+    """
+
+    name: str
+    points: tuple[tuple[float, float], ...]
+
+    @property
+    def mean_bytes(self) -> float:
+        b0, c0 = self.points[0]
+        total = b0 * c0  # the point mass at the first size, if any
+        for (a, ca), (b, cb) in itertools.pairwise(self.points):
+            total += (cb - ca) * (a + b) / 2
+        return total
+
+    def draw(self, uniform: Callable[[], float]) -> float:
+        u = uniform()
+        cdfs = [c for _, c in self.points]
+        i = bisect.bisect_right(cdfs, u)
+        if i == 0:
+            return self.points[0][0]
+        if i == len(self.points):
+            return self.points[-1][0]
+        (a, ca), (b, cb) = self.points[i - 1], self.points[i]
+        return a + (b - a) * (u - ca) / (cb - ca)
+
+    def cdf(self, size: float) -> float:
+        """P(size drawn <= ``size``): for tests of the sampler."""
+        sizes = [b for b, _ in self.points]
+        i = bisect.bisect_right(sizes, size)
+        if i == 0:
+            return 0.0
+        if i == len(self.points):
+            return 1.0
+        (a, ca), (b, cb) = self.points[i - 1], self.points[i]
+        return ca + (cb - ca) * (size - a) / (b - a)
+
+
+@dataclass(frozen=True)
+class Seed003Mix:
+    """Seed 003's mix: a flow is IPC with probability ``ipc_fraction`` (uniform sizes, 5 KB
+    mean), else data (Pareto, shape 2, 100 KB mean).  The seed gives no ratio: the default,
+    half the flows (``docs/fct.md``), is this project's choice."""
+
+    ipc_fraction: float = 0.5
+    name: str = "seed003"
+
+    @property
+    def data_min_bytes(self) -> float:
+        shape = SEED003_DATA_SHAPE
+        return SEED003_DATA_MEAN_BYTES * (shape - 1) / shape
+
+    @property
+    def mean_bytes(self) -> float:
+        ipc_mean = (1 + SEED003_IPC_MAX_BYTES) / 2
+        return self.ipc_fraction * ipc_mean + (1 - self.ipc_fraction) * SEED003_DATA_MEAN_BYTES
+
+    def draw(self, uniform: Callable[[], float]) -> float:
+        if uniform() < self.ipc_fraction:
+            # 1 .. IPC_MAX, each equally likely once rounded up.
+            return float(max(1, math.ceil(uniform() * SEED003_IPC_MAX_BYTES)))
+        return float(self.data_min_bytes / (1.0 - uniform()) ** (1 / SEED003_DATA_SHAPE))
+
+
+def read_cdf(path: Path, name: str | None = None) -> EmpiricalCdf:
+    """A CDF file: ``bytes cdf`` lines (cdf from 0 to 1, both non-decreasing, the last cdf
+    1), ``#`` comments and blank lines allowed."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise FlowSizeError(f"{path}: cannot read the CDF file ({e})") from None
+    points: list[tuple[float, float]] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        where = f"{path}:{number}"
+        try:
+            size, cdf = (float(w) for w in words) if len(words) == 2 else (math.nan, math.nan)
+        except ValueError:
+            size = cdf = math.nan
+        if not (math.isfinite(size) and math.isfinite(cdf)):
+            raise FlowSizeError(f"{where}: expected 'bytes cdf' (two numbers), got {line!r}")
+        if size < 0 or not 0 <= cdf <= 1:
+            raise FlowSizeError(f"{where}: needs bytes >= 0 and a cdf in [0, 1]")
+        if points and (size < points[-1][0] or cdf < points[-1][1]):
+            raise FlowSizeError(f"{where}: sizes and cdf values must not decrease")
+        points.append((size, cdf))
+    if not points or points[-1][1] != 1:
+        raise FlowSizeError(f"{path}: the last line's cdf must be 1")
+    if points[-1][0] <= 0:
+        raise FlowSizeError(f"{path}: the largest size must be positive")
+    # Equal cdf values add nothing to interpolate between: keep the first of each run.
+    kept = [points[0]] + [p for q, p in itertools.pairwise(points) if p[1] > q[1]]
+    return EmpiricalCdf(name or path.stem, tuple(kept))
+
+
+def shipped_cdfs() -> list[str]:
+    return sorted(p.stem for p in WORKLOAD_DIR.glob("*.cdf"))
+
+
+def size_distribution(spec: str, ipc_fraction: float = 0.5) -> SizeDistribution:
+    """``seed003``, a shipped CDF's name (``web-search``, ``hadoop``) or a CDF file's path."""
+    if spec == "seed003":
+        return Seed003Mix(ipc_fraction)
+    path = WORKLOAD_DIR / f"{spec}.cdf"
+    if "/" in spec or spec.endswith(".cdf") or not path.exists():
+        path = Path(spec)
+        if not path.is_file():
+            known = ", ".join(["seed003", *shipped_cdfs()])
+            raise FlowSizeError(f"no flow size distribution {spec!r} (known: {known}; or a file)")
+    return read_cdf(path, spec)
+
+
+# -- arrivals ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FlowArrival:
+    """A flow to start: when, at which source, how many bytes."""
+
+    start_s: float
+    source: int
+    size_bytes: int
+
+
+def draw_arrivals(
+    sizes: SizeDistribution,
+    *,
+    sources: int,
+    load: float,
+    rate_bps: float,
+    until_s: float,
+    size_scale: float = 1.0,
+    seed: int = 1,
+) -> list[FlowArrival]:
+    """Flows that together offer ``load`` of ``rate_bps`` in flow bytes (HPCC's traffic
+    generator: headers not counted): each of ``sources`` starts flows as a Poisson process,
+    the same for all, until ``until_s``; sizes drawn from ``sizes``, times ``size_scale``.
+    The same seed gives the same flows, whichever backend runs them."""
+    rng = random.Random(f"flows-{seed}")
+    per_source_hz = load * rate_bps / (8 * sizes.mean_bytes * size_scale) / sources
+    out: list[FlowArrival] = []
+    for source in range(sources):
+        t = rng.expovariate(per_source_hz)
+        while t < until_s:
+            size = max(1, round(sizes.draw(rng.random) * size_scale))
+            out.append(FlowArrival(t, source, size))
+            t += rng.expovariate(per_source_hz)
+    out.sort(key=lambda a: (a.start_s, a.source))
+    return out
+
+
+# -- frames -----------------------------------------------------------------------------------
+
+
+def flow_frames(size_bytes: int, frame_bytes: int) -> tuple[int, int]:
+    """How a flow of ``size_bytes`` goes on the wire in frames of at most ``frame_bytes``:
+    (frames, the last frame's bytes).  Every other frame is ``frame_bytes`` long."""
+    payload = frame_bytes - FLOW_HEADER_BYTES
+    frames = max(1, -(-size_bytes // payload))
+    last = size_bytes - (frames - 1) * payload
+    return frames, max(MIN_FRAME_BYTES, FLOW_HEADER_BYTES + last)
+
+
+def wire_bytes(size_bytes: int, frame_bytes: int) -> int:
+    frames, last = flow_frames(size_bytes, frame_bytes)
+    return (frames - 1) * frame_bytes + last
+
+
+def ideal_fct_s(size_bytes: int, frame_bytes: int, rate_bps: float, one_way_s: float) -> float:
+    """The flow's FCT alone in the empty network: its first bit's one-way delay, then all its
+    frames at ``rate_bps`` (the slower of its host link and the bottleneck).  HPCC adds a
+    base RTT instead because its flows finish at the sender's last ACK; here a flow finishes
+    at the receiver (docs/fct.md)."""
+    return one_way_s + 8 * wire_bytes(size_bytes, frame_bytes) / rate_bps
+
+
+# -- records and analysis ---------------------------------------------------------------------
+
+
+@dataclass
+class FlowRecord:
+    """One flow, finished or not."""
+
+    flow_id: int
+    source: int
+    destination: int
+    size_bytes: int
+    start_s: float
+    ideal_fct_s: float
+    finish_s: float = math.nan
+    """When its last byte reached the receiver (NaN: it did not finish)."""
+    retransmitted_frames: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return not math.isnan(self.finish_s)
+
+    @property
+    def fct_s(self) -> float:
+        return self.finish_s - self.start_s
+
+    @property
+    def slowdown(self) -> float:
+        return max(1.0, self.fct_s / self.ideal_fct_s) if self.finished else math.nan
+
+
+FLOW_CSV_COLUMNS = (
+    "flow",
+    "source",
+    "destination",
+    "size_bytes",
+    "start_s",
+    "fct_s",
+    "ideal_fct_s",
+    "slowdown",
+    "retransmitted_frames",
+    "finished",
+)
+
+
+def write_flows_csv(path: Path, records: Sequence[FlowRecord]) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(FLOW_CSV_COLUMNS)
+        for r in records:
+            done = r.finished
+            w.writerow(
+                [
+                    r.flow_id,
+                    r.source,
+                    r.destination,
+                    r.size_bytes,
+                    f"{r.start_s:.9f}",
+                    f"{r.fct_s:.9f}" if done else "",
+                    f"{r.ideal_fct_s:.9f}",
+                    f"{r.slowdown:.4f}" if done else "",
+                    r.retransmitted_frames,
+                    int(done),
+                ]
+            )
+
+
+def percentile(ordered: Sequence[float], p: float) -> float:
+    """HPCC's percentile of sorted values: the one at index int(n p)."""
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p))] if ordered else math.nan
+
+
+def slowdown_figures(records: Sequence[FlowRecord]) -> dict[str, Any]:
+    """Count, mean and p50/p95/p99 slowdown of finished ``records``."""
+    slow = sorted(r.slowdown for r in records)
+    return {
+        "flows": len(slow),
+        "mean": sum(slow) / len(slow) if slow else math.nan,
+        **{f"p{round(100 * p)}": percentile(slow, p) for p in PERCENTILES},
+    }
+
+
+def slowdown_bins(records: Sequence[FlowRecord]) -> list[dict[str, Any]]:
+    """The finished flows by size in bins of :data:`BIN_PERCENT` % of them: each bin's
+    largest size and its slowdown figures (HPCC's table)."""
+    done = sorted((r for r in records if r.finished), key=lambda r: (r.size_bytes, r.start_s))
+    n, out = len(done), []
+    for lo in range(0, 100, BIN_PERCENT):
+        part = done[lo * n // 100 : (lo + BIN_PERCENT) * n // 100]
+        if part:
+            out.append({"size_max_bytes": part[-1].size_bytes, **slowdown_figures(part)})
+    return out
+
+
+def summarize_flows(records: Sequence[FlowRecord], short_bytes: float) -> dict[str, Any]:
+    """summary.json's ``flows``: flows started, finished and not, slowdown of short
+    (< ``short_bytes``) and long flows and of all, and the per-bin table."""
+    done = [r for r in records if r.finished]
+    unfinished = [r for r in records if not r.finished]
+    return {
+        "started": len(records),
+        "finished": len(done),
+        "unfinished": len(unfinished),
+        "unfinished_bytes": sum(r.size_bytes for r in unfinished),
+        "retransmitted_frames": sum(r.retransmitted_frames for r in records),
+        "short_flow_bytes": short_bytes,
+        "slowdown_all": slowdown_figures(done),
+        "slowdown_short": slowdown_figures([r for r in done if r.size_bytes < short_bytes]),
+        "slowdown_long": slowdown_figures([r for r in done if r.size_bytes >= short_bytes]),
+        "fct_short_mean_s": _mean([r.fct_s for r in done if r.size_bytes < short_bytes]),
+        "fct_long_mean_s": _mean([r.fct_s for r in done if r.size_bytes >= short_bytes]),
+        "bins": slowdown_bins(done),
+    }
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else math.nan
+
+
+def plot_slowdown(path: Path, title: str, curves: dict[str, list[dict[str, Any]]]) -> Path:
+    """Slowdown against flow size (each bin's largest size, log x): p50 solid and p99
+    dashed for each named set of bins (one run, or runs to compare)."""
+    import matplotlib  # noqa: PLC0415 - only runs that write results need it
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for i, (label, bins) in enumerate(curves.items()):
+        sizes = [b["size_max_bytes"] for b in bins]
+        color = f"C{i}"
+        ax.plot(sizes, [b["p50"] for b in bins], "-o", ms=3, color=color, label=f"{label} p50")
+        ax.plot(sizes, [b["p99"] for b in bins], "--", color=color, label=f"{label} p99")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set(xlabel="flow size (bytes, each 5 % bin's largest)", ylabel="slowdown", title=title)
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
