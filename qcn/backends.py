@@ -32,7 +32,8 @@ class RunOptions:
     qcn: bool = True
     """False: the same run without QCN (the CP never samples, no reaction point runs)."""
     seed: int = 1
-    """sim: the random seed (same seed, same trace)."""
+    """The random seed: sim, the whole run's (same seed, same trace); mininet, the flows
+    workload's flows (the same as the simulator's for the same seed)."""
     scaled_by: float | None = None
     """sim: the time scale the scenario was scaled for BMv2 by (None: not scaled); the
     simulator then models BMv2's run (samples as often in BMv2's time, the CP judges
@@ -78,10 +79,18 @@ def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions)
     """Run ``sc`` on ``backend``; a Mininet run keeps its logs and captures in ``out``."""
     require_backend(sc, backend)
     if backend == "mininet":
-        from topologies.experiment import Emulation, MininetExperiment  # noqa: PLC0415
+        from topologies.experiment import (  # noqa: PLC0415
+            Emulation,
+            FlowsExperiment,
+            MininetExperiment,
+        )
         from topologies.multihop import MultihopTcpExperiment  # noqa: PLC0415
 
-        kind = MultihopTcpExperiment if sc.network.topology == "multihop" else MininetExperiment
+        kind: type[MininetExperiment | MultihopTcpExperiment] = MininetExperiment
+        if sc.network.topology == "multihop":
+            kind = MultihopTcpExperiment
+        elif sc.workload.pattern == "flows":
+            kind = FlowsExperiment
         emulation = Emulation(
             realtime_switch=options.realtime_switch,
             inject_stalls=options.inject_stalls,
@@ -95,6 +104,7 @@ def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions)
             sample_hz=options.sample_hz,
             progress=options.say,
             emulation=emulation,
+            seed=options.seed,
         )
         return experiment.run()
     from simulator.engine import Simulation  # noqa: PLC0415

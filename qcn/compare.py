@@ -13,6 +13,11 @@ and range on both, their ratio, and whether it meets its fidelity target:
 - Jain fairness over the episode's last quarter: within 0.1;
 - the maximum queue over the episode: within 2x.
 
+With the flows workload (the ``fct`` scenario) the figures are the flows' instead, each
+run drawing the same flows on both backends (seed k): p50 slowdown of short and of long
+flows within 1.5x of the simulator's, their p99 within 2x (a tail of timeouts), drops and
+unfinished flows shown.
+
 Results: ``OUT/sim-K/`` and ``OUT/bmv2-K/`` as `qcn run` writes them, ``OUT/compare.json``.
 """
 
@@ -64,10 +69,25 @@ FIGURES = (
 )
 
 
-def figures_of(summary: dict[str, Any]) -> dict[str, float]:
+FLOW_FIGURES = (
+    Figure("slowdown_short_p50", "short flows' slowdown, p50", "ratio", 1 / 1.5, 1.5),
+    Figure("slowdown_short_p99", "short flows' slowdown, p99", "ratio", 0.5, 2.0),
+    Figure("slowdown_long_p50", "long flows' slowdown, p50", "ratio", 1 / 1.5, 1.5),
+    Figure("slowdown_long_p99", "long flows' slowdown, p99", "ratio", 0.5, 2.0),
+    Figure("drops", "drops", "info", 0.0, 0.0),
+    Figure("flows_unfinished", "unfinished flows", "info", 0.0, 0.0),
+)
+
+
+def figures_for(sc: Scenario) -> tuple[Figure, ...]:
+    """What is compared for ``sc``: the flows' figures for the flows workload."""
+    return FLOW_FIGURES if sc.workload.pattern == "flows" else FIGURES
+
+
+def figures_of(summary: dict[str, Any], figures: tuple[Figure, ...] = FIGURES) -> dict[str, float]:
     """The compared figures of one run's summary (NaN where it has none)."""
     out = {}
-    for f in FIGURES:
+    for f in figures:
         if f.key == "onset_drops":
             value = summary["drops"] - summary["drops_settled"]
         else:
@@ -83,11 +103,15 @@ def _stats(values: list[float]) -> tuple[float, float, float]:
     return statistics.fmean(finite), min(finite), max(finite)
 
 
-def compare_rows(sim: list[dict[str, float]], bmv2: list[dict[str, float]]) -> list[dict[str, Any]]:
+def compare_rows(
+    sim: list[dict[str, float]],
+    bmv2: list[dict[str, float]],
+    figures: tuple[Figure, ...] = FIGURES,
+) -> list[dict[str, Any]]:
     """Per figure: both backends' mean and range, the ratio or difference, and the verdict
     (None where the figure has no target or a side has no value)."""
     rows = []
-    for f in FIGURES:
+    for f in figures:
         s_mean, s_lo, s_hi = _stats([r[f.key] for r in sim])
         b_mean, b_lo, b_hi = _stats([r[f.key] for r in bmv2])
         ratio = b_mean / s_mean if s_mean else math.nan
@@ -155,6 +179,7 @@ def run_compare(
         require_backend(sc, backend, CompareError, "qcn compare runs both backends: ")
     require_mininet("qcn compare", CompareError)
     scaled = sc.scaled_for_bmv2(keep=keep)
+    figures = figures_for(sc)
     make_results_dir(out, CompareError)
     sim, bmv2, verdicts = [], [], []
     for k in range(1, runs + 1):
@@ -163,7 +188,7 @@ def run_compare(
         _trace, summary = backends.run_and_record(
             scaled, "sim", out / f"sim-{k}", options, plots=False
         )
-        sim.append(figures_of(summary))
+        sim.append(figures_of(summary, figures))
     for k in range(1, runs + 1):
         say(f"qcn compare: {sc.name}: BMv2 run {k}/{runs} ({scaled.duration_s:g} s)")
         options = backends.RunOptions(seed=k, say=lambda _m: None)
@@ -171,8 +196,8 @@ def run_compare(
         if "noise" in summary:
             verdicts.append(verdict_line(summary["noise"]))
             say(f"qcn compare: BMv2 run {k}: {verdicts[-1]}")
-        bmv2.append(figures_of(summary))
-    rows = compare_rows(sim, bmv2)
+        bmv2.append(figures_of(summary, figures))
+    rows = compare_rows(sim, bmv2, figures)
     (out / "compare.json").write_text(
         json.dumps(
             json_safe({"scenario": sc.name, "runs": runs, "rows": rows, "bmv2_noise": verdicts}),

@@ -68,10 +68,8 @@ from qcn.core.cp_model import (
 from qcn.core.flows import (
     FlowArrival,
     FlowRecord,
-    draw_arrivals,
     flow_frames,
     ideal_fct_s,
-    size_distribution,
 )
 from qcn.core.frames import PAUSE_QUANTA_MAX, PAUSE_QUANTUM_BITS
 from qcn.core.params import QueueDepth, QueueUnit
@@ -255,19 +253,7 @@ class Simulation:
         self.arrivals: list[FlowArrival] = []
         """flows: every flow to start, in order (``arrivals``, else drawn from the seed)."""
         if self.flow_mode:
-            self.arrivals = (
-                arrivals
-                if arrivals is not None
-                else draw_arrivals(
-                    size_distribution(wl.flow_sizes, wl.ipc_fraction),
-                    sources=net.sources,
-                    load=wl.load,
-                    rate_bps=net.bottleneck_rate_bps,
-                    until_s=scenario.flows_until_s,
-                    size_scale=wl.flow_size_scale,
-                    seed=seed,
-                )
-            )
+            self.arrivals = arrivals if arrivals is not None else scenario.draw_flows(seed)
             self.one_way_s = net.rtt_s / 2
             self.ideal_rate_bps = min(net.line_rate_bps, net.bottleneck_rate_bps)
 

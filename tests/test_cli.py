@@ -54,3 +54,14 @@ def test_every_helper_answers_at_the_front_door(tmp_path: Path) -> None:
     r = qcn("pause", "eth0")
     assert r.returncode == 2
     assert "qcn pause: error: the following arguments are required: --line-rate-mbps" in r.stderr
+
+
+def test_auto_runs_what_bmv2_refuses_on_the_simulator(tmp_path: Path) -> None:
+    # The single bottleneck with PAUSE runs on the simulator only: auto chooses it, here
+    # (where BMv2 could run other scenarios) as on a machine without the toolchain.
+    r = qcn(
+        "run", "long-lived", "--quiet", "--duration", "0.005", "--set", "network.pause=true",
+        "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("qcn run: long-lived on the simulator")

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from qcn.compare import compare_rows, figures_of, format_table
+from qcn.compare import FLOW_FIGURES, compare_rows, figures_for, figures_of, format_table
+from qcn.core import scenario as scenarios
 from tests.kit import assert_one_line_error, qcn
 
 
@@ -49,6 +50,24 @@ def test_targets_judge_ratios_and_differences() -> None:
     table = format_table(rows, runs=2)
     assert "MISSED" in table
     assert "queue mean, episode (pkts)" in table
+
+
+def test_the_flows_workload_compares_slowdown() -> None:
+    assert figures_for(scenarios.load("fct")) == FLOW_FIGURES
+    flows = {"slowdown_short_p50": 2.0, "slowdown_short_p99": 50.0, "slowdown_long_p50": 10.0}
+    sim = [figures_of({**flows, "slowdown_long_p99": 100.0, "drops": 5}, FLOW_FIGURES)]
+    bmv2 = [
+        figures_of(
+            {**flows, "slowdown_short_p50": 3.2, "slowdown_long_p99": 190.0, "drops": 9},
+            FLOW_FIGURES,
+        )
+    ]
+    rows = compare_rows(sim, bmv2, FLOW_FIGURES)
+    assert row(rows, "slowdown_short_p50")["ok"] is False  # 1.6x: outside 1.5x
+    assert row(rows, "slowdown_long_p99")["ok"] is True  # 1.9x: a p99 may be 2x
+    assert row(rows, "slowdown_long_p50")["ok"] is True
+    assert row(rows, "drops")["ok"] is None
+    assert math.isnan(row(rows, "flows_unfinished")["sim"][0])  # no such figure: shown as -
 
 
 @pytest.mark.parametrize(

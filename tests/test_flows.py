@@ -25,6 +25,7 @@ from qcn.core.flows import (
     flow_frames,
     ideal_fct_s,
     read_cdf,
+    records_from_logs,
     size_distribution,
     slowdown_bins,
     summarize_flows,
@@ -235,6 +236,31 @@ def test_slowdown_bins_follow_hpccs_analysis() -> None:
     assert FlowRecord(0, 0, 0, 1, 0.0, 2.0, finish_s=1.0).slowdown == 1.0
 
 
+def test_logs_join_into_records_and_every_flow_is_accounted_for() -> None:
+    arrivals = [FlowArrival(0.5, 0, 1000), FlowArrival(0.7, 1, 3000), FlowArrival(9.0, 0, 200)]
+    origin = 100.0
+    sender = [
+        {"flow": 0, "start": 100.5, "size": 1000, "sport": 1},
+        {"flow": 1, "start": 100.71, "size": 3000, "sport": 2},
+        {"flow": 0, "acked": 100.6, "retransmitted": 2},
+        {"flow": 1, "stopped": 110.0, "retransmitted": 1},
+    ]  # flow 2 never started: the run stopped first
+    receiver = [{"src": "10.0.0.1", "flow": 0, "finish": 100.55, "size": 1000, "duplicates": 0}]
+    first, second, third = records_from_logs(
+        arrivals, sender, receiver, origin=origin, frame_bytes=FRAME, rate_bps=RATE, one_way_s=0.0
+    )
+    assert first.finished
+    assert first.fct_s == pytest.approx(0.05)
+    assert first.retransmitted_frames == 2
+    assert first.ideal_fct_s == pytest.approx(8 * wire_bytes(1000, FRAME) / RATE)
+    assert second.start_s == pytest.approx(0.71)  # the sender's record, not the due time
+    assert not second.finished
+    assert second.retransmitted_frames == 1
+    assert not third.finished
+    assert third.start_s == 9.0
+    assert summarize_flows([first, second, third], 100_000)["unfinished"] == 2
+
+
 # -- the scenario and the command line --------------------------------------------------------
 
 
@@ -284,12 +310,3 @@ def test_a_mistake_in_the_flow_sizes_is_one_line(tmp_path: Path) -> None:
     bad.write_text("0 0\n100 x\n")
     r = qcn("run", "fct", "--backend", "sim", "--set", f'workload.flow_sizes="{bad}"')
     assert_one_line_error(r, "bad.cdf:2", "bytes cdf")
-
-
-def test_fct_runs_on_the_simulator_unless_told_otherwise(tmp_path: Path) -> None:
-    r = qcn("run", "fct", "--quiet", "--duration", "0.01", "--out", str(tmp_path / "auto"))
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("qcn run: fct on the simulator")
-    # Asked for BMv2, which has no flow generator yet (or is missing here): one error line.
-    r = qcn("run", "fct", "--backend", "mininet", "--out", str(tmp_path / "bmv2"))
-    assert_one_line_error(r)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import shutil
 import signal
@@ -445,4 +446,24 @@ def test_compare_sets_bmv2_beside_the_simulator(tmp_path: Path) -> None:
     assert 0 < rows["delivered_offered_uncongested"]["bmv2"][0] <= 1.05
     assert rows["queue_mean_episode_pkts"]["ok"] in (True, False)  # both sides measured it
     assert (tmp_path / "cmp" / "bmv2-1" / "summary.json").exists()
+    assert leftovers() == ("", "")
+
+
+# -- seed 003's dynamic flows: every flow finished or counted (docs/fct.md) -----------------
+
+
+def test_fct_every_started_flow_finishes_or_is_counted(tmp_path: Path) -> None:
+    s = qcn_run(tmp_path, "fct", "--backend", "mininet", "--duration", "0.06")  # 15 s on BMv2
+    flows = s["flows"]
+    assert flows["started"] > 500
+    assert flows["finished"] + flows["unfinished"] == flows["started"]
+    assert flows["finished"] >= 0.95 * flows["started"]
+    with (tmp_path / "flows.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == flows["started"]
+    assert sum(int(r["finished"]) for r in rows) == flows["finished"]
+    assert all(float(r["slowdown"]) >= 1 for r in rows if r["finished"] == "1")
+    assert s["cnms"] > 0  # the flows' own reaction points were told
+    # Every loss the receiver saw was sent again (and a few copies after late ACKs).
+    assert flows["retransmitted_frames"] >= s["drops"]
     assert leftovers() == ("", "")

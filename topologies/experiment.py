@@ -9,6 +9,9 @@ and composes three parts:
    the scenario's service rate (packets/s of its frames) and buffer; the sink
    (:mod:`topologies.sink`) on the last host, a reaction-point daemon per source host (with
    QCN) and a traffic source per source host (``qcn rp send``);
+   With the flows workload (:class:`FlowsExperiment`, docs/fct.md), a flow sender per
+   source host (:mod:`reaction_point.flow_sender`), per-flow reaction points, and the flow
+   receiver (:mod:`topologies.flow_receiver`) in the sink's place;
 2. the measurement loop (:func:`~topologies.measurement.measure`): the schedule, the CP
    port's depth at ``sample_hz``, progress;
 3. trace assembly (:func:`~topologies.traces.sink_trace`): the recording on a regular grid.
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import sys
 import threading
 import time
@@ -28,15 +32,23 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from qcn.core.flows import records_from_logs
 from qcn.core.params import CpParams, QcnParams, SamplingMode
 from qcn.core.scenario import Scenario, require_backend
 from qcn.core.trace import Trace
+from reaction_point.flow_sender import HostFlow, write_host_flows
 from topologies.errors import ExperimentError
 from topologies.measurement import Hooks, Recording, rate_pps
 from topologies.testbed import Emulation, Testbed, missing_requirements
 from topologies.traces import read_limiter_logs, sink_trace
 
-__all__ = ["DEFAULT_SAMPLE_HZ", "Emulation", "MininetExperiment", "missing_requirements"]
+__all__ = [
+    "DEFAULT_SAMPLE_HZ",
+    "Emulation",
+    "FlowsExperiment",
+    "MininetExperiment",
+    "missing_requirements",
+]
 
 SINK_PORT = 5001
 SWITCH = "s1"
@@ -70,9 +82,12 @@ class Experiment:
         sample_hz: float = DEFAULT_SAMPLE_HZ,
         progress: Callable[[str], None] = print,
         emulation: Emulation | None = None,
+        seed: int = 1,
     ) -> None:
         require_backend(sc, "mininet", ExperimentError)
         self.sc, self.out, self.qcn, self.cli, self.progress = sc, out, qcn, cli, progress
+        self.seed = seed
+        """What random draws the run makes (the flows workload's flows) come from it."""
         self.emulation = emulation or Emulation()
         self.sample_interval_s = 1.0 / sample_hz
         self.rec = Recording()
@@ -128,7 +143,11 @@ class MininetExperiment(Experiment):
             if self.emulation.pcap:
                 tb.start_captures([f"{SWITCH}-eth{self.cp_port}", f"{SWITCH}-eth1"])
             if self.qcn:
-                tb.start_reaction_points(self.sources, QcnParams(rp=sc.params.rp, cp=sc.params.cp))
+                tb.start_reaction_points(
+                    self.sources,
+                    QcnParams(rp=sc.params.rp, cp=sc.params.cp),
+                    per_flow=self.per_flow_limiters,
+                )
             self.progress("qcn run: sink and reaction points up; starting the sources")
             hooks = Hooks(
                 start_traffic=lambda start: self._start_sources(tb, start),
@@ -158,6 +177,9 @@ class MininetExperiment(Experiment):
             )
         return trace
 
+    per_flow_limiters = False
+    """The reaction points keep one limiter per IPv4 flow, not per destination."""
+
     def _source_report_path(self, host: str) -> Path:
         return self.out / "logs" / f"source-{host}.json"
 
@@ -176,15 +198,15 @@ class MininetExperiment(Experiment):
 
     # -- the sink and the sources ------------------------------------------------------------
 
-    def _start_sink(self, tb: Testbed) -> None:
-        command = [
-            sys.executable,
-            "-m",
-            "topologies.sink",
-            f"--port={SINK_PORT}",
-            f"--interval={self.sample_interval_s}",
+    def sink_command(self) -> list[str]:
+        """What receives the traffic on the sink host: it reports like topologies.sink."""
+        return [
+            *(sys.executable, "-m", "topologies.sink"),
+            *(f"--port={SINK_PORT}", f"--interval={self.sample_interval_s}"),
         ]
-        proc = tb.popen("sink", f"h{self.sink_index}", command, capture=True)
+
+    def _start_sink(self, tb: Testbed) -> None:
+        proc = tb.popen("sink", f"h{self.sink_index}", self.sink_command(), capture=True)
         if proc.stdout is None or not proc.stdout.readline():
             raise ExperimentError(f"the sink did not start: {tb.last_log_line('sink')}")
 
@@ -240,3 +262,87 @@ class MininetExperiment(Experiment):
         t0, first = rows[min(i, len(rows) - 2)]
         total = sum(c[1] for c in last.values()) - sum(c[1] for c in first.values())
         return 8 * total / (t1 - t0) if t1 > t0 else 0.0
+
+
+class FlowsExperiment(MininetExperiment):
+    """The flows workload (docs/fct.md): each source host's flow sender starts the flows
+    drawn for it from the run's seed (the simulator's, for the same seed), each flow behind
+    its own reaction point; the flow receiver on the sink records their completions."""
+
+    per_flow_limiters = True
+
+    def setup(self) -> None:
+        super().setup()
+        self.arrivals = self.sc.draw_flows(self.seed)
+        self.origin = math.nan
+        """Monotonic time of the run's start: the flows' start times count from it."""
+
+    def _log(self, name: str) -> Path:
+        return self.out / "logs" / name
+
+    def sink_command(self) -> list[str]:
+        return [
+            *(sys.executable, "-m", "topologies.flow_receiver"),
+            *(f"--port={SINK_PORT}", f"--interval={self.sample_interval_s}"),
+            *(
+                f"--frame-bytes={self.sc.network.frame_bytes}",
+                f"--log={self._log('flows-sink.jsonl')}",
+            ),
+        ]
+
+    def _start_sources(self, tb: Testbed, start: float) -> None:
+        self.origin = start
+        for i, host in enumerate(self.sources):
+            table = self._log(f"flows-{host}.csv")
+            write_host_flows(
+                table,
+                [
+                    HostFlow(n, a.start_s, a.size_bytes)
+                    for n, a in enumerate(self.arrivals)
+                    if a.source == i
+                ],
+            )
+            tb.popen(
+                f"flows {host}",
+                host,
+                [
+                    *(sys.executable, "-m", "reaction_point.flow_sender", str(table)),
+                    *("--dst", self.sink_ip, "--port", str(SINK_PORT)),
+                    *("--frame-bytes", str(self.sc.network.frame_bytes)),
+                    *("--rto", repr(self.sc.workload.rto_s), "--origin", repr(start)),
+                    *("--log", str(self._log(f"flows-{host}.jsonl"))),
+                ],
+                sender=True,
+            )
+
+    def trace(self) -> Trace:
+        trace = super().trace()
+        net = self.sc.network
+        sender_lines = [
+            line for host in self.sources for line in _json_lines(self._log(f"flows-{host}.jsonl"))
+        ]
+        trace.flows = records_from_logs(
+            self.arrivals,
+            sender_lines,
+            _json_lines(self._log("flows-sink.jsonl")),
+            origin=self.origin,
+            frame_bytes=net.frame_bytes,
+            rate_bps=min(net.line_rate_bps, net.bottleneck_rate_bps),
+            one_way_s=net.rtt_s / 2,
+        )
+        return trace
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    """A JSON-lines log; a line cut short by a kill is left out (and nothing else is)."""
+    out: list[dict[str, Any]] = []
+    try:
+        text = path.read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out

@@ -20,6 +20,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 from qcn.core.signals import stop_on_signals
 from reaction_point.sources import ETH_IP_UDP_HEADERS, SEQUENCE
@@ -29,21 +30,28 @@ SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 """Linux's SO_RCVBUFFORCE (33): SO_RCVBUF beyond rmem_max, for CAP_NET_ADMIN."""
 
 
+def receiving_socket(port: int) -> socket.socket:
+    """A non-blocking UDP socket bound to ``port``, with a receive buffer that holds what
+    arrives while its reader waits for the CPU."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    # A sink kept waiting must not lose what arrived meanwhile (it would count as the
+    # network's drops).  After the transient's restore the real-time switch at its
+    # capacity kept ordinary processes off the CPU for up to 10 s, and a 4 MB buffer
+    # lost 47.7k frames; 256 MB of socket memory (about 110k frames of 1500 B, each
+    # charged ~2.3 KB) holds 13 s at 100 Mb/s, and is used only while it waits.  As
+    # root, past net.core.rmem_max (212,992 bytes by default: ~26 ms).
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
+    except PermissionError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
+    sock.bind(("0.0.0.0", port))
+    sock.setblocking(False)
+    return sock
+
+
 class Sink:
     def __init__(self, port: int) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        # A sink kept waiting must not lose what arrived meanwhile (it would count as the
-        # network's drops).  After the transient's restore the real-time switch at its
-        # capacity kept ordinary processes off the CPU for up to 10 s, and a 4 MB buffer
-        # lost 47.7k frames; 256 MB of socket memory (about 110k frames of 1500 B, each
-        # charged ~2.3 KB) holds 13 s at 100 Mb/s, and is used only while it waits.  As
-        # root, past net.core.rmem_max (212,992 bytes by default: ~26 ms).
-        try:
-            self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
-        except PermissionError:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
-        self.sock.bind(("0.0.0.0", port))
-        self.sock.setblocking(False)
+        self.sock = receiving_socket(port)
         self.counts: dict[str, list[int]] = {}
         self.next_seq: dict[str, int] = {}
 
@@ -73,24 +81,45 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=float, default=0.01, help="seconds between reports")
     args = ap.parse_args(argv)
     sink = Sink(args.port)
+    report_until_stopped(sink.sock, sink.drain, lambda: sink.counts, args.interval)
+    return 0
+
+
+STOP_CHECK_S = 0.05
+"""The longest wait for a frame: a stop request is seen within it."""
+
+
+def report_until_stopped(
+    sock: socket.socket,
+    drain: Callable[[], None],
+    counts: Callable[[], dict[str, list[int]]],
+    interval_s: float,
+    *,
+    final: bool = False,
+) -> None:
+    """Until SIGINT or SIGTERM: ``drain()`` whenever ``sock`` has frames, and print
+    ``{"t": ..., "rx": counts()}`` every ``interval_s`` (a first, empty one at once: the
+    line that says it is ready), and once more when stopped if ``final``."""
     stopping = threading.Event()
     stop_on_signals(stopping.set)
-    print(json.dumps({"t": time.monotonic(), "rx": {}}), flush=True)  # ready
-    next_report = time.monotonic() + args.interval
+    print(json.dumps({"t": time.monotonic(), "rx": {}}), flush=True)
+    next_report = time.monotonic() + interval_s
     while not stopping.is_set():
-        timeout = max(0.0, next_report - time.monotonic())
+        timeout = max(0.0, min(STOP_CHECK_S, next_report - time.monotonic()))
         try:
-            readable, _, _ = select.select([sink.sock], [], [], timeout)
+            readable, _, _ = select.select([sock], [], [], timeout)
         except InterruptedError:
             continue
         if readable:
-            sink.drain()
+            drain()
         now = time.monotonic()
         if now >= next_report:
-            sys.stdout.write(json.dumps({"t": now, "rx": sink.counts}) + "\n")
+            sys.stdout.write(json.dumps({"t": now, "rx": counts()}) + "\n")
             sys.stdout.flush()
-            next_report = now + args.interval
-    return 0
+            next_report = now + interval_s
+    if final:
+        drain()
+        print(json.dumps({"t": time.monotonic(), "rx": counts()}), flush=True)
 
 
 if __name__ == "__main__":

@@ -365,8 +365,11 @@ class Testbed:
             if proc.poll() not in (None, 0):
                 raise ExperimentError(f"{name} failed: {self.last_log_line(name)}")
 
-    def start_reaction_points(self, hosts: list[str], params: QcnParams) -> None:
-        """One ``qcn rp start`` per host on its eth0, CSVs in ``rp/``; waits until all run."""
+    def start_reaction_points(
+        self, hosts: list[str], params: QcnParams, *, per_flow: bool = False
+    ) -> None:
+        """One ``qcn rp start`` per host on its eth0, CSVs in ``rp/``; waits until all run.
+        ``per_flow``: a limiter per IPv4 flow (the flows workload's), not per destination."""
         path = self.out / "params.toml"
         params.save(path)
         status_dir = self.out / RP_STATUS_DIR
@@ -384,6 +387,7 @@ class Testbed:
                     *(sys.executable, "-m", "qcn", "rp", "start", f"--iface={name}-eth0"),
                     *(f"--params={path}", f"--csv-dir={self.out / 'rp'}"),
                     f"--status-dir={status_dir}",
+                    *(["--per-flow"] if per_flow else []),
                 ],
             )
 

@@ -18,7 +18,8 @@ import csv
 import itertools
 import math
 import random
-from collections.abc import Callable, Sequence
+import struct
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,9 +29,18 @@ from qcn.core.errors import QcnError
 WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workloads"
 """The CDF files shipped with the project (``NAME.cdf``: ``web-search``, ``hadoop``)."""
 
-FLOW_HEADER_BYTES = 14 + 20 + 8 + 16
+FLOW_HEADER = struct.Struct("!IIII")
+"""The flow header, first in each frame's UDP payload: flow id, the frame's sequence number
+in its flow (from 0), the flow's size in bytes, flags.  An acknowledgement is the header of
+the frame it acknowledges with :data:`FLAG_ACK` set, and nothing else.  The flags' bits
+from :data:`COPY_SHIFT` up count the copies of the frame sent before this one: a copy that
+arrives first tells the receiver that the earlier ones were lost (the path is FIFO)."""
+FLAG_ACK = 1
+COPY_SHIFT = 8
+ETH_IP_UDP_BYTES = 14 + 20 + 8
+FLOW_HEADER_BYTES = ETH_IP_UDP_BYTES + FLOW_HEADER.size
 """What each frame of a flow carries besides the flow's bytes: Ethernet, IPv4, UDP and the
-flow header (flow id, sequence number, flow size, flags; 4 bytes each)."""
+flow header."""
 MIN_FRAME_BYTES = 60
 """The shortest Ethernet frame without its FCS: a flow's short last frame is padded to it."""
 SHORT_FLOW_BYTES = 100_000
@@ -286,6 +296,43 @@ FLOW_CSV_COLUMNS = (
     "retransmitted_frames",
     "finished",
 )
+
+
+def records_from_logs(
+    arrivals: Sequence[FlowArrival],
+    sender_lines: Iterable[dict[str, Any]],
+    receiver_lines: Iterable[dict[str, Any]],
+    *,
+    origin: float,
+    frame_bytes: int,
+    rate_bps: float,
+    one_way_s: float,
+) -> list[FlowRecord]:
+    """Every flow of ``arrivals`` (flow id: its index) as a record, from what the senders
+    and the receiver logged (reaction_point.flow_sender, topologies.flow_receiver), times
+    taken from ``origin``.  A flow with no start record never started (its sender was
+    stopped first): it keeps its due time and is unfinished, like one with no finish."""
+    started: dict[int, float] = {}
+    retransmitted: dict[int, int] = {}
+    for line in sender_lines:
+        if "start" in line:
+            started[line["flow"]] = line["start"] - origin
+        if "retransmitted" in line:
+            retransmitted[line["flow"]] = line["retransmitted"]
+    finished = {line["flow"]: line["finish"] - origin for line in receiver_lines}
+    return [
+        FlowRecord(
+            flow_id=i,
+            source=a.source,
+            destination=0,
+            size_bytes=a.size_bytes,
+            start_s=started.get(i, a.start_s),
+            ideal_fct_s=ideal_fct_s(a.size_bytes, frame_bytes, rate_bps, one_way_s),
+            finish_s=finished.get(i, math.nan) if i in started else math.nan,
+            retransmitted_frames=retransmitted.get(i, 0),
+        )
+        for i, a in enumerate(arrivals)
+    ]
 
 
 def write_flows_csv(path: Path, records: Sequence[FlowRecord]) -> None:

@@ -227,13 +227,15 @@ def uncongested_queue(sc: Scenario, tr: Trace) -> dict[str, Any]:
     """The queue over the uncongested phases before any congestion (:func:`quiet_until_s`)
     that offer at most :data:`qcn.core.noise.QUIET_LOAD` of the capacity
     (:func:`qcn.core.noise.uncongested_queue`): where a queue above q_eq is the
-    emulation's, not the traffic's or QCN's."""
+    emulation's, not the traffic's or QCN's.  The flows workload has none: its flows leave
+    at line rate, so they fill q_eq by themselves at any load (docs/fct.md)."""
     until = quiet_until_s(sc, tr)
     rows = [
         k
         for a, b, rs in phase_rows(sc, tr)
         if b <= until and sc.offered_bps(a) <= noise.QUIET_LOAD * sc.capacity_at((a + b) / 2)
         for k in rs
+        if sc.workload.pattern != "flows"
     ]
     return noise.uncongested_queue(sc, tr.queue_pkts, rows) | {"until_s": until}
 

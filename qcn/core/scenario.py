@@ -75,7 +75,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from qcn.core.errors import QcnError
-from qcn.core.flows import FlowSizeError, size_distribution
+from qcn.core.flows import FlowArrival, FlowSizeError, draw_arrivals, size_distribution
 from qcn.core.params import ParamError, QcnParams
 from qcn.core.tomlfile import read_toml
 
@@ -227,6 +227,20 @@ class Scenario:
         """The flows workload: no flow starts after this (``workload.drain_fraction``)."""
         return self.duration_s * (1 - self.workload.drain_fraction)
 
+    def draw_flows(self, seed: int) -> list[FlowArrival]:
+        """The flows workload's flows for random seed ``seed`` (the same on every backend:
+        qcn.core.flows.draw_arrivals with this scenario's workload and network)."""
+        wl, net = self.workload, self.network
+        return draw_arrivals(
+            size_distribution(wl.flow_sizes, wl.ipc_fraction),
+            sources=net.sources,
+            load=wl.load,
+            rate_bps=net.bottleneck_rate_bps,
+            until_s=self.flows_until_s,
+            size_scale=wl.flow_size_scale,
+            seed=seed,
+        )
+
     def congested_episode_s(self) -> tuple[float, float] | None:
         """(start, end) of the congestion episode, if the run has one: the bottleneck's last
         reduced-capacity period, or a TCP workload's hot-spot flows."""
@@ -345,11 +359,6 @@ def backend_refusal(sc: Scenario, backend: str) -> str:
         return (
             f"{sc.name} runs real iperf3 flows through kernel limiters: the simulator has no "
             "TCP or iperf3 model (run it with --backend mininet)"
-        )
-    if backend == "mininet" and sc.workload.pattern == "flows":
-        return (
-            f"{sc.name}: the flows workload runs on the simulator only for now (BMv2's flow "
-            "generator and receiver are not built yet; run it with --backend sim)"
         )
     if backend == "mininet" and sc.network.pause and sc.network.topology != "multihop":
         return (

@@ -1,0 +1,321 @@
+"""The flows workload's sender on a host (docs/fct.md): starts its flows when they are due
+and sends their frames as UDP through the host's kernel limiters, one socket per flow.
+
+Each flow is a UDP socket of its own, so each has its own 5-tuple and, with the reaction
+point daemon's per-flow limiters (``qcn rp start --per-flow``), its own reaction point, as
+in seed 003.  The sockets are non-blocking with a small send buffer: a flow whose limiter
+holds its frames back finds its socket full and loses its turn, while the others go on.
+The active flows take turns, a frame each.
+
+Transport (the same as the simulator's): the receiver acknowledges every frame
+(:mod:`topologies.flow_receiver`); a frame not acknowledged ``rto_s`` after it was sent is
+sent again, ahead of the flow's new frames.
+
+It writes one JSON line per event to its log, flushed at once, so an interrupted run keeps
+every record::
+
+    {"flow": 7, "start": 12.5, "size": 4000, "sport": 40312}      # the flow started
+    {"flow": 7, "acked": 12.6, "retransmitted": 1}                 # every frame acknowledged
+    {"flow": 9, "stopped": 14.0, "retransmitted": 0}               # still sending at the stop
+
+Times are ``time.monotonic()``, which every network namespace shares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import heapq
+import json
+import resource
+import selectors
+import socket
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from qcn.core.flows import (
+    COPY_SHIFT,
+    ETH_IP_UDP_BYTES,
+    FLAG_ACK,
+    FLOW_HEADER,
+    flow_frames,
+)
+from qcn.core.signals import stop_on_signals
+
+SEND_BUFFER_BYTES = 4096
+"""Each flow's socket holds about one frame in the kernel (the minimum Linux allows, which
+it doubles): a limiter that holds the flow back stops it at once."""
+MAX_ACTIVE_FLOWS = 4096
+"""At most this many flows (sockets) at once, and fewer if the file limit is lower: a flow
+due beyond it starts when one finishes (a host out of sockets waits too), which its FCT
+counts."""
+IDLE_WAIT_S = 0.05
+"""The longest wait when nothing is due: a stop request is seen within it."""
+
+
+@dataclass(frozen=True)
+class HostFlow:
+    """One of this host's flows: its id in the run, when it starts, its bytes."""
+
+    flow_id: int
+    start_s: float
+    size_bytes: int
+
+
+@dataclass(eq=False)
+class SendingFlow:
+    flow_id: int
+    size: int
+    frames: int
+    last_frame_bytes: int
+    sock: socket.socket
+    next_frame: int = 0
+    resend: deque[int] = field(default_factory=deque)
+    unacked: set[int] = field(default_factory=set)
+    copies: dict[int, int] = field(default_factory=dict)
+    """Copies sent of each frame sent more than once (the others: one)."""
+    acked: int = 0
+    retransmitted: int = 0
+
+    @property
+    def has_frames(self) -> bool:
+        return self.next_frame < self.frames or bool(self.resend)
+
+
+class FlowSender:
+    """Sends the flows of ``arrivals`` (start times relative to ``origin``) to ``dst``."""
+
+    def __init__(
+        self,
+        arrivals: list[HostFlow],
+        *,
+        dst: str,
+        port: int,
+        frame_bytes: int,
+        rto_s: float,
+        origin: float,
+        log: IO[str],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.pending = deque(sorted(arrivals, key=lambda a: a.start_s))
+        self.dst, self.port = dst, port
+        self.frame_bytes, self.rto_s = frame_bytes, rto_s
+        self.origin, self.log, self.clock = origin, log, clock
+        self.selector = selectors.DefaultSelector()
+        self.turns: deque[SendingFlow] = deque()
+        """Flows with a frame to send whose socket has room."""
+        self.active: dict[int, SendingFlow] = {}
+        self.timeouts: list[tuple[float, int, int]] = []
+        """(deadline, flow id, frame) of every frame sent and not yet acknowledged."""
+        self.padding = bytes(frame_bytes)
+        self.max_active = max_active_flows()
+
+    @property
+    def done(self) -> bool:
+        return not self.pending and not self.active
+
+    def _write(self, record: dict[str, Any]) -> None:
+        self.log.write(json.dumps(record) + "\n")
+        self.log.flush()
+
+    def _start_due(self, now: float) -> None:
+        while (
+            self.pending
+            and self.origin + self.pending[0].start_s <= now
+            and len(self.active) < self.max_active
+        ):
+            a = self.pending.popleft()
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
+            sock.setblocking(False)
+            sock.connect((self.dst, self.port))
+            frames, last = flow_frames(a.size_bytes, self.frame_bytes)
+            flow = SendingFlow(a.flow_id, a.size_bytes, frames, last, sock)
+            self.active[a.flow_id] = flow
+            self.selector.register(sock, selectors.EVENT_READ, flow)
+            self.turns.append(flow)
+            # The flow's start is when it was due: a late sender counts against its FCT.
+            self._write(
+                {
+                    "flow": a.flow_id,
+                    "start": self.origin + a.start_s,
+                    "size": a.size_bytes,
+                    "sport": sock.getsockname()[1],
+                }
+            )
+
+    def _expire(self, now: float) -> None:
+        while self.timeouts and self.timeouts[0][0] <= now:
+            _, flow_id, frame = heapq.heappop(self.timeouts)
+            flow = self.active.get(flow_id)
+            if flow is None or frame not in flow.unacked:
+                continue
+            flow.unacked.discard(frame)
+            had_frames = flow.has_frames
+            flow.resend.append(frame)
+            flow.retransmitted += 1
+            if not had_frames:
+                self.turns.append(flow)
+
+    def _send_one(self, flow: SendingFlow, now: float) -> bool:
+        """The flow's next frame; False if its socket is full (it waits to be writable)."""
+        frame = flow.resend[0] if flow.resend else flow.next_frame
+        length = flow.last_frame_bytes if frame == flow.frames - 1 else self.frame_bytes
+        earlier = flow.copies.get(frame, 1) if flow.resend else 0
+        payload = FLOW_HEADER.pack(flow.flow_id, frame, flow.size, earlier << COPY_SHIFT)
+        payload += self.padding[: length - ETH_IP_UDP_BYTES - FLOW_HEADER.size]
+        try:
+            flow.sock.send(payload)
+        except BlockingIOError:
+            self.selector.modify(flow.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, flow)
+            return False
+        if flow.resend:
+            flow.resend.popleft()
+            flow.copies[frame] = earlier + 1
+        else:
+            flow.next_frame += 1
+        flow.unacked.add(frame)
+        heapq.heappush(self.timeouts, (now + self.rto_s, flow.flow_id, frame))
+        return True
+
+    def _send_round(self, now: float) -> None:
+        """Each flow in turn sends one frame."""
+        for _ in range(len(self.turns)):
+            flow = self.turns.popleft()
+            if flow.flow_id not in self.active or not flow.has_frames:
+                continue
+            if self._send_one(flow, now) and flow.has_frames:
+                self.turns.append(flow)
+
+    def _acknowledged(self, flow: SendingFlow) -> None:
+        while True:
+            try:
+                data = flow.sock.recv(64)
+            except (BlockingIOError, ConnectionRefusedError):
+                return
+            if len(data) < FLOW_HEADER.size:
+                continue
+            flow_id, frame, _size, flags = FLOW_HEADER.unpack_from(data)
+            if flags & FLAG_ACK and flow_id == flow.flow_id and frame in flow.unacked:
+                flow.unacked.discard(frame)
+                flow.acked += 1
+        # (A frame that timed out and was acknowledged late is still sent again: its
+        # duplicate is counted by the receiver.)
+
+    def _finish_if_done(self, flow: SendingFlow) -> None:
+        if flow.acked < flow.frames or flow.flow_id not in self.active:
+            return
+        del self.active[flow.flow_id]
+        self.selector.unregister(flow.sock)
+        flow.sock.close()
+        self._write(
+            {"flow": flow.flow_id, "acked": self.clock(), "retransmitted": flow.retransmitted}
+        )
+
+    def step(self) -> None:
+        """Start what is due, resend what timed out, send a round, then handle the sockets'
+        acknowledgements and room (waiting for them, or for what falls due, when no flow
+        can send)."""
+        now = self.clock()
+        self._start_due(now)
+        self._expire(now)
+        self._send_round(now)
+        if self.turns:
+            wait = 0.0
+        else:
+            due = [IDLE_WAIT_S]
+            if self.pending:
+                due.append(self.origin + self.pending[0].start_s - now)
+            if self.timeouts:
+                due.append(self.timeouts[0][0] - now)
+            wait = max(0.0, min(due))
+        for key, events in self.selector.select(wait):
+            flow = key.data
+            if events & selectors.EVENT_WRITE:
+                self.selector.modify(flow.sock, selectors.EVENT_READ, flow)
+                if flow.has_frames:
+                    self.turns.append(flow)
+            if events & selectors.EVENT_READ:
+                self._acknowledged(flow)
+                self._finish_if_done(flow)
+
+    def close(self) -> None:
+        """Stop: a record for every flow still active, then close everything."""
+        now = self.clock()
+        for flow in self.active.values():
+            self._write({"flow": flow.flow_id, "stopped": now, "retransmitted": flow.retransmitted})
+            flow.sock.close()
+        self.active.clear()
+        self.selector.close()
+
+
+def max_active_flows() -> int:
+    """:data:`MAX_ACTIVE_FLOWS`, within the process's file limit (raised to its maximum)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    if soft == resource.RLIM_INFINITY:
+        return MAX_ACTIVE_FLOWS
+    return max(1, min(MAX_ACTIVE_FLOWS, soft - 64))  # (room for the log, the selector...)
+
+
+def read_host_flows(path: Path) -> list[HostFlow]:
+    """A host's flows: CSV rows ``flow,start_s,size_bytes`` (with that header)."""
+    with path.open(newline="") as f:
+        return [
+            HostFlow(int(r["flow"]), float(r["start_s"]), int(r["size_bytes"]))
+            for r in csv.DictReader(f)
+        ]
+
+
+def write_host_flows(path: Path, flows: list[HostFlow]) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["flow", "start_s", "size_bytes"])
+        for h in flows:
+            w.writerow([h.flow_id, repr(h.start_s), h.size_bytes])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("flows", type=Path, help="CSV of flow,start_s,size_bytes")
+    ap.add_argument("--dst", required=True, help="the receiver's IPv4 address")
+    ap.add_argument("--port", type=int, default=5002)
+    ap.add_argument("--frame-bytes", type=int, default=1500)
+    ap.add_argument("--rto", type=float, default=1.0, help="retransmission timeout, s")
+    ap.add_argument("--origin", type=float, help="monotonic time of start_s 0 (default: now)")
+    ap.add_argument("--log", type=Path, required=True, help="where the JSON lines go")
+    args = ap.parse_args(argv)
+    arrivals = read_host_flows(args.flows)
+    stopping = threading.Event()
+    stop_on_signals(stopping.set)
+    with args.log.open("a") as log:
+        sender = FlowSender(
+            arrivals,
+            dst=args.dst,
+            port=args.port,
+            frame_bytes=args.frame_bytes,
+            rto_s=args.rto,
+            origin=args.origin if args.origin is not None else time.monotonic(),
+            log=log,
+        )
+        print(json.dumps({"flows": len(arrivals)}), flush=True)  # ready
+        try:
+            while not stopping.is_set() and not sender.done:
+                sender.step()
+        finally:
+            sender.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""The flows workload's sender and receiver on real sockets (docs/fct.md, "Transport"): two
+network namespaces joined by a veth, the sender's side shaped by a real TBF whose small
+queue drops frames, which the sender then sends again."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qcn.core.flows import flow_frames
+from reaction_point.flow_sender import HostFlow, write_host_flows
+from tests.toolchain import requires_root
+from topologies.bmv2 import wait_until
+from topologies.netns import VethEnd, add_veth, namespaces, sh
+
+pytestmark = requires_root()
+
+SENDER_IP, RECEIVER_IP = "10.77.0.1", "10.77.0.2"
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[str, str]]:
+    tag = os.getpid() % 100000
+    tx, rx = f"fts{tag}", f"ftr{tag}"
+    with namespaces(tx, rx):
+        add_veth(
+            VethEnd(tx, "ft-s", address=f"{SENDER_IP}/24"),
+            VethEnd(rx, "ft-r", address=f"{RECEIVER_IP}/24"),
+        )
+        yield tx, rx
+
+
+def flows(n: int, seed: int, max_bytes: int, gap_s: float) -> list[HostFlow]:
+    rng = random.Random(seed)
+    out, t = [], 0.0
+    for i in range(n):
+        t += rng.expovariate(1 / gap_s)
+        out.append(HostFlow(100 + i, t, rng.randint(1, max_bytes)))
+    return out
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def in_ns(ns: str, *args: str) -> list[str]:
+    return ["ip", "netns", "exec", ns, sys.executable, "-m", *args]
+
+
+def start_receiver(rx: str, log: Path) -> subprocess.Popen[str]:
+    """The receiver, reporting only when it stops (see :func:`stop`)."""
+    command = in_ns(rx, "topologies.flow_receiver", "--log", str(log), "--interval", "1000")
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert '"rx"' in proc.stdout.readline()
+    return proc
+
+
+def stop(proc: subprocess.Popen[str]) -> dict[str, list[int]]:
+    """Stop the receiver; its last report: [frames, bytes, lost] per source address."""
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 0
+    rx: dict[str, list[int]] = json.loads(out.splitlines()[-1])["rx"]
+    return rx
+
+
+def send(tx: str, tmp: Path, host_flows: list[HostFlow], rto_s: float) -> Path:
+    table, log = tmp / "flows.csv", tmp / "sender.jsonl"
+    write_host_flows(table, host_flows)
+    subprocess.run(
+        in_ns(tx, "reaction_point.flow_sender", str(table), "--dst", RECEIVER_IP,
+              "--rto", str(rto_s), "--log", str(log)),
+        check=True, timeout=60, capture_output=True,
+    )  # fmt: skip
+    return log
+
+
+def test_every_flow_finishes_and_is_recorded_at_both_ends(
+    pair: tuple[str, str], tmp_path: Path
+) -> None:
+    tx, rx = pair
+    host_flows = flows(20, seed=1, max_bytes=30_000, gap_s=0.01)
+    receiver = start_receiver(rx, tmp_path / "receiver.jsonl")
+    try:
+        log = send(tx, tmp_path, host_flows, rto_s=0.5)
+    finally:
+        stop(receiver)
+    sent = lines(log)
+    starts = {r["flow"]: r for r in sent if "start" in r}
+    acked = {r["flow"]: r for r in sent if "acked" in r}
+    finished = {r["flow"]: r for r in lines(tmp_path / "receiver.jsonl")}
+    assert set(starts) == set(acked) == set(finished) == {f.flow_id for f in host_flows}
+    for f in host_flows:
+        assert starts[f.flow_id]["size"] == finished[f.flow_id]["size"] == f.size_bytes
+        assert finished[f.flow_id]["src"] == SENDER_IP
+        assert (
+            starts[f.flow_id]["start"] < finished[f.flow_id]["finish"] <= acked[f.flow_id]["acked"]
+        )
+        assert acked[f.flow_id]["retransmitted"] == 0  # nothing is lost on a bare veth
+    # Each flow its own socket, so its own 5-tuple (the per-flow reaction point's key).
+    assert len({r["sport"] for r in starts.values()}) == len(host_flows)
+
+
+def test_frames_a_full_queue_drops_are_sent_again_until_every_flow_finishes(
+    pair: tuple[str, str], tmp_path: Path
+) -> None:
+    tx, rx = pair
+    # 5 Mb/s with room for two frames: concurrent flows overflow it, as a full buffer does.
+    sh("ip", "netns", "exec", tx, "tc", "qdisc", "add", "dev", "ft-s", "root", "tbf",
+       "rate", "5mbit", "burst", "3000", "limit", "3000")  # fmt: skip
+    host_flows = flows(30, seed=2, max_bytes=20_000, gap_s=0.01)
+    receiver = start_receiver(rx, tmp_path / "receiver.jsonl")
+    try:
+        log = send(tx, tmp_path, host_flows, rto_s=0.2)
+    finally:
+        received = stop(receiver)
+    stats = subprocess.run(
+        ["ip", "netns", "exec", tx, "tc", "-s", "qdisc", "show", "dev", "ft-s"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    dropped = int(stats.split("dropped ")[1].split(",")[0])
+    retransmitted = sum(r["retransmitted"] for r in lines(log) if "acked" in r)
+    finished = lines(tmp_path / "receiver.jsonl")
+    # Every drop is sent again, unless it was itself a copy sent after a late ACK (a busy
+    # machine): then the first copy arrived.
+    assert dropped > 0
+    assert retransmitted > 0
+    # The receiver learns each loss from the copy that arrives: all of them, unless a copy
+    # sent after a late ACK was dropped (its first copy had arrived).
+    lost = received[SENDER_IP][2]
+    assert 0.9 * dropped <= lost <= dropped
+    assert {r["flow"] for r in finished} == {f.flow_id for f in host_flows}
+    frames = sum(flow_frames(f.size_bytes, 1500)[0] for f in host_flows)
+    duplicates = sum(r["duplicates"] for r in finished)
+    assert retransmitted - dropped <= duplicates + frames  # bounded: no retransmission storm
+
+
+def test_an_interrupted_sender_keeps_every_record_it_wrote(
+    pair: tuple[str, str], tmp_path: Path
+) -> None:
+    tx, rx = pair
+    host_flows = flows(200, seed=3, max_bytes=5_000, gap_s=0.02)  # about 4 s of flows
+    table, log = tmp_path / "flows.csv", tmp_path / "sender.jsonl"
+    write_host_flows(table, host_flows)
+    receiver = start_receiver(rx, tmp_path / "receiver.jsonl")
+    command = in_ns(
+        tx, "reaction_point.flow_sender", str(table), "--dst", RECEIVER_IP, "--log", str(log)
+    )
+    sender = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert sender.stdout is not None
+        assert "flows" in sender.stdout.readline()
+        assert wait_until(lambda: log.exists() and len(log.read_text().splitlines()) >= 20, 10)
+        sender.send_signal(signal.SIGINT)
+        assert sender.wait(10) == 0
+    finally:
+        if sender.poll() is None:
+            sender.kill()
+        stop(receiver)
+    records = lines(log)  # every line whole
+    started = {r["flow"] for r in records if "start" in r}
+    ended = [r["flow"] for r in records if "acked" in r or "stopped" in r]
+    assert 10 <= len(started) < len(host_flows)
+    assert sorted(ended) == sorted(started)  # each started flow ends once: acked or stopped
