@@ -136,6 +136,8 @@ def compare_rows(
 
 
 def _target(f: Figure) -> str:
+    if f.kind == "ratio" and math.isclose(f.lo * f.hi, 1.0):
+        return f"within {f.hi:g}x"
     if f.kind == "ratio":
         return f"ratio in [{f.lo:g}, {f.hi:g}]"
     if f.kind == "diff":
