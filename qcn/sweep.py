@@ -9,6 +9,9 @@ table of every point's summary is ``OUT/sweep.csv`` and ``OUT/sweep.parquet``; p
 metric against the grid's axes (a line for one axis, a heatmap for two) are
 ``OUT/METRIC.png``.
 
+The axis ``qcn`` (``--grid qcn=true,false``) is no scenario field: its points run with QCN
+and without it (``qcn run --no-qcn``), so a grid can set schemes against no control at all.
+
 **Resumable.** A point's KEY hashes the scenario's content, the point's overrides, its seed,
 the backend and the code's version (the project's sources): a point whose directory holds a
 complete result with that key is not run again. Ctrl-C keeps every finished point (the table
@@ -86,6 +89,17 @@ class Point:
         return f"{values}{', ' if values else ''}seed {self.seed}"
 
 
+QCN_AXIS = "qcn"
+"""The grid key that runs points with QCN (true) or without it (false)."""
+
+
+def with_qcn(overrides: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether a point runs with QCN (its ``qcn`` axis, else true), and its scenario
+    overrides without that axis."""
+    rest = {k: v for k, v in overrides.items() if k != QCN_AXIS}
+    return bool(overrides.get(QCN_AXIS, True)), rest
+
+
 def parse_grid(text: str) -> tuple[str, list[Any]]:
     """``KEY=V1,V2,...`` with TOML values (``10e-6``, ``true``, ``"dequeue"``)."""
     key, sep, values = text.partition("=")
@@ -104,6 +118,8 @@ def parse_grid(text: str) -> tuple[str, list[Any]]:
     ]
     if len(set(same)) != len(same):
         raise SweepError(f"--grid {key}: a value is listed twice")
+    if key == QCN_AXIS and not all(isinstance(v, bool) for v in out):
+        raise SweepError(f"--grid {key}: its values are true and false (with and without QCN)")
     return key, out
 
 
@@ -158,7 +174,7 @@ def make_points(
     for values in itertools.product(*(v for _, v in grids)):
         overrides = dict(zip(keys, values, strict=True))
         try:
-            sc.with_overrides(overrides)
+            sc.with_overrides(with_qcn(overrides)[1])
         except QcnError as e:
             raise SweepError(f"--grid: {e}") from None
         for seed in range(1, seeds + 1):
@@ -168,10 +184,12 @@ def make_points(
 
 
 def point_scenario(sc: Scenario, overrides: dict[str, Any], *, scaled: bool) -> Scenario:
-    """The scenario a point runs: the base with its overrides, scaled for BMv2 if asked
-    (its figures are then in BMv2's time, as `qcn run` reports them)."""
-    out = sc.with_overrides(overrides)
-    return out.scaled_for_bmv2(keep=overrides.keys()) if scaled else out
+    """The scenario a point runs: the base with its overrides (the ``qcn`` axis aside),
+    scaled for BMv2 if asked (its figures are then in BMv2's time, as `qcn run` reports
+    them)."""
+    fields = with_qcn(overrides)[1]
+    out = sc.with_overrides(fields)
+    return out.scaled_for_bmv2(keep=fields.keys()) if scaled else out
 
 
 MININET_RESOURCE = "mininet"
@@ -194,7 +212,11 @@ def run_point(
         with tempfile.TemporaryDirectory(prefix="qcn-point-") as d:
             trace = run_mininet_point(sc, overrides, seed, Path(d))
         return trace, time.perf_counter() - began
-    options = backends.RunOptions(seed=seed, scaled_by=sc.bmv2.time_scale if scaled else None)
+    options = backends.RunOptions(
+        qcn=with_qcn(overrides)[0],
+        seed=seed,
+        scaled_by=sc.bmv2.time_scale if scaled else None,
+    )
     point_sc = point_scenario(sc, overrides, scaled=scaled)
     trace = backends.run_scenario(point_sc, "sim", Path(), options)
     return trace, time.perf_counter() - began
@@ -204,7 +226,7 @@ def run_mininet_point(sc: Scenario, overrides: dict[str, Any], seed: int, out: P
     """One point on this machine's BMv2 network, scaled as `qcn run` scales it; its logs
     and captures in ``out``."""
     point_sc = point_scenario(sc, overrides, scaled=True)
-    options = backends.RunOptions(seed=seed, say=lambda _m: None)
+    options = backends.RunOptions(qcn=with_qcn(overrides)[0], seed=seed, say=lambda _m: None)
     return backends.run_scenario(point_sc, "mininet", out, options)
 
 
@@ -255,10 +277,9 @@ class Store:
         self.rows[p.key] = self._row(p, summary)
         return True
 
-    def write_point(
-        self, p: Point, trace: Trace, *, backend: backends.Backend, qcn: bool = True
-    ) -> None:
+    def write_point(self, p: Point, trace: Trace, *, backend: backends.Backend) -> None:
         sc = point_scenario(self.sc, dict(p.overrides), scaled=self.scaled)
+        qcn = with_qcn(dict(p.overrides))[0]
         d = self.point_dir(p)
         d.mkdir(parents=True, exist_ok=True)
         (d / PARTIAL_MARKER).write_text("this point's results are being written\n")

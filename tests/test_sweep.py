@@ -17,10 +17,25 @@ from typing import Any
 import pytest
 
 from qcn.core import scenario as scenarios
-from qcn.sweep import SweepError, make_points, metric_cells, parse_grid
+from qcn.sweep import SweepError, make_points, metric_cells, parse_grid, run_point
 from tests.kit import Cluster, assert_one_line_error, qcn
 
 # -- the grid ------------------------------------------------------------------------------
+
+
+def test_the_qcn_axis_runs_points_with_and_without_qcn() -> None:
+    assert parse_grid("qcn=true,false") == ("qcn", [True, False])
+    with pytest.raises(SweepError, match="true and false"):
+        parse_grid("qcn=1,2")
+    sc = scenarios.load("fct").with_overrides({"duration_s": 0.01})
+    points = make_points(sc, [("qcn", [True, False])], 1, "sim")
+    assert len(points) == 2
+    base = sc.to_dict()
+    with_qcn, _ = run_point(base, {"qcn": True}, 1, False)
+    without, _ = run_point(base, {"qcn": False}, 1, False)
+    assert with_qcn.cnms > 0
+    assert without.cnms == 0
+    assert len(with_qcn.flows) == len(without.flows)  # the same flows, drawn from the seed
 
 
 def test_a_seed_that_never_recovered_is_counted_not_averaged() -> None:
