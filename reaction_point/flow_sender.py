@@ -7,16 +7,22 @@ in seed 003.  The sockets are non-blocking with a small send buffer: a flow whos
 holds its frames back finds its socket full and loses its turn, while the others go on.
 The active flows take turns, a frame each.
 
-Transport (the same as the simulator's): the receiver acknowledges every frame
+Transport (``frames``, the same as the simulator's): the receiver acknowledges every frame
 (:mod:`topologies.flow_receiver`); a frame not acknowledged ``rto_s`` after it was sent is
-sent again, ahead of the flow's new frames.
+sent again, ahead of the flow's new frames.  With ``--transport tcp`` each flow is a TCP
+connection instead (the kernel's TCP, as users run it): the flow header, then the flow's
+bytes, then the sender's half-close; the receiver closes once it has them all, and the
+flow's retransmissions are TCP's own (``TCP_INFO``).
 
 It writes one JSON line per event to its log, flushed at once, so an interrupted run keeps
 every record::
 
-    {"flow": 7, "start": 12.5, "size": 4000, "sport": 40312}      # the flow started
-    {"flow": 7, "acked": 12.6, "retransmitted": 1}                 # every frame acknowledged
-    {"flow": 9, "stopped": 14.0, "retransmitted": 0}               # still sending at the stop
+    {"flow": 7, "start": 12.5, "late": 0.0002, "size": 4000, "sport": 40312}   # started
+    {"flow": 7, "acked": 12.6, "retransmitted": 1}     # every frame acknowledged
+    {"flow": 9, "stopped": 14.0, "retransmitted": 0}   # still sending at the stop
+
+``start`` is when the flow was due; ``late``, how long after that the sender got to it (the
+arrival rate it sustained).
 
 Times are ``time.monotonic()``, which every network namespace shares.
 """
@@ -56,6 +62,8 @@ MAX_ACTIVE_FLOWS = 4096
 """At most this many flows (sockets) at once, and fewer if the file limit is lower: a flow
 due beyond it starts when one finishes (a host out of sockets waits too), which its FCT
 counts."""
+STREAM_ZEROS = bytes(65536)
+"""tcp: what a flow's bytes are sent from (their content does not matter)."""
 IDLE_WAIT_S = 0.05
 """The longest wait when nothing is due: a stop request is seen within it."""
 
@@ -81,6 +89,9 @@ class SendingFlow:
     unacked: set[int] = field(default_factory=set)
     copies: dict[int, int] = field(default_factory=dict)
     """Copies sent of each frame sent more than once (the others: one)."""
+    stream: bytes = b""
+    """tcp: the header still to send (then ``stream_left`` zero bytes)."""
+    stream_left: int = 0
     acked: int = 0
     retransmitted: int = 0
 
@@ -103,8 +114,10 @@ class FlowSender:
         origin: float,
         log: IO[str],
         clock: Callable[[], float] = time.monotonic,
+        transport: str = "frames",
     ) -> None:
         self.pending = deque(sorted(arrivals, key=lambda a: a.start_s))
+        self.tcp = transport == "tcp"
         self.dst, self.port = dst, port
         self.frame_bytes, self.rto_s = frame_bytes, rto_s
         self.origin, self.log, self.clock = origin, log, clock
@@ -132,20 +145,30 @@ class FlowSender:
             and len(self.active) < self.max_active
         ):
             a = self.pending.popleft()
-            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
-            sock.setblocking(False)
-            sock.connect((self.dst, self.port))
             frames, last = flow_frames(a.size_bytes, self.frame_bytes)
-            flow = SendingFlow(a.flow_id, a.size_bytes, frames, last, sock)
+            if self.tcp:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sock.setblocking(False)
+                sock.connect_ex((self.dst, self.port))
+                flow = SendingFlow(a.flow_id, a.size_bytes, frames, last, sock)
+                flow.stream = FLOW_HEADER.pack(a.flow_id, 0, a.size_bytes, 0)
+                flow.stream_left = a.size_bytes
+                self.selector.register(sock, selectors.EVENT_WRITE, flow)
+            else:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
+                sock.setblocking(False)
+                sock.connect((self.dst, self.port))
+                flow = SendingFlow(a.flow_id, a.size_bytes, frames, last, sock)
+                self.selector.register(sock, selectors.EVENT_READ, flow)
+                self.turns.append(flow)
             self.active[a.flow_id] = flow
-            self.selector.register(sock, selectors.EVENT_READ, flow)
-            self.turns.append(flow)
             # The flow's start is when it was due: a late sender counts against its FCT.
             self._write(
                 {
                     "flow": a.flow_id,
                     "start": self.origin + a.start_s,
+                    "late": now - (self.origin + a.start_s),
                     "size": a.size_bytes,
                     "sport": sock.getsockname()[1],
                 }
@@ -238,6 +261,9 @@ class FlowSender:
             wait = max(0.0, min(due))
         for key, events in self.selector.select(wait):
             flow = key.data
+            if self.tcp:
+                self._on_stream(flow, events)
+                continue
             if events & selectors.EVENT_WRITE:
                 self.selector.modify(flow.sock, selectors.EVENT_READ, flow)
                 if flow.has_frames:
@@ -245,6 +271,30 @@ class FlowSender:
             if events & selectors.EVENT_READ:
                 self._acknowledged(flow)
                 self._finish_if_done(flow)
+
+    def _on_stream(self, flow: SendingFlow, events: int) -> None:
+        """tcp: send what the connection takes; at the receiver's close, the flow is done."""
+        try:
+            if events & selectors.EVENT_WRITE:
+                while flow.stream or flow.stream_left:
+                    if flow.stream:
+                        flow.stream = flow.stream[flow.sock.send(flow.stream) :]
+                    else:
+                        chunk = min(flow.stream_left, len(STREAM_ZEROS))
+                        flow.stream_left -= flow.sock.send(memoryview(STREAM_ZEROS)[:chunk])
+                flow.sock.shutdown(socket.SHUT_WR)
+                self.selector.modify(flow.sock, selectors.EVENT_READ, flow)
+            elif events & selectors.EVENT_READ and not flow.sock.recv(64):
+                flow.acked = flow.frames
+                flow.retransmitted = tcp_retransmissions(flow.sock)
+                self._finish_if_done(flow)
+        except BlockingIOError:
+            return  # (it waits for room)
+        except OSError as e:  # refused or reset: the flow cannot finish
+            del self.active[flow.flow_id]
+            self.selector.unregister(flow.sock)
+            flow.sock.close()
+            self._write({"flow": flow.flow_id, "stopped": self.clock(), "error": e.strerror})
 
     def close(self) -> None:
         """Stop: a record for every flow still active, then close everything."""
@@ -254,6 +304,17 @@ class FlowSender:
             flow.sock.close()
         self.active.clear()
         self.selector.close()
+
+
+TCP_INFO_TOTAL_RETRANS = 100
+"""Where Linux's ``struct tcp_info`` keeps ``tcpi_total_retrans`` (a u32): after 8 one-byte
+fields and 23 u32s (include/uapi/linux/tcp.h)."""
+
+
+def tcp_retransmissions(sock: socket.socket) -> int:
+    """The segments TCP sent again on this connection."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    return int.from_bytes(info[TCP_INFO_TOTAL_RETRANS:104], sys.byteorder)
 
 
 def max_active_flows() -> int:
@@ -294,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rto", type=float, default=1.0, help="retransmission timeout, s")
     ap.add_argument("--origin", type=float, help="monotonic time of start_s 0 (default: now)")
     ap.add_argument("--log", type=Path, required=True, help="where the JSON lines go")
+    ap.add_argument("--transport", choices=["frames", "tcp"], default="frames")
     args = ap.parse_args(argv)
     arrivals = read_host_flows(args.flows)
     stopping = threading.Event()
@@ -307,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
             rto_s=args.rto,
             origin=args.origin if args.origin is not None else time.monotonic(),
             log=log,
+            transport=args.transport,
         )
         print(json.dumps({"flows": len(arrivals)}), flush=True)  # ready
         try:

@@ -56,9 +56,12 @@ def in_ns(ns: str, *args: str) -> list[str]:
     return ["ip", "netns", "exec", ns, sys.executable, "-m", *args]
 
 
-def start_receiver(rx: str, log: Path) -> subprocess.Popen[str]:
+def start_receiver(rx: str, log: Path, transport: str = "frames") -> subprocess.Popen[str]:
     """The receiver, reporting only when it stops (see :func:`stop`)."""
-    command = in_ns(rx, "topologies.flow_receiver", "--log", str(log), "--interval", "1000")
+    command = in_ns(
+        rx, "topologies.flow_receiver", "--log", str(log), "--interval", "1000",
+        "--transport", transport,
+    )  # fmt: skip
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     assert '"rx"' in proc.stdout.readline()
@@ -74,25 +77,28 @@ def stop(proc: subprocess.Popen[str]) -> dict[str, list[int]]:
     return rx
 
 
-def send(tx: str, tmp: Path, host_flows: list[HostFlow], rto_s: float) -> Path:
+def send(
+    tx: str, tmp: Path, host_flows: list[HostFlow], rto_s: float, transport: str = "frames"
+) -> Path:
     table, log = tmp / "flows.csv", tmp / "sender.jsonl"
     write_host_flows(table, host_flows)
     subprocess.run(
         in_ns(tx, "reaction_point.flow_sender", str(table), "--dst", RECEIVER_IP,
-              "--rto", str(rto_s), "--log", str(log)),
+              "--rto", str(rto_s), "--log", str(log), "--transport", transport),
         check=True, timeout=60, capture_output=True,
     )  # fmt: skip
     return log
 
 
+@pytest.mark.parametrize("transport", ["frames", "tcp"])
 def test_every_flow_finishes_and_is_recorded_at_both_ends(
-    pair: tuple[str, str], tmp_path: Path
+    pair: tuple[str, str], tmp_path: Path, transport: str
 ) -> None:
     tx, rx = pair
     host_flows = flows(20, seed=1, max_bytes=30_000, gap_s=0.01)
-    receiver = start_receiver(rx, tmp_path / "receiver.jsonl")
+    receiver = start_receiver(rx, tmp_path / "receiver.jsonl", transport)
     try:
-        log = send(tx, tmp_path, host_flows, rto_s=0.5)
+        log = send(tx, tmp_path, host_flows, rto_s=0.5, transport=transport)
     finally:
         stop(receiver)
     sent = lines(log)
@@ -111,17 +117,18 @@ def test_every_flow_finishes_and_is_recorded_at_both_ends(
     assert len({r["sport"] for r in starts.values()}) == len(host_flows)
 
 
-def test_frames_a_full_queue_drops_are_sent_again_until_every_flow_finishes(
-    pair: tuple[str, str], tmp_path: Path
+@pytest.mark.parametrize("transport", ["frames", "tcp"])
+def test_what_a_full_queue_drops_is_sent_again_until_every_flow_finishes(
+    pair: tuple[str, str], tmp_path: Path, transport: str
 ) -> None:
     tx, rx = pair
     # 5 Mb/s with room for two frames: concurrent flows overflow it, as a full buffer does.
     sh("ip", "netns", "exec", tx, "tc", "qdisc", "add", "dev", "ft-s", "root", "tbf",
        "rate", "5mbit", "burst", "3000", "limit", "3000")  # fmt: skip
     host_flows = flows(30, seed=2, max_bytes=20_000, gap_s=0.01)
-    receiver = start_receiver(rx, tmp_path / "receiver.jsonl")
+    receiver = start_receiver(rx, tmp_path / "receiver.jsonl", transport)
     try:
-        log = send(tx, tmp_path, host_flows, rto_s=0.2)
+        log = send(tx, tmp_path, host_flows, rto_s=0.2, transport=transport)
     finally:
         received = stop(receiver)
     stats = subprocess.run(
@@ -129,20 +136,23 @@ def test_frames_a_full_queue_drops_are_sent_again_until_every_flow_finishes(
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     dropped = int(stats.split("dropped ")[1].split(",")[0])
-    retransmitted = sum(r["retransmitted"] for r in lines(log) if "acked" in r)
+    acked = [r for r in lines(log) if "acked" in r]
+    retransmitted = sum(r["retransmitted"] for r in acked)
     finished = lines(tmp_path / "receiver.jsonl")
-    # Every drop is sent again, unless it was itself a copy sent after a late ACK (a busy
-    # machine): then the first copy arrived.
+    assert {r["flow"] for r in finished} == {f.flow_id for f in host_flows}
+    assert len(acked) == len(host_flows)
+    # Every drop is sent again (TCP's own count, from TCP_INFO, with tcp), unless it was
+    # itself a copy sent after a late ACK (a busy machine): then the first copy arrived.
     assert dropped > 0
     assert retransmitted > 0
-    # The receiver learns each loss from the copy that arrives: all of them, unless a copy
-    # sent after a late ACK was dropped (its first copy had arrived).
-    lost = received[SENDER_IP][2]
-    assert 0.9 * dropped <= lost <= dropped
-    assert {r["flow"] for r in finished} == {f.flow_id for f in host_flows}
-    frames = sum(flow_frames(f.size_bytes, 1500)[0] for f in host_flows)
-    duplicates = sum(r["duplicates"] for r in finished)
-    assert retransmitted - dropped <= duplicates + frames  # bounded: no retransmission storm
+    if transport == "frames":
+        # The receiver learns each loss from the copy that arrives: all of them, unless a
+        # copy sent after a late ACK was dropped (its first copy had arrived).
+        lost = received[SENDER_IP][2]
+        assert 0.9 * dropped <= lost <= dropped
+        frames = sum(flow_frames(f.size_bytes, 1500)[0] for f in host_flows)
+        duplicates = sum(r["duplicates"] for r in finished)
+        assert retransmitted - dropped <= duplicates + frames  # bounded: no storm
 
 
 def test_an_interrupted_sender_keeps_every_record_it_wrote(

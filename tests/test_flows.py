@@ -310,3 +310,10 @@ def test_a_mistake_in_the_flow_sizes_is_one_line(tmp_path: Path) -> None:
     bad.write_text("0 0\n100 x\n")
     r = qcn("run", "fct", "--backend", "sim", "--set", f'workload.flow_sizes="{bad}"')
     assert_one_line_error(r, "bad.cdf:2", "bytes cdf")
+
+
+def test_tcp_transport_is_bmv2s_alone() -> None:
+    r = qcn("run", "fct", "--backend", "sim", "--set", 'workload.transport="tcp"')
+    assert_one_line_error(r, "no TCP model")
+    with pytest.raises(ScenarioError, match=r"workload\.transport: must be frames or tcp"):
+        scenarios.load("fct").with_overrides({"workload.transport": "udp"})

@@ -466,4 +466,6 @@ def test_fct_every_started_flow_finishes_or_is_counted(tmp_path: Path) -> None:
     assert s["cnms"] > 0  # the flows' own reaction points were told
     # Every loss the receiver saw was sent again (and a few copies after late ACKs).
     assert flows["retransmitted_frames"] >= s["drops"]
+    # The senders kept to the flows' arrival times: none fell a second behind.
+    assert s["flow_start_late_max_ms"] < 1000, s
     assert leftovers() == ("", "")

@@ -32,7 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from qcn.core.flows import records_from_logs
+from qcn.core.flows import percentile, records_from_logs
 from qcn.core.params import CpParams, QcnParams, SamplingMode
 from qcn.core.scenario import Scenario, require_backend
 from qcn.core.trace import Trace
@@ -288,6 +288,7 @@ class FlowsExperiment(MininetExperiment):
                 f"--frame-bytes={self.sc.network.frame_bytes}",
                 f"--log={self._log('flows-sink.jsonl')}",
             ),
+            f"--transport={self.sc.workload.transport}",
         ]
 
     def _start_sources(self, tb: Testbed, start: float) -> None:
@@ -311,6 +312,7 @@ class FlowsExperiment(MininetExperiment):
                     *("--frame-bytes", str(self.sc.network.frame_bytes)),
                     *("--rto", repr(self.sc.workload.rto_s), "--origin", repr(start)),
                     *("--log", str(self._log(f"flows-{host}.jsonl"))),
+                    *("--transport", self.sc.workload.transport),
                 ],
                 sender=True,
             )
@@ -321,6 +323,14 @@ class FlowsExperiment(MininetExperiment):
         sender_lines = [
             line for host in self.sources for line in _json_lines(self._log(f"flows-{host}.jsonl"))
         ]
+        late = sorted(line["late"] for line in sender_lines if "late" in line)
+        if late:
+            # How well the senders kept to the flows' arrival times (docs/fct.md).
+            trace.extra |= {
+                "flow_start_late_p50_ms": 1e3 * percentile(late, 0.5),
+                "flow_start_late_p99_ms": 1e3 * percentile(late, 0.99),
+                "flow_start_late_max_ms": 1e3 * late[-1],
+            }
         trace.flows = records_from_logs(
             self.arrivals,
             sender_lines,

@@ -13,6 +13,11 @@ many copies were sent before it, and on a FIFO path they would have arrived firs
 learns of a loss when the frame finally arrives (a timeout later), and never of a frame
 that did not arrive by the end.
 
+With ``--transport tcp`` it accepts one TCP connection per flow instead: the flow header,
+then the flow's bytes; it records the flow when the last byte is read and closes the
+connection (the sender's cue).  The frames and bytes it reports are then estimated from
+the stream (:data:`TCP_FRAME_OVERHEAD`), and losses are TCP's business.
+
 ``finish`` is ``time.monotonic()``, which every network namespace shares, so it compares
 with the senders' start times (:mod:`reaction_point.flow_sender`).  A frame that arrives
 twice (sent again after a late acknowledgement) is acknowledged again and counted as a
@@ -24,6 +29,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import selectors
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -43,20 +50,105 @@ class ReceivingFlow:
     finished: bool = False
 
 
+@dataclass(eq=False)
+class Connection:
+    """tcp: one flow's connection, its header read first, then its bytes counted."""
+
+    sock: socket.socket
+    src: str
+    header: bytes = b""
+    flow_id: int = -1
+    size: int = 0
+    received: int = 0
+
+
+TCP_FRAME_OVERHEAD = 14 + 20 + 20 + 12
+"""tcp: what each segment carries besides its bytes (Ethernet, IPv4, TCP with timestamps):
+the reported frames and bytes are estimated from the stream with it."""
+
+
 class FlowReceiver:
+    """Receives the flows of ``transport`` ("frames": acknowledged datagrams; "tcp": one
+    connection per flow) on ``port``; ``selector`` watches its sockets."""
+
     def __init__(
         self,
         port: int,
         frame_bytes: int,
         log: IO[str],
         clock: Callable[[], float] = time.monotonic,
+        transport: str = "frames",
     ) -> None:
-        self.sock = receiving_socket(port)
         self.frame_bytes, self.log, self.clock = frame_bytes, log, clock
+        self.selector = selectors.DefaultSelector()
+        if transport == "tcp":
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.sock.bind(("0.0.0.0", port))
+            self.sock.listen(1024)
+            self.sock.setblocking(False)
+        else:
+            self.sock = receiving_socket(port)
+        self.selector.register(self.sock, selectors.EVENT_READ)
+        self.tcp = transport == "tcp"
         self.flows: dict[tuple[str, int], ReceivingFlow] = {}
         self.malformed = 0
         self.counts: dict[str, list[int]] = {}
         """Per source address: [frames, Ethernet bytes, lost], as the sink reports them."""
+
+    def on_ready(self, key: selectors.SelectorKey) -> None:
+        if isinstance(key.data, Connection):
+            self._read(key.data)
+        elif self.tcp:
+            self._accept()
+        else:
+            self.drain()
+
+    def _finished(self, src: str, flow_id: int, at: float, size: int, duplicates: int) -> None:
+        record = {"src": src, "flow": flow_id, "finish": at, "size": size}
+        self.log.write(json.dumps(record | {"duplicates": duplicates}) + "\n")
+        self.log.flush()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, (src, _port) = self.sock.accept()
+            except BlockingIOError:
+                return
+            conn.setblocking(False)
+            self.selector.register(conn, selectors.EVENT_READ, Connection(conn, src))
+
+    def _read(self, c: Connection) -> None:
+        while True:
+            try:
+                data = c.sock.recv(65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:  # the sender gave up before all its bytes came
+                self._close(c)
+                return
+            arrived = self.clock()
+            counts = self.counts.setdefault(c.src, [0, 0, 0])
+            segments = -(-len(data) // (self.frame_bytes - TCP_FRAME_OVERHEAD))
+            counts[0] += segments
+            counts[1] += len(data) + segments * TCP_FRAME_OVERHEAD
+            if c.flow_id < 0:
+                need = FLOW_HEADER.size - len(c.header)
+                c.header, data = c.header + data[:need], data[need:]
+                if len(c.header) < FLOW_HEADER.size:
+                    continue
+                c.flow_id, _frame, c.size, _flags = FLOW_HEADER.unpack(c.header)
+            c.received += len(data)
+            if c.received >= c.size:
+                self._finished(c.src, c.flow_id, arrived, c.size, 0)
+                self._close(c)  # (the sender's cue that the flow is done)
+                return
+
+    def _close(self, c: Connection) -> None:
+        self.selector.unregister(c.sock)
+        c.sock.close()
 
     def drain(self) -> None:
         """Acknowledge and count every frame waiting in the socket."""
@@ -89,19 +181,7 @@ class FlowReceiver:
             flow.received.add(frame)
             if len(flow.received) == flow.frames:
                 flow.finished = True
-                self.log.write(
-                    json.dumps(
-                        {
-                            "src": addr[0],
-                            "flow": flow_id,
-                            "finish": arrived,
-                            "size": size,
-                            "duplicates": flow.duplicates,
-                        }
-                    )
-                    + "\n"
-                )
-                self.log.flush()
+                self._finished(addr[0], flow_id, arrived, size, flow.duplicates)
                 flow.received = set()  # (its frames are no longer needed)
 
 
@@ -111,11 +191,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frame-bytes", type=int, default=1500)
     ap.add_argument("--log", type=Path, required=True, help="where the JSON lines go")
     ap.add_argument("--interval", type=float, default=0.01, help="seconds between reports")
+    ap.add_argument("--transport", choices=["frames", "tcp"], default="frames")
     args = ap.parse_args(argv)
     with args.log.open("a") as log:
-        receiver = FlowReceiver(args.port, args.frame_bytes, log)
+        receiver = FlowReceiver(args.port, args.frame_bytes, log, transport=args.transport)
         report_until_stopped(
-            receiver.sock, receiver.drain, lambda: receiver.counts, args.interval, final=True
+            receiver.selector,
+            receiver.on_ready,
+            lambda: receiver.counts,
+            args.interval,
+            final=True,
         )
     return 0
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import select
+import selectors
 import socket
 import sys
 import threading
@@ -81,7 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=float, default=0.01, help="seconds between reports")
     args = ap.parse_args(argv)
     sink = Sink(args.port)
-    report_until_stopped(sink.sock, sink.drain, lambda: sink.counts, args.interval)
+    with selectors.DefaultSelector() as selector:
+        selector.register(sink.sock, selectors.EVENT_READ)
+        report_until_stopped(
+            selector, lambda _key: sink.drain(), lambda: sink.counts, args.interval
+        )
     return 0
 
 
@@ -90,35 +94,33 @@ STOP_CHECK_S = 0.05
 
 
 def report_until_stopped(
-    sock: socket.socket,
-    drain: Callable[[], None],
+    selector: selectors.BaseSelector,
+    on_ready: Callable[[selectors.SelectorKey], None],
     counts: Callable[[], dict[str, list[int]]],
     interval_s: float,
     *,
     final: bool = False,
 ) -> None:
-    """Until SIGINT or SIGTERM: ``drain()`` whenever ``sock`` has frames, and print
-    ``{"t": ..., "rx": counts()}`` every ``interval_s`` (a first, empty one at once: the
-    line that says it is ready), and once more when stopped if ``final``."""
+    """Until SIGINT or SIGTERM: ``on_ready(key)`` for each of ``selector``'s sockets that
+    has something to read, and print ``{"t": ..., "rx": counts()}`` every ``interval_s`` (a
+    first, empty one at once: the line that says it is ready), and once more when stopped
+    if ``final``, after a last look at every socket."""
     stopping = threading.Event()
     stop_on_signals(stopping.set)
     print(json.dumps({"t": time.monotonic(), "rx": {}}), flush=True)
     next_report = time.monotonic() + interval_s
     while not stopping.is_set():
         timeout = max(0.0, min(STOP_CHECK_S, next_report - time.monotonic()))
-        try:
-            readable, _, _ = select.select([sock], [], [], timeout)
-        except InterruptedError:
-            continue
-        if readable:
-            drain()
+        for key, _events in selector.select(timeout):
+            on_ready(key)
         now = time.monotonic()
         if now >= next_report:
             sys.stdout.write(json.dumps({"t": now, "rx": counts()}) + "\n")
             sys.stdout.flush()
             next_report = now + interval_s
     if final:
-        drain()
+        for key, _events in selector.select(0):
+            on_ready(key)
         print(json.dumps({"t": time.monotonic(), "rx": counts()}), flush=True)
 
 

@@ -43,6 +43,7 @@ whose service rate can change on a schedule::
     flow_size_scale = 1.0            # flows: sizes are drawn, then multiplied by this
     drain_fraction = 0.0             # flows: no flow starts in this last part of the run
     rto_s = 1e-3                     # flows: a lost frame is sent again this long after
+    transport = "frames"             # flows: "frames" (both backends) or "tcp" (BMv2 only)
 
 The multihop topology is seed 001's output-generated hot spot two hops away: the sources
 (hot-spot senders) and the innocent senders share switch s1 and the s1 -> s2 link; on s2
@@ -136,6 +137,9 @@ class Workload:
     """flows: no flow starts in this last fraction of the run, so the last ones can finish."""
     rto_s: float = 1e-3
     """flows: a lost frame is sent again this long after it was sent."""
+    transport: str = "frames"
+    """flows: "frames", acknowledged datagrams sent again after ``rto_s`` (both backends,
+    docs/fct.md); "tcp", one kernel TCP connection per flow (Mininet only)."""
 
 
 @dataclass(frozen=True)
@@ -360,6 +364,11 @@ def backend_refusal(sc: Scenario, backend: str) -> str:
             f"{sc.name} runs real iperf3 flows through kernel limiters: the simulator has no "
             "TCP or iperf3 model (run it with --backend mininet)"
         )
+    if backend == "sim" and sc.workload.pattern == "flows" and sc.workload.transport == "tcp":
+        return (
+            f"{sc.name}: workload.transport tcp runs the kernel's TCP: the simulator has no TCP "
+            "model (run it with --backend mininet, or transport frames)"
+        )
     if backend == "mininet" and sc.network.pause and sc.network.topology != "multihop":
         return (
             f"{sc.name}: network.pause runs on BMv2 in the multihop topology only (seed "
@@ -505,6 +514,7 @@ def _validate(s: Scenario) -> None:
         ),
         ("workload.mean_on_s", w.mean_on_s > 0 and w.mean_off_s > 0, "means must be positive"),
         ("workload.load", 0 < w.load <= 1, "must be in (0, 1]"),
+        ("workload.transport", w.transport in ("frames", "tcp"), "must be frames or tcp"),
         ("workload.ipc_fraction", 0 <= w.ipc_fraction <= 1, "must be in [0, 1]"),
         ("workload.flow_size_scale", 0 < w.flow_size_scale <= 1e6, "must be in (0, 1e6]"),
         (
