@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from qcn.core import scenario as scenarios
 from tests.kit import Cluster
 from tests.toolchain import requires_p4lang, requires_root
 
@@ -248,9 +249,11 @@ def test_tcp_multihop_with_qcn_and_pause(tmp_path: Path) -> None:
     assert wmem_default.read_text() == before
 
 
-def run_at_full_strength(out: Path) -> tuple[subprocess.Popen[str], list[str]]:
-    """A 2 s transient, returned once its sources run (its first progress line), with what
-    it printed until then."""
+def run_at_full_strength(
+    out: Path, command: tuple[str, ...] = (), at_s: float = 1.0
+) -> tuple[subprocess.Popen[str], list[str]]:
+    """A run (``command``; by default a 2 s transient), returned once its progress line
+    reaches ``at_s``, with what it printed until then."""
     # A suite started as a shell's background job runs with SIGINT ignored (POSIX), which
     # its children inherit, and Python then keeps ignoring it: the run would not see the
     # test's Ctrl-C (it ran to its end once, under `make test &`).  A handler here is reset
@@ -258,7 +261,7 @@ def run_at_full_strength(out: Path) -> tuple[subprocess.Popen[str], list[str]]:
     ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         proc = subprocess.Popen(
-            [*QCN_RUN_MININET, "--duration", "2", "--out", str(out)],
+            [*(command or (*QCN_RUN_MININET, "--duration", "2")), "--out", str(out)],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -270,7 +273,7 @@ def run_at_full_strength(out: Path) -> tuple[subprocess.Popen[str], list[str]]:
     seen = []
     for line in proc.stdout:
         seen.append(line)
-        if "t=  1.0/" in line:
+        if f"t={at_s:5.1f}/" in line:
             break
     return proc, seen
 
@@ -278,7 +281,7 @@ def run_at_full_strength(out: Path) -> tuple[subprocess.Popen[str], list[str]]:
 def host_helpers() -> str:
     """Any sink, reaction point, source or iperf3 still running (none should be)."""
     found = subprocess.run(
-        ["pgrep", "-af", "topologies.sink|qcn rp|iperf3|mnexec"],
+        ["pgrep", "-af", "topologies.sink|flow_receiver|flow_sender|qcn rp|iperf3|mnexec"],
         capture_output=True,
         text=True,
         check=False,
@@ -469,3 +472,20 @@ def test_fct_every_started_flow_finishes_or_is_counted(tmp_path: Path) -> None:
     # The senders kept to the flows' arrival times: none fell a second behind.
     assert s["flow_start_late_max_ms"] < 1000, s
     assert leftovers() == ("", "")
+
+
+def test_an_interrupted_fct_run_keeps_every_flows_record(tmp_path: Path) -> None:
+    command = (*QCN_RUN, "fct", "--backend", "mininet", "--duration", "0.08")  # 20 s
+    proc, seen = run_at_full_strength(tmp_path, command, at_s=6.0)
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, "".join(seen) + rest
+    with (tmp_path / "flows.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    arrivals = scenarios.load("fct").with_overrides({"duration_s": 0.08}).scaled_for_bmv2()
+    assert len(rows) == len(arrivals.draw_flows(1))  # every flow, started or not
+    finished = sum(int(r["finished"]) for r in rows)
+    assert 0 < finished < len(rows)
+    assert (tmp_path / "PARTIAL").exists()
+    assert leftovers() == ("", "")
+    assert host_helpers() == ""

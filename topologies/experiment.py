@@ -22,6 +22,7 @@ Teardown happens in every case, including Ctrl-C and errors.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import math
 import sys
@@ -32,7 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from qcn.core.flows import percentile, records_from_logs
+from qcn.core.flows import FlowRecord, percentile, records_from_logs, write_flows_csv
 from qcn.core.params import CpParams, QcnParams, SamplingMode
 from qcn.core.scenario import Scenario, require_backend
 from qcn.core.trace import Trace
@@ -317,21 +318,25 @@ class FlowsExperiment(MininetExperiment):
                 sender=True,
             )
 
-    def trace(self) -> Trace:
-        trace = super().trace()
-        net = self.sc.network
-        sender_lines = [
+    def run(self) -> Trace:
+        try:
+            return super().run()
+        except BaseException:
+            # Interrupted or failed: flows.csv from what the logs hold (every flow is in it,
+            # those that did not finish as unfinished), beside the run's PARTIAL marker.
+            if not math.isnan(self.origin):
+                with contextlib.suppress(OSError):
+                    write_flows_csv(self.out / "flows.csv", self._records(self._sender_lines()))
+            raise
+
+    def _sender_lines(self) -> list[dict[str, Any]]:
+        return [
             line for host in self.sources for line in _json_lines(self._log(f"flows-{host}.jsonl"))
         ]
-        late = sorted(line["late"] for line in sender_lines if "late" in line)
-        if late:
-            # How well the senders kept to the flows' arrival times (docs/fct.md).
-            trace.extra |= {
-                "flow_start_late_p50_ms": 1e3 * percentile(late, 0.5),
-                "flow_start_late_p99_ms": 1e3 * percentile(late, 0.99),
-                "flow_start_late_max_ms": 1e3 * late[-1],
-            }
-        trace.flows = records_from_logs(
+
+    def _records(self, sender_lines: list[dict[str, Any]]) -> list[FlowRecord]:
+        net = self.sc.network
+        return records_from_logs(
             self.arrivals,
             sender_lines,
             _json_lines(self._log("flows-sink.jsonl")),
@@ -340,6 +345,19 @@ class FlowsExperiment(MininetExperiment):
             rate_bps=min(net.line_rate_bps, net.bottleneck_rate_bps),
             one_way_s=net.rtt_s / 2,
         )
+
+    def trace(self) -> Trace:
+        trace = super().trace()
+        sender_lines = self._sender_lines()
+        late = sorted(line["late"] for line in sender_lines if "late" in line)
+        if late:
+            # How well the senders kept to the flows' arrival times (docs/fct.md).
+            trace.extra |= {
+                "flow_start_late_p50_ms": 1e3 * percentile(late, 0.5),
+                "flow_start_late_p99_ms": 1e3 * percentile(late, 0.99),
+                "flow_start_late_max_ms": 1e3 * late[-1],
+            }
+        trace.flows = self._records(sender_lines)
         return trace
 
 
