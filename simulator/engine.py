@@ -93,8 +93,6 @@ class ActiveFlow:
     frames: int
     last_frame_bytes: int
     rules: RateLimiterRules | None
-    index: int
-    """Its flow id: what CNMs and timer events name it by."""
     next_frame: int = 0
     """The next frame never sent."""
     resend: list[int] = field(default_factory=list)
@@ -106,6 +104,11 @@ class ActiveFlow:
     """When its limiter lets it send its next frame."""
     timer_version: int = 0
     timer_at: float | None = None
+
+    @property
+    def index(self) -> int:
+        """Its flow id: what CNMs and timer events name it by."""
+        return self.record.flow_id
 
     def frame_bytes(self, index: int, full: int) -> int:
         return self.last_frame_bytes if index == self.frames - 1 else full
@@ -137,8 +140,6 @@ class Source:
     pause_holds_until: float = -math.inf
     """PAUSE, the bottleneck's view: until when the last PAUSE it sent this source holds."""
     pauses: int = 0
-    last_bits: int = 0
-    """The size of the last frame sent, in bits: it sets the gap before the next."""
     flows: deque[ActiveFlow] = field(default_factory=deque)
     """flows: the active flows with a frame to send, in turn order."""
     link_free_at: float = 0.0
@@ -302,7 +303,6 @@ class Simulation:
         s.backlog -= 1
         s.last_send = now
         frame_bytes = self.frame_bytes
-        s.last_bits = frame_bits = 8 * frame_bytes
         s.sent_frames += 1
         s.window_bytes += frame_bytes
         rules = s.rules
@@ -311,7 +311,7 @@ class Simulation:
             if rules.timer_deadline != s.timer_at:
                 self._schedule_timer(s)
             rate = rules.current_rate_bps
-            gap = frame_bits / rate if rate < self.line_rate_bps else self.line_gap_s
+            gap = self.frame_bits / rate if rate < self.line_rate_bps else self.line_gap_s
         else:
             gap = self.line_gap_s
         self._reach_bottleneck(s, s.index, frame_bytes)
@@ -417,7 +417,7 @@ class Simulation:
         rules = (
             RateLimiterRules(self.sc.params.rp, self._clock, self.rng.random) if self.qcn else None
         )
-        flow = ActiveFlow(record, frames, last, rules, record.flow_id, next_eligible=self.now)
+        flow = ActiveFlow(record, frames, last, rules, next_eligible=self.now)
         self.active[flow.index] = flow
         s.flows.append(flow)
         self._kick(s)
@@ -467,32 +467,10 @@ class Simulation:
         s.send_version += 1
         self._push(max(self.now, s.link_free_at), SEND, s.index, s.send_version)
 
-    def _flow_rate_changed(self, flow: ActiveFlow) -> None:
-        assert flow.rules is not None
-        rate = min(flow.rules.current_rate_bps, self.line_rate_bps)
-        flow.next_eligible = flow.last_send + flow.last_bits / rate
-        self._kick(self.sources[flow.record.source])
-
-    def _flow_feedback(self, flow_id: int, qntz_fb: int, positive: bool) -> None:
-        """A CNM reaches a flow's limiter (void once the flow has finished)."""
-        flow = self.active.get(flow_id)
-        if flow is None:
-            extra = self.trace.extra
-            extra["cnms_after_finish"] = extra.get("cnms_after_finish", 0) + 1
-            return
-        assert flow.rules is not None
-        flow.rules.on_cnm(qntz_fb, positive=positive)
-        self._schedule_timer(flow)
-        self._flow_rate_changed(flow)
-
-    def _flow_timer(self, flow_id: int, version: int) -> None:
-        flow = self.active.get(flow_id)
-        if flow is None or version != flow.timer_version or flow.rules is None:
-            return
-        flow.timer_at = None
-        if flow.rules.advance(self.now):
-            self._flow_rate_changed(flow)
-        self._schedule_timer(flow)
+    def _limiter(self, target: int) -> Source | ActiveFlow | None:
+        """Whom a CNM or timer event for ``target`` is for: the source's limiter, or with
+        the flows workload the flow's (None once the flow has finished)."""
+        return self.active.get(target) if self.flow_mode else self.sources[target]
 
     def _lose(self, flow: ActiveFlow, index: int, src: int) -> None:
         """A flow's frame was dropped: it is due again when its timeout expires."""
@@ -548,11 +526,18 @@ class Simulation:
             extra[key] = extra.get(key, 0) + 1
             self._send_cnm(src, reflected.qntz_fb)
 
-    def _rate_changed(self, s: Source) -> None:
-        """CR changed: re-pace the source's next send."""
-        s.send_version += 1
-        gap = s.last_bits / min(s.rate_bps, self.line_rate_bps)
-        self._push(max(self.now, s.last_send + gap), SEND, s.index, s.send_version)
+    def _rate_changed(self, lim: Source | ActiveFlow) -> None:
+        """CR changed: re-pace the source's next send (a flow's: when its limiter lets it
+        send again, its host looking again once its link is free)."""
+        if isinstance(lim, ActiveFlow):
+            assert lim.rules is not None
+            rate = min(lim.rules.current_rate_bps, self.line_rate_bps)
+            lim.next_eligible = lim.last_send + lim.last_bits / rate
+            self._kick(self.sources[lim.record.source])
+            return
+        lim.send_version += 1
+        gap = self.frame_bits / min(lim.rate_bps, self.line_rate_bps)
+        self._push(max(self.now, lim.last_send + gap), SEND, lim.index, lim.send_version)
 
     def _schedule_timer(self, s: Source | ActiveFlow) -> None:
         assert s.rules is not None
@@ -642,23 +627,23 @@ class Simulation:
                         self._send_flows(s)
                     else:
                         self._send(s)
-            elif flow_mode and kind in (CNM, CNM_POSITIVE):
-                self._flow_feedback(src, version, kind == CNM_POSITIVE)
-            elif flow_mode and kind == TIMER:
-                self._flow_timer(src, version)
             elif kind in (CNM, CNM_POSITIVE):
-                s = sources[src]
-                assert s.rules is not None
-                s.rules.on_cnm(version, positive=kind == CNM_POSITIVE)
-                self._schedule_timer(s)
-                self._rate_changed(s)
+                lim = self._limiter(src)
+                if lim is None:  # the flow finished while the CNM was on its way
+                    extra = self.trace.extra
+                    extra["cnms_after_finish"] = extra.get("cnms_after_finish", 0) + 1
+                    continue
+                assert lim.rules is not None
+                lim.rules.on_cnm(version, positive=kind == CNM_POSITIVE)
+                self._schedule_timer(lim)
+                self._rate_changed(lim)
             elif kind == TIMER:
-                s = sources[src]
-                if version == s.timer_version and s.rules is not None:
-                    s.timer_at = None
-                    if s.rules.advance(t):
-                        self._rate_changed(s)
-                    self._schedule_timer(s)
+                lim = self._limiter(src)
+                if lim is not None and version == lim.timer_version and lim.rules is not None:
+                    lim.timer_at = None
+                    if lim.rules.advance(t):
+                        self._rate_changed(lim)
+                    self._schedule_timer(lim)
             elif kind == PAUSE:
                 self._on_pause(sources[src], version)
             elif kind == FLOW:
