@@ -33,9 +33,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from qcn.core.flows import FlowRecord, percentile, records_from_logs, write_flows_csv
+from qcn.core.flows import FlowRecord, records_from_logs, write_flows_csv
 from qcn.core.params import CpParams, QcnParams, SamplingMode
 from qcn.core.scenario import Scenario, require_backend
+from qcn.core.stats import percentile
 from qcn.core.trace import Trace
 from reaction_point.flow_sender import HostFlow, write_host_flows
 from topologies.errors import ExperimentError
@@ -349,13 +350,13 @@ class FlowsExperiment(MininetExperiment):
     def trace(self) -> Trace:
         trace = super().trace()
         sender_lines = self._sender_lines()
-        late = sorted(line["late"] for line in sender_lines if "late" in line)
+        late = [line["late"] for line in sender_lines if "late" in line]
         if late:
             # How well the senders kept to the flows' arrival times (docs/fct.md).
             trace.extra |= {
-                "flow_start_late_p50_ms": 1e3 * percentile(late, 0.5),
-                "flow_start_late_p99_ms": 1e3 * percentile(late, 0.99),
-                "flow_start_late_max_ms": 1e3 * late[-1],
+                "flow_start_late_p50_ms": 1e3 * (percentile(late, 0.5) or 0.0),
+                "flow_start_late_p99_ms": 1e3 * (percentile(late, 0.99) or 0.0),
+                "flow_start_late_max_ms": 1e3 * max(late),
             }
         trace.flows = self._records(sender_lines)
         return trace

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from qcn.core.errors import QcnError
+from qcn.core.stats import percentile
 
 WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workloads"
 """The CDF files shipped with the project (``NAME.cdf``: ``web-search``, ``hadoop``)."""
@@ -357,19 +358,15 @@ def write_flows_csv(path: Path, records: Sequence[FlowRecord]) -> None:
             )
 
 
-def percentile(ordered: Sequence[float], p: float) -> float:
-    """HPCC's percentile of sorted values: the one at index int(n p)."""
-    return ordered[min(len(ordered) - 1, int(len(ordered) * p))] if ordered else math.nan
-
-
 def slowdown_figures(records: Sequence[FlowRecord]) -> dict[str, Any]:
-    """Count, mean and p50/p95/p99 slowdown of finished ``records``."""
-    slow = sorted(r.slowdown for r in records)
-    return {
-        "flows": len(slow),
-        "mean": sum(slow) / len(slow) if slow else math.nan,
-        **{f"p{round(100 * p)}": percentile(slow, p) for p in PERCENTILES},
-    }
+    """Count, mean and p50/p95/p99 slowdown of finished ``records`` (NaN for none); the
+    percentiles are HPCC's, as the project takes them everywhere (qcn.core.stats)."""
+    slow = sorted(r.slowdown for r in records)  # (summed in ascending order)
+    figures: dict[str, Any] = {"flows": len(slow), "mean": _mean(slow)}
+    for p in PERCENTILES:
+        value = percentile(slow, p)
+        figures[f"p{round(100 * p)}"] = math.nan if value is None else value
+    return figures
 
 
 def slowdown_bins(records: Sequence[FlowRecord]) -> list[dict[str, Any]]:
