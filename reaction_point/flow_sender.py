@@ -51,6 +51,7 @@ from qcn.core.flows import (
     ETH_IP_UDP_BYTES,
     FLAG_ACK,
     FLOW_HEADER,
+    TRANSPORTS,
     flow_frames,
 )
 from qcn.core.signals import stop_on_signals
@@ -62,8 +63,9 @@ MAX_ACTIVE_FLOWS = 4096
 """At most this many flows (sockets) at once, and fewer if the file limit is lower: a flow
 due beyond it starts when one finishes (a host out of sockets waits too), which its FCT
 counts."""
-STREAM_ZEROS = bytes(65536)
-"""tcp: what a flow's bytes are sent from (their content does not matter)."""
+ZEROS = bytes(65536)
+"""What a flow's bytes are sent from (their content does not matter): a frame's padding, a
+TCP stream's chunks."""
 IDLE_WAIT_S = 0.05
 """The longest wait when nothing is due: a stop request is seen within it."""
 
@@ -127,7 +129,6 @@ class FlowSender:
         self.active: dict[int, SendingFlow] = {}
         self.timeouts: list[tuple[float, int, int]] = []
         """(deadline, flow id, frame) of every frame sent and not yet acknowledged."""
-        self.padding = bytes(frame_bytes)
         self.max_active = max_active_flows()
 
     @property
@@ -193,7 +194,7 @@ class FlowSender:
         length = flow.last_frame_bytes if frame == flow.frames - 1 else self.frame_bytes
         earlier = flow.copies.get(frame, 1) if flow.resend else 0
         payload = FLOW_HEADER.pack(flow.flow_id, frame, flow.size, earlier << COPY_SHIFT)
-        payload += self.padding[: length - ETH_IP_UDP_BYTES - FLOW_HEADER.size]
+        payload += ZEROS[: length - ETH_IP_UDP_BYTES - FLOW_HEADER.size]
         try:
             flow.sock.send(payload)
         except BlockingIOError:
@@ -235,12 +236,14 @@ class FlowSender:
     def _finish_if_done(self, flow: SendingFlow) -> None:
         if flow.acked < flow.frames or flow.flow_id not in self.active:
             return
+        self._retire(flow, {"acked": self.clock(), "retransmitted": flow.retransmitted})
+
+    def _retire(self, flow: SendingFlow, end: dict[str, Any]) -> None:
+        """The flow is over (``end`` says how, in its log record): its socket goes."""
         del self.active[flow.flow_id]
         self.selector.unregister(flow.sock)
         flow.sock.close()
-        self._write(
-            {"flow": flow.flow_id, "acked": self.clock(), "retransmitted": flow.retransmitted}
-        )
+        self._write({"flow": flow.flow_id, **end})
 
     def step(self) -> None:
         """Start what is due, resend what timed out, send a round, then handle the sockets'
@@ -280,8 +283,8 @@ class FlowSender:
                     if flow.stream:
                         flow.stream = flow.stream[flow.sock.send(flow.stream) :]
                     else:
-                        chunk = min(flow.stream_left, len(STREAM_ZEROS))
-                        flow.stream_left -= flow.sock.send(memoryview(STREAM_ZEROS)[:chunk])
+                        chunk = min(flow.stream_left, len(ZEROS))
+                        flow.stream_left -= flow.sock.send(memoryview(ZEROS)[:chunk])
                 flow.sock.shutdown(socket.SHUT_WR)
                 self.selector.modify(flow.sock, selectors.EVENT_READ, flow)
             elif events & selectors.EVENT_READ and not flow.sock.recv(64):
@@ -291,18 +294,13 @@ class FlowSender:
         except BlockingIOError:
             return  # (it waits for room)
         except OSError as e:  # refused or reset: the flow cannot finish
-            del self.active[flow.flow_id]
-            self.selector.unregister(flow.sock)
-            flow.sock.close()
-            self._write({"flow": flow.flow_id, "stopped": self.clock(), "error": e.strerror})
+            self._retire(flow, {"stopped": self.clock(), "error": e.strerror})
 
     def close(self) -> None:
         """Stop: a record for every flow still active, then close everything."""
         now = self.clock()
-        for flow in self.active.values():
-            self._write({"flow": flow.flow_id, "stopped": now, "retransmitted": flow.retransmitted})
-            flow.sock.close()
-        self.active.clear()
+        for flow in list(self.active.values()):
+            self._retire(flow, {"stopped": now, "retransmitted": flow.retransmitted})
         self.selector.close()
 
 
@@ -355,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rto", type=float, default=1.0, help="retransmission timeout, s")
     ap.add_argument("--origin", type=float, help="monotonic time of start_s 0 (default: now)")
     ap.add_argument("--log", type=Path, required=True, help="where the JSON lines go")
-    ap.add_argument("--transport", choices=["frames", "tcp"], default="frames")
+    ap.add_argument("--transport", choices=TRANSPORTS, default=TRANSPORTS[0])
     args = ap.parse_args(argv)
     arrivals = read_host_flows(args.flows)
     stopping = threading.Event()

@@ -38,7 +38,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from qcn.core.flows import COPY_SHIFT, ETH_IP_UDP_BYTES, FLAG_ACK, FLOW_HEADER, flow_frames
+from qcn.core.flows import (
+    COPY_SHIFT,
+    ETH_IP_UDP_BYTES,
+    FLAG_ACK,
+    FLOW_HEADER,
+    TRANSPORTS,
+    flow_frames,
+)
 from topologies.sink import receiving_socket, report_until_stopped
 
 
@@ -191,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frame-bytes", type=int, default=1500)
     ap.add_argument("--log", type=Path, required=True, help="where the JSON lines go")
     ap.add_argument("--interval", type=float, default=0.01, help="seconds between reports")
-    ap.add_argument("--transport", choices=["frames", "tcp"], default="frames")
+    ap.add_argument("--transport", choices=TRANSPORTS, default=TRANSPORTS[0])
     args = ap.parse_args(argv)
     with args.log.open("a") as log:
         receiver = FlowReceiver(args.port, args.frame_bytes, log, transport=args.transport)

@@ -38,6 +38,9 @@ from :data:`COPY_SHIFT` up count the copies of the frame sent before this one: a
 arrives first tells the receiver that the earlier ones were lost (the path is FIFO)."""
 FLAG_ACK = 1
 COPY_SHIFT = 8
+TRANSPORTS = ("frames", "tcp")
+"""How a flow's bytes travel (docs/fct.md, "Transport"): this project's acknowledged
+datagrams, sent again after a timeout, on both backends; or a kernel TCP connection."""
 ETH_IP_UDP_BYTES = 14 + 20 + 8
 FLOW_HEADER_BYTES = ETH_IP_UDP_BYTES + FLOW_HEADER.size
 """What each frame of a flow carries besides the flow's bytes: Ethernet, IPv4, UDP and the

@@ -76,7 +76,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from qcn.core.errors import QcnError
-from qcn.core.flows import FlowArrival, FlowSizeError, draw_arrivals, size_distribution
+from qcn.core.flows import (
+    TRANSPORTS,
+    FlowArrival,
+    FlowSizeError,
+    draw_arrivals,
+    size_distribution,
+)
 from qcn.core.params import ParamError, QcnParams
 from qcn.core.tomlfile import read_toml
 
@@ -514,7 +520,7 @@ def _validate(s: Scenario) -> None:
         ),
         ("workload.mean_on_s", w.mean_on_s > 0 and w.mean_off_s > 0, "means must be positive"),
         ("workload.load", 0 < w.load <= 1, "must be in (0, 1]"),
-        ("workload.transport", w.transport in ("frames", "tcp"), "must be frames or tcp"),
+        ("workload.transport", w.transport in TRANSPORTS, f"must be {' or '.join(TRANSPORTS)}"),
         ("workload.ipc_fraction", 0 <= w.ipc_fraction <= 1, "must be in [0, 1]"),
         ("workload.flow_size_scale", 0 < w.flow_size_scale <= 1e6, "must be in (0, 1e6]"),
         (
