@@ -43,6 +43,7 @@ from scapy.layers.l2 import Ether
 
 from qcn.core.frames import CNM
 from qcn.core.params import QcnParams
+from reaction_point.daemon import status_files
 from reaction_point.tc import ROOT_HANDLE, FlowMatch, HtbLimiters
 from topologies.netns import VethEnd, add_veth, namespaces, sh
 
@@ -120,16 +121,15 @@ def daemon(workdir: Path) -> Iterator[Path]:
     # Rates hold still (no cycles end) so every CNM is a pure decrease + kernel update.
     QcnParams.from_dict({"rp": {"line_rate_bps": 1e9, "timer_s": 60.0,
                                 "bc_limit_bytes": 1 << 30}}).save(params)  # fmt: skip
-    status = workdir / f"rp-{IF1}.json"
     proc = subprocess.Popen(
         ["ip", "netns", "exec", H1, sys.executable, "-m", "qcn.cli", "rp", "start",
          "--iface", IF1, "--params", str(params), "--status-dir", str(workdir)],
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        while not status.exists():
+        while not status_files(workdir, IF1):
             time.sleep(0.05)
-        yield status
+        yield status_files(workdir, IF1)[0]
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(10)

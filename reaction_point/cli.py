@@ -8,6 +8,7 @@ import math
 import os
 import random
 import time
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,6 @@ from reaction_point.daemon import (
     ReactionPoint,
     daemon_alive,
     status_files,
-    status_path,
 )
 from reaction_point.sources import SourceSpec, run_source
 
@@ -120,8 +120,11 @@ def _start(args: argparse.Namespace) -> int:
     daemon = ReactionPoint(options)
     try:
         daemon.open()
-    except (OSError, QcnError) as e:
+    except BaseException as e:
+        # Ctrl-C while starting too: nothing of the half-built tree stays behind.
         daemon.close()
+        if not isinstance(e, OSError | QcnError):
+            raise
         reason = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.filename else e
         raise RpUsageError(f"cannot start on {args.iface}: {reason}") from None
     for line in daemon.notices:
@@ -136,10 +139,7 @@ def _start(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    files = (
-        [status_path(args.status_dir, args.iface)] if args.iface else status_files(args.status_dir)
-    )
-    files = [f for f in files if f.is_file()]
+    files = [f for f in status_files(args.status_dir, args.iface or "*") if f.is_file()]
     if not files:
         where = args.iface or str(args.status_dir)
         raise RpUsageError(f"no reaction-point daemon status for {where}")
@@ -152,12 +152,15 @@ def _status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(reports, indent=2))
         return 0
+    names = Counter(r["iface"] for r in reports)
     for r in reports:
+        # Interfaces of one name in several namespaces are told apart by namespace.
+        where = f" in netns {r.get('netns_id')}" if names[r["iface"]] > 1 else ""
         if r["stale"]:
             state = f"not running (stale status from PID {r['pid']})"
         else:
             state = f"pid {r['pid']}, {'running' if r['running'] else 'stopped'}"
-        print(f"{r['iface']} ({state}, per {r['limit_by']})")
+        print(f"{r['iface']}{where} ({state}, per {r['limit_by']})")
         for name, value in sorted(r["counters"].items()):
             print(f"  {name:32} {value}")
         if r["latency_p99_ms"] is not None:

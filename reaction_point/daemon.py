@@ -73,6 +73,8 @@ PACKET_STATISTICS = 6
 """Linux packet(7): (frames received, frames dropped) since the last read, which resets them."""
 DEFAULT_STATUS_DIR = Path("/run/qcn")
 STATUS_INTERVAL_S = 0.2
+ORPHANED_HOLD_CHECK_S = 1.0
+"""How often the daemon looks for a PAUSE gate a dead agent left held (reaction_point.pause)."""
 RECV_BATCH = 256
 NEIGHBOUR_CACHE_S = 0.5
 RCVBUF_BYTES = 256 << 10
@@ -86,13 +88,21 @@ GIL_SWITCH_INTERVAL_S = 0.0002
 IPV4_ETHERTYPE = b"\x08\x00"
 
 
-def status_path(status_dir: Path, iface: str) -> Path:
-    return status_dir / f"rp-{iface}.json"
+def network_namespace_id() -> int:
+    """This process's network namespace (its inode): interfaces of one name in two
+    namespaces are two interfaces."""
+    return os.stat("/proc/self/ns/net").st_ino
 
 
-def status_files(status_dir: Path) -> list[Path]:
-    """Every daemon's status file in ``status_dir`` (``status_path``'s names), sorted."""
-    return sorted(status_dir.glob(status_path(status_dir, "*").name))
+def status_path(status_dir: Path, iface: str, netns_id: int | str | None = None) -> Path:
+    ns = network_namespace_id() if netns_id is None else netns_id
+    return status_dir / f"rp-{iface}@{ns}.json"
+
+
+def status_files(status_dir: Path, iface: str = "*") -> list[Path]:
+    """The daemons' status files in ``status_dir`` (``status_path``'s names; of every
+    interface, or of those named ``iface`` in any namespace), sorted."""
+    return sorted(status_dir.glob(status_path(status_dir, iface, "*").name))
 
 
 class DaemonRunningError(QcnError):
@@ -309,7 +319,7 @@ class ReactionPoint:
 
     def _serve(self) -> None:
         assert self._sock is not None
-        next_stats = next_status = self.clock()
+        next_stats = next_status = next_gate_check = self.clock()
         while not self._stop:
             now = self.clock()
             # Without limiters there are no byte counts to read: sleep until a CNM or the
@@ -341,6 +351,20 @@ class ReactionPoint:
                     )
                 self.write_status(running=True)
                 next_status = now + STATUS_INTERVAL_S
+            if now >= next_gate_check:
+                self._lift_orphaned_hold()
+                next_gate_check = now + ORPHANED_HOLD_CHECK_S
+
+    def _lift_orphaned_hold(self) -> None:
+        """A PAUSE agent killed while it held the gate would block the host for good."""
+        assert self._tc is not None
+        if self._tc.lift_orphaned_hold():
+            self.counters["orphaned_pause_holds_lifted"] += 1
+            print(
+                f"qcn rp: {self.opt.iface}: lifted the PAUSE hold a stopped agent left",
+                file=sys.stderr,
+                flush=True,
+            )
 
     # -- CNMs --------------------------------------------------------------------------------
 
@@ -571,6 +595,7 @@ class ReactionPoint:
         p50, p99 = (percentile(self.latencies_s, q) for q in (0.5, 0.99))
         return {
             "iface": self.opt.iface,
+            "netns_id": network_namespace_id(),
             "pid": os.getpid(),
             "pid_start_ticks": process_start_ticks(os.getpid()),
             "running": running,

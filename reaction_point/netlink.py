@@ -20,8 +20,11 @@ from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netns import create_socket, listnetns
 
 NLMSG_ERROR, NLMSG_DONE = 2, 3
-RTM_NEWQDISC, RTM_NEWTCLASS, RTM_GETTCLASS = 36, 40, 42
+RTM_NEWQDISC, RTM_DELQDISC = 36, 37
+RTM_NEWTCLASS, RTM_DELTCLASS, RTM_GETTCLASS = 40, 41, 42
+RTM_NEWTFILTER, RTM_DELTFILTER = 44, 45
 NLM_F_REQUEST, NLM_F_ACK, NLM_F_DUMP = 0x1, 0x4, 0x300
+NLM_F_REPLACE, NLM_F_EXCL, NLM_F_CREATE = 0x100, 0x200, 0x400
 TCA_KIND, TCA_OPTIONS, TCA_STATS2, TCA_STATS_BASIC = 1, 2, 7, 1
 TC_LINKLAYER_ETHERNET = 1
 NLMSG_HEADER = struct.Struct("=IHHII")
@@ -78,11 +81,20 @@ def replies(sock: socket.socket) -> Iterator[tuple[int, int, bytes, int, int]]:
             offset += (length + 3) & ~3
 
 
-def tc_message(kind: int, seq: int, tcmsg: tuple[int, int, int], attrs: bytes) -> bytes:
-    """A tc request (qdisc or class) that the kernel acknowledges; ``tcmsg``: the
-    interface index, the handle (or class id) and the parent."""
-    body = TCMSG.pack(socket.AF_UNSPEC, *tcmsg, 0) + attrs
-    flags = NLM_F_REQUEST | NLM_F_ACK
+def tc_message(
+    kind: int,
+    seq: int,
+    tcmsg: tuple[int, int, int],
+    attrs: bytes,
+    *,
+    flags: int = 0,
+    info: int = 0,
+) -> bytes:
+    """A tc request (qdisc, class or filter) that the kernel acknowledges; ``tcmsg``: the
+    interface index, the handle (or class id) and the parent; ``flags``: NLM_F_CREATE and
+    the like; ``info``: a filter's priority and protocol."""
+    body = TCMSG.pack(socket.AF_UNSPEC, *tcmsg, info) + attrs
+    flags |= NLM_F_REQUEST | NLM_F_ACK
     return NLMSG_HEADER.pack(NLMSG_HEADER.size + len(body), kind, flags, seq, 0) + body
 
 

@@ -5,8 +5,12 @@ A PAUSE received on an interface holds that interface's transmission for its pau
 0 ends the hold (docs/pause.md).  The hold is a kernel qdisc, the only place a Linux
 interface's transmission can be stopped without losing frames:
 
-    root tbf 5150:  (the gate)  open: the link's rate; held: 1 byte/s
-      [5150:1  the interface's own tree, e.g. the reaction point's HTB (reaction_point.tc)]
+    root tbf 5150:  (the gate)  open: the link's rate; held: 1 byte/s; no agent: passes all
+      5150:1  the reaction point's HTB (reaction_point.tc), or a FIFO
+
+The gate is the interface's one root, shared with the reaction-point daemon: whichever of
+the two starts first installs it, either may stop or die first, and the survivor keeps it
+(GateControl).  A gate a dead agent left held is lifted by the next agent or by the daemon.
 
 This kernel has neither ``plug`` nor ``netem`` (docs/pause.md), so the gate is a token
 bucket.  Changing a TBF refills its bucket, so the frame at the head of the queue when a
@@ -51,8 +55,11 @@ from qcn.core.frames import (
 )
 from qcn.core.signals import stop_on_signals
 from qcn.core.stats import percentile
-from reaction_point.claims import claim
+from reaction_point.claims import claim_in, claimed
 from reaction_point.netlink import (
+    NLM_F_CREATE,
+    NLM_F_REPLACE,
+    RTM_DELQDISC,
     RTM_NEWQDISC,
     TC_H_ROOT,
     TC_LINKLAYER_ETHERNET,
@@ -91,14 +98,107 @@ TCA_TBF_PARMS, TCA_TBF_RATE64, TCA_TBF_BURST = 1, 4, 6
 TC_TBF_QOPT = struct.Struct("=" + TC_RATESPEC + TC_RATESPEC + "III")
 """struct tc_tbf_qopt: rate, peakrate, limit (bytes), buffer (ticks), mtu."""
 DEFAULT_LIMIT_BYTES = 4 << 20
+TREE_MAJOR = 0x5143
+"""The reaction point's tree (reaction_point.tc.ROOT_MAJOR, which imports this module)."""
 
 
 class PauseError(QcnError):
     """The gate could not be installed or changed."""
 
 
+PASS_RATE_BYTES_S = 1 << 40
+"""A gate no agent runs passes everything: some 8.8 Tb/s ..."""
+PASS_BURST_BYTES = 1 << 20
+"""... with a bucket no frame (GSO's 64 KB included) outgrows, so TBF never splits one."""
+
+
+@dataclass(frozen=True)
+class GateFound:
+    """An interface's gate as a dump shows it."""
+
+    held: bool
+    child: tuple[str, int] | None
+    """The kind and handle of the qdisc under it (None: TBF's own FIFO)."""
+
+
+def find_gate(ipr: IPRoute, ifindex: int) -> GateFound | None:
+    """The gate at ``ifindex``'s root, or None if the root is something else (or nothing)."""
+    qdiscs = ipr.get_qdiscs(index=ifindex)
+    for q in qdiscs:
+        if q["parent"] == TC_H_ROOT and (q.get_attr("TCA_KIND"), q["handle"]) == (
+            "tbf",
+            GATE_HANDLE,
+        ):
+            parms = q.get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS")
+            child = next(
+                ((str(c.get_attr("TCA_KIND")), int(c["handle"])) for c in qdiscs
+                 if c["parent"] == GATE_CHILD),
+                None,
+            )  # fmt: skip
+            return GateFound(held=parms["rate"] <= HELD_RATE_BYTES_S, child=child)
+    return None
+
+
+class GateControl:
+    """The gate's changes, one bare netlink message each (reaction_point.netlink).
+
+    The gate is shared: the PAUSE agent holds and releases it, the reaction-point daemon
+    hangs its tree under it (reaction_point.tc).  Whichever starts first installs it; an
+    agent that stops while a daemon lives leaves it passing everything, and the daemon
+    does the same for the agent; the last one out removes it (reaction_point.claims tells
+    them apart from dead ones).
+    """
+
+    def __init__(self, ifindex: int, nl: socket.socket, limit_bytes: int) -> None:
+        self.ifindex = ifindex
+        self._nl = nl
+        self.limit_bytes = limit_bytes
+        self._seq = 0
+
+    def close(self) -> None:
+        self._nl.close()
+
+    def message(self, rate_bytes_s: int, burst_bytes: int, *, create: bool = False) -> bytes:
+        """The gate set to a rate and bucket, as one bare netlink message: the bucket
+        given in bytes (TCA_TBF_BURST), so the kernel keeps it in 64-bit ns and a held gate
+        may run at 1 byte/s; the link layer given, so no rate table is needed.
+        ``create``: install it, replacing whatever root qdisc is there (a gate already
+        there is changed, and what hangs under it stays)."""
+        spec = (0, TC_LINKLAYER_ETHERNET, 0, 0, 0, min(rate_bytes_s, U32_MAX))
+        parms = TC_TBF_QOPT.pack(*spec, *(0,) * 6, self.limit_bytes, 0, 0)
+        options = rtattr(TCA_TBF_PARMS, parms) + rtattr(
+            TCA_TBF_BURST, struct.pack("=I", burst_bytes)
+        )
+        if rate_bytes_s > U32_MAX:
+            options += rtattr(TCA_TBF_RATE64, struct.pack("=Q", rate_bytes_s))
+        attrs = rtattr(TCA_KIND, b"tbf\0") + rtattr(TCA_OPTIONS, options)
+        self._seq += 1
+        flags = NLM_F_CREATE | NLM_F_REPLACE if create else 0
+        return tc_message(
+            RTM_NEWQDISC, self._seq, (self.ifindex, GATE_HANDLE, TC_H_ROOT), attrs, flags=flags
+        )
+
+    def set(self, rate_bytes_s: int, burst_bytes: int, *, create: bool = False) -> None:
+        """Raises NetlinkError."""
+        send_acked(self._nl, self.message(rate_bytes_s, burst_bytes, create=create), self._seq)
+
+    def pass_all(self, *, create: bool = False) -> None:
+        self.set(PASS_RATE_BYTES_S, PASS_BURST_BYTES, create=create)
+
+    def delete(self) -> None:
+        """Remove the gate and all under it; one that is gone already is no error."""
+        self._seq += 1
+        message = tc_message(RTM_DELQDISC, self._seq, (self.ifindex, GATE_HANDLE, TC_H_ROOT), b"")
+        try:
+            send_acked(self._nl, message, self._seq)
+        except NetlinkError as e:
+            if e.code not in (errno.ENODEV, errno.ENOENT, errno.EINVAL):
+                raise
+
+
 class PauseGate:
-    """The root TBF of one interface (in ``netns``, or this process's namespace)."""
+    """The agent's side of the root TBF of one interface (in ``netns``, or this process's
+    namespace)."""
 
     def __init__(
         self,
@@ -110,51 +210,62 @@ class PauseGate:
         limit_bytes: int = DEFAULT_LIMIT_BYTES,
     ) -> None:
         self.ifname = ifname
+        self.netns = netns
         self.open_rate_bytes_s = round(line_rate_bps / 8)
         self.open_burst_bytes = OPEN_BURST_FRAMES * mtu
         self.mtu = mtu
-        self.limit_bytes = limit_bytes
         self._ipr, self.ifindex = open_interface(ifname, netns, PauseError)
         self.held = False
         self._open = False
-        self._nl = rtnl_socket(netns)
-        self._seq = 0
+        self.control = GateControl(self.ifindex, rtnl_socket(netns), limit_bytes)
 
-    def _tbf(self, command: str, rate: int, burst: int) -> None:
-        # pyroute2 wants the parameters even to delete.
+    def open(self) -> str | None:
+        """Install the gate, open; return a line about what was found, if anything.
+
+        A gate already there (a daemon's, or one a dead agent left, held or not) is taken
+        over; a dead daemon's tree under it is replaced by a FIFO, a live one's is kept.  A
+        root qdisc someone else configured is refused.
+        """
+        found = find_gate(self._ipr, self.ifindex)
+        said = None
+        if found is None:
+            root = next(
+                (q for q in self._ipr.get_qdiscs(index=self.ifindex) if q["parent"] == TC_H_ROOT),
+                None,
+            )
+            if root is not None and root["handle"] not in (0, TREE_MAJOR << 16):
+                kind = root.get_attr("TCA_KIND")
+                raise PauseError(
+                    f"{self.ifname} already has a root qdisc ({kind} {root['handle'] >> 16:x}:) "
+                    "that qcn did not create; remove it first"
+                )
+        elif found.held:
+            said = f"{self.ifname}: took over the PAUSE gate a stopped agent left held"
         try:
-            self._ipr.tc(
-                command, "tbf", self.ifindex, GATE_HANDLE, rate=rate, burst=burst,
-                limit=self.limit_bytes,
-            )  # fmt: skip
+            self.control.set(self.open_rate_bytes_s, self.open_burst_bytes, create=True)
         except NetlinkError as e:
-            raise PauseError(f"{self.ifname}: cannot {command} the PAUSE gate: {e}") from e
-
-    def open(self) -> None:
-        """Install the gate, open; a gate a dead agent left is taken over."""
-        self._tbf("replace", self.open_rate_bytes_s, self.open_burst_bytes)
+            raise PauseError(f"{self.ifname}: cannot install the PAUSE gate: {e}") from e
         self._open = True
-        fifo_under_gate(self._ipr, self.ifindex)
+        child = found.child if found else None
+        if child is None or child[1] != TREE_MAJOR << 16 or not self._daemon_alive():
+            if child is not None and child[1] == TREE_MAJOR << 16:
+                said = f"{self.ifname}: removed the rate limiters a stopped daemon left behind"
+            fifo_under_gate(self._ipr, self.ifindex)
         self.held = False
+        return said
 
-    def _tbf_message(self, rate_bytes_s: int, burst_bytes: int) -> bytes:
-        """A change of the gate's rate and bucket, as one bare netlink message: the bucket
-        given in bytes (TCA_TBF_BURST), so the kernel keeps it in 64-bit ns and a held gate
-        may run at 1 byte/s; the link layer given, so no rate table is needed."""
-        spec = (0, TC_LINKLAYER_ETHERNET, 0, 0, 0, min(rate_bytes_s, U32_MAX))
-        parms = TC_TBF_QOPT.pack(*spec, *(0,) * 6, self.limit_bytes, 0, 0)
-        options = rtattr(TCA_TBF_PARMS, parms) + rtattr(
-            TCA_TBF_BURST, struct.pack("=I", burst_bytes)
-        )
-        if rate_bytes_s > U32_MAX:
-            options += rtattr(TCA_TBF_RATE64, struct.pack("=Q", rate_bytes_s))
-        attrs = rtattr(TCA_KIND, b"tbf\0") + rtattr(TCA_OPTIONS, options)
-        self._seq += 1
-        return tc_message(RTM_NEWQDISC, self._seq, (self.ifindex, GATE_HANDLE, TC_H_ROOT), attrs)
+    def interface_exists(self) -> bool:
+        try:
+            return bool(self._ipr.link_lookup(index=self.ifindex))
+        except NetlinkError:
+            return False
+
+    def _daemon_alive(self) -> bool:
+        return claimed("rp", self.ifname, self.netns)
 
     def _change(self, rate_bytes_s: int, burst_bytes: int) -> None:
         try:
-            send_acked(self._nl, self._tbf_message(rate_bytes_s, burst_bytes), self._seq)
+            self.control.set(rate_bytes_s, burst_bytes)
         except NetlinkError as e:
             raise PauseError(f"{self.ifname}: cannot change the PAUSE gate: {e}") from e
 
@@ -169,13 +280,17 @@ class PauseGate:
             self.held = False
 
     def close(self) -> None:
-        """Remove the gate (and whatever hangs under it)."""
+        """Lift the gate: removed, with whatever hangs under it, unless a live daemon's tree
+        hangs there; then it passes everything (the daemon removes it when it stops)."""
         if self._open:
             with contextlib.suppress(NetlinkError):
-                self._tbf("del", self.open_rate_bytes_s, self.open_burst_bytes)
+                if self._daemon_alive():
+                    self.control.pass_all()
+                else:
+                    self.control.delete()
             self._open = False
         self._ipr.close()
-        self._nl.close()
+        self.control.close()
 
 
 def fifo_under_gate(ipr: IPRoute, ifindex: int) -> None:
@@ -255,6 +370,8 @@ class HonouredPort:
     """Per hold: the netlink change alone."""
     wake_latency_s: list[float] = field(default_factory=list)
     """Per PAUSE: from its reception to the agent reading it (the part before any tc)."""
+    link_down: bool = False
+    """A link-down was seen and no frame since (the interface may be being deleted)."""
 
 
 class PauseAgent:
@@ -273,26 +390,31 @@ class PauseAgent:
         self.ports: list[HonouredPort] = []
         self._claims: list[socket.socket] = []
         self._stop = False
+        self.notices: list[str] = []
+        """Lines for the user about what the gates' opening found."""
         try:
             for name in ifnames:
                 gate = PauseGate(name, line_rate_bps, netns=netns, mtu=mtu)
-                # A packet socket, and a claim, belong to the namespace they are made in.
-                if netns:
-                    pushns(netns)
-                try:
-                    held = claim("pause", name)
-                    sock = pause_socket(name) if held else None
-                finally:
-                    if netns:
-                        popns()
-                if held is None or sock is None:
+                # A claim belongs to the namespace it is made in.
+                held = claim_in("pause", name, netns)
+                if held is None:
                     gate.close()
                     raise PauseError(f"another PAUSE agent already honours PAUSE on {name}")
                 self._claims.append(held)
+                # So does a packet socket.
+                if netns:
+                    pushns(netns)
+                try:
+                    sock = pause_socket(name)
+                finally:
+                    if netns:
+                        popns()
                 mac: bytes = sock.getsockname()[4]
                 kick = mac_control_frame(mac.hex(":"), opcode=0)
                 self.ports.append(HonouredPort(name, gate, PauseState(line_rate_bps), sock, kick))
-                gate.open()
+                found = gate.open()
+                if found:
+                    self.notices.append(found)
         except (PauseError, OSError):
             self.close()
             raise
@@ -315,6 +437,8 @@ class PauseAgent:
         for port in self.ports:
             if port.sock in readable:
                 self._receive(port, now)
+            if port.link_down and not port.gate.interface_exists():
+                raise PauseError(f"{port.ifname} disappeared")
             port.state.expire(self.clock())
             if port.state.held:
                 if not port.gate.held:
@@ -341,8 +465,12 @@ class PauseAgent:
                 return
             except OSError as e:
                 if e.errno == errno.ENETDOWN:
+                    # A link going down is weather; one being deleted ends the agent, which
+                    # step() finds out while the link stays down.
+                    port.link_down = True
                     return
                 raise
+            port.link_down = False
             if addr[2] == PACKET_OUTGOING:
                 continue
             quanta = parse_pause(data)
@@ -419,9 +547,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pause agent: {e}", file=sys.stderr)
         return 1
     stop_on_signals(agent.stop)
+    for line in agent.notices:
+        print(f"pause agent: {line}", flush=True)
     print(f"pause agent: honouring PAUSE on {', '.join(args.interfaces)}", flush=True)
+    code = 0
     try:
         agent.run()
+    except PauseError as e:
+        # The one fault a gate cannot survive: its interface deleted under it.
+        print(f"pause agent: {e}; stopped", file=sys.stderr, flush=True)
+        code = 1
     finally:
         summary = agent.summary()
         agent.close()
@@ -430,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"held {s['held_s']:.3f} s, PAUSE to held p50 {s['stop_p50_ms']:.3f} ms "
                   f"p99 {s['stop_p99_ms']:.3f} ms (reading it p99 {s['wake_p99_ms']:.3f} ms, "
                   f"the hold p99 {s['tc_p99_ms']:.3f} ms)", flush=True)  # fmt: skip
-    return 0
+    return code
 
 
 if __name__ == "__main__":

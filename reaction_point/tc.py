@@ -2,7 +2,8 @@
 
 Layout on the interface::
 
-    root htb 5143:  default 5143:2
+    root tbf 5150:   the PAUSE gate (reaction_point.pause), passing all when no agent runs
+      htb 5143:  default 5143:2
       class 5143:1     rate = ceil = the host's line rate: nothing leaves faster
         class 5143:2   traffic no limiter claims (ceil: the line rate)
         class 5143:N   a limiter (N >= 3): rate = ceil = its current rate
@@ -14,12 +15,12 @@ limiter when it is released) would leave as one burst that the congestion point 
 punishes.  Without a line rate (``line_rate_bps=None``) the tree is flat and unclaimed
 traffic goes unshaped, as before.
 
-Where the PAUSE agent's gate holds the root (:mod:`reaction_point.pause`), the tree hangs
-under it, so a PAUSE holds the limiters' traffic too.
+The tree always hangs under the PAUSE gate, so that a PAUSE holds the limiters' traffic
+too, and an agent can start after the daemon (a qdisc cannot be put above a root).
 
-The root's major number 0x5143 ("QC") marks the tree as this daemon's: a new daemon that
-finds it knows it was left by one that died, and removes it; a root qdisc of anyone else's
-is never touched unless the user says so (``replace_foreign``).
+The tree's major number 0x5143 ("QC") marks it as this daemon's: a new daemon that finds it
+knows it was left by one that died, and replaces it; a root qdisc of anyone else's is never
+touched unless the user says so (``replace_foreign``).
 
 A limiter matches either a destination host (the seeds' "one rate limiter per
 destination", enforced on the host's IPv4 addresses) or an IPv4 5-tuple.  Class minors and
@@ -47,6 +48,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl.tcmsg.common import calc_xmittime, get_hz
 
 from qcn.core.errors import QcnError
+from reaction_point.claims import claimed
 from reaction_point.netlink import (
     NLM_F_DUMP,
     NLM_F_REQUEST,
@@ -73,15 +75,18 @@ from reaction_point.netlink import (
     tc_message,
 )
 from reaction_point.pause import (
+    DEFAULT_LIMIT_BYTES,
     GATE_CHILD,
     GATE_FIFO_HANDLE,
-    GATE_HANDLE,
+    TREE_MAJOR,
+    GateControl,
     PauseError,
     fifo_under_gate,
+    find_gate,
 )
 
-ROOT_MAJOR = 0x5143
-"""The root qdisc's major number: "QC", this daemon's mark on the tree it owns."""
+ROOT_MAJOR = TREE_MAJOR
+"""The tree's major number: "QC", this daemon's mark on the tree it owns."""
 ROOT_HANDLE = ROOT_MAJOR << 16
 LINE_MINOR = 1
 """The line-rate class every other class hangs under."""
@@ -236,48 +241,54 @@ class HtbLimiters:
         self._node_ids = IdPool(1, MAX_FILTERS)
         self._installed: dict[Match, Installed] = {}
         self._open = False
-        self._tree_parent = TC_H_ROOT
-        """Where the tree hangs: the root, or under the PAUSE gate."""
+        self.netns = netns
+        self._gate = GateControl(self.ifindex, rtnl_socket(netns), DEFAULT_LIMIT_BYTES)
 
     def root_qdisc(self) -> RootQdisc | None:
-        """The qdisc where the tree goes, as it is now (None: none at all): the interface's
-        root, or the child of the PAUSE gate when one is installed (reaction_point.pause)."""
-        qdiscs = self._ipr.get_qdiscs(index=self.ifindex)
-        self._tree_parent = TC_H_ROOT
-        for q in qdiscs:
-            if q["parent"] == TC_H_ROOT and (q.get_attr("TCA_KIND"), q["handle"]) == (
-                "tbf",
-                GATE_HANDLE,
-            ):
-                self._tree_parent = GATE_CHILD
-        for q in qdiscs:
-            if q["parent"] == self._tree_parent:
+        """The qdisc where the tree goes, as it is now (None: none at all): the child of the
+        gate (reaction_point.pause) when there is one, else the interface's root."""
+        gate = find_gate(self._ipr, self.ifindex)
+        if gate is not None:
+            return None if gate.child is None else RootQdisc(*gate.child)
+        for q in self._ipr.get_qdiscs(index=self.ifindex):
+            if q["parent"] == TC_H_ROOT:
                 return RootQdisc(str(q.get_attr("TCA_KIND")), int(q["handle"]))
         return None
 
     def open(self, *, replace_foreign: bool = False) -> str | None:
-        """Install the root; return a line about what was found there, if anything.
+        """Install the gate (if no PAUSE agent did) and the tree under it; return a line
+        about what was found there, if anything.
 
-        A tree of ours left by a dead daemon is removed first.  Another root qdisc that
-        someone configured is refused unless ``replace_foreign``: it would be lost.
+        A tree of ours left by a dead daemon is removed first, and a gate a dead PAUSE agent
+        left held is lifted.  Another root qdisc that someone configured is refused unless
+        ``replace_foreign``: it would be lost.
         """
+        said = []
+        gate = find_gate(self._ipr, self.ifindex)
         found = self.root_qdisc()
-        said = None
         if found is not None and found.ours:
-            said = f"{self.ifname}: removed the rate limiters a stopped daemon left behind"
-            self._delete_root()
-        elif found is not None and not found.kernel_default:
+            said.append(f"{self.ifname}: removed the rate limiters a stopped daemon left behind")
+        elif gate is None and found is not None and not found.kernel_default:
             if not replace_foreign:
                 raise TcError(
                     f"{self.ifname} already has a root qdisc ({found}) that qcn did not "
                     "create; remove it, or pass --replace-qdisc to replace it (it is not "
                     "restored afterwards)"
                 )
-            said = f"{self.ifname}: replaced the root qdisc {found} (--replace-qdisc)"
+            said.append(f"{self.ifname}: replaced the root qdisc {found} (--replace-qdisc)")
         try:
+            if gate is None:
+                # The gate goes first, passing everything, so that a PAUSE agent started
+                # later finds the tree under it (a root qdisc cannot be pushed down).
+                self._gate.pass_all(create=True)
+            elif gate.held and not claimed("pause", self.ifname, self.netns):
+                self._gate.pass_all()
+                said.append(f"{self.ifname}: lifted the PAUSE hold a stopped agent left")
+            if found is not None and found.ours:
+                fifo_under_gate(self._ipr, self.ifindex)  # the dead tree goes, all of it
             default = DEFAULT_MINOR if self.line_rate_bps else 0
             self._ipr.tc(
-                "replace", "htb", self.ifindex, ROOT_HANDLE, parent=self._tree_parent,
+                "replace", "htb", self.ifindex, ROOT_HANDLE, parent=GATE_CHILD,
                 default=default,
             )  # fmt: skip
             if self.line_rate_bps:
@@ -287,21 +298,31 @@ class HtbLimiters:
                         "add-class", "htb", self.ifindex, ROOT_HANDLE | minor, parent=parent,
                         rate=line, ceil=line, mtu=self.mtu,
                     )  # fmt: skip
-        except NetlinkError as e:
+        except (NetlinkError, PauseError) as e:
             raise TcError(f"{self.ifname}: cannot install the HTB root qdisc: {e}") from e
         self._open = True
-        return said
+        return "; ".join(said) or None
+
+    def lift_orphaned_hold(self) -> bool:
+        """Lift the gate if a PAUSE agent died holding it (kill -9); True if it did."""
+        gate = find_gate(self._ipr, self.ifindex)
+        if gate is None or not gate.held or claimed("pause", self.ifname, self.netns):
+            return False
+        try:
+            self._gate.pass_all()
+        except NetlinkError as e:
+            raise TcError(f"{self.ifname}: cannot lift the PAUSE gate: {e}") from e
+        return True
 
     def _delete_root(self) -> None:
+        """Remove the tree: with the gate when no PAUSE agent runs; else a plain FIFO takes
+        its place (a TBF without its child qdisc would drop everything)."""
         try:
-            if self._tree_parent == GATE_CHILD:
-                # Under the PAUSE gate a deleted child would leave TBF a qdisc that drops
-                # everything: a plain FIFO takes the tree's place.
-                # (The gate's agent may have removed the gate, and the tree, first.)
-                with contextlib.suppress(PauseError):
+            if claimed("pause", self.ifname, self.netns):
+                with contextlib.suppress(PauseError):  # the agent may be removing the gate
                     fifo_under_gate(self._ipr, self.ifindex)
-                return
-            self._ipr.tc("del", "htb", self.ifindex, ROOT_HANDLE)
+            else:
+                self._gate.delete()
         except NetlinkError as e:
             if e.code not in (errno.ENODEV, errno.ENOENT, errno.EINVAL):
                 raise TcError(f"{self.ifname}: cannot remove the HTB root: {e}") from e
@@ -326,6 +347,7 @@ class HtbLimiters:
         self._installed.clear()
         self._ipr.close()
         self._rates.close()
+        self._gate.close()
 
     def __enter__(self) -> HtbLimiters:
         self.open()

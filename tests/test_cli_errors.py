@@ -25,9 +25,9 @@ def files(tmp_path: Path) -> Path:
     text = scenario.read_text()
     (tmp_path / "nan.toml").write_text(text.replace("at_s = 2.0", "at_s = nan", 1))
     (tmp_path / "status").mkdir()
-    (tmp_path / "status" / "rp-h1-eth0.json").write_text('{"iface": "h1-eth0", "pid"')
+    (tmp_path / "status" / "rp-h1-eth0@4026531840.json").write_text('{"iface": "h1-eth0", "pid"')
     (tmp_path / "status-shape").mkdir()
-    (tmp_path / "status-shape" / "rp-h1-eth0.json").write_text("[1, 2]")
+    (tmp_path / "status-shape" / "rp-h1-eth0@4026531840.json").write_text("[1, 2]")
     return tmp_path
 
 

@@ -17,6 +17,7 @@ from qcn.core.frames import (
     pause_quanta,
     pause_seconds,
 )
+from reaction_point.claims import claim_in
 from reaction_point.pause import PauseGate, PauseState
 from reaction_point.tc import ROOT_HANDLE, FlowMatch, HtbLimiters, RootQdisc
 from tests.kit import Link, in_ns, largest_gap, started
@@ -98,6 +99,8 @@ def test_the_agent_leaves_no_qdisc(link: Link) -> None:
 
 @requires_root()
 def test_the_reaction_points_tree_hangs_under_the_gate_and_is_held(link: Link) -> None:
+    agent_claim = claim_in("pause", link.host_if, link.host_ns)  # as a live agent holds it
+    assert agent_claim is not None
     gate = PauseGate(link.host_if, 100e6, netns=link.host_ns)
     gate.open()
     try:
@@ -115,6 +118,7 @@ def test_the_reaction_points_tree_hangs_under_the_gate_and_is_held(link: Link) -
         shown = tc_show(link)
         assert "qdisc pfifo 5151: parent 5150:1" in shown, "and the gate still passes"
     finally:
+        agent_claim.close()
         gate.close()
     assert "tbf" not in tc_show(link)
 

@@ -24,8 +24,10 @@ from pyroute2 import NetNS
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from qcn.core.frames import CNM
+from qcn.core.frames import CNM, pause_frame
 from qcn.core.params import QcnParams, RpParams
+from reaction_point.daemon import status_files
+from reaction_point.pause import find_gate
 from reaction_point.rules import RateLimiterRules
 from reaction_point.tc import FIRST_LIMITER_MINOR, ROOT_MAJOR
 from tests.toolchain import requires_root
@@ -117,10 +119,10 @@ class Daemon:
         assert self.wait(lambda s: s["running"]), self.output()
 
     def status(self) -> dict[str, Any] | None:
-        f = self.dir / f"rp-{self.iface}.json"
+        # The daemon's file, named after its namespace.
         try:
-            return dict(json.loads(f.read_text()))
-        except (OSError, ValueError):
+            return dict(json.loads(status_files(self.dir, self.iface)[0].read_text()))
+        except (OSError, ValueError, IndexError):
             return None
 
     def wait(self, cond: Any, timeout_s: float = 5.0) -> bool:
@@ -560,3 +562,189 @@ def test_a_second_daemon_on_the_interface_is_refused(fuzz_daemon: Daemon, hosts:
     assert status is not None
     assert status["running"] is True  # its status file untouched
     assert fuzz_daemon.proc.poll() is None
+
+
+# -- the daemon and the PAUSE agent on one interface ---------------------------------------
+# One gate at the root, installed by whichever starts first (reaction_point.pause); each
+# keeps working whatever the other does, and a restart recovers what a dead one left.
+
+
+class Agent:
+    """A PAUSE agent on h1's interface; ``notices``: what it said before it was ready."""
+
+    def __init__(self, hosts: Hosts, line_rate_mbps: float = 100) -> None:
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", hosts.h1, sys.executable, "-m", "reaction_point.pause",
+             hosts.if1, "--line-rate-mbps", str(line_rate_mbps)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        assert self.proc.stdout is not None
+        self.notices: list[str] = []
+        for line in self.proc.stdout:
+            if "honouring" in line:
+                return
+            self.notices.append(line)
+        raise AssertionError(f"the agent did not start: {self.notices}")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        code = self.proc.wait(10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return code
+
+
+def gate_held(hosts: Hosts) -> bool | None:
+    """Whether h1's gate holds (None: there is no gate)."""
+    with NetNS(hosts.h1) as ns:
+        found = find_gate(ns, ns.link_lookup(ifname=hosts.if1)[0])
+    return None if found is None else found.held
+
+
+def pause(hosts: Hosts, quanta: int) -> None:
+    send_frames(hosts.h2, hosts.if2, [pause_frame(H2_MAC, quanta)])
+
+
+def ping(hosts: Hosts) -> bool:
+    """Whether h1 reaches h2: all of three pings answered (a held gate passes at most
+    the frame at its head, docs/pause.md: a bucket of one full frame)."""
+    r = subprocess.run(
+        ["ip", "netns", "exec", hosts.h1, "ping", "-c", "3", "-i", "0.2", "-W", "1", "-s", "1400",
+         H2_IP],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return "3 received" in r.stdout
+
+
+def qdiscs(hosts: Hosts) -> str:
+    return subprocess.run(
+        ["ip", "netns", "exec", hosts.h1, "tc", "qdisc", "show", "dev", hosts.if1],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+
+
+def assert_nothing_left(hosts: Hosts) -> None:
+    shown = qdiscs(hosts)
+    for kind in ("tbf", "htb", "pfifo"):
+        assert kind not in shown, shown
+    assert ping(hosts)
+
+
+@pytest.mark.parametrize("first", ["daemon", "agent"])
+@pytest.mark.parametrize("stops_first", ["daemon", "agent"])
+def test_daemon_and_agent_in_any_start_and_stop_order(
+    daemon_factory: Any, hosts: Hosts, first: str, stops_first: str
+) -> None:
+    """Both run on one interface: a CNM sets its limiter and a PAUSE holds the host, in
+    either start order; the first to stop leaves the other working (the agent's stop used
+    to remove the daemon's tree, and the daemon's next CNM then killed it); the last leaves
+    nothing behind."""
+    # At 1 Mb/s a PAUSE of 0xFFFF quanta holds for 33 s: until the PAUSE of 0.
+    agent = Agent(hosts, line_rate_mbps=1) if first == "agent" else None
+    d = daemon_factory(HOLD, f"both-{first}-{stops_first}")
+    agent = agent or Agent(hosts, line_rate_mbps=1)
+    try:
+        assert agent.notices == []
+        send_frames(hosts.h2, hosts.if2, [cnm(63)])
+        assert d.wait(lambda s: s["counters"].get("cnms_accepted") == 1)
+        assert kernel_rates(hosts) == [expected_kernel_rate(d.params, [63])]
+        pause(hosts, 0xFFFF)
+        assert wait_until(lambda: gate_held(hosts) is True, 5.0)
+        pause(hosts, 0)
+        assert wait_until(lambda: gate_held(hosts) is False, 5.0)
+        if stops_first == "agent":
+            assert agent.stop() == 0
+            assert gate_held(hosts) is False  # passes all, the tree still under it
+            send_frames(hosts.h2, hosts.if2, [cnm(20)])
+            assert d.wait(lambda s: s["counters"].get("cnms_accepted") == 2)
+            assert kernel_rates(hosts) == [expected_kernel_rate(d.params, [63, 20])]
+            assert d.proc.poll() is None
+            assert ping(hosts)
+        else:
+            assert d.stop() == 0
+            assert kernel_rates(hosts) == []
+            assert "pfifo 5151: parent 5150:1" in qdiscs(hosts)
+            pause(hosts, 0xFFFF)
+            assert wait_until(lambda: gate_held(hosts) is True, 5.0)
+            assert not ping(hosts)
+            pause(hosts, 0)
+            assert wait_until(lambda: gate_held(hosts) is False, 5.0)
+            assert agent.proc.poll() is None
+    finally:
+        agent.stop()
+        d.stop()
+    assert_nothing_left(hosts)
+
+
+def test_an_agent_killed_while_holding_is_lifted_by_the_daemon(
+    daemon_factory: Any, hosts: Hosts
+) -> None:
+    """kill -9 of the agent in a hold used to block the interface for good: the live
+    daemon lifts the hold within a second or two, and a new agent starts cleanly."""
+    d = daemon_factory(HOLD, "agent-killed")
+    agent = Agent(hosts, line_rate_mbps=1)  # 0xFFFF quanta: a 33 s hold
+    pause(hosts, 0xFFFF)
+    assert wait_until(lambda: gate_held(hosts) is True, 5.0)
+    agent.proc.kill()
+    agent.stop()
+    assert d.wait(lambda s: s["counters"].get("orphaned_pause_holds_lifted") == 1, 5.0)
+    assert gate_held(hosts) is False
+    assert ping(hosts)
+    again = Agent(hosts)
+    assert again.notices == []
+    assert again.stop() == 0
+    assert d.stop() == 0
+    assert_nothing_left(hosts)
+
+
+def test_a_hold_left_by_a_dead_agent_is_lifted_on_start(daemon_factory: Any, hosts: Hosts) -> None:
+    """With no daemon running, a hold a killed agent left is lifted by the next daemon (it
+    used to start under it without a word, pings 100 % lost) or the next agent."""
+    for successor in ("daemon", "agent"):
+        agent = Agent(hosts, line_rate_mbps=1)
+        pause(hosts, 0xFFFF)
+        assert wait_until(lambda: gate_held(hosts) is True, 5.0)
+        agent.proc.kill()
+        agent.stop()
+        assert not ping(hosts)
+        if successor == "daemon":
+            d = daemon_factory(HOLD, "after-held")
+            assert gate_held(hosts) is False
+            assert ping(hosts)
+            assert d.stop() == 0
+            assert "lifted the PAUSE hold a stopped agent left" in d.output()
+        else:
+            again = Agent(hosts)
+            assert gate_held(hosts) is False
+            assert ping(hosts)
+            assert "took over the PAUSE gate a stopped agent left held" in "".join(again.notices)
+            assert again.stop() == 0
+        assert_nothing_left(hosts)
+
+
+def test_a_daemon_killed_under_a_live_agent(daemon_factory: Any, hosts: Hosts) -> None:
+    """kill -9 of the daemon: the agent still holds on a PAUSE; the next daemon replaces
+    the dead one's tree and works; both stopped leave nothing."""
+    agent = Agent(hosts)
+    try:
+        d = daemon_factory(HOLD, "daemon-killed")
+        send_frames(hosts.h2, hosts.if2, [cnm(63)])
+        assert d.wait(lambda s: s["counters"].get("cnms_accepted") == 1)
+        d.proc.kill()
+        d.proc.wait(5)
+        pause(hosts, 0xFFFF)
+        assert wait_until(lambda: gate_held(hosts) is True, 5.0)
+        pause(hosts, 0)
+        assert wait_until(lambda: gate_held(hosts) is False, 5.0)
+        d2 = daemon_factory(HOLD, "daemon-after-kill")
+        assert kernel_rates(hosts) == []
+        send_frames(hosts.h2, hosts.if2, [cnm(63)])
+        assert d2.wait(lambda s: s["counters"].get("cnms_accepted") == 1)
+        assert kernel_rates(hosts) == [expected_kernel_rate(d2.params, [63])]
+        assert d2.stop() == 0
+        assert "removed the rate limiters a stopped daemon left behind" in d2.output()
+        assert agent.proc.poll() is None
+    finally:
+        assert agent.stop() == 0
+    assert_nothing_left(hosts)
