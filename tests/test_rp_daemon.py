@@ -498,72 +498,6 @@ def test_send_through_a_slow_limiter_stops_on_time(hosts: Hosts) -> None:
     assert 0.9 <= elapsed <= 1.5, r.stdout
 
 
-# -- fuzzing (last: its daemon lives for the rest of the module) -------------------------
-
-
-frame_bytes = st.one_of(
-    st.binary(min_size=14, max_size=120),
-    # Strictly shorter than the whole CNM (68 bytes), so always truncated.
-    st.builds(lambda q, n: cnm(q)[:n], st.integers(0, 63), st.integers(14, len(cnm(0)) - 1)),
-    st.builds(lambda v: cnm(10, version=v), st.integers(1, 15)),
-    st.builds(
-        lambda q, extra: cnm(q)[:36] + (64 + extra).to_bytes(2, "big") + bytes(20),
-        st.integers(0, 63),
-        st.integers(1, 100),
-    ),
-    st.builds(lambda q: cnm(q, encap_da=STRANGER_MAC), st.integers(0, 63)),
-    st.builds(lambda q: cnm(q, dst="00:00:00:00:00:77"), st.integers(0, 63)),
-)
-
-
-@pytest.fixture(scope="module")
-def fuzz_daemon(hosts: Hosts) -> Iterator[Daemon]:
-    d = Daemon(hosts, HOLD, "fuzz")
-    yield d
-    d.stop()
-
-
-@settings(
-    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(st.lists(frame_bytes, min_size=20, max_size=60))
-def test_fuzzed_cnms_never_crash_or_change_a_rate(
-    fuzz_daemon: Daemon, hosts: Hosts, frames: list[bytes]
-) -> None:
-    d = fuzz_daemon
-    before = sum(v for k, v in d.counters().items() if k.startswith("dropped_"))
-    # The kernel delivers only CNMs addressed to h1 (no promiscuous mode) from a unicast
-    # source: those must all be counted as drops.
-    to_h1 = [
-        f
-        for f in frames
-        if f[:6] == bytes.fromhex("000000000001") and f[12:14] == b"\x22\xe7" and not f[6] & 1
-    ]
-    send_frames(hosts.h2, hosts.if2, frames)
-    assert d.wait(
-        lambda s: (
-            sum(v for k, v in s["counters"].items() if k.startswith("dropped_"))
-            >= before + len(to_h1)
-        )
-    ), d.output()
-    assert d.proc.poll() is None
-    assert d.counters().get("cnms_accepted", 0) == 0
-    assert kernel_rates(hosts) == []
-
-
-def test_a_second_daemon_on_the_interface_is_refused(fuzz_daemon: Daemon, hosts: Hosts) -> None:
-    r = qcn_in(hosts.h1, "rp", "start", "--iface", hosts.if1, "--status-dir", str(fuzz_daemon.dir))
-    assert r.returncode == 2
-    assert r.stderr == (
-        f"qcn: error: cannot start on {hosts.if1}: a reaction-point daemon already serves "
-        f"{hosts.if1} (qcn rp status); stop it first\n"
-    )
-    status = fuzz_daemon.status()
-    assert status is not None
-    assert status["running"] is True  # its status file untouched
-    assert fuzz_daemon.proc.poll() is None
-
-
 # -- the daemon and the PAUSE agent on one interface ---------------------------------------
 # One gate at the root, installed by whichever starts first (reaction_point.pause); each
 # keeps working whatever the other does, and a restart recovers what a dead one left.
@@ -748,3 +682,69 @@ def test_a_daemon_killed_under_a_live_agent(daemon_factory: Any, hosts: Hosts) -
     finally:
         assert agent.stop() == 0
     assert_nothing_left(hosts)
+
+
+# -- fuzzing (last: its daemon lives for the rest of the module) -------------------------
+
+
+frame_bytes = st.one_of(
+    st.binary(min_size=14, max_size=120),
+    # Strictly shorter than the whole CNM (68 bytes), so always truncated.
+    st.builds(lambda q, n: cnm(q)[:n], st.integers(0, 63), st.integers(14, len(cnm(0)) - 1)),
+    st.builds(lambda v: cnm(10, version=v), st.integers(1, 15)),
+    st.builds(
+        lambda q, extra: cnm(q)[:36] + (64 + extra).to_bytes(2, "big") + bytes(20),
+        st.integers(0, 63),
+        st.integers(1, 100),
+    ),
+    st.builds(lambda q: cnm(q, encap_da=STRANGER_MAC), st.integers(0, 63)),
+    st.builds(lambda q: cnm(q, dst="00:00:00:00:00:77"), st.integers(0, 63)),
+)
+
+
+@pytest.fixture(scope="module")
+def fuzz_daemon(hosts: Hosts) -> Iterator[Daemon]:
+    d = Daemon(hosts, HOLD, "fuzz")
+    yield d
+    d.stop()
+
+
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(frame_bytes, min_size=20, max_size=60))
+def test_fuzzed_cnms_never_crash_or_change_a_rate(
+    fuzz_daemon: Daemon, hosts: Hosts, frames: list[bytes]
+) -> None:
+    d = fuzz_daemon
+    before = sum(v for k, v in d.counters().items() if k.startswith("dropped_"))
+    # The kernel delivers only CNMs addressed to h1 (no promiscuous mode) from a unicast
+    # source: those must all be counted as drops.
+    to_h1 = [
+        f
+        for f in frames
+        if f[:6] == bytes.fromhex("000000000001") and f[12:14] == b"\x22\xe7" and not f[6] & 1
+    ]
+    send_frames(hosts.h2, hosts.if2, frames)
+    assert d.wait(
+        lambda s: (
+            sum(v for k, v in s["counters"].items() if k.startswith("dropped_"))
+            >= before + len(to_h1)
+        )
+    ), d.output()
+    assert d.proc.poll() is None
+    assert d.counters().get("cnms_accepted", 0) == 0
+    assert kernel_rates(hosts) == []
+
+
+def test_a_second_daemon_on_the_interface_is_refused(fuzz_daemon: Daemon, hosts: Hosts) -> None:
+    r = qcn_in(hosts.h1, "rp", "start", "--iface", hosts.if1, "--status-dir", str(fuzz_daemon.dir))
+    assert r.returncode == 2
+    assert r.stderr == (
+        f"qcn: error: cannot start on {hosts.if1}: a reaction-point daemon already serves "
+        f"{hosts.if1} (qcn rp status); stop it first\n"
+    )
+    status = fuzz_daemon.status()
+    assert status is not None
+    assert status["running"] is True  # its status file untouched
+    assert fuzz_daemon.proc.poll() is None
