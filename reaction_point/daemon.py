@@ -25,6 +25,7 @@ import contextlib
 import csv
 import errno
 import gc
+import heapq
 import json
 import os
 import random
@@ -32,10 +33,11 @@ import select
 import socket
 import struct
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any, Literal
@@ -49,6 +51,7 @@ from qcn.core.params import RpParams
 from qcn.core.signals import stop_on_signals
 from qcn.core.stats import percentile
 from reaction_point.claims import claim
+from reaction_point.neighbours import NeighbourTable
 from reaction_point.netlink import open_interface
 from reaction_point.packet_socket import (
     ANCILLARY_BYTES,
@@ -66,6 +69,7 @@ from reaction_point.tc import (
     Match,
     TcError,
     TcFullError,
+    ordinary_scheduling,
 )
 
 SOL_PACKET = getattr(socket, "SOL_PACKET", 263)
@@ -73,10 +77,11 @@ PACKET_STATISTICS = 6
 """Linux packet(7): (frames received, frames dropped) since the last read, which resets them."""
 DEFAULT_STATUS_DIR = Path("/run/qcn")
 STATUS_INTERVAL_S = 0.2
+STATUS_IDLE_INTERVAL_S = 2.0
+"""With nothing changed, the status is written this often (it says the daemon is alive)."""
 ORPHANED_HOLD_CHECK_S = 1.0
 """How often the daemon looks for a PAUSE gate a dead agent left held (reaction_point.pause)."""
 RECV_BATCH = 256
-NEIGHBOUR_CACHE_S = 0.5
 RCVBUF_BYTES = 256 << 10
 """The socket's receive buffer (the kernel doubles it).  It bounds how long a CNM can wait
 behind a flood: about 1,200 frames, some 20 ms of the daemon's work (see bench/rp_bench.py,
@@ -170,11 +175,13 @@ class Limiter:
     applied_rate_bps: float
     sent_bytes: int = 0
     sent_packets: int = 0
+    """The class's counts at the last poll (cumulative: the class may have served others)."""
+    base_bytes: int = 0
+    """The class's byte count when this limiter took it."""
     csv_file: IO[str] | None = None
     csv_writer: Any = None
-    changed: bool = field(default=True)
-    last_signal_s: float = 0.0
-    """When it last got a CNM (the least recent is evicted first)."""
+    queued_deadline: float | None = None
+    """The timer deadline last put on the daemon's heap (a changed one is put again)."""
 
     @property
     def name(self) -> str:
@@ -205,15 +212,25 @@ class ReactionPoint:
         self._tc: HtbLimiters | None = None
         self._ipr: IPRoute | None = None
         self._stats: ClassStatsPoller | None = None
-        self._stats_seen: dict[int, tuple[int, int]] | None = None
         self.mac = ""
         self._started = time.time()
         self._pending_rx: list[float] = []
         self.busy_s = 0.0
         """Time spent receiving and acting on CNMs (for the capacity figure)."""
         self.frames_handled = 0
-        self._neighbours: dict[str, set[str]] = {}
-        self._neighbours_expiry = 0.0
+        self._neighbours: NeighbourTable | None = None
+        self._dirty: dict[Match, Limiter] = {}
+        """Limiters whose rules changed since the last apply() (only these are visited: an
+        idle daemon's work does not grow with the limiters it holds)."""
+        self._timers: list[tuple[float, int, Match]] = []
+        """A heap of (timer deadline, tie-breaker, limiter); an entry whose limiter is gone
+        or has another deadline now is dropped when it comes up."""
+        self._timer_tiebreak = 0
+        self._status_dirty = True
+        self._status_writer: StatusFileWriter | None = None
+        self._class_counts: dict[int, tuple[int, int]] = {}
+        """The latest bytes and packets of every class (by minor), limiter or idle."""
+        self._start_ticks = process_start_ticks(os.getpid())
         self.notices: list[str] = []
         """Lines for the user about what :meth:`open` found (e.g. a dead daemon's limiters)."""
         self._status_ready = False
@@ -255,7 +272,7 @@ class ReactionPoint:
         # pyroute2's first class and neighbour dumps take tens of ms (lazy set-up); pay
         # that now rather than while the first CNMs wait.
         self._tc.warm_up()
-        self._neighbour_ips("00:00:00:00:00:00")
+        self._neighbours = NeighbourTable(self._ifindex)
         self.counters["kernel_socket_drops"] = 0
         self._stats = ClassStatsPoller(self._ifindex, self.opt.stats_interval_s)
         self._stats.start()
@@ -285,6 +302,9 @@ class ReactionPoint:
         if self._ipr:
             self._ipr.close()
             self._ipr = None
+        if self._neighbours is not None:
+            self._neighbours.close()
+            self._neighbours = None
         if self._claim is not None:
             self._claim.close()
             self._claim = None
@@ -320,16 +340,14 @@ class ReactionPoint:
     def _serve(self) -> None:
         assert self._sock is not None
         next_stats = next_status = next_gate_check = self.clock()
+        last_status = -STATUS_IDLE_INTERVAL_S
         while not self._stop:
             now = self.clock()
             # Without limiters there are no byte counts to read: sleep until a CNM or the
             # next status write (ten idle daemons once cost a BMv2 switch its CPU).
             deadlines = [next_stats, next_status] if self.limiters else [next_status]
-            deadlines += [
-                lim.rules.timer_deadline
-                for lim in self.limiters.values()
-                if lim.rules.timer_deadline is not None
-            ]
+            if self._timers:
+                deadlines.append(self._timers[0][0])
             timeout = max(0.0, min(deadlines) - now)
             with contextlib.suppress(InterruptedError):
                 readable, _, _ = select.select([self._sock], [], [], timeout)
@@ -339,9 +357,7 @@ class ReactionPoint:
             if now >= next_stats:
                 self.poll_stats()
                 next_stats = now + self.opt.stats_interval_s
-            for lim in self.limiters.values():
-                if lim.rules.advance(now):
-                    lim.changed = True
+            self._fire_timers(now)
             self.apply()
             if now >= next_status:
                 # A link that went down may be one being deleted: that ends the daemon.
@@ -349,11 +365,38 @@ class ReactionPoint:
                     raise InterfaceGoneError(
                         f"{self.opt.iface} disappeared while the daemon ran; stopped"
                     )
-                self.write_status(running=True)
+                # Written when something changed, else now and then: a status of 2,000
+                # limiters is some 10 ms of JSON.
+                if self._status_dirty or now - last_status >= STATUS_IDLE_INTERVAL_S:
+                    self.write_status(running=True)
+                    last_status = now
                 next_status = now + STATUS_INTERVAL_S
             if now >= next_gate_check:
                 self._lift_orphaned_hold()
                 next_gate_check = now + ORPHANED_HOLD_CHECK_S
+
+    def _fire_timers(self, now: float) -> None:
+        """Advance the limiters whose timer cycle has ended (and only those)."""
+        while self._timers and self._timers[0][0] <= now:
+            deadline, _, match = heapq.heappop(self._timers)
+            lim = self.limiters.get(match)
+            if lim is None or lim.queued_deadline != deadline:
+                continue  # released, or its deadline moved (queued again then)
+            lim.queued_deadline = None
+            if lim.rules.advance(now):
+                self._mark(lim)
+            self._queue_timer(lim)
+
+    def _queue_timer(self, lim: Limiter) -> None:
+        deadline = lim.rules.timer_deadline
+        if deadline is not None and deadline != lim.queued_deadline:
+            self._timer_tiebreak += 1
+            heapq.heappush(self._timers, (deadline, self._timer_tiebreak, lim.match))
+            lim.queued_deadline = deadline
+
+    def _mark(self, lim: Limiter) -> None:
+        self._dirty[lim.match] = lim
+        self._status_dirty = True
 
     def _lift_orphaned_hold(self) -> None:
         """A PAUSE agent killed while it held the gate would block the host for good."""
@@ -385,6 +428,7 @@ class ReactionPoint:
                     raise
                 self.counters["link_down"] += 1
                 self._link_down = True
+                self._status_dirty = True
                 print(
                     f"qcn rp: {self.opt.iface}: link down; limiters kept, CNMs are handled "
                     "again once it is up",
@@ -393,18 +437,19 @@ class ReactionPoint:
                 )
                 break
             self._link_down = False  # frames again: the link is back
+            self._status_dirty = True
             if addr[2] == PACKET_OUTGOING:
                 continue
             rx_time = rx_timestamp(ancdata)
             handled += 1
-            if self.handle_frame(data) and rx_time is not None:
-                self._pending_rx.append(rx_time)
+            self.handle_frame(data, rx_time)
         self.apply()
         self.busy_s += time.perf_counter() - began
         self.frames_handled += handled
 
-    def handle_frame(self, frame: bytes) -> bool:
-        """Validate one frame and act on it; return True if it was an accepted CNM."""
+    def handle_frame(self, frame: bytes, rx_time: float | None = None) -> bool:
+        """Validate one frame and act on it; return True if it was an accepted CNM.
+        ``rx_time``: the kernel's receive time, for the latency figures."""
         try:
             cnm = parse_cnm(frame)
         except CnmRejectedError as e:
@@ -416,18 +461,27 @@ class ReactionPoint:
         match = self._match_for(cnm)
         if match is None:
             return False
-        lim = self.limiters.get(match)
-        if lim is None and (cnm.fb_positive or self._reinforcement(cnm)):
+        lim = self.limiters.pop(match, None)
+        if lim is not None:
+            # Signalled now: to the end of the table's order (the least recent is first).
+            self.limiters[match] = lim
+            lim.rules.on_cnm(cnm.qntz_fb, positive=cnm.fb_positive)
+            self._mark(lim)
+            if rx_time is not None:
+                self._pending_rx.append(rx_time)  # the rate goes to the kernel in apply()
+        elif cnm.fb_positive or self._reinforcement(cnm):
             # An ECM CP's positive feedback, or three-point QCN's Fb = 0, raises a limiter's
             # rate; neither creates one.
             self.counters["positive_without_limiter"] += 1
             return False
-        lim = lim or self._create(match)
-        if lim is None:
-            return False
-        lim.rules.on_cnm(cnm.qntz_fb, positive=cnm.fb_positive)
-        lim.changed = True
-        lim.last_signal_s = self.clock()
+        else:
+            rules = RateLimiterRules(self.opt.params, self.clock, self.uniform)
+            rules.on_cnm(cnm.qntz_fb)
+            # Created at the cut rate: the CNM's work is done when the kernel has it.
+            if self._create(match, rules) is None:
+                return False
+            if rx_time is not None:
+                self.latencies_s.append(time.time() - rx_time)
         self.counters["cnms_accepted"] += 1
         return True
 
@@ -450,27 +504,18 @@ class ReactionPoint:
         return flow
 
     def _neighbour_ips(self, mac: str) -> set[str]:
-        """IPv4 addresses the kernel's neighbour table maps to ``mac`` (cached briefly)."""
-        now = self.clock()
-        if now >= self._neighbours_expiry:
-            assert self._ipr is not None
-            table: dict[str, set[str]] = {}
-            for n in self._ipr.get_neighbours(ifindex=self._ifindex, family=socket.AF_INET):
-                lladdr = n.get_attr("NDA_LLADDR")
-                if lladdr:
-                    table.setdefault(lladdr.lower(), set()).add(n.get_attr("NDA_DST"))
-            self._neighbours = table
-            self._neighbours_expiry = now + NEIGHBOUR_CACHE_S
-        return self._neighbours.get(mac, set())
+        """IPv4 addresses the kernel's neighbour table maps to ``mac``."""
+        assert self._neighbours is not None
+        return self._neighbours.ips(mac)
 
-    def _create(self, match: Match) -> Limiter | None:
+    def _create(self, match: Match, rules: RateLimiterRules) -> Limiter | None:
+        """A limiter for ``match`` whose kernel class starts at ``rules``' current rate."""
         assert self._tc is not None
-        rules = RateLimiterRules(self.opt.params, self.clock, self.uniform)
         rate = self._kernel_rate(rules.current_rate_bps)
         if len(self.limiters) >= self.opt.max_limiters:
             self._evict_least_recent()
         try:
-            self._tc.add(match, rate)
+            minor = self._tc.add(match, rate)
         except TcFullError:
             # Out of filter handles (destinations with many addresses): make room once.
             if not self.limiters:
@@ -478,11 +523,15 @@ class ReactionPoint:
                 return None
             self._evict_least_recent()
             try:
-                self._tc.add(match, rate)
+                minor = self._tc.add(match, rate)
             except TcFullError:
                 self.counters["dropped_no_room"] += 1
                 return None
         lim = Limiter(match, rules, rate)
+        # A released limiter's class may be reused: its counts so far are not this one's.
+        lim.sent_bytes, lim.sent_packets = self._class_counts.get(minor, (0, 0))
+        lim.base_bytes = lim.sent_bytes
+        self._mark(lim)  # its log line and timer
         if self.opt.csv_dir:
             safe = lim.name.replace(":", "").replace("/", "_")
             path = self.opt.csv_dir / f"rp-{self.opt.iface}-{safe}.csv"
@@ -504,7 +553,7 @@ class ReactionPoint:
         return lim
 
     def _evict_least_recent(self) -> None:
-        victim = min(self.limiters.values(), key=lambda lim: lim.last_signal_s)
+        victim = next(iter(self.limiters.values()))  # signalled least recently
         self._release(victim)
         self.counters["limiters_evicted"] += 1
 
@@ -514,11 +563,14 @@ class ReactionPoint:
         if lim.csv_file:
             lim.csv_file.close()
         del self.limiters[lim.match]
+        self._dirty.pop(lim.match, None)
+        self._status_dirty = True
 
     # -- byte counter, timer, enforcement ----------------------------------------------------
 
     def poll_stats(self) -> None:
-        """Feed the bytes each kernel class sent since the last poll to its byte counter."""
+        """Feed the bytes each kernel class sent since the last poll to its byte counter
+        (only classes whose counts changed come back from the poller)."""
         if self._stats is None or self._tc is None:
             return
         if self._stats.failed is not None:
@@ -527,17 +579,15 @@ class ReactionPoint:
             self._stats.active.set()
         else:
             self._stats.active.clear()
-        stats = self._stats.latest
-        if stats is self._stats_seen:
-            return  # no new reading since the last call
-        self._stats_seen = stats
-        minors = self._tc.limiters
-        for match, lim in self.limiters.items():
-            sent = stats.get(minors.get(match, -1))
-            if sent is None:
+        for minor, sent in self._stats.take().items():
+            self._class_counts[minor] = sent
+            match = self._tc.match_of(minor)
+            lim = None if match is None else self.limiters.get(match)
+            if lim is None:
                 continue
             nbytes, npkts = sent[0] - lim.sent_bytes, sent[1] - lim.sent_packets
             lim.sent_bytes, lim.sent_packets = sent
+            self._status_dirty = True
             if npkts <= 0:
                 continue
             # Frame by frame, so that several cycles ending within one poll all count.
@@ -546,7 +596,7 @@ class ReactionPoint:
             for i in range(npkts):
                 lim.rules.on_transmit(size + (1 if i < extra else 0))
             if (lim.rules.byte_stage, lim.rules.current_rate_bps) != before:
-                lim.changed = True
+                self._mark(lim)
 
     def _kernel_rate(self, rate_bps: float) -> float:
         unit = self.opt.params.rate_unit_bps
@@ -555,11 +605,12 @@ class ReactionPoint:
     def apply(self) -> None:
         """Write changed rates to the kernel; release limiters back at line rate."""
         assert self._tc is not None
-        for match, lim in list(self.limiters.items()):
-            if not lim.changed:
-                continue
-            lim.changed = False
+        dirty, self._dirty = self._dirty, {}
+        for match, lim in dirty.items():
+            if self.limiters.get(match) is not lim:
+                continue  # released since it changed
             self._log(lim)
+            self._queue_timer(lim)
             if lim.rules.at_line_rate:
                 self._release(lim)
                 self.counters["limiters_released"] += 1
@@ -571,8 +622,8 @@ class ReactionPoint:
         if self._pending_rx:
             now = time.time()
             self.latencies_s.extend(now - t for t in self._pending_rx)
-            del self.latencies_s[:-10_000]
             self._pending_rx.clear()
+        del self.latencies_s[:-10_000]
 
     def _log(self, lim: Limiter) -> None:
         if lim.csv_writer is None:
@@ -584,7 +635,7 @@ class ReactionPoint:
                 f"{r.current_rate_bps:.0f}",
                 f"{r.target_rate_bps:.0f}",
                 r.stage.value,
-                lim.sent_bytes,
+                lim.sent_bytes - lim.base_bytes,
                 f"{time.monotonic():.6f}",
             ]
         )
@@ -592,33 +643,29 @@ class ReactionPoint:
     # -- status ------------------------------------------------------------------------------
 
     def status(self, *, running: bool) -> dict[str, Any]:
-        p50, p99 = (percentile(self.latencies_s, q) for q in (0.5, 0.99))
-        return {
+        return build_status(self._status_snapshot(running))
+
+    def _status_snapshot(self, running: bool) -> StatusSnapshot:
+        """What the status says, copied as plain values (cheap: ~1 us per limiter); the
+        report itself is built from it off the CNM thread (StatusFileWriter)."""
+        head = {
             "iface": self.opt.iface,
             "netns_id": network_namespace_id(),
             "pid": os.getpid(),
-            "pid_start_ticks": process_start_ticks(os.getpid()),
+            "pid_start_ticks": self._start_ticks,
             "running": running,
             "max_limiters": self.opt.max_limiters,
             "limit_by": self.opt.limit_by,
             "counters": dict(self.counters),
-            "latency_p50_ms": None if p50 is None else 1e3 * p50,
-            "latency_p99_ms": None if p99 is None else 1e3 * p99,
             "cnm_capacity_per_s": self.frames_handled / self.busy_s if self.busy_s else None,
-            "limiters": [
-                {
-                    "limiter": lim.name,
-                    "current_rate_bps": lim.rules.current_rate_bps,
-                    "target_rate_bps": lim.rules.target_rate_bps,
-                    "applied_rate_bps": lim.applied_rate_bps,
-                    "stage": lim.rules.stage.value,
-                    "byte_stage": lim.rules.byte_stage,
-                    "time_stage": lim.rules.time_stage,
-                    "sent_bytes": lim.sent_bytes,
-                }
-                for lim in self.limiters.values()
-            ],
         }
+        rows = [
+            (lim.name, r.current_rate_bps, r.target_rate_bps, lim.applied_rate_bps,
+             r.stage.value, r.byte_stage, r.time_stage, lim.sent_bytes - lim.base_bytes)
+            for lim in self.limiters.values()
+            for r in (lim.rules,)
+        ]  # fmt: skip
+        return StatusSnapshot(head, list(self.latencies_s), rows)
 
     def count_socket_drops(self) -> None:
         """Add the frames the kernel dropped for want of room in the socket since the last
@@ -629,11 +676,85 @@ class ReactionPoint:
         self.counters["kernel_socket_drops"] += dropped
 
     def write_status(self, *, running: bool) -> None:
+        """Write the status file: by the writer thread while running (a status of 2,000
+        limiters is some 10 ms of work, which CNMs would wait behind), at once at the end."""
         self.count_socket_drops()
-        path = status_path(self.opt.status_dir, self.opt.iface)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.status(running=running), indent=1))
-        tmp.replace(path)
+        snapshot = self._status_snapshot(running)
+        self._status_dirty = False
+        if self._status_writer is None:
+            self._status_writer = StatusFileWriter(status_path(self.opt.status_dir, self.opt.iface))
+            self._status_writer.start()
+        if running:
+            self._status_writer.submit(snapshot)
+        else:
+            self._status_writer.stop()
+            self._status_writer.write(snapshot)
+
+
+LIMITER_FIELDS = (
+    "limiter", "current_rate_bps", "target_rate_bps", "applied_rate_bps", "stage",
+    "byte_stage", "time_stage", "sent_bytes",
+)  # fmt: skip
+"""A limiter's entry in the status report, in the order of StatusSnapshot.rows."""
+
+
+@dataclass(frozen=True)
+class StatusSnapshot:
+    head: dict[str, Any]
+    latencies_s: list[float]
+    rows: list[tuple[Any, ...]]
+
+
+def build_status(snap: StatusSnapshot) -> dict[str, Any]:
+    """The status report (``qcn rp status``) from a snapshot."""
+    p50, p99 = (percentile(snap.latencies_s, q) for q in (0.5, 0.99))
+    return {
+        **snap.head,
+        "latency_p50_ms": None if p50 is None else 1e3 * p50,
+        "latency_p99_ms": None if p99 is None else 1e3 * p99,
+        "limiters": [dict(zip(LIMITER_FIELDS, row, strict=True)) for row in snap.rows],
+    }
+
+
+class StatusFileWriter(threading.Thread):
+    """Writes the newest snapshot submitted (older unwritten ones are skipped), replacing
+    the file whole (write, then rename)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(name="status-writer", daemon=True)
+        self.path = path
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._next: StatusSnapshot | None = None
+        self._halt = False
+
+    def submit(self, snap: StatusSnapshot) -> None:
+        with self._lock:
+            self._next = snap
+        self._ready.set()
+
+    def run(self) -> None:
+        ordinary_scheduling()
+        while True:
+            self._ready.wait()
+            self._ready.clear()
+            with self._lock:
+                snap, self._next = self._next, None
+            if snap is not None:
+                with contextlib.suppress(OSError):
+                    self.write(snap)
+            if self._halt:
+                return
+
+    def write(self, snap: StatusSnapshot) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(build_status(snap), indent=1))
+        tmp.replace(self.path)
+
+    def stop(self) -> None:
+        self._halt = True
+        self._ready.set()
+        self.join(timeout=5)
 
 
 def _flow_of(msdu: bytes) -> FlowMatch | None:

@@ -98,6 +98,27 @@ def tc_message(
     return NLMSG_HEADER.pack(NLMSG_HEADER.size + len(body), kind, flags, seq, 0) + body
 
 
+def send_all_acked(sock: socket.socket, messages: list[tuple[bytes, int]]) -> None:
+    """Send several (message, sequence) in one datagram and wait for every
+    acknowledgement; raises NetlinkError with the first error, once all are read (the
+    socket stays in step)."""
+    sock.send(b"".join(m for m, _ in messages))
+    waiting = {seq for _, seq in messages}
+    failed: NetlinkError | None = None
+    for kind, got, data, start, _ in replies(sock):
+        if got in waiting and kind == NLMSG_ERROR:
+            waiting.discard(got)
+            (code,) = struct.unpack_from("=i", data, start)
+            if code and failed is None:
+                failed = NetlinkError(-code)
+            if not waiting:
+                break
+    if waiting:
+        raise NetlinkError(errno.EPROTO, "malformed netlink reply")
+    if failed is not None:
+        raise failed
+
+
 def send_acked(sock: socket.socket, message: bytes, seq: int) -> None:
     """Send ``message`` (sequence ``seq``) and wait for its acknowledgement; raises
     NetlinkError with the kernel's error."""

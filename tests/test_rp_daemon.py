@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -29,7 +30,7 @@ from qcn.core.params import QcnParams, RpParams
 from reaction_point.daemon import status_files
 from reaction_point.pause import find_gate
 from reaction_point.rules import RateLimiterRules
-from reaction_point.tc import FIRST_LIMITER_MINOR, ROOT_MAJOR
+from reaction_point.tc import ROOT_MAJOR
 from tests.toolchain import requires_root
 from topologies.bmv2 import wait_until
 from topologies.netns import VethEnd, add_veth, namespaces, send_frames
@@ -177,14 +178,20 @@ def cnm(
 
 
 def kernel_rates(hosts: Hosts) -> list[float]:
-    """The HTB class rates on h1's interface, read over netlink (bits/s)."""
+    """The rates of h1's limiter classes that a filter feeds (bits/s, read over netlink):
+    a released limiter's class stays, idle, for the next one (reaction_point.tc)."""
+    filters = subprocess.run(
+        ["ip", "netns", "exec", hosts.h1, "tc", "filter", "show", "dev", hosts.if1,
+         "parent", f"{ROOT_MAJOR:x}:"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    fed = {int(m, 16) for m in re.findall(rf"flowid {ROOT_MAJOR:x}:([0-9a-f]+)", filters)}
     with NetNS(hosts.h1) as ns:
         idx = ns.link_lookup(ifname=hosts.if1)[0]
         rates = []
         for c in ns.get_classes(index=idx):
             opts = c.get_attr("TCA_OPTIONS")
-            limiter = c["handle"] & 0xFFFF >= FIRST_LIMITER_MINOR
-            if c["handle"] >> 16 == ROOT_MAJOR and limiter and opts is not None:
+            if c["handle"] >> 16 == ROOT_MAJOR and c["handle"] & 0xFFFF in fed and opts:
                 rates.append(8.0 * opts.get_attr("TCA_HTB_PARMS")["rate"])
         return rates
 

@@ -79,16 +79,22 @@ def flow(i: int) -> FlowMatch:
 pytestmark = requires_root()
 
 
+def filters(veth: Veth) -> str:
+    return veth.tc("filter", "show", "dev", veth.iface, "parent", "5143:")
+
+
 def test_churn_recycles_class_and_filter_ids(veth: Veth) -> None:
+    """A released limiter's filters go and its class waits, idle at the line rate, for the
+    next limiter: one class serves every cycle."""
     with limiters_in(veth) as tc:
         for i in range(CHURN_CYCLES):
-            assert tc.add(flow(i), 10e6) == FIRST_LIMITER_MINOR  # the lowest id again
+            assert tc.add(flow(i), 10e6 + i) == FIRST_LIMITER_MINOR
+            assert tc.class_rate_bps(FIRST_LIMITER_MINOR) == 8 * ((10e6 + i) // 8)
             tc.remove(flow(i))
-        assert tc.filters_in_use == 0
-        assert "class htb" not in veth.tc("class", "show", "dev", veth.iface)
-        assert "filter" not in veth.tc("filter", "show", "dev", veth.iface).replace(
-            "filter parent 5143: protocol ip pref 1 u32 chain 0 \n", ""
-        )
+        assert (tc.filters_in_use, tc.classes_made) == (0, 1)
+        assert veth.tc("class", "show", "dev", veth.iface).count("class htb") == 1
+        assert tc.class_rate_bps(FIRST_LIMITER_MINOR) == tc.idle_rate_bps
+        assert "flowid" not in filters(veth)
 
 
 def test_thousands_of_concurrent_limiters(veth: Veth) -> None:
@@ -99,7 +105,11 @@ def test_thousands_of_concurrent_limiters(veth: Veth) -> None:
         assert tc.class_rate_bps(minors[-1]) == 10e6 + (CONCURRENT - 1) * 1e3
         for i in range(0, CONCURRENT, 2):
             tc.remove(flow(i))
-        assert veth.tc("class", "show", "dev", veth.iface).count("class htb") == CONCURRENT // 2
+        assert filters(veth).count("flowid") == CONCURRENT // 2
+        # New limiters take the idle classes, the oldest first; none is made.
+        again = [tc.add(flow(CONCURRENT + i), 5e6) for i in range(3)]
+        assert again == [minors[0], minors[2], minors[4]]
+        assert tc.classes_made == CONCURRENT
 
 
 def test_a_foreign_root_qdisc_is_refused_then_replaced_on_request(veth: Veth) -> None:
@@ -150,7 +160,7 @@ def test_all_traffic_is_held_to_the_line_rate(veth: Veth) -> None:
         assert f"class htb 5143:{minor:x} parent 5143:1" in classes
         assert "default 0x2" in veth.tc("qdisc", "show", "dev", veth.iface)
         tc.remove(flow(1))
-        assert f"5143:{minor:x}" not in veth.tc("class", "show", "dev", veth.iface)
+        assert f"flowid 5143:{minor:x}" not in filters(veth)
 
 
 def test_bare_netlink_stats_match_pyroute2s(veth: Veth) -> None:
@@ -185,6 +195,29 @@ def test_bare_netlink_stats_match_pyroute2s(veth: Veth) -> None:
     assert ours == theirs
     assert ours[minor] == (frames * 200, frames)
     assert frames > 100
+
+
+def test_a_flow_limiter_classifies_exactly_its_flows_frames(veth: Veth) -> None:
+    """A per-flow limiter's u32 filter matches its 5-tuple and nothing else: 40 UDP frames
+    of the flow are counted by its class, none by a limiter of the same hosts and another
+    source port (the filter is built byte by byte: reaction_point.tc.LimiterWriter)."""
+    run("ip", "-n", veth.ns, "link", "set", "tc-b", "up")
+    run("ip", "-n", veth.ns, "addr", "add", "10.0.0.9/24", "dev", veth.iface)
+    run("ip", "-n", veth.ns, "neigh", "add", "10.0.0.1", "lladdr", "00:00:00:00:00:02",
+        "dev", veth.iface, "nud", "permanent")  # fmt: skip
+    sender = (
+        "import socket\n"
+        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "s.bind(('10.0.0.9', 4000))\n"
+        "for _ in range(40): s.sendto(bytes(172), ('10.0.0.1', 5001))\n"
+    )
+    with HtbLimiters(veth.iface, netns=veth.ns, line_rate_bps=100e6) as tc:
+        mine = tc.add(FlowMatch("10.0.0.9", "10.0.0.1", 17, 4000, 5001), 50e6)
+        other = tc.add(FlowMatch("10.0.0.9", "10.0.0.1", 17, 4001, 5001), 50e6)
+        run("ip", "netns", "exec", veth.ns, sys.executable, "-c", sender)
+        stats = tc.class_stats()
+    assert stats[mine] == (40 * (172 + 28 + 14), 40)
+    assert stats[other] == (0, 0)
 
 
 def test_a_rate_change_is_exactly_what_a_fresh_class_would_get(veth: Veth) -> None:
