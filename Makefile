@@ -68,7 +68,7 @@ bench: venv  ## benchmarks (each prints its figures and ratios against a same-ru
 	else echo "bench: pipeline and controller benchmarks skipped: p4lang toolchain missing"; fi
 
 run: venv  ## the main job: the transient experiment (seed 000), results and plots in results/
-	$(VENV)/bin/qcn run transient
+	$(VENV)/bin/qcn run transient --force
 
 reproduce: venv  ## the seeds' published numbers next to the simulator's
 	$(VENV)/bin/qcn reproduce

@@ -212,8 +212,9 @@ def _switch(where: str, s: Any, base: CpParams, base_dir: Path) -> SwitchConfig:
     )
     name = _str(f"{where}.name", s.get("name"), required=True)
     grpc = _str(f"{where}.grpc", s.get("grpc"), required=True)
-    if not re.match(r"^[\w.\-]+:\d{1,5}$", grpc):
-        raise ConfigError(f"{where}.grpc: must be HOST:PORT (got {grpc!r})")
+    m = re.match(r"^[\w.\-]+:(\d{1,5})$", grpc)
+    if not m or not 1 <= int(m.group(1)) <= 65535:
+        raise ConfigError(f"{where}.grpc: must be HOST:PORT, the port in [1, 65535] (got {grpc!r})")
     ports = tuple(
         _port(f"{where}.port[{i}]", p, base)
         for i, p in enumerate(_list(f"{where}.port", s.get("port")))
@@ -318,6 +319,8 @@ def _link(where: str, lk: Any, switches: dict[str, SwitchConfig]) -> LinkConfig:
                 f"{where}.{side}: must be SWITCH:PORT of a known switch (got {text!r})"
             )
         ends.append((m.group(1), _int(f"{where}.{side}", int(m.group(2)), 0, MAX_PORT)))
+    if ends[0] == ends[1]:
+        raise ConfigError(f"{where}: a link from a port to itself ({ends[0][0]}:{ends[0][1]})")
     return LinkConfig(ends[0], ends[1])
 
 

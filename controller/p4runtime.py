@@ -63,6 +63,13 @@ class P4RuntimeSwitch:
         for f in (p4info, bmv2_json):
             if not f.exists():
                 raise P4RuntimeError(f"{f} not found: build the pipeline first ('make build')")
+        try:
+            schema = finsy.P4Schema(p4info)
+            tables = schema.tables
+        except Exception as e:  # protobuf's text parser raises its own kinds
+            raise P4RuntimeError(f"{p4info}: not a P4Info file ({type(e).__name__}: {e})") from None
+        if not len(tables):
+            raise P4RuntimeError(f"{p4info}: a P4Info without tables, not this pipeline's")
         self.address = address
         self.timeout_s = timeout_s
         self._options = finsy.SwitchOptions(

@@ -12,6 +12,7 @@ from pathlib import Path
 from qcn import __version__
 from qcn.core.errors import QcnError
 from qcn.core.params import Preset, QcnParams
+from qcn.core.signals import sigterm_as_interrupt
 
 
 def _params_command(args: argparse.Namespace) -> int:
@@ -111,7 +112,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "check", False) and not args.file:
         parser.error("--check needs a FILE")
     try:
-        code: int = args.func(args)
+        # SIGTERM ends a command as Ctrl-C does: its cleanup runs (a sweep's Dask cluster,
+        # a run's partial results) and it says so.
+        with sigterm_as_interrupt():
+            code: int = args.func(args)
     except QcnError as e:
         print(f"qcn: error: {e}", file=sys.stderr)
         return 2

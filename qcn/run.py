@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import shutil
+import sys
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,11 @@ def register(sub: Any) -> None:
     p.add_argument("scenario", nargs="?", help="a scenario name (see --list) or a TOML file")
     p.add_argument("--list", action="store_true", help="list the scenarios")
     p.add_argument("--out", type=Path, help="results directory")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the results already in --out (once the new run is complete)",
+    )
     p.add_argument("--no-qcn", action="store_true", help="the same run without QCN")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     p.add_argument("--duration", type=float, help="override the scenario's duration, s")
@@ -96,19 +105,67 @@ def overrides_from(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def prepare_out(out: Path, scenario: str) -> None:
-    """Make sure results can be written to ``out`` before a run spends its time, and mark
-    them partial until every file is written."""
+@dataclass(frozen=True)
+class StagedResults:
+    """A run's results directory, written whole or not at all.
+
+    The run writes into ``staging``, a hidden sibling of ``out`` marked partial; only when
+    every file is written is it renamed to ``out`` (an old ``out``, allowed by ``--force``,
+    is replaced in the same step).  An interrupted or failed run publishes what it wrote,
+    still marked partial: at ``out`` if that is free, else at ``out.partial``.
+    """
+
+    out: Path
+    staging: Path
+
+    def publish(self) -> None:
+        """Put the finished results at ``out``."""
+        (self.staging / PARTIAL_MARKER).unlink()
+        if self.out.exists():
+            old = self.out.with_name(f".{self.out.name}.old-{os.getpid()}")
+            self.out.rename(old)
+            self.staging.rename(self.out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            self.staging.rename(self.out)
+
+    def keep_partial(self) -> Path:
+        """Put what an interrupted or failed run wrote where the user finds it; return where."""
+        where = self.out
+        if where.is_dir() and not any(where.iterdir()):
+            where.rmdir()  # an empty directory holds no results to keep
+        elif where.exists():
+            where = self.out.with_name(f"{self.out.name}.partial")
+        if where.exists():
+            shutil.rmtree(where, ignore_errors=True)
+        self.staging.rename(where)
+        return where
+
+
+def prepare_out(out: Path, scenario: str, *, force: bool = False) -> StagedResults:
+    """Make sure results can be written next to ``out`` before a run spends its time, and
+    refuse an ``out`` that holds results already unless ``force``."""
     if str(out) in ("", "."):
         raise ScenarioError("--out: give a directory for the results (not the current one)")
+    if out.exists() and not out.is_dir():
+        raise ScenarioError(f"--out {out}: not a directory")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ScenarioError(
+            f"--out {out} holds results already; pass --force to replace them (when the new "
+            "run is complete), or choose another --out"
+        )
+    staging = out.with_name(f".{out.name}.partial-{os.getpid()}")
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / PARTIAL_MARKER).write_text(
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        (staging / PARTIAL_MARKER).write_text(
             f"qcn run {scenario}: these results are incomplete (the run was interrupted or "
             "failed before it wrote them all)\n"
         )
     except OSError as e:
         raise ScenarioError(f"--out {out}: cannot write results there ({e.strerror})") from None
+    return StagedResults(out, staging)
 
 
 def make_results_dir(out: Path, error: type[QcnError]) -> None:
@@ -198,7 +255,7 @@ def _run(args: argparse.Namespace) -> int:
             f"(the scenario's [bmv2] section): {sc.duration_s:g} s"
         )
     out = args.out or DEFAULT_OUT / sc.name
-    prepare_out(out, sc.name)
+    staged = prepare_out(out, sc.name, force=args.force)
     print(f"qcn run: {sc.name} on the {why}", flush=True)
     from qcn.core.noise import verdict_line  # noqa: PLC0415
     from qcn.core.results import SUMMARY_KEYS  # noqa: PLC0415
@@ -216,11 +273,22 @@ def _run(args: argparse.Namespace) -> int:
         sim_progress=progress.update if backend == "sim" else None,
     )
     try:
-        trace = backends.run_scenario(sc, backend, out, options)
-    finally:
-        progress.close()
-    summary, plots = backends.record(out, sc, trace, backend, options)
-    (out / PARTIAL_MARKER).unlink()
+        try:
+            trace = backends.run_scenario(sc, backend, staged.staging, options)
+        finally:
+            progress.close()
+        summary, staged_plots = backends.record(staged.staging, sc, trace, backend, options)
+        staged.publish()
+    except BaseException as e:
+        if staged.staging.exists():
+            where = staged.keep_partial()
+            print(f"qcn run: partial results in {where}/ ({where / PARTIAL_MARKER})",
+                  file=sys.stderr, flush=True)  # fmt: skip
+        if isinstance(e, OSError):
+            # A full disk, or the directory taken away: one line, not a traceback.
+            raise ScenarioError(f"cannot write the results: {e.strerror or e}") from None
+        raise
+    plots = [out / p.relative_to(staged.staging) for p in staged_plots]
     print(json.dumps({k: summary[k] for k in (*SUMMARY_KEYS, *trace.extra)}))
     for p in summary["phases"]:
         state = "congested" if p["congested"] else "uncongested"

@@ -35,6 +35,7 @@ import itertools
 import json
 import logging
 import math
+import shutil
 import tempfile
 import time
 import tomllib
@@ -233,6 +234,21 @@ def run_mininet_point(sc: Scenario, overrides: dict[str, Any], seed: int, out: P
 # -- the results ---------------------------------------------------------------------------
 
 
+MANIFEST = "sweep.json"
+"""What sweep an ``--out`` holds (Store.prepare)."""
+
+
+def _describe(identity: Any) -> str:
+    """A sweep's identity in a few words, for the refusal."""
+    if not isinstance(identity, dict):
+        return "its sweep.json is unreadable"
+    scenario = identity.get("scenario")
+    name = scenario.get("name") if isinstance(scenario, dict) else None
+    grid = identity.get("grid") or []
+    axes = ", ".join(str(g[0]) for g in grid if isinstance(g, list) and g)
+    return f"of {name}, grid {axes or 'none'}, {identity.get('seeds')} seed(s)"
+
+
 class Store:
     """A sweep's output directory: one folder per point, the table, the plots."""
 
@@ -248,29 +264,62 @@ class Store:
         self.out, self.sc, self.grid_keys, self.scaled = out, sc, grid_keys, scaled
         self.point_plots = point_plots
         self.rows: dict[str, dict[str, Any]] = {}
+        self.corrupted: list[str] = []
+        """Points whose results on disk were damaged (run again)."""
 
     def point_dir(self, p: Point) -> Path:
         return self.out / "points" / p.key
 
-    def prepare(self) -> None:
+    def prepare(self, identity: dict[str, Any]) -> None:
+        """Make ``out`` ready for this sweep (``identity``: what makes it this one, kept in
+        sweep.json); an ``out`` holding another sweep is refused, so that its table and
+        points are never mixed with this one's."""
+        manifest = self.out / MANIFEST
+        for name in (MANIFEST, "sweep.csv", "sweep.parquet", "points"):
+            path = self.out / name
+            kind = path.is_dir() if name == "points" else path.is_file()
+            if path.exists() and not kind:
+                what = "a directory" if name == "points" else "a file"
+                raise SweepError(f"--out {self.out}: {name} is not {what}; remove it")
+        identity = json.loads(json.dumps(identity))  # as it reads back (lists, not tuples)
+        if manifest.is_file():
+            try:
+                held = json.loads(manifest.read_text())
+            except (OSError, ValueError):
+                held = None
+            if held != identity:
+                raise SweepError(
+                    f"--out {self.out} holds another sweep ({_describe(held)}); choose another "
+                    "--out for this one"
+                )
         try:
             (self.out / "points").mkdir(parents=True, exist_ok=True)
-            probe = self.out / ".writable"
-            probe.write_text("")
-            probe.unlink()
+            tmp = manifest.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(identity, indent=1) + "\n")
+            tmp.replace(manifest)
         except OSError as e:
             raise SweepError(
                 f"--out {self.out}: cannot write results there ({e.strerror})"
             ) from None
 
     def done(self, p: Point) -> bool:
-        """A complete result of this very point (same key) is on disk; its row is loaded."""
+        """A complete result of this very point (same key) is on disk; its row is loaded.
+        A point's directory that is damaged (not a directory, a summary that is not a
+        report) is removed, counted in ``corrupted``, and the point runs again."""
         d = self.point_dir(p)
+        if d.exists() and not d.is_dir():
+            d.unlink()
+            self.corrupted.append(p.label)
+            return False
         if (d / PARTIAL_MARKER).exists() or not (d / "summary.json").is_file():
             return False
         try:
             summary = json.loads((d / "summary.json").read_text())
-        except ValueError:
+        except (OSError, ValueError):
+            summary = None
+        if not isinstance(summary, dict):
+            shutil.rmtree(d, ignore_errors=True)
+            self.corrupted.append(p.label)
             return False
         if summary.get("sweep_key") != p.key:
             return False
@@ -489,7 +538,15 @@ def sweep(
         out, sc, [k for k, _ in grids], scaled=scaled or backend == "mininet",
         point_plots=point_plots,
     )  # fmt: skip
-    store.prepare()
+    store.prepare(
+        {
+            "scenario": sc.to_dict(),
+            "grid": [[k, list(v)] for k, v in grids],
+            "seeds": seeds,
+            "backend": backend,
+            "scaled": scaled,
+        }
+    )
     pending = [p for p in points if not store.done(p)]
     skipped = len(points) - len(pending)
     where = address or f"a local Dask cluster of {workers} worker process(es)"
@@ -497,6 +554,11 @@ def sweep(
         f"qcn sweep: {sc.name}: {len(points)} points ({skipped} already done) on the "
         f"{backend} backend" + (f", {where}" if (backend == "sim" or address) and pending else "")
     )
+    if store.corrupted:
+        say(
+            f"qcn sweep: {len(store.corrupted)} point(s) damaged on disk, run again: "
+            + ", ".join(store.corrupted)
+        )
     began = time.perf_counter()
     compute = startup = loop = 0.0
     progress = ProgressLine(f"qcn sweep: {sc.name}", unit="points", quiet=quiet)
@@ -540,9 +602,15 @@ def sweep(
                     loop = time.perf_counter() - loop_began
                 finally:
                     client.cancel(list(futures))
+    except OSError as e:
+        # A full disk, or the directory taken away: one line; a point cut short stays
+        # marked partial and runs again next time.
+        raise SweepError(f"cannot write the results in {out}: {e.strerror or e}") from None
     finally:
         progress.close()
-        table = store.write_table() if store.rows else None
+        table = None
+        with contextlib.suppress(OSError):
+            table = store.write_table() if store.rows else None
     plots = store.plot()
     return SweepReport(
         len(points),

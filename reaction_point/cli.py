@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from qcn.core.errors import QcnError
-from qcn.core.params import Preset, QcnParams
+from qcn.core.params import ParamError, Preset, QcnParams
 from reaction_point.daemon import (
     DEFAULT_MAX_LIMITERS,
     DEFAULT_STATUS_DIR,
@@ -101,9 +101,18 @@ def _start(args: argparse.Namespace) -> int:
     base = QcnParams.preset(args.preset)
     params = (QcnParams.load(args.params, base) if args.params else base).rp
     if args.line_rate_bps is not None:
-        params = QcnParams.from_dict(
-            {"rp": {"line_rate_bps": args.line_rate_bps}}, QcnParams(rp=params)
-        ).rp
+        try:
+            params = QcnParams.from_dict(
+                {"rp": {"line_rate_bps": args.line_rate_bps}}, QcnParams(rp=params)
+            ).rp
+        except ParamError as e:
+            # The preset's other rates are checked against the new line rate: say which.
+            raise RpUsageError(
+                f"--line-rate-bps {args.line_rate_bps:g}: {e} (the {args.preset} preset's; "
+                "give smaller ones in a --params file)"
+                if e.field != "rp.line_rate_bps"
+                else f"--line-rate-bps: {e}"
+            ) from None
     if not 1 <= args.max_limiters <= MAX_LIMITERS_LIMIT:
         raise RpUsageError(
             f"--max-limiters must be in [1, {MAX_LIMITERS_LIMIT}] (got {args.max_limiters})"
@@ -226,7 +235,11 @@ def _send(args: argparse.Namespace) -> int:
         raise RpUsageError(str(e)) from None
     if args.start_at is not None:
         time.sleep(max(0.0, args.start_at - time.monotonic()))
-    report = run_source(spec, random.Random(args.seed))
+    try:
+        report = run_source(spec, random.Random(args.seed))
+    except OSError as e:
+        # No route, a network that is down: the kernel's reason, in one line.
+        raise RpUsageError(f"cannot send to {args.dst}: {e.strerror or e}") from None
     if args.report is not None:
         try:
             args.report.write_text(json.dumps(asdict(report)) + "\n")

@@ -15,6 +15,7 @@ losses exactly (:mod:`topologies.sink`).
 from __future__ import annotations
 
 import errno
+import ipaddress
 import math
 import random
 import socket
@@ -61,23 +62,40 @@ class SourceSpec:
             value = getattr(self, name)
             if isinstance(value, bool) or not math.isfinite(value):
                 raise ValueError(f"{name} must be a finite number (got {value!r})")
-        if self.rate_bps <= 0:
-            raise ValueError(f"rate must be positive (got {self.rate_bps})")
+        if not MIN_RATE_BPS <= self.rate_bps <= MAX_RATE_BPS:
+            raise ValueError(
+                f"rate must be in [{MIN_RATE_BPS:g}, {MAX_RATE_BPS:g}] b/s (got {self.rate_bps:g})"
+            )
         if not 0 < self.duration_s <= MAX_DURATION_S:
             raise ValueError(
                 f"duration must be in (0, {MAX_DURATION_S:g}] s (got {self.duration_s})"
             )
         if not 1 <= self.port <= 65535:
             raise ValueError(f"port must be in [1, 65535] (got {self.port})")
-        if not 0 < self.load <= 1:
-            raise ValueError(f"load must be in (0, 1] (got {self.load})")
+        if not MIN_LOAD <= self.load <= 1:
+            raise ValueError(f"load must be in [{MIN_LOAD:g}, 1] (got {self.load:g})")
         if not ETH_IP_UDP_HEADERS + SEQUENCE.size <= self.frame_bytes <= 9000:
             lowest = ETH_IP_UDP_HEADERS + SEQUENCE.size
             raise ValueError(f"frame size must be in [{lowest}, 9000]")
-        if self.mean_on_s <= 0 or self.mean_off_s <= 0:
-            raise ValueError("on/off means must be positive")
+        for mean in (self.mean_on_s, self.mean_off_s):
+            if not MIN_MEAN_S <= mean <= MAX_DURATION_S:
+                raise ValueError(
+                    f"on/off means must be in [{MIN_MEAN_S * 1e3:g} ms, {MAX_DURATION_S:g} s] "
+                    f"(got {mean * 1e3:g} ms)"
+                )
         for d in self.destinations:
-            socket.inet_aton(d)
+            try:
+                address = ipaddress.IPv4Address(d)
+            except ValueError:
+                raise ValueError(f"destination {d!r} is not an IPv4 address") from None
+            if address.is_multicast or address.is_unspecified or d == "255.255.255.255":
+                raise ValueError(f"destination {d}: a unicast host address is needed")
+
+
+MIN_RATE_BPS, MAX_RATE_BPS = 1e3, 1e12
+MIN_LOAD = 1e-6
+MIN_MEAN_S = 1e-6
+"""The inputs a source takes: beyond them its gaps overflow or it never sends."""
 
 
 def empty_slots_before_frame(load: float, u: float) -> int:

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,6 +16,8 @@ from qcn import cli
 from qcn.core.results import PARTIAL_MARKER
 from qcn.core.scenario import SCENARIO_DIR
 from tests.kit import assert_one_line_error, qcn
+from tests.toolchain import requires_root
+from topologies.netns import namespaces
 
 NOT_UTF8 = b"[rp]\nline_rate_bps = 1e9 # \xff\xfe\n"
 
@@ -28,6 +33,7 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "status" / "rp-h1-eth0@4026531840.json").write_text('{"iface": "h1-eth0", "pid"')
     (tmp_path / "status-shape").mkdir()
     (tmp_path / "status-shape" / "rp-h1-eth0@4026531840.json").write_text("[1, 2]")
+    os.mkfifo(tmp_path / "fifo.toml")  # nobody writes to it: reading it would wait for ever
     return tmp_path
 
 
@@ -89,6 +95,23 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("duration_s must be a finite number",),
     ),
     (
+        "send broadcast",
+        ("rp", "send", "--dst", "255.255.255.255"),
+        ("destination 255.255.255.255: a unicast host address is needed",),
+    ),
+    ("send multicast", ("rp", "send", "--dst", "224.0.0.1"), ("a unicast host address",)),
+    (
+        "send tiny load",
+        ("rp", "send", "--dst", "10.0.0.2", "--pattern", "bernoulli", "--load", "1e-320"),
+        ("load must be in [1e-06, 1]",),
+    ),
+    ("send tiny rate", ("rp", "send", "--dst", "10.0.0.2", "--rate-bps", "1e-300"), ("rate must",)),
+    (
+        "send tiny on/off mean",
+        ("rp", "send", "--dst", "10.0.0.2", "--pattern", "onoff", "--mean-on-ms", "1e-12"),
+        ("on/off means must be in",),
+    ),
+    (
         "send NaN rate",
         ("rp", "send", "--dst", "10.0.0.2", "--rate-bps", "nan"),
         ("rate_bps must be a finite number",),
@@ -111,6 +134,14 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("ctl run interval NaN", ("ctl", "run", "--interval", "nan"), ("--interval must be",)),
     ("ctl run interval 0", ("ctl", "run", "--interval", "0"), ("--interval must be",)),
     ("run --out empty", (*RUN, "--out", ""), ("--out: give a directory",)),
+    ("run a nanosecond", (*RUN, "--duration", "1e-9"), ("duration_s: must be in [0.001, 3600]",)),
+    (
+        "on/off means of a picosecond",
+        (*RUN, "--set", "workload.mean_on_s=1e-12"),
+        ("on and off means must be at least 1 us",),
+    ),
+    ("a FIFO as the scenario", ("run", "{d}/fifo.toml"), ("not a regular file",)),
+    ("name with a path", (*RUN, "--set", 'name="../../x"'), ("name: letters, digits",)),
     (
         "sweep grid and set",
         ("sweep", "transient", "--grid", "qcn.cp.w=1,2", "--set", "qcn.cp.w=4"),
@@ -137,6 +168,11 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("port must be in [1, 65535]",),
     ),
     (
+        "line rate below the preset's increases",
+        ("rp", "start", "--iface", "lo", "--line-rate-bps", "1e7"),
+        ("--line-rate-bps 1e+07: rp.r_hai_bps", "give smaller ones in a --params file"),
+    ),
+    (
         "max limiters",
         ("rp", "start", "--iface", "lo", "--max-limiters", "0"),
         ("--max-limiters",),
@@ -152,6 +188,18 @@ def test_user_mistake_is_one_line(
 ) -> None:
     r = qcn(*(a.format(d=files) for a in args))
     assert_one_line_error(r, *expected)
+
+
+@requires_root()
+def test_an_unroutable_destination_is_one_line() -> None:
+    ns = f"unr{os.getpid() % 100000}"
+    with namespaces(ns):
+        r = subprocess.run(
+            ["ip", "netns", "exec", ns, sys.executable, "-m", "qcn.cli", "rp", "send",
+             "--dst", "10.9.9.9", "--duration", "0.05"],
+            capture_output=True, text=True, check=False, timeout=30,
+        )  # fmt: skip
+    assert_one_line_error(r, "cannot send to 10.9.9.9: Network is unreachable")
 
 
 def test_unwritable_out_fails_before_the_run() -> None:
@@ -176,6 +224,21 @@ def test_sim_run_shows_progress_and_writes_strict_json(tmp_path: Path) -> None:
     assert not (out / PARTIAL_MARKER).exists()
 
 
+def test_a_run_never_silently_replaces_results(tmp_path: Path) -> None:
+    """A second run into a results directory is refused in one line and leaves it alone;
+    with --force it replaces it whole."""
+    out = tmp_path / "out"
+    assert qcn(*RUN, "--duration", "0.3", "--quiet", "--out", str(out)).returncode == 0
+    before = (out / "summary.json").read_text()
+    r = qcn(*RUN, "--duration", "0.4", "--quiet", "--out", str(out))
+    assert_one_line_error(r, f"--out {out} holds results already; pass --force")
+    assert (out / "summary.json").read_text() == before
+    r = qcn(*RUN, "--duration", "0.4", "--quiet", "--force", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert json.loads((out / "summary.json").read_text())["duration_s"] == 0.4
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no staging left beside it
+
+
 def test_quiet_run_prints_no_progress(tmp_path: Path) -> None:
     r = qcn(*RUN, "--duration", "1.2", "--quiet", "--out", str(tmp_path / "q"))
     assert r.returncode == 0, r.stderr
@@ -196,4 +259,12 @@ def test_interrupted_results_are_marked_partial(
     assert code == 130
     assert (out / "summary.json").exists()
     assert "incomplete" in (out / PARTIAL_MARKER).read_text()
-    assert "qcn: interrupted" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "qcn: interrupted" in err
+    assert f"partial results in {out}/" in err
+    # Over results already there (--force), they stay whole; the cut run goes beside them.
+    (out / PARTIAL_MARKER).unlink()
+    code = cli.main([*RUN, "--duration", "0.3", "--quiet", "--force", "--out", str(out)])
+    assert code == 130
+    assert not (out / PARTIAL_MARKER).exists()
+    assert (tmp_path / "cut.partial" / PARTIAL_MARKER).exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import signal
 import subprocess
 import sys
@@ -112,6 +113,8 @@ def test_valid_network(tmp_path: Path) -> None:
     ("old", "new", "message"),
     [
         ('grpc = "127.0.0.1:9559"', 'grpc = "localhost"', "switch[0].grpc: must be HOST:PORT"),
+        ('grpc = "127.0.0.1:9559"', 'grpc = "127.0.0.1:99999"', "the port in [1, 65535]"),
+        ('b = "s2:2"', 'b = "s1:3"', "link[0]: a link from a port to itself (s1:3)"),
         ("q_eq_pkts = 20", "q_eq_pkts = 0", "qcn.q_eq_pkts: must be a whole number in [1, 2047]"),
         ("qcn = { w = 1.5 }", "qcn = { w = -1 }", "switch[0].port[1].qcn.w: must be in [0, 64]"),
         ("qcn = { w = 1.5 }", "qcn = { p_base = 2 }", "switch[0].port[1].qcn.p_base"),
@@ -336,7 +339,10 @@ def test_forwarding_entities() -> None:
 
 
 def test_ctl_run_reports_an_unreachable_switch(tmp_path: Path) -> None:
-    (tmp_path / "p4info.txtpb").write_text('pkg_info {\n  arch: "v1model"\n}\n')
+    (tmp_path / "p4info.txtpb").write_text(
+        'pkg_info {\n  arch: "v1model"\n}\ntables {\n  preamble {\n    id: 33554433\n'
+        '    name: "t"\n    alias: "t"\n  }\n}\n'
+    )
     (tmp_path / "qcn_cp.json").write_text("{}")
     net = write(
         tmp_path,
@@ -397,3 +403,24 @@ def test_decoding_the_entries_gives_back_the_parameters(params: CpParams) -> Non
     assert back.depth_at is params.depth_at
     assert back.sampling is params.sampling
     assert decode_cp(entries, 4) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("garbage {{", "not a P4Info file (ParseError"),
+        ('pkg_info { arch: "v1model" }', "a P4Info without tables"),
+    ],
+)
+def test_a_p4info_that_is_not_the_pipelines_is_named(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    """It was reported as "connect failed: IndexError", blaming the switch."""
+    from controller.errors import P4RuntimeError  # noqa: PLC0415
+    from controller.p4runtime import P4RuntimeSwitch  # noqa: PLC0415
+
+    p4info, blob = tmp_path / "x.p4info.txtpb", tmp_path / "x.json"
+    p4info.write_text(text)
+    blob.write_text("{}")
+    with pytest.raises(P4RuntimeError, match=rf"{p4info}: {re.escape(message)}"):
+        P4RuntimeSwitch("127.0.0.1:9559", p4info, blob)

@@ -297,6 +297,11 @@ def test_interrupted_run_leaves_nothing_behind(tmp_path: Path) -> None:
     assert "stopping Mininet" in rest
     assert leftovers() == ("", "")
     assert host_helpers() == ""
+    # What it measured before the Ctrl-C is kept, marked partial.
+    assert (tmp_path / "PARTIAL").exists()
+    with (tmp_path / "queue.csv").open() as f:
+        assert len(list(csv.DictReader(f))) > 10
+    assert (tmp_path / "sources.csv").stat().st_size > 0
 
 
 def test_a_run_after_a_killed_run_cleans_up_and_measures(tmp_path: Path) -> None:

@@ -468,6 +468,18 @@ def test_a_link_flap_is_weather(daemon_factory: Any, hosts: Hosts) -> None:
     accepted = d.counters()["cnms_accepted"]
     assert kernel_rates(hosts) == [expected_kernel_rate(d.params, [63] + [20] * (accepted - 1))]
     assert d.proc.poll() is None
+    # The carrier lost (the peer's end down, then up): the daemon stays and still acts.
+    run("ip", "-n", hosts.h2, "link", "set", hosts.if2, "down")
+    assert wait_until(lambda: "NO-CARRIER" in link_state(hosts), 5.0)
+    run("ip", "-n", hosts.h2, "link", "set", hosts.if2, "up")
+    assert wait_until(lambda: "NO-CARRIER" not in link_state(hosts), 5.0)
+
+    def accepted_after_the_carrier() -> bool:
+        send_frames(hosts.h2, hosts.if2, [cnm(20)])
+        return bool(d.wait(lambda s: s["counters"]["cnms_accepted"] > accepted, timeout_s=0.2))
+
+    assert wait_until(accepted_after_the_carrier, 10.0, interval_s=0.0), d.counters()
+    assert d.proc.poll() is None
 
 
 def test_socket_overflow_is_counted(daemon_factory: Any, hosts: Hosts) -> None:
@@ -662,6 +674,37 @@ def test_a_hold_left_by_a_dead_agent_is_lifted_on_start(daemon_factory: Any, hos
             assert "took over the PAUSE gate a stopped agent left held" in "".join(again.notices)
             assert again.stop() == 0
         assert_nothing_left(hosts)
+
+
+def test_the_agent_survives_a_link_flap_and_a_carrier_loss(hosts: Hosts) -> None:
+    """Link down and up under the agent, then the peer gone and back (no carrier): it
+    stays, and a PAUSE afterwards still holds."""
+    agent = Agent(hosts, line_rate_mbps=1)
+    try:
+        for ns, iface in ((hosts.h1, hosts.if1), (hosts.h2, hosts.if2)):
+            run("ip", "-n", ns, "link", "set", iface, "down")
+            assert wait_until(lambda: "state UP" not in link_state(hosts), 5.0)
+            run("ip", "-n", ns, "link", "set", iface, "up")
+            assert wait_until(lambda: "state UP" in link_state(hosts), 5.0)
+        run(*f"ip -n {hosts.h1} neigh replace {H2_IP} lladdr {H2_MAC} dev {hosts.if1}".split(),
+            "nud", "permanent")  # fmt: skip
+
+        def held_after_a_pause() -> bool:
+            pause(hosts, 0xFFFF)  # until the agent reads frames again
+            return gate_held(hosts) is True
+
+        assert wait_until(held_after_a_pause, 10.0)
+        assert agent.proc.poll() is None
+        pause(hosts, 0)
+        assert wait_until(lambda: gate_held(hosts) is False, 5.0)
+    finally:
+        assert agent.stop() == 0
+    assert_nothing_left(hosts)
+
+
+def link_state(hosts: Hosts) -> str:
+    return subprocess.run(["ip", "-n", hosts.h1, "link", "show", hosts.if1],
+                          capture_output=True, text=True, check=True).stdout  # fmt: skip
 
 
 def test_a_daemon_killed_under_a_live_agent(daemon_factory: Any, hosts: Hosts) -> None:

@@ -44,10 +44,27 @@ def test_bad_stalls_are_refused(text: str) -> None:
         parse_stalls(text)
 
 
-def test_results_are_marked_partial_until_written(tmp_path: Path) -> None:
+def test_results_are_staged_beside_out_and_marked_partial(tmp_path: Path) -> None:
     out = tmp_path / "a" / "b"
-    prepare_out(out, "transient")
-    assert "incomplete" in (out / PARTIAL_MARKER).read_text()
+    staged = prepare_out(out, "transient")
+    assert not out.exists()
+    assert staged.staging.parent == out.parent
+    assert staged.staging.name.startswith(".b.partial-")
+    assert "incomplete" in (staged.staging / PARTIAL_MARKER).read_text()
+    (staged.staging / "summary.json").write_text("{}")
+    staged.publish()
+    assert sorted(p.name for p in out.iterdir()) == ["summary.json"]
+    assert not staged.staging.exists()
+    with pytest.raises(ScenarioError, match="holds results already; pass --force"):
+        prepare_out(out, "transient")
+    again = prepare_out(out, "transient", force=True)
+    (again.staging / "queue.csv").write_text("")
+    assert again.keep_partial() == out.with_name("b.partial")  # the old results stay whole
+    assert sorted(p.name for p in out.iterdir()) == ["summary.json"]
+    assert sorted(p.name for p in out.with_name("b.partial").iterdir()) == [
+        PARTIAL_MARKER,
+        "queue.csv",
+    ]
     for bad in (Path(), Path(".")):
         with pytest.raises(ScenarioError, match="not the current one"):
             prepare_out(bad, "transient")

@@ -110,6 +110,11 @@ def rows(out: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def timeless(table: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The rows without the simulator's own timing (wall_s, events_per_s)."""
+    return [{k: v for k, v in r.items() if k not in ("wall_s", "events_per_s")} for r in table]
+
+
 def test_sweep_on_a_cluster_then_resumes_without_rerunning(
     cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -140,6 +145,52 @@ def test_sweep_on_a_cluster_then_resumes_without_rerunning(
     assert pq.read_table(out / "sweep.parquet").num_rows == 8
     heatmap = out / "queue_mean_pkts.png"
     assert heatmap.exists()
+    # A damaged store: a point's summary that is no report, a point's directory that is a
+    # file. Both run again, and the sweep says so.
+    (out / "points" / table[0]["key"] / "summary.json").write_text("[]")
+    damaged = out / "points" / table[1]["key"]
+    for f in damaged.iterdir():
+        f.unlink()
+    damaged.rmdir()
+    damaged.write_text("")
+    third = qcn(*args, timeout_s=240)
+    assert third.returncode == 0, third.stderr
+    assert "2 point(s) damaged on disk, run again" in third.stdout
+    assert "2 points run, 6 already done" in third.stdout
+    assert timeless(rows(out)) == timeless(table)  # a point is a function of its key
+    table = rows(out)
+    # Another sweep into the same --out is refused, and the first's table stays whole.
+    other = qcn("sweep", "transient", "--grid", "network.sources=4", "--duration", "0.2",
+                "--address", cluster.address, "--out", str(out))  # fmt: skip
+    assert_one_line_error(other, f"--out {out} holds another sweep (of transient, grid "
+                          "network.sources, qcn.rp.fb_hat, 2 seed(s))")  # fmt: skip
+    assert rows(out) == table
+
+
+def test_sigterm_ends_a_sweep_as_ctrl_c_does(tmp_path: Path) -> None:
+    """It used to end without a word, leaking the local cluster's semaphores."""
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "qcn.cli", "sweep", "transient", "--grid",
+         "network.sources=2,3,4,5", "--duration", "3", "--workers", "1",
+         "--out", str(tmp_path), "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert sweep.stdout is not None
+    assert "4 points (0 already done)" in sweep.stdout.readline()
+    time.sleep(1.0)  # the local cluster starting, or a point running: either is cut
+    sweep.send_signal(signal.SIGTERM)
+    _, stderr = sweep.communicate(timeout=60)
+    assert sweep.returncode == 130, stderr
+    assert "qcn: interrupted" in stderr
+    assert "leaked" not in stderr
+    assert "Traceback" not in stderr
+
+
+def test_a_sweep_table_that_is_a_directory_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "sweep.csv").mkdir()
+    r = qcn("sweep", "transient", "--grid", "network.sources=2", "--duration", "0.05",
+            "--out", str(tmp_path))  # fmt: skip
+    assert_one_line_error(r, "sweep.csv is not a file; remove it")
 
 
 def test_a_worker_killed_mid_sweep_has_its_points_retried(cluster: Cluster, tmp_path: Path) -> None:

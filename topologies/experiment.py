@@ -22,7 +22,6 @@ Teardown happens in every case, including Ctrl-C and errors.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import json
 import math
 import sys
@@ -33,8 +32,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from qcn.core.flows import FlowRecord, records_from_logs, write_flows_csv
+from qcn.core.flows import FlowRecord, records_from_logs
 from qcn.core.params import CpParams, QcnParams, SamplingMode
+from qcn.core.results import write_csvs
 from qcn.core.scenario import Scenario, require_backend
 from qcn.core.stats import percentile
 from qcn.core.trace import Trace
@@ -101,6 +101,33 @@ class Experiment:
     def testbed(self) -> Testbed:
         return Testbed(self.out, self.progress, self.emulation)
 
+    def run(self) -> Trace:
+        """Run the experiment; interrupted or failed once measuring began, it leaves the
+        CSVs of what it measured (beside the run's PARTIAL marker) before it goes on."""
+        try:
+            return self._run()
+        except BaseException:
+            self._write_partial()
+            raise
+
+    def _write_partial(self) -> None:
+        if not self.rec.queue:
+            return  # nothing measured yet
+        try:
+            self._gather()
+            write_csvs(self.out, self.sc, self.trace())
+        except Exception as e:  # the run's own error is the one to report
+            self.progress(f"qcn run: the partial results could not be written ({e})")
+
+    def _run(self) -> Trace:
+        raise NotImplementedError
+
+    def _gather(self) -> None:
+        """What the helpers logged, into the recording (after the measurement)."""
+
+    def trace(self) -> Trace:
+        raise NotImplementedError
+
 
 class MininetExperiment(Experiment):
     """N sources, each behind its reaction point, send through one switch to a sink."""
@@ -117,7 +144,11 @@ class MininetExperiment(Experiment):
         """The hosts that run a reaction point and send, in source order."""
         return [f"h{i}" for i in range(1, self.sc.network.sources + 1)]
 
-    def run(self) -> Trace:
+    def _gather(self) -> None:
+        self.rec.sink = self._sink_rows
+        self.rec.limiter_rows = read_limiter_logs(self.out / "rp", self.sources)
+
+    def _run(self) -> Trace:
         from topologies.mininet_bmv2 import SingleBottleneckTopo  # noqa: PLC0415
 
         started = time.perf_counter()
@@ -158,12 +189,12 @@ class MininetExperiment(Experiment):
                 check=tb.check_processes,
             )
             self.rec = tb.measure_or_cli(
-                sc, agent, self.cp_port, self.sample_interval_s, hooks, cli=self.cli
-            )
+                sc, agent, self.cp_port, self.sample_interval_s, hooks, cli=self.cli,
+                rec=self.rec,
+            )  # fmt: skip
             counters = agent.counters(self.cp_port)
             self.rec.cnms = counters["cp_cnms"] if self.qcn else 0
-        self.rec.sink = self._sink_rows
-        self.rec.limiter_rows = read_limiter_logs(self.out / "rp", self.sources)
+        self._gather()
         trace = self.trace()
         if self.qcn and sc.params.cp.three_point:
             # The sink's port is the end reflection point: its CNMs count as the simulator's.
@@ -318,17 +349,6 @@ class FlowsExperiment(MininetExperiment):
                 ],
                 sender=True,
             )
-
-    def run(self) -> Trace:
-        try:
-            return super().run()
-        except BaseException:
-            # Interrupted or failed: flows.csv from what the logs hold (every flow is in it,
-            # those that did not finish as unfinished), beside the run's PARTIAL marker.
-            if not math.isnan(self.origin):
-                with contextlib.suppress(OSError):
-                    write_flows_csv(self.out / "flows.csv", self._records(self._sender_lines()))
-            raise
 
     def _sender_lines(self) -> list[dict[str, Any]]:
         return [

@@ -65,9 +65,11 @@ def measure(
     hooks: Hooks,
     progress: Callable[[str], None],
     noise: NoiseMonitor | None = None,
+    rec: Recording | None = None,
 ) -> Recording:
-    """Run the scenario's traffic for its duration and record it (see the module doc)."""
-    rec = Recording()
+    """Run the scenario's traffic for its duration and record it (see the module doc);
+    into ``rec`` if given, so that an interrupted run still holds what it measured."""
+    rec = rec if rec is not None else Recording()
     pending = list(sc.schedule)
     start = rec.start = time.monotonic() + SOURCE_START_DELAY_S
     hooks.start_traffic(start)

@@ -131,7 +131,10 @@ class MultihopTcpExperiment(Experiment):
         """Sender index i (0-based) sends to the hot spot."""
         return i < self.sc.network.sources
 
-    def run(self) -> Trace:
+    def _gather(self) -> None:
+        self.rec.limiter_rows = read_limiter_logs(self.out / "rp", self.sources)
+
+    def _run(self) -> Trace:
         from topologies.mininet_bmv2 import MultihopTopo  # noqa: PLC0415
 
         if shutil.which("iperf3") is None:
@@ -182,7 +185,7 @@ class MultihopTcpExperiment(Experiment):
                 check=tb.check_processes,
             )
             self.rec = tb.measure_or_cli(
-                sc, hot, self.cp_port, self.sample_interval_s, hooks, cli=self.cli
+                sc, hot, self.cp_port, self.sample_interval_s, hooks, cli=self.cli, rec=self.rec
             )
             self.rec.cnms = hot.counters(self.cp_port)["cp_cnms"] if self.qcn else 0
             # Downstream first: a PAUSE s2 counted as sent is then counted at s1 too.
@@ -210,7 +213,7 @@ class MultihopTcpExperiment(Experiment):
                     for port in (p.port for p in a.cfg.ports):
                         sent = a.counters(port)["pause_sent"]
                         self.pause_counts[f"{name}-eth{port}"]["pause_sent_after_reads"] = sent
-        self.rec.limiter_rows = read_limiter_logs(self.out / "rp", self.sources)
+        self._gather()
         if net.pause:
             self._write_pause_json()
         trace = self.trace()

@@ -476,9 +476,11 @@ class Testbed:
         hooks: Hooks,
         *,
         cli: bool,
+        rec: Recording | None = None,
     ) -> Recording:
-        """Run the measurement loop on ``agent``'s switch, or (``cli``) hand the running
-        network to the Mininet CLI until the user exits it (nothing is recorded)."""
+        """Run the measurement loop on ``agent``'s switch (recording into ``rec``, if
+        given), or (``cli``) hand the running network to the Mininet CLI until the user
+        exits it (nothing is recorded)."""
         if not cli:
             monitor = NoiseMonitor(
                 {"switch": self.switch_pids, "senders": lambda: list(self.sender_pids)},
@@ -499,6 +501,7 @@ class Testbed:
                     hooks=hooks,
                     progress=self.progress,
                     noise=monitor,
+                    rec=rec,
                 )
             finally:
                 if injector is not None:

@@ -147,6 +147,8 @@ class Seed003Mix:
 def read_cdf(path: Path, name: str | None = None) -> EmpiricalCdf:
     """A CDF file: ``bytes cdf`` lines (cdf from 0 to 1, both non-decreasing, the last cdf
     1), ``#`` comments and blank lines allowed."""
+    if path.exists() and not path.is_file():
+        raise FlowSizeError(f"{path}: not a regular file, so not a CDF file")
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:

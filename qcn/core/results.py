@@ -273,11 +273,9 @@ def recovery_ms(sc: Scenario, tr: Trace) -> float | None:
     return math.inf
 
 
-def write(
-    out: Path, sc: Scenario, tr: Trace, summary: dict[str, Any], *, plots: bool = True
-) -> list[Path]:
-    """Write CSVs, summary.json and (unless ``plots`` is false) plots into ``out``; return
-    the plot paths."""
+def write_csvs(out: Path, sc: Scenario, tr: Trace) -> None:
+    """queue.csv, sources.csv and (flows workload) flows.csv: what was measured, as it
+    stands (an interrupted run writes these alone, beside its PARTIAL marker)."""
     out.mkdir(parents=True, exist_ok=True)
     with (out / "queue.csv").open("w", newline="") as f:
         w = csv.writer(f)
@@ -298,6 +296,14 @@ def write(
                 w.writerow([f"{t:.6f}", i, f"{cr:.0f}", f"{target:.0f}", f"{tp:.0f}"])
     if sc.workload.pattern == "flows":
         write_flows_csv(out / "flows.csv", tr.flows)
+
+
+def write(
+    out: Path, sc: Scenario, tr: Trace, summary: dict[str, Any], *, plots: bool = True
+) -> list[Path]:
+    """Write CSVs, summary.json and (unless ``plots`` is false) plots into ``out``; return
+    the plot paths."""
+    write_csvs(out, sc, tr)
     (out / "summary.json").write_text(json.dumps(json_safe(summary), indent=2) + "\n")
     if not plots:
         return []

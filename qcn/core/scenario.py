@@ -70,6 +70,7 @@ Validation names the file and the field.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Collection
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
@@ -416,6 +417,9 @@ def load(name_or_path: str) -> Scenario:
     return parse(data, where=str(path))
 
 
+SCENARIO_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}")
+
+
 def parse(data: dict[str, Any], where: str = "scenario") -> Scenario:
     try:
         return _parse(data)
@@ -452,8 +456,14 @@ def _parse(data: dict[str, Any]) -> Scenario:
         )
     schedule = tuple(_table(RateChange, f"schedule[{i}]", c) for i, c in enumerate(raw_schedule))
     bmv2 = _table(Bmv2Scale, "bmv2", data.get("bmv2", {}))
+    name = _typed("name", data.get("name"), str)
+    if not SCENARIO_NAME.fullmatch(name):
+        # It names the results directory (results/NAME): no path, nothing hidden.
+        raise ScenarioError(
+            f"name: letters, digits, '.', '_' and '-', not starting with '.' (got {name!r})"
+        )
     scenario = Scenario(
-        name=_typed("name", data.get("name"), str),
+        name=name,
         seed=str(data.get("seed", "")),
         title=str(data.get("title", "")),
         duration_s=_finite(
@@ -475,7 +485,7 @@ def _validate(s: Scenario) -> None:
     n, w = s.network, s.workload
     multihop = n.topology == "multihop"
     checks = [
-        ("duration_s", 0 < s.duration_s <= 3600, "must be in (0, 3600]"),
+        ("duration_s", 1e-3 <= s.duration_s <= 3600, "must be in [0.001, 3600]"),
         ("network.sources", 1 <= n.sources <= 1000, "must be in [1, 1000]"),
         ("network.line_rate_bps", n.line_rate_bps > 0, "must be positive"),
         ("network.bottleneck_rate_bps", n.bottleneck_rate_bps > 0, "must be positive"),
@@ -518,7 +528,12 @@ def _validate(s: Scenario) -> None:
             all(0 <= i < n.sources for i in w.onoff_sources),
             "must list source indices below network.sources",
         ),
-        ("workload.mean_on_s", w.mean_on_s > 0 and w.mean_off_s > 0, "means must be positive"),
+        (
+            "workload.mean_on_s",
+            min(w.mean_on_s, w.mean_off_s) >= 1e-6,
+            "on and off means must be at least 1 us (shorter ones leave the simulator "
+            "drawing periods for ever)",
+        ),
         ("workload.load", 0 < w.load <= 1, "must be in (0, 1]"),
         ("workload.transport", w.transport in TRANSPORTS, f"must be {' or '.join(TRANSPORTS)}"),
         ("workload.ipc_fraction", 0 <= w.ipc_fraction <= 1, "must be in [0, 1]"),

@@ -18,6 +18,9 @@ def read_toml(path: Path, error: Callable[[str], QcnError]) -> dict[str, Any]:
     """The TOML document in ``path``; ``error(message)`` builds what is raised."""
     if path.is_dir():
         raise error(f"{path}: is a directory, not a TOML file")
+    if path.exists() and not path.is_file():
+        # A FIFO or a device would be read for ever.
+        raise error(f"{path}: not a regular file, so not a TOML file")
     try:
         text = path.read_bytes().decode("utf-8")
     except OSError as e:
