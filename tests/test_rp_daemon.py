@@ -702,6 +702,74 @@ def test_the_agent_survives_a_link_flap_and_a_carrier_loss(hosts: Hosts) -> None
     assert_nothing_left(hosts)
 
 
+def test_the_agent_stops_in_one_line_when_its_interface_is_deleted_in_a_hold(
+    hosts: Hosts,
+) -> None:
+    run("ip", "-n", hosts.h1, "link", "add", "gone-p", "type", "veth", "peer", "name", "gone-q")
+    for end in ("gone-p", "gone-q"):
+        run("ip", "-n", hosts.h1, "link", "set", end, "up")
+    agent = subprocess.Popen(
+        ["ip", "netns", "exec", hosts.h1, sys.executable, "-m", "reaction_point.pause",
+         "gone-p", "--line-rate-mbps", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert agent.stdout is not None
+    assert "honouring" in agent.stdout.readline()
+    send_frames(hosts.h1, "gone-q", [pause_frame("02:00:00:00:99:02", 0xFFFF)])  # 33 s
+    with NetNS(hosts.h1) as ns:
+        index = ns.link_lookup(ifname="gone-p")[0]
+        assert wait_until(lambda: (g := find_gate(ns, index)) is not None and g.held, 5.0)
+    run("ip", "-n", hosts.h1, "link", "del", "gone-p")
+    _, stderr = agent.communicate(timeout=10)
+    assert agent.returncode == 1, stderr
+    assert stderr.splitlines() == ["pause agent: gone-p disappeared; stopped"], stderr
+
+
+def test_ctrl_c_while_the_daemon_starts_leaves_no_tree(hosts: Hosts) -> None:
+    """The interrupt lands after the tree is installed, before the daemon serves."""
+    probe = (
+        "import sys\n"
+        "from reaction_point.tc import HtbLimiters\n"
+        "def interrupted(self): raise KeyboardInterrupt\n"
+        "HtbLimiters.warm_up = interrupted\n"
+        "from qcn import cli\n"
+        f"sys.exit(cli.main(['rp', 'start', '--iface', '{hosts.if1}', '--status-dir', "
+        f"'{hosts.tmp / 'ctrl-c'}']))\n"
+    )
+    r = subprocess.run(["ip", "netns", "exec", hosts.h1, sys.executable, "-c", probe],
+                       capture_output=True, text=True, check=False, timeout=30)  # fmt: skip
+    assert r.returncode == 130, r.stderr
+    assert_nothing_left(hosts)
+
+
+def test_daemons_in_two_namespaces_on_one_interface_name_keep_two_statuses(
+    hosts: Hosts,
+) -> None:
+    """They used to share one status file, so `qcn rp status` showed whichever wrote last."""
+    status_dir = hosts.tmp / "two-ns"
+    procs = []
+    try:
+        for ns in (hosts.h1, hosts.h2):
+            run("ip", "-n", ns, "link", "add", "same0", "type", "veth", "peer", "name", "same0p")
+            for end in ("same0", "same0p"):
+                run("ip", "-n", ns, "link", "set", end, "up")
+            procs.append(subprocess.Popen(
+                ["ip", "netns", "exec", ns, sys.executable, "-m", "qcn.cli", "rp", "start",
+                 "--iface", "same0", "--status-dir", str(status_dir)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            ))  # fmt: skip
+        assert wait_until(lambda: len(status_files(status_dir, "same0")) == 2, 10.0)
+        r = qcn_in(hosts.h1, "rp", "status", "--status-dir", str(status_dir))
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.count("same0 in netns ") == 2, r.stdout
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(10)
+        for ns in (hosts.h1, hosts.h2):
+            subprocess.run(["ip", "-n", ns, "link", "del", "same0"], check=False)
+
+
 def link_state(hosts: Hosts) -> str:
     return subprocess.run(["ip", "-n", hosts.h1, "link", "show", hosts.if1],
                           capture_output=True, text=True, check=True).stdout  # fmt: skip
