@@ -202,6 +202,23 @@ def test_an_unroutable_destination_is_one_line() -> None:
     assert_one_line_error(r, "cannot send to 10.9.9.9: Network is unreachable")
 
 
+@requires_root()
+def test_a_full_disk_is_one_line_and_nothing_looks_complete(tmp_path: Path) -> None:
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], check=True)
+    try:
+        r = qcn(*RUN, "--duration", "0.5", "--quiet", "--out", str(disk / "out"))
+        assert r.returncode == 2, r.stderr
+        assert "Traceback" not in r.stderr
+        assert r.stderr.splitlines()[-1] == (
+            "qcn: error: cannot write the results: No space left on device"
+        )
+        assert (disk / "out" / PARTIAL_MARKER).exists()
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
 def test_unwritable_out_fails_before_the_run() -> None:
     began = time.monotonic()
     r = qcn(*RUN, "--out", "/proc/qcn-results")
