@@ -134,6 +134,16 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("ctl run interval NaN", ("ctl", "run", "--interval", "nan"), ("--interval must be",)),
     ("ctl run interval 0", ("ctl", "run", "--interval", "0"), ("--interval must be",)),
     ("run --out empty", (*RUN, "--out", ""), ("--out: give a directory",)),
+    (
+        "a source rate of 1e-300",
+        (*RUN, "--set", "workload.max_rate_bps=1e-300"),
+        ("workload.max_rate_bps: must be in [1000, network.line_rate_bps]",),
+    ),
+    (
+        "a bottleneck of 1e-300",
+        (*RUN, "--set", "network.bottleneck_rate_bps=1e-300"),
+        ("network.bottleneck_rate_bps: must be at least 1000 b/s",),
+    ),
     ("run a nanosecond", (*RUN, "--duration", "1e-9"), ("duration_s: must be in [0.001, 3600]",)),
     (
         "on/off means of a picosecond",

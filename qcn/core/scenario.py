@@ -417,6 +417,8 @@ def load(name_or_path: str) -> Scenario:
     return parse(data, where=str(path))
 
 
+MIN_RATE_BPS = 1e3
+MIN_RATE_TEXT = f"must be at least {MIN_RATE_BPS:g} b/s (a slower rate's frame gaps overflow)"
 SCENARIO_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}")
 
 
@@ -487,8 +489,8 @@ def _validate(s: Scenario) -> None:
     checks = [
         ("duration_s", 1e-3 <= s.duration_s <= 3600, "must be in [0.001, 3600]"),
         ("network.sources", 1 <= n.sources <= 1000, "must be in [1, 1000]"),
-        ("network.line_rate_bps", n.line_rate_bps > 0, "must be positive"),
-        ("network.bottleneck_rate_bps", n.bottleneck_rate_bps > 0, "must be positive"),
+        ("network.line_rate_bps", n.line_rate_bps >= MIN_RATE_BPS, MIN_RATE_TEXT),
+        ("network.bottleneck_rate_bps", n.bottleneck_rate_bps >= MIN_RATE_BPS, MIN_RATE_TEXT),
         ("network.rtt_s", 0 < n.rtt_s < 1, "must be in (0, 1)"),
         ("network.buffer_pkts", n.buffer_pkts >= 1, "must be at least 1"),
         ("network.frame_bytes", 64 <= n.frame_bytes <= 9216, "must be in [64, 9216]"),
@@ -503,7 +505,7 @@ def _validate(s: Scenario) -> None:
             0 <= n.innocent_sources <= 100 and (n.innocent_sources == 0 or multihop),
             "must be in [0, 100], and 0 unless network.topology is multihop",
         ),
-        ("network.innocent_rate_bps", n.innocent_rate_bps > 0, "must be positive"),
+        ("network.innocent_rate_bps", n.innocent_rate_bps >= MIN_RATE_BPS, MIN_RATE_TEXT),
         (
             "network.pause_lo_bytes",
             not n.pause or 0 < n.pause_lo_bytes < n.pause_hi_bytes <= n.buffer_pkts * n.frame_bytes,
@@ -519,8 +521,8 @@ def _validate(s: Scenario) -> None:
         ),
         (
             "workload.max_rate_bps",
-            0 < w.max_rate_bps <= n.line_rate_bps or w.pattern == "flows",  # (unused there)
-            "must be in (0, network.line_rate_bps]",
+            MIN_RATE_BPS <= w.max_rate_bps <= n.line_rate_bps or w.pattern == "flows",
+            f"must be in [{MIN_RATE_BPS:g}, network.line_rate_bps]",  # (unused by flows)
         ),
         ("workload.stagger_s", w.stagger_s >= 0, "must be >= 0"),
         (
@@ -565,8 +567,10 @@ def _validate(s: Scenario) -> None:
     if not (0 < b.rate_scale <= 1 and 0 < b.time_scale <= 1e4):
         raise ScenarioError("bmv2: rate_scale must be in (0, 1] and time_scale in (0, 1e4]")
     for i, c in enumerate(s.schedule):
-        if c.at_s < 0 or c.bottleneck_rate_bps <= 0:
-            raise ScenarioError(f"schedule[{i}]: needs at_s >= 0 and a positive rate")
+        if c.at_s < 0 or c.bottleneck_rate_bps < MIN_RATE_BPS:
+            raise ScenarioError(
+                f"schedule[{i}]: needs at_s >= 0 and a rate of at least {MIN_RATE_BPS:g} b/s"
+            )
 
 
 def _validate_flows(s: Scenario) -> None:
