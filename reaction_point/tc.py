@@ -23,13 +23,15 @@ knows it was left by one that died, and replaces it; a root qdisc of anyone else
 touched unless the user says so (``replace_foreign``).
 
 A limiter matches either a destination host (the seeds' "one rate limiter per
-destination", enforced on the host's IPv4 addresses) or an IPv4 5-tuple.  Class minors and
-filter handles come from free lists and are reused, so a daemon can create and release
-limiters for ever.  All filters share one u32 instance (one priority, one hash table): the
-kernel gives each u32 instance a hash table id of its own from a pool of 2047 per qdisc,
-so a priority per limiter ran out near 2,000 limiters.  All changes go over netlink;
-nothing runs ``tc``.  ``close()`` deletes the root qdisc, which removes every class and
-filter this created.
+destination", enforced on the host's IPv4 addresses) or an IPv4 5-tuple.  Filter handles
+come from a free list and are reused; a released limiter's class stays, idle at the line
+rate, for the next limiter (the kernel walks every filter when a class is made or
+deleted), so a daemon can create and release limiters for ever.  All filters share one
+u32 instance (one priority, one hash table): the kernel gives each u32 instance a hash
+table id of its own from a pool of 2047 per qdisc, so a priority per limiter ran out near
+2,000 limiters.  All changes go over netlink, a limiter's in one datagram
+(LimiterWriter); nothing runs ``tc``.  ``close()`` deletes the gate, or the tree under
+it, which removes every class and filter this created.
 """
 
 from __future__ import annotations

@@ -16,17 +16,17 @@ from reaction_point.netlink import (
     NLM_F_REQUEST,
     NLMSG_ERROR,
     NLMSG_HEADER,
+    RTM_DELQDISC,
     TC_H_ROOT,
     replies,
     rtattr,
     rtnl_socket,
     send_acked,
+    send_all_acked,
     tc_message,
 )
 from tests.toolchain import requires_root
 from topologies.netns import namespaces
-
-RTM_DELQDISC = 37
 
 
 def test_an_attribute_is_padded_to_four_bytes() -> None:
@@ -81,4 +81,21 @@ def test_the_kernels_error_comes_back_as_a_netlink_error() -> None:
             msg = tc_message(RTM_DELQDISC, 1, (1, 0, TC_H_ROOT), b"")  # lo is index 1
             with pytest.raises(NetlinkError) as e:
                 send_acked(sock, msg, 1)
+    assert e.value.code in (errno.ENOENT, errno.EINVAL, errno.EOPNOTSUPP)
+
+
+@requires_root()
+def test_a_batch_reports_its_first_error_and_reads_every_ack() -> None:
+    """Two refused deletions in one datagram: the error comes back once all acks are read
+    (none is left on the socket for the next request to trip over)."""
+    ns = f"nlb{os.getpid() % 100000}"
+    with namespaces(ns):
+        sock = rtnl_socket(ns)
+        with sock:
+            batch = [(tc_message(RTM_DELQDISC, seq, (1, 0, TC_H_ROOT), b""), seq) for seq in (1, 2)]
+            with pytest.raises(NetlinkError) as e:
+                send_all_acked(sock, batch)
+            sock.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                sock.recv(1 << 16)
     assert e.value.code in (errno.ENOENT, errno.EINVAL, errno.EOPNOTSUPP)
