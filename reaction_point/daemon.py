@@ -231,6 +231,7 @@ class ReactionPoint:
         self._class_counts: dict[int, tuple[int, int]] = {}
         """The latest bytes and packets of every class (by minor), limiter or idle."""
         self._start_ticks = process_start_ticks(os.getpid())
+        self._netns_id = network_namespace_id()
         self.notices: list[str] = []
         """Lines for the user about what :meth:`open` found (e.g. a dead daemon's limiters)."""
         self._status_ready = False
@@ -269,8 +270,7 @@ class ReactionPoint:
         found = self._tc.open(replace_foreign=self.opt.replace_qdisc)
         if found:
             self.notices.append(found)
-        # pyroute2's first class and neighbour dumps take tens of ms (lazy set-up); pay
-        # that now rather than while the first CNMs wait.
+        # The kernel's first filter costs more than the next: paid before any CNM waits.
         self._tc.warm_up()
         self._neighbours = NeighbourTable(self._ifindex)
         self.counters["kernel_socket_drops"] = 0
@@ -650,7 +650,7 @@ class ReactionPoint:
         report itself is built from it off the CNM thread (StatusFileWriter)."""
         head = {
             "iface": self.opt.iface,
-            "netns_id": network_namespace_id(),
+            "netns_id": self._netns_id,
             "pid": os.getpid(),
             "pid_start_ticks": self._start_ticks,
             "running": running,
@@ -682,7 +682,8 @@ class ReactionPoint:
         snapshot = self._status_snapshot(running)
         self._status_dirty = False
         if self._status_writer is None:
-            self._status_writer = StatusFileWriter(status_path(self.opt.status_dir, self.opt.iface))
+            path = status_path(self.opt.status_dir, self.opt.iface, self._netns_id)
+            self._status_writer = StatusFileWriter(path)
             self._status_writer.start()
         if running:
             self._status_writer.submit(snapshot)

@@ -100,6 +100,7 @@ TC_TBF_QOPT = struct.Struct("=" + TC_RATESPEC + TC_RATESPEC + "III")
 DEFAULT_LIMIT_BYTES = 4 << 20
 TREE_MAJOR = 0x5143
 """The reaction point's tree (reaction_point.tc.ROOT_MAJOR, which imports this module)."""
+TREE_HANDLE = TREE_MAJOR << 16
 
 
 class PauseError(QcnError):
@@ -233,7 +234,7 @@ class PauseGate:
                 (q for q in self._ipr.get_qdiscs(index=self.ifindex) if q["parent"] == TC_H_ROOT),
                 None,
             )
-            if root is not None and root["handle"] not in (0, TREE_MAJOR << 16):
+            if root is not None and root["handle"] not in (0, TREE_HANDLE):
                 kind = root.get_attr("TCA_KIND")
                 raise PauseError(
                     f"{self.ifname} already has a root qdisc ({kind} {root['handle'] >> 16:x}:) "
@@ -246,10 +247,11 @@ class PauseGate:
         except NetlinkError as e:
             raise PauseError(f"{self.ifname}: cannot install the PAUSE gate: {e}") from e
         self._open = True
-        child = found.child if found else None
-        if child is None or child[1] != TREE_MAJOR << 16 or not self._daemon_alive():
-            if child is not None and child[1] == TREE_MAJOR << 16:
-                said = f"{self.ifname}: removed the rate limiters a stopped daemon left behind"
+        tree = found is not None and found.child is not None and found.child[1] == TREE_HANDLE
+        dead_tree = tree and not self._daemon_alive()
+        if dead_tree:
+            said = f"{self.ifname}: removed the rate limiters a stopped daemon left behind"
+        if not tree or dead_tree:
             fifo_under_gate(self._ipr, self.ifindex)
         self.held = False
         return said

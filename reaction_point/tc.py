@@ -88,8 +88,10 @@ from reaction_point.pause import (
     DEFAULT_LIMIT_BYTES,
     GATE_CHILD,
     GATE_FIFO_HANDLE,
+    TREE_HANDLE,
     TREE_MAJOR,
     GateControl,
+    GateFound,
     PauseError,
     fifo_under_gate,
     find_gate,
@@ -97,7 +99,7 @@ from reaction_point.pause import (
 
 ROOT_MAJOR = TREE_MAJOR
 """The tree's major number: "QC", this daemon's mark on the tree it owns."""
-ROOT_HANDLE = ROOT_MAJOR << 16
+ROOT_HANDLE = TREE_HANDLE
 LINE_MINOR = 1
 """The line-rate class every other class hangs under."""
 DEFAULT_MINOR = 2
@@ -272,7 +274,10 @@ class HtbLimiters:
     def root_qdisc(self) -> RootQdisc | None:
         """The qdisc where the tree goes, as it is now (None: none at all): the child of the
         gate (reaction_point.pause) when there is one, else the interface's root."""
-        gate = find_gate(self._ipr, self.ifindex)
+        return self._tree_slot(find_gate(self._ipr, self.ifindex))
+
+    def _tree_slot(self, gate: GateFound | None) -> RootQdisc | None:
+        """:meth:`root_qdisc`, given what :func:`find_gate` found."""
         if gate is not None:
             return None if gate.child is None else RootQdisc(*gate.child)
         for q in self._ipr.get_qdiscs(index=self.ifindex):
@@ -290,7 +295,7 @@ class HtbLimiters:
         """
         said = []
         gate = find_gate(self._ipr, self.ifindex)
-        found = self.root_qdisc()
+        found = self._tree_slot(gate)
         if found is not None and found.ours:
             said.append(f"{self.ifname}: removed the rate limiters a stopped daemon left behind")
         elif gate is None and found is not None and not found.kernel_default:
@@ -353,16 +358,12 @@ class HtbLimiters:
                 raise TcError(f"{self.ifname}: cannot remove the HTB root: {e}") from e
 
     def warm_up(self) -> None:
-        """Run a throwaway limiter through its whole life once.
-
-        pyroute2 sets up each kind of request lazily, and the first of each takes tens of
-        milliseconds: paid here, not by the first CNMs.
-        """
+        """Run a throwaway limiter through its whole life once: the kernel makes its u32
+        instance with the first filter, paid here rather than by the first CNM, and the
+        class stays, idle, for the first limiter."""
         dummy = FlowMatch("0.0.0.0", "0.0.0.0", 255, 0, 0)
-        minor = self.add(dummy, 1e6)
+        self.add(dummy, 1e6)
         self.set_rate(dummy, 2e6)
-        self.class_stats()
-        self.class_rate_bps(minor)
         self.remove(dummy)
 
     def close(self) -> None:
@@ -688,9 +689,9 @@ def ordinary_scheduling() -> None:
 
 
 STATS_IDLE_INTERVAL_S = 0.5
+"""The poller's longest interval: while no class sends, it halves its rate down to this."""
 POLL_SHARE = 10
 """The poller waits at least this many times as long as its last dump took."""
-"""The poller's longest interval: while no class sends, it halves its rate down to this."""
 
 
 class ClassStatsPoller(threading.Thread):
