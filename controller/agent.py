@@ -28,6 +28,7 @@ from controller.entries import (
     PauseWatermarks,
     admission_entry,
     bmv2_queue_pkts,
+    buffer_entry,
     cnm_clone_session,
     cp_config_entry,
     cp_entries,
@@ -41,6 +42,7 @@ from controller.entries import (
     flood_groups,
     input_port_entry,
     l2_entry,
+    pause_honour_entry,
     pause_source_entry,
     sample_interval_entries,
     stage2_entries,
@@ -173,9 +175,16 @@ class SwitchAgent:
                 out.append(guarded)
         if any(p.pause for p in self.cfg.ports):
             out += self._pause_source_entries()
+        out += [
+            pause_honour_entry(p.port, p.honour_pause_bps)
+            for p in self.cfg.ports
+            if p.honour_pause_bps is not None
+        ]
         for p in self.cfg.ports:
             if p.cp:
                 out += cp_entries(self.cp_port(p.port))
+            elif p.queue_depth_pkts is not None:
+                out.append(buffer_entry(p.port, p.queue_depth_pkts))
         return out
 
     def bring_up(self) -> ReconcileReport:
@@ -195,10 +204,12 @@ class SwitchAgent:
         return report
 
     def apply_queue_shaping(self) -> None:
-        """Queue rates; and depths: a CP port's buffer is the pipeline's limit, and BMv2's
-        own queue is made deeper (controller.entries.bmv2_queue_pkts).  With PAUSE on any
-        input, every port's queue is made that deep: a frame BMv2 dropped would stay
-        counted in its input's buffer for ever (the partitions are the only limit)."""
+        """Queue rates; and depths: a port's buffer is the pipeline's limit (a CP port's
+        admission entry; on another port, controller.entries.buffer_entry), and BMv2's
+        own queue is made deeper (controller.entries.bmv2_queue_pkts): BMv2 drops a frame
+        that finds its queue full without a trace.  With PAUSE on any input, every port's
+        queue is made that deep: a frame BMv2 dropped would stay counted in its input's
+        buffer for ever (the partitions are the only limit)."""
         pause = any(p.pause for p in self.cfg.ports)
         shaped = [
             p
@@ -213,10 +224,8 @@ class SwitchAgent:
                     t.set_queue_rate(p.queue_rate_pps, p.port)
                 if p.cp:
                     t.set_queue_depth(bmv2_queue_pkts(self.cp_port(p.port).limit_pkts), p.port)
-                elif pause:
-                    t.set_queue_depth(self._pause_queue_pkts(p), p.port)
-                elif p.queue_depth_pkts is not None:
-                    t.set_queue_depth(p.queue_depth_pkts, p.port)
+                elif pause or p.queue_depth_pkts is not None:
+                    t.set_queue_depth(self._deep_queue_pkts(p), p.port)
 
     def _reconcile_tables(
         self, sw: P4RuntimeSwitch, desired: list[P4TableEntry]
@@ -398,19 +407,23 @@ class SwitchAgent:
             sw.modify(sample_interval_entries(cp))
 
     def set_queue(self, port: int, rate_pps: int | None, depth_pkts: int | None) -> None:
-        """A port's queue rate and buffer; a CP port's buffer is the pipeline's limit (its
-        admission entry), BMv2's own queue then deeper (controller.entries.bmv2_queue_pkts)."""
+        """A port's queue rate and buffer; the buffer is the pipeline's limit (a CP port's
+        admission entry, another port's buffer_entry), BMv2's own queue then deeper
+        (controller.entries.bmv2_queue_pkts)."""
         current = self.read_cp(port) if self.cfg.port(port).cp else None
         with self.thrift() as t:
             if rate_pps is not None:
                 t.set_queue_rate(rate_pps, port)
             if depth_pkts is None:
                 return
+            sw = self.connect()
             if current is None:
-                t.set_queue_depth(depth_pkts, port)
-                return
-            cp = replace(self.cp_port(port, current[0]), limit_pkts=depth_pkts)
-            self.connect().modify([admission_entry(cp)])
+                held = sw.read(P4TableEntry(TABLE_ADMISSION, match=P4TableMatch(eg_port=port)))
+                write = sw.modify if any(e.action is not None for e in held) else sw.insert
+                write([buffer_entry(port, depth_pkts)])
+            else:
+                cp = replace(self.cp_port(port, current[0]), limit_pkts=depth_pkts)
+                sw.modify([admission_entry(cp)])
             t.set_queue_depth(bmv2_queue_pkts(depth_pkts), port)
 
     def set_pause(self, port: int, pause: PauseWatermarks | None) -> None:
@@ -433,16 +446,16 @@ class SwitchAgent:
         with self.thrift() as t:
             for p in self.cfg.ports:
                 if not p.cp:
-                    t.set_queue_depth(self._pause_queue_pkts(p), p.port)
+                    t.set_queue_depth(self._deep_queue_pkts(p), p.port)
 
     def _pause_source_entries(self) -> list[P4TableEntry]:
         """Every port's PAUSEs come from the switch's address."""
         return [pause_source_entry(p.port, self.cfg.cp_mac) for p in self.cfg.ports]
 
     @staticmethod
-    def _pause_queue_pkts(p: PortConfig) -> int:
-        """BMv2's queue on a port that is not a CP's when PAUSE is on: deep enough never to
-        drop a frame its input counted (apply_queue_shaping)."""
+    def _deep_queue_pkts(p: PortConfig) -> int:
+        """BMv2's queue on a port that is not a CP's: deeper than the pipeline's buffer,
+        or when PAUSE is on, than any frame its input counted (apply_queue_shaping)."""
         return bmv2_queue_pkts(p.queue_depth_pkts or BMV2_DEFAULT_QUEUE_PKTS)
 
     def read_pause(self, port: int) -> PauseWatermarks | None:

@@ -22,6 +22,8 @@ A TOML file::
     # optional 802.3x PAUSE on frames arriving here (controller.entries.PauseWatermarks)
     pause = { hi_bytes = 130000, lo_bytes = 110000, partition_bytes = 150000,
               pause_quanta = 65535, refresh_us = 2000 }
+    honour_pause_bps = 40000000   # optional: a PAUSE received here holds this port's queue,
+                                  # its quanta counted at this link rate (needs queue_rate_pps)
 
     [[host]]
     name = "h1"
@@ -45,16 +47,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from controller.entries import PauseWatermarks
+from controller.entries import MAX_HONOUR_RATE_BPS, MIN_HONOUR_RATE_BPS, PauseWatermarks
 from controller.errors import ConfigError
 from qcn.core.params import CpParams, ParamError, QcnParams
-from qcn.core.pipeline import BMV2_DEVICE_ID, BMV2_THRIFT_PORT, outputs
+from qcn.core.pipeline import BMV2_DEVICE_ID, BMV2_THRIFT_PORT, HELD_PORTS, outputs
 from qcn.core.tomlfile import read_toml
 
 MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 MAX_PORT = 510
 """port_t is 9 bits, and 511 is BMv2's drop port (p4src's DROP_PORT; tests/test_p4_program.py
 checks the two agree)."""
+HONOUR_NEEDS_RATE = (
+    "needs queue_rate_pps on the port (a held port's frames go round BMv2's queue at that rate)"
+)
 MAX_QUEUE_BYTES = 1 << 30
 """A sanity bound; the pipeline's own (Fb in 32 bits) is checked with w (controller.entries)."""
 
@@ -72,6 +77,14 @@ class PortConfig:
     """A CP port's buffer in bytes too (the pipeline drops at whichever is reached first)."""
     pause: PauseWatermarks | None = None
     """802.3x PAUSE on the frames arriving at this port."""
+    honour_pause_bps: int | None = None
+    """Set: a PAUSE arriving at this port holds the port's queue (p4src/control/port_hold.p4),
+    its quanta counted at this link rate.  The held frames go round BMv2's queue at its
+    rate, so the port needs queue_rate_pps."""
+
+    def __post_init__(self) -> None:
+        if self.honour_pause_bps is not None and not self.queue_rate_pps:
+            raise ConfigError(f"port {self.port}: honour_pause_bps {HONOUR_NEEDS_RATE}")
 
 
 @dataclass(frozen=True)
@@ -86,6 +99,15 @@ class SwitchConfig:
     p4info: Path = field(default_factory=lambda: outputs()[0])
     """Default: the build's (qcn.core.pipeline.build_dir())."""
     bmv2_json: Path = field(default_factory=lambda: outputs()[1])
+
+    def __post_init__(self) -> None:
+        if any(p.honour_pause_bps is not None for p in self.ports) and any(
+            p.port >= HELD_PORTS for p in self.ports
+        ):
+            raise ConfigError(
+                f"switch {self.name}: a port honours PAUSE, so every port must be below "
+                f"{HELD_PORTS} (the pipeline keeps a held port's order per input port)"
+            )
 
     def port(self, number: int) -> PortConfig:
         for p in self.ports:
@@ -252,9 +274,15 @@ def _port(where: str, p: Any, base: CpParams) -> PortConfig:
             "queue_depth_pkts",
             "queue_depth_bytes",
             "pause",
+            "honour_pause_bps",
         },
     )
     rate = p.get("queue_rate_pps")
+    honour = p.get("honour_pause_bps")
+    if honour is not None:
+        honour = _int(f"{where}.honour_pause_bps", honour, MIN_HONOUR_RATE_BPS, MAX_HONOUR_RATE_BPS)
+        if not rate:
+            raise ConfigError(f"{where}.honour_pause_bps: {HONOUR_NEEDS_RATE}")
     depth = p.get("queue_depth_pkts")
     depth_bytes = p.get("queue_depth_bytes")
     return PortConfig(
@@ -270,6 +298,7 @@ def _port(where: str, p: Any, base: CpParams) -> PortConfig:
         if depth_bytes is None
         else _int(f"{where}.queue_depth_bytes", depth_bytes, 64, MAX_QUEUE_BYTES),
         pause=None if p.get("pause") is None else _pause(f"{where}.pause", p["pause"]),
+        honour_pause_bps=honour,
     )
 
 

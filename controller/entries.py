@@ -36,6 +36,7 @@ from qcn.core.pipeline import (
     ACTION_ADMIT_SAMPLE_BERNOULLI,
     ACTION_ADMIT_SAMPLE_BYTE_INTERVAL,
     ACTION_FORWARD,
+    ACTION_HONOUR,
     ACTION_MARK_EDGE,
     ACTION_POP_FB_TAG,
     ACTION_PUSH_FB_TAG,
@@ -59,6 +60,7 @@ from qcn.core.pipeline import (
     TABLE_FB_TAG_EXIT,
     TABLE_INPUT_PORT,
     TABLE_L2,
+    TABLE_PAUSE_HONOUR,
     TABLE_PAUSE_SOURCE,
     cp_name,
 )
@@ -175,6 +177,19 @@ def admission_entry(cp: CpPort) -> P4TableEntry:
             args["p_max_fixed"] = cfg.p_max_fixed
     return P4TableEntry(
         TABLE_ADMISSION, match=P4TableMatch(eg_port=cp.port), action=P4TableAction(action, **args)
+    )
+
+
+def buffer_entry(port: int, limit_pkts: int) -> P4TableEntry:
+    """A port without a CP whose buffer is ``limit_pkts`` frames: the pipeline counts its
+    queue and tail-drops beyond it (counted in tail_drops), as on a CP port, so that no
+    frame is lost in BMv2's own queue uncounted (controller.agent, apply_queue_shaping)."""
+    return P4TableEntry(
+        TABLE_ADMISSION,
+        match=P4TableMatch(eg_port=port),
+        action=P4TableAction(
+            ACTION_ADMIT, limit_pkts=limit_pkts, limit_bytes=NO_LIMIT, bytes_unit=0
+        ),
     )
 
 
@@ -460,6 +475,36 @@ def pause_source_entry(port: int, mac: str) -> P4TableEntry:
         TABLE_PAUSE_SOURCE,
         match=P4TableMatch(eg_port=port),
         action=P4TableAction(ACTION_SET_SOURCE, port_mac=mac),
+    )
+
+
+PAUSE_QUANTUM_BITS = 512
+"""802.3x: a pause quantum is 512 bit times at the link's rate."""
+QUANTUM_FRAC_BITS = 16
+"""p4src/control/port_hold.p4's honour(quantum_us_fp16): µs with 16 fractional bits."""
+MIN_HONOUR_RATE_BPS = 10_000
+MAX_HONOUR_RATE_BPS = 10**12
+"""Link rates a port honouring PAUSE may count quanta at: the quantum stays within 32 bits
+and at least 34 units (0.3 % at 1 Tb/s)."""
+
+
+def quantum_us_fp16(link_rate_bps: float) -> int:
+    """One pause quantum at ``link_rate_bps`` in µs, with 16 fractional bits."""
+    if not MIN_HONOUR_RATE_BPS <= link_rate_bps <= MAX_HONOUR_RATE_BPS:
+        raise ParamError(
+            "honour_pause_bps",
+            f"must be {MIN_HONOUR_RATE_BPS:,}..{MAX_HONOUR_RATE_BPS:.0e} b/s (got {link_rate_bps})",
+        )
+    return round(PAUSE_QUANTUM_BITS * 1e6 * (1 << QUANTUM_FRAC_BITS) / link_rate_bps)
+
+
+def pause_honour_entry(port: int, link_rate_bps: float) -> P4TableEntry:
+    """``port`` honours the PAUSEs it receives: its queue is held for their time, counted
+    in quanta of ``link_rate_bps`` (p4src/control/port_hold.p4)."""
+    return P4TableEntry(
+        TABLE_PAUSE_HONOUR,
+        match=P4TableMatch(ig_port=port),
+        action=P4TableAction(ACTION_HONOUR, quantum_us_fp16=quantum_us_fp16(link_rate_bps)),
     )
 
 

@@ -31,16 +31,29 @@
 #include "control/three_point.p4"
 #include "control/input_port.p4"
 
+// Frames each port took in (recirculated ones not again) and put out (clones included):
+// with the kernel's interface counters, where a frame was lost on its way into or out of
+// BMv2 (topologies/frame_balance.py).
+counter<port_t>(NUM_PORTS_DEF, CounterType.packets) frames_in;
+counter<port_t>(NUM_PORTS_DEF, CounterType.packets) frames_out;
+
 control QcnIngress(inout headers_t hdr,
                    inout local_metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
     MacControl() mac_control;
+    HeldFrameReturn() held_frame_return;
     L2Forwarding() l2;
     InputPort() input_port;
     PauseUncount() pause_uncount;
     CongestionPoint(true, CloneType.I2E) arrival_cp;
     FbTagExit() fb_tag_exit;
     apply {
+        if (standard_metadata.instance_type == INSTANCE_TYPE_RECIRC) {
+            // Going round a paused port's queue: judged and counted on its first pass.
+            held_frame_return.apply(hdr, meta, standard_metadata);
+            return;
+        }
+        frames_in.count(standard_metadata.ingress_port);
         if (meta.pause.mac_control) {
             mac_control.apply(hdr, meta, standard_metadata);
         } else {
@@ -71,6 +84,7 @@ control QcnEgress(inout headers_t hdr,
                   inout local_metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
     Departure() departure;
+    PortHold() port_hold;
     PauseRelease() pause_release;
     CongestionPoint(false, CloneType.E2E) departure_cp;
     CnmBuilder() cnm_builder;
@@ -80,9 +94,15 @@ control QcnEgress(inout headers_t hdr,
         // admitted frame itself is taken off the counts.  One condition first: BMv2 walks
         // each condition and table node per frame.
         if (meta.pause.counted) {
-            pause_release.apply(hdr, meta, standard_metadata);
+            // A paused port keeps the frame, still counted (control/port_hold.p4).
+            port_hold.apply(hdr, meta, standard_metadata);
+            if (!meta.go_round) {
+                pause_release.apply(hdr, meta, standard_metadata);
+            }
         }
-        if (meta.cp.admitted) {
+        if (meta.go_round) {
+            // Going round: nothing leaves.
+        } else if (meta.cp.admitted) {
             departure.apply(hdr, meta, standard_metadata);
             if (meta.cp.at_departure && CP_DATA_FRAME) {
                 meta.cp.q = (bit<32>)standard_metadata.enq_qdepth;
@@ -96,6 +116,9 @@ control QcnEgress(inout headers_t hdr,
             } else {
                 cnm_builder.apply(hdr, meta, standard_metadata);
             }
+        }
+        if (!meta.go_round && standard_metadata.egress_spec != DROP_PORT) {
+            frames_out.count(standard_metadata.egress_port);
         }
     }
 }

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from controller import config
+from controller.agent import SwitchAgent
 from controller.entries import (
     CpPort,
     PauseWatermarks,
@@ -31,11 +32,20 @@ from controller.entries import (
     flood_groups,
     input_port_entry,
     l2_entry,
+    pause_honour_entry,
+    quantum_us_fp16,
     sample_interval_entries,
 )
 from controller.errors import ConfigError
 from qcn.core.params import CpParams, ParamError, QcnParams, QueueDepth, QueueUnit, SamplingMode
-from qcn.core.pipeline import ACTION_WATCH, TABLE_INPUT_PORT
+from qcn.core.pipeline import (
+    ACTION_ADMIT,
+    ACTION_HONOUR,
+    ACTION_WATCH,
+    TABLE_ADMISSION,
+    TABLE_INPUT_PORT,
+    TABLE_PAUSE_HONOUR,
+)
 
 NETWORK = """
 [qcn]
@@ -424,3 +434,82 @@ def test_a_p4info_that_is_not_the_pipelines_is_named(
     blob.write_text("{}")
     with pytest.raises(P4RuntimeError, match=rf"{p4info}: {re.escape(message)}"):
         P4RuntimeSwitch("127.0.0.1:9559", p4info, blob)
+
+
+# -- a port that honours PAUSE (p4src/control/port_hold.p4) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("link_bps", "quantum"),
+    [
+        (40_000_000, 838_861),  # 12.8 µs
+        (1_000_000, 512 << 16),  # 512 µs
+        (10_000_000_000, 3_355),  # 51.2 ns
+    ],
+)
+def test_a_pause_quantum_in_microseconds(link_bps: int, quantum: int) -> None:
+    assert quantum_us_fp16(link_bps) == quantum
+    entry = pause_honour_entry(9, link_bps)
+    assert (entry.table_id, action_name(entry)) == (TABLE_PAUSE_HONOUR, ACTION_HONOUR)
+    assert args(entry) == {"quantum_us_fp16": quantum}
+    # The pipeline's hold for the longest PAUSE is within 0.1 % of 802.3x's.
+    hold_us = (0xFFFF * quantum) >> 16
+    assert hold_us == pytest.approx(0xFFFF * 512 / link_bps * 1e6, rel=1e-3)
+
+
+@pytest.mark.parametrize("link_bps", [9_999, 10**12 + 1])
+def test_a_link_rate_outside_the_quantum_s_range_is_refused(link_bps: int) -> None:
+    with pytest.raises(ParamError, match="honour_pause_bps"):
+        quantum_us_fp16(link_bps)
+
+
+def test_a_port_honours_pause_at_its_link_rate(tmp_path: Path) -> None:
+    honouring = "queue_rate_pps = 1000\nhonour_pause_bps = 40000000"
+    net = config.load(write(tmp_path, NETWORK.replace("queue_rate_pps = 1000", honouring, 1)))
+    assert net.switch("s1").port(3).honour_pause_bps == 40_000_000
+    assert net.switch("s1").port(1).honour_pause_bps is None
+
+
+@pytest.mark.parametrize(
+    ("new", "message"),
+    [
+        ("honour_pause_bps = 40000000", "honour_pause_bps: needs queue_rate_pps on the port"),
+        (
+            "queue_rate_pps = 1000\nhonour_pause_bps = 5000",
+            "switch[0].port[1].honour_pause_bps: must be a whole number in [10000,",
+        ),
+        (
+            "queue_rate_pps = 1000\nhonour_pause_bps = 4e7",
+            "switch[0].port[1].honour_pause_bps: must be a whole number",
+        ),
+    ],
+)
+def test_a_bad_honour_pause_is_named(tmp_path: Path, new: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        config.load(write(tmp_path, NETWORK.replace("queue_rate_pps = 1000", new, 1)))
+
+
+def test_a_switch_with_a_port_beyond_the_held_order_s_range_cannot_hold(tmp_path: Path) -> None:
+    text = NETWORK.replace(
+        "queue_rate_pps = 1000", "queue_rate_pps = 1000\nhonour_pause_bps = 40000000", 1
+    )
+    text = text.replace("port = 1\nedge = true", "port = 64\nedge = true", 1)
+    with pytest.raises(ConfigError, match="every port must be below 64"):
+        config.load(write(tmp_path, text))
+    with pytest.raises(ConfigError, match="needs queue_rate_pps"):
+        config.PortConfig(port=3, honour_pause_bps=40_000_000)
+
+
+def test_a_buffer_on_a_port_without_a_cp_is_the_pipeline_s(tmp_path: Path) -> None:
+    """Not BMv2's own queue, which drops without a trace: an admission entry that counts
+    the queue and its tail drops (controller.entries.buffer_entry)."""
+    text = NETWORK.replace(
+        "port = 1\nedge = true", "port = 1\nedge = true\nqueue_depth_pkts = 50", 1
+    )
+    agent = SwitchAgent(config.load(write(tmp_path, text)), "s1")
+    buffers = [e for e in agent.desired_table_entries() if str(e.table_id) == TABLE_ADMISSION]
+    ports = {int(e.match["eg_port"]): e for e in buffers if e.match is not None}
+    assert set(ports) == {1, 3}  # the buffer of port 1, the CP's admission on port 3
+    assert action_name(ports[1]) == ACTION_ADMIT
+    assert args(ports[1]) == {"limit_pkts": 50, "limit_bytes": (1 << 32) - 1, "bytes_unit": 0}
+    assert decode_cp([ports[1]], 1) is None  # a buffer is not a CP

@@ -58,6 +58,15 @@ def test_constant_agrees(p4_name: str, python_value: int) -> None:
     assert p4_constants()[p4_name] == python_value
 
 
+def test_held_port_bits_agree() -> None:
+    size = (ROOT / "p4src" / "include" / "size.p4").read_text()
+    bits = int(re.search(r"#define HELD_PORT_BITS (\d+)", size)[1])  # type: ignore[index]
+    assert bits == pipeline.HELD_PORT_BITS
+    assert f"#define HELD_PAIRS {1 << (2 * bits)}" in size
+    assert f"typedef bit<{2 * bits}> held_index_t;" in size
+    assert f"port[{bits - 1}:0] ++ input[{bits - 1}:0]" in size
+
+
 def test_fb_tag_layouts_agree() -> None:
     body = re.search(r"header fb_tag_t \{(.*?)\}", HEADERS.read_text(), re.S)
     assert body is not None

@@ -152,6 +152,17 @@ SWITCH_LINK_MTU = 1500 + FB_TAG_BYTES
 MTU (docs/qcn.md, "Three-point QCN"); the kernel refuses a longer frame on a veth."""
 
 
+def quiet_switch_interfaces(net: Any) -> None:
+    """No IPv6 on the switches' side of each link (root namespace veths): the kernel's own
+    router solicitations and MLD reports would enter the peer switch as frames no host
+    sent, and flood."""
+    for sw in net.switches:
+        for intf in sw.intfList():
+            conf = Path(f"/proc/sys/net/ipv6/conf/{intf.name}/disable_ipv6")
+            if intf.name != "lo" and conf.exists():
+                conf.write_text("1")
+
+
 def widen_switch_links(net: Any) -> None:
     """Give every switch-to-switch interface room for the Fb tag."""
     for link in net.links:
@@ -170,12 +181,16 @@ def network_config(
     cp_params: CpParams | None = None,
     queues: dict[str, list[tuple[int, int, int]]] | None = None,
     pause: PauseWatermarks | None = None,
+    *,
+    honour_pause_bps: float | None = None,
 ) -> NetworkConfig:
     """The controller's view of a Mininet network of Bmv2Switches, built as the controller's
     own dataclasses (nothing to parse again): every host-facing port is an edge port,
     ``cp_ports`` run a congestion point with ``cp_params``, each (port, packets/s, buffer
     packets) of ``queues`` is shaped, and ``pause`` guards every switch port's input (seed
-    001's switch)."""
+    001's switch).  ``honour_pause_bps``: every port facing another switch honours the
+    PAUSEs it receives, counted at that link rate (each needs a queue rate in ``queues``:
+    its held frames go round at it)."""
     shaped = {
         (sw, port): (pps, depth) for sw, qs in (queues or {}).items() for port, pps, depth in qs
     }
@@ -187,15 +202,19 @@ def network_config(
             link = sw.intfs[port].link
             far = link.intf1 if link.intf2.node is sw else link.intf2
             rate, depth = shaped.get((sw.name, port), (None, None))
+            edge = not isinstance(far.node, Switch)
             ports.append(
                 PortConfig(
                     port=port,
-                    edge=not isinstance(far.node, Switch),
+                    edge=edge,
                     cp=port in cp_ports.get(sw.name, []),
                     cp_params=params,
                     queue_rate_pps=rate,
                     queue_depth_pkts=depth,
                     pause=pause,
+                    honour_pause_bps=None
+                    if edge or honour_pause_bps is None
+                    else round(honour_pause_bps),
                 )
             )
         switches.append(

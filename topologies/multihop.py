@@ -32,6 +32,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from controller.entries import PauseWatermarks
 from qcn.core.frames import PAUSE_QUANTA_MAX, pause_quanta, pause_seconds
@@ -41,6 +42,15 @@ from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
 from topologies.errors import ExperimentError
 from topologies.experiment import Experiment, cp_params, cp_role
+from topologies.frame_balance import (
+    PIPELINE_COUNTERS,
+    FrameBalance,
+    SenderPath,
+    balance,
+    holding,
+    pipeline_key,
+    settle,
+)
 from topologies.measurement import Hooks, rate_pps
 from topologies.testbed import Testbed
 from topologies.traces import GridReader, grid, read_limiter_logs
@@ -48,12 +58,25 @@ from topologies.traces import GridReader, grid, read_limiter_logs
 IPERF_BASE_PORT = 5201
 HOTSPOT_PORT = 1  # s2's port to the hot-spot sink: the bottleneck, with the CP
 INNOCENT_PORT = 2  # s2's port to the innocent sink
+S2_LINK_PORT = 3  # s2's port to s1
 AGENT_SUMMARY = re.compile(
     r"pause agent: (?P<iface>\S+): (?P<pauses>\d+) pauses, (?P<resumes>\d+) resumes, "
     r"held (?P<held>[\d.]+) s, PAUSE to held p50 (?P<p50>[\d.]+) ms p99 (?P<p99>[\d.]+) ms"
 )
 """The closing line of reaction_point.pause per interface."""
-PAUSE_COUNTERS = ("pause_sent", "pause_received", "pause_drops", "mac_control_drops")
+PAUSE_COUNTERS = (
+    "pause_sent",
+    "pause_received",
+    "pause_drops",
+    "mac_control_drops",
+    "hold_rounds",
+    "order_rounds",
+    "hold_lost",
+)
+SETTLE_QUIET_S = 0.5
+SETTLE_TIMEOUT_S = 20.0
+"""After the senders stop: counters unchanged for SETTLE_QUIET_S and nothing buffered in a
+switch, or give up after SETTLE_TIMEOUT_S (the balance then says it never drained)."""
 PAUSE_OUTPUT_LIMIT_PKTS = 4000
 """With PAUSE the seed's switch has no output limit: the inputs' partitions bound the
 buffer first.  (4000 frames keeps the CP's Fb inside 32 bits, controller.entries.CpPort.)"""
@@ -121,6 +144,9 @@ class MultihopTcpExperiment(Experiment):
         """Frames the pipelines dropped (tail drops and PAUSE partitions), all ports."""
         self.kernel_drops: dict[str, dict[str, int]] = {}
         """The kernel's drop counters of every switch interface at the end."""
+        self._balance_start: dict[str, int] = {}
+        self._agents: dict[str, Any] = {}
+        self.balance: FrameBalance | None = None
 
     @property
     def sources(self) -> list[str]:
@@ -146,18 +172,30 @@ class MultihopTcpExperiment(Experiment):
                 MultihopTopo(sources=net.sources, innocent=net.innocent_sources),
                 f"{net.sources} hot-spot and {net.innocent_sources} innocent senders, "
                 "2 sinks, 2 BMv2 switches",
-                pause=net.pause,
             )
             buffer = PAUSE_OUTPUT_LIMIT_PKTS if net.pause else net.buffer_pkts
-            queues = [
-                (HOTSPOT_PORT, rate_pps(sc, net.bottleneck_rate_bps), buffer),
-                (INNOCENT_PORT, rate_pps(sc, net.innocent_rate_bps), buffer),
-            ]
+            queues = {
+                "s2": [
+                    (HOTSPOT_PORT, rate_pps(sc, net.bottleneck_rate_bps), buffer),
+                    (INNOCENT_PORT, rate_pps(sc, net.innocent_rate_bps), buffer),
+                ]
+            }
             pause = pause_watermarks(sc) if net.pause else None
+            link_bps = pause_link_rate_bps(sc)
+            if pause:
+                # The link between the switches honours PAUSE at both ends, its frames
+                # going round BMv2's queue at the link's rate while held.
+                queues["s1"] = [(self.senders + 1, rate_pps(sc, link_bps), buffer)]
+                queues["s2"].append((S2_LINK_PORT, rate_pps(sc, link_bps), buffer))
             agents = tb.program(
-                {"s2": [HOTSPOT_PORT]}, cp_params(sc, qcn=self.qcn), {"s2": queues}, pause
+                {"s2": [HOTSPOT_PORT]},
+                cp_params(sc, qcn=self.qcn),
+                queues,
+                pause,
+                honour_pause_bps=link_bps if pause else None,
             )
             hot = agents["s2"]
+            self._agents = agents
             self.progress(
                 f"qcn run: switches programmed; s2 port {HOTSPOT_PORT} is the hot spot "
                 f"{cp_role(self.qcn)}" + (f"; PAUSE on every input ({pause})" if pause else "")
@@ -174,7 +212,7 @@ class MultihopTcpExperiment(Experiment):
             if self.emulation.pcap:
                 tb.start_captures([f"s2-eth{HOTSPOT_PORT}", "s1-eth1"])
             if pause:
-                tb.start_pause_agents([h.name for h in tb.net.hosts], pause_link_rate_bps(sc))
+                tb.start_pause_agents([h.name for h in tb.net.hosts], link_bps)
             if self.qcn:
                 tb.start_reaction_points(self.sources, QcnParams(rp=sc.params.rp, cp=sc.params.cp))
             self.progress("qcn run: iperf3 servers and reaction points up; starting the flows")
@@ -188,31 +226,18 @@ class MultihopTcpExperiment(Experiment):
                 sc, hot, self.cp_port, self.sample_interval_s, hooks, cli=self.cli, rec=self.rec
             )
             self.rec.cnms = hot.counters(self.cp_port)["cp_cnms"] if self.qcn else 0
-            # Downstream first: a PAUSE s2 counted as sent is then counted at s1 too.
-            for name, a in sorted(agents.items(), reverse=True):
-                with a.thrift() as t:
-                    for port in (p.port for p in a.cfg.ports):
-                        iface = f"{name}-eth{port}"
-                        c = a.counters(port)
-                        self.switch_drops += c["tail_drops"] + c["pause_drops"]
-                        self.kernel_drops[iface] = {
-                            k: interface_counter(iface, k) for k in ("rx_dropped", "tx_dropped")
-                        }
-                        if net.pause:
-                            self.pause_counts[iface] = {k: c[k] for k in PAUSE_COUNTERS}
-                            # What the input still holds once the flows are over (0 unless
-                            # a hold keeps its frames in).
-                            self.pause_counts[iface]["input_bytes_at_end"] = t.register_read(
-                                REGISTER_INPUT_BYTES, port
-                            )
-            if net.pause:
-                # The flows outlive the measurement (iperf3 runs whole seconds), so PAUSEs
-                # still flow while the counters are read: each port's PAUSEs sent, read
-                # again, bracket what the other end received in between.
-                for name, a in agents.items():
-                    for port in (p.port for p in a.cfg.ports):
-                        sent = a.counters(port)["pause_sent"]
-                        self.pause_counts[f"{name}-eth{port}"]["pause_sent_after_reads"] = sent
+            if not self.cli:
+                self._settle_and_balance(tb)
+            for name, a in sorted(agents.items()):
+                for port in (p.port for p in a.cfg.ports):
+                    iface = f"{name}-eth{port}"
+                    c = a.counters(port)
+                    self.switch_drops += c["tail_drops"] + c["pause_drops"]
+                    self.kernel_drops[iface] = {
+                        k: interface_counter(iface, k) for k in ("rx_dropped", "tx_dropped")
+                    }
+                    if net.pause:
+                        self.pause_counts[iface] = {k: c[k] for k in PAUSE_COUNTERS}
         self._gather()
         if net.pause:
             self._write_pause_json()
@@ -269,6 +294,7 @@ class MultihopTcpExperiment(Experiment):
         return values
 
     def _schedule_flows(self, _start: float) -> None:
+        self._balance_start = self._balance_snapshot()
         # iperf3 has no start time of its own: _on_sample starts each flow when it is due.
         self._pending_flows = sorted(
             (w, i, k) for i in range(self.senders) for k, w in enumerate(self._flow_windows(i))
@@ -327,10 +353,63 @@ class MultihopTcpExperiment(Experiment):
                     "switch_ports": self.pause_counts,
                     "honoured": honoured,
                     "kernel_drops": self.kernel_drops,
+                    "frame_balance": self.balance.as_dict() if self.balance else None,
                 },
                 indent=1,
             )
         )
+
+    # -- the frame balance -------------------------------------------------------------------
+
+    def _balance_path(self) -> SenderPath:
+        """The senders' frames: into s1 from each sender, across the link, out to the sinks."""
+        link = self.senders + 1
+        sinks = (HOTSPOT_PORT, INNOCENT_PORT)
+        senders = range(1, self.senders + 1)
+        return SenderPath(
+            entries=tuple((f"s1-eth{i}", "s1", i) for i in senders),
+            exits=tuple((f"s2-eth{p}", "s2", p) for p in sinks),
+            links=(((f"s1-eth{link}", "s1", link), (f"s2-eth{S2_LINK_PORT}", "s2", S2_LINK_PORT)),),
+            inputs=(*(("s1", i) for i in senders), ("s2", S2_LINK_PORT)),
+            outputs=(("s1", link), *(("s2", p) for p in sinks)),
+        )
+
+    def _balance_snapshot(self) -> dict[str, int]:
+        """Every counter the balance reads (frame_balance.Snapshot)."""
+        path = self._balance_path()
+        values: dict[str, int] = {}
+        for iface, _, _ in path.receiving():
+            values[f"{iface}:rx_packets"] = interface_counter(iface, "rx_packets")
+        for iface, _, _ in path.sending():
+            values[f"{iface}:tx_packets"] = interface_counter(iface, "tx_packets")
+        for sw, port in path.pipeline_ports():
+            a = self._agents[sw]
+            counters = a.counters(port)
+            values.update({pipeline_key(sw, port, k): counters[k] for k in PIPELINE_COUNTERS})
+            if (sw, port) in path.inputs and self.sc.network.pause:
+                with a.thrift() as t:
+                    values[pipeline_key(sw, port, "input_bytes")] = t.register_read(
+                        REGISTER_INPUT_BYTES, port
+                    )
+        return values
+
+    def _settle_and_balance(self, tb: Testbed) -> None:
+        """Stop the senders, let the network drain, and place every frame they sent."""
+        # The flows outlive the measurement (iperf3 runs whole seconds).
+        self.progress("qcn run: stopping the senders; waiting for the network to drain")
+        tb.stop_senders()
+        end, settled = settle(
+            self._balance_snapshot,
+            holding,
+            quiet_s=SETTLE_QUIET_S,
+            timeout_s=SETTLE_TIMEOUT_S,
+            wait=time.sleep,
+        )
+        self.balance = balance(self._balance_path(), self._balance_start, end)
+        self.balance.settled = settled
+        self.balance.not_on_wire = {h: tb.qdisc_backlog_pkts(h) for h in self.sources}
+        self.progress(f"qcn run: {self.balance.describe()}")
+        (self.out / "frames.json").write_text(json.dumps(self.balance.as_dict(), indent=1))
 
     # -- the trace ---------------------------------------------------------------------------
 
@@ -398,4 +477,5 @@ class MultihopTcpExperiment(Experiment):
                 if self.pause_counts
                 else {}
             ),
+            **({"frames_unplaced": self.balance.unplaced} if self.balance else {}),
         }

@@ -40,6 +40,8 @@ from topologies.noise import NoiseMonitor, StallInjector, realtime_available
 SWITCH_INTERFACE = re.compile(r"^s\d+-eth\d+$")
 """Switch-side veths of a Mininet run (sK-ethP)."""
 HOST_HELPER = r"-m qcn |topologies\.sink|iperf3"
+QDISC_BACKLOG = re.compile(r"backlog \S+ (\d+)p")
+"""The frames in a qdisc's backlog, in `tc -s qdisc show`."""
 """What a run starts on its hosts (a pgrep -f pattern)."""
 DAEMON_START_TIMEOUT_S = 20.0
 RP_STATUS_DIR = "rp-status"
@@ -47,12 +49,6 @@ RP_STATUS_DIR = "rp-status"
 PAUSE_AGENT_NICE = -15
 """The PAUSE agents' niceness: ahead of the switches (topologies.mininet_bmv2.SWITCH_NICE),
 as a MAC is; they use little CPU."""
-WMEM_DEFAULT = Path("/proc/sys/net/core/wmem_default")
-SWITCH_SEND_BUFFER_BYTES = 64 << 20
-"""A switch's send buffer in PAUSE runs: some 28,000 held full-size frames."""
-WMEM_SAVED = Path("/run/qcn-p4/wmem_default")
-"""The default a PAUSE run found, kept while it has raised it (a run killed meanwhile
-leaves it: the next run puts the default back)."""
 
 Progress = Callable[[str], None]
 
@@ -159,23 +155,6 @@ def stop_orphaned_helpers(progress: Progress) -> None:
         progress(f"qcn run: stopped {len(orphaned)} host processes left by an earlier run")
 
 
-def raise_wmem_default() -> None:
-    """Raise the sockets' default send buffer to SWITCH_SEND_BUFFER_BYTES, keeping the
-    old value in WMEM_SAVED until :func:`restore_wmem_default`."""
-    WMEM_SAVED.parent.mkdir(parents=True, exist_ok=True)
-    WMEM_SAVED.write_text(WMEM_DEFAULT.read_text())
-    WMEM_DEFAULT.write_text(str(SWITCH_SEND_BUFFER_BYTES))
-
-
-def restore_wmem_default() -> bool:
-    """Put back the default send buffer raise_wmem_default raised (False: not raised)."""
-    if not WMEM_SAVED.exists():
-        return False
-    WMEM_DEFAULT.write_text(WMEM_SAVED.read_text().strip())
-    WMEM_SAVED.unlink()
-    return True
-
-
 def reaction_point_latencies(status_dir: Path) -> list[tuple[float, float]]:
     """(p50, p99) in ms of every daemon whose status file has them (one that took CNMs)."""
     latencies = []
@@ -234,21 +213,16 @@ class Testbed:
 
     # -- bring-up ----------------------------------------------------------------------------
 
-    def start(self, topo: Any, what: str, *, pause: bool = False) -> None:
-        """Compile the pipeline if it changed, then start ``topo`` with static ARP.
-
-        ``pause``: the switches' ports will be held by PAUSE.  A held port keeps BMv2's
-        frames in the kernel, charged to BMv2's socket; BMv2 transmits from one thread, so
-        a socket out of send buffer would stop every port of the switch.  The switches
-        start with a send buffer that holds any pause: the default is raised while they
-        open their ports, and put back before anything else opens a socket (a UDP source
-        with a 64 MB buffer would never block, and its limiter's queue would drop)."""
+    def start(self, topo: Any, what: str) -> None:
+        """Compile the pipeline if it changed, then start ``topo`` with static ARP and no
+        IPv6 on any interface: every frame a switch sees is the run's."""
         from mininet.log import setLogLevel  # noqa: PLC0415
         from mininet.net import Mininet  # noqa: PLC0415
 
         from topologies.mininet_bmv2 import (  # noqa: PLC0415
             Bmv2Switch,
             QcnHost,
+            quiet_switch_interfaces,
             widen_switch_links,
         )
 
@@ -258,12 +232,6 @@ class Testbed:
         stop_stale_switches(self.progress)
         remove_stale_interfaces(self.progress)
         stop_orphaned_helpers(self.progress)
-        if restore_wmem_default():
-            self.progress(
-                "qcn run: put back net.core.wmem_default, which a killed PAUSE run left raised"
-            )
-        if pause:
-            raise_wmem_default()
         self.progress(f"qcn run: starting Mininet: {what}")
         priority = self.switch_priority = self._switch_priority()
         self.net = Mininet(
@@ -273,11 +241,9 @@ class Testbed:
             controller=None,
             autoSetMacs=False,
         )
-        try:
-            self.net.start()
-        finally:
-            restore_wmem_default()
+        self.net.start()
         self.net.staticArp()
+        quiet_switch_interfaces(self.net)
         widen_switch_links(self.net)
         self.switch_scheduling = self.net.switches[0].process.config.scheduling()
 
@@ -304,16 +270,24 @@ class Testbed:
         cp_params: CpParams,
         queues: dict[str, list[tuple[int, int, int]]],
         pause: Any = None,
+        honour_pause_bps: float | None = None,
     ) -> dict[str, Any]:
         """Bring every switch up through the controller: CPs on ``cp_ports`` with
-        ``cp_params``, each (port, packets/s, buffer packets) of ``queues`` shaped, and
-        ``pause`` (controller.entries.PauseWatermarks) on every input.
+        ``cp_params``, each (port, packets/s, buffer packets) of ``queues`` shaped,
+        ``pause`` (controller.entries.PauseWatermarks) on every input, and PAUSE honoured
+        at ``honour_pause_bps`` on the links between switches
+        (topologies.mininet_bmv2.network_config).
         Returns the agents by switch name (closed at teardown)."""
         from controller.agent import SwitchAgent  # noqa: PLC0415
         from topologies.mininet_bmv2 import network_config  # noqa: PLC0415
 
         config = network_config(
-            self.net, cp_ports=cp_ports, cp_params=cp_params, queues=queues, pause=pause
+            self.net,
+            cp_ports=cp_ports,
+            cp_params=cp_params,
+            queues=queues,
+            pause=pause,
+            honour_pause_bps=honour_pause_bps,
         )
         agents = {}
         for sw in self.net.switches:
@@ -359,6 +333,27 @@ class Testbed:
         lines = path.read_text().strip().splitlines() if path.exists() else []
         return lines[-1] if lines else "no output"
 
+    def stop_senders(self, timeout_s: float = 5.0) -> None:
+        """End the processes that offer the run's traffic (SIGINT, as at teardown)."""
+        senders = [proc for _, proc in self.procs if proc.pid in self.sender_pids]
+        for proc in senders:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + timeout_s
+        for proc in senders:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def qdisc_backlog_pkts(self, host: str) -> int:
+        """Frames queued in the qdiscs of ``host``'s eth0 (its reaction point's limiters
+        and its PAUSE gate): what it has not yet put on the wire.  The root qdisc, which
+        tc lists first, counts its whole tree's."""
+        m = QDISC_BACKLOG.search(self.net.get(host).cmd(f"tc -s qdisc show dev {host}-eth0"))
+        return int(m[1]) if m else 0
+
     def check_processes(self) -> None:
         """Fail the run when a helper process failed (the tail of its log says why)."""
         for name, proc in self.procs:
@@ -397,20 +392,16 @@ class Testbed:
         )
 
     def start_pause_agents(self, hosts: list[str], line_rate_bps: float) -> None:
-        """802.3x PAUSE honoured on every switch port (one agent for them all, in the root
-        namespace) and on each host's eth0 (reaction_point.pause); waits until all run.
+        """802.3x PAUSE honoured on each host's eth0 (reaction_point.pause); waits until
+        all run.  (A switch port honours PAUSE in its pipeline: p4src/control/port_hold.p4.)
         Start them before the reaction points: their trees then hang under the gates."""
         rate = ["--line-rate-mbps", f"{line_rate_bps / 1e6:g}"]
         # The MAC runs ahead of everything: behind the hosts' processes a PAUSE waited up
         # to 130 ms for the CPU (p99), and the peer's headroom ran out.
         agent = ["nice", "-n", str(PAUSE_AGENT_NICE), sys.executable, "-m", "reaction_point.pause"]
-        ports = sorted(
-            intf.name for sw in self.net.switches for intf in sw.intfList() if intf.name != "lo"
-        )
-        self.popen("pause switches", None, [*agent, *ports, *rate])
         for name in hosts:
             self.popen(f"pause {name}", name, [*agent, f"{name}-eth0", *rate])
-        names = ["pause switches", *(f"pause {h}" for h in hosts)]
+        names = [f"pause {h}" for h in hosts]
         self._wait_until_up(
             "the PAUSE agents", lambda: all("honouring" in self.last_log_line(n) for n in names)
         )
@@ -537,5 +528,4 @@ class Testbed:
             self.progress("qcn run: stopping Mininet")
             self.net.stop()
             self.net = None
-        restore_wmem_default()  # interrupted while the switches started
         remove_stale_interfaces(self.progress)

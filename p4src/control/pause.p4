@@ -10,13 +10,14 @@
 // (pause time = the entry's quanta), again every refresh_us while it stays above hi; when
 // a departure takes it below lo, the E2E clone of the departing frame becomes a PAUSE of
 // time 0.  v1model clones a frame once, so a frame that sends a PAUSE gives up its CNM.
-// MAC Control frames arriving (EtherType 0x8808) are counted and never forwarded: the MAC
-// below the bridge (reaction_point/pause.py) honours a PAUSE, not the relay.
+// MAC Control frames arriving (EtherType 0x8808) are counted and never forwarded; a PAUSE
+// arriving on a port that honours PAUSE holds that port's queue (control/port_hold.p4).
 #ifndef __PAUSE_P4__
 #define __PAUSE_P4__
 
 #include "../include/headers.p4"
 #include "../include/size.p4"
+#include "port_hold.p4"
 
 // Bytes buffered from each input port, and when its last PAUSE left (0: none in force).
 register<bit<32>, port_t>(NUM_PORTS_DEF) input_bytes;
@@ -31,6 +32,7 @@ control MacControl(inout headers_t hdr,
 
     counter<port_t>(NUM_PORTS_DEF, CounterType.packets) pause_received;
     counter<port_t>(NUM_PORTS_DEF, CounterType.packets) mac_control_drops;
+    PauseHonour() pause_honour;
 
     apply {
         if (hdr.mac_control.isValid()
@@ -38,6 +40,7 @@ control MacControl(inout headers_t hdr,
                 && hdr.ethernet.dst_addr == PAUSE_DST_ADDR
                 && standard_metadata.parser_error == error.NoError) {
             pause_received.count(standard_metadata.ingress_port);
+            pause_honour.apply(hdr, meta, standard_metadata);
         } else {
             // Tagged, cut short, another opcode or another destination.
             mac_control_drops.count(standard_metadata.ingress_port);

@@ -44,6 +44,7 @@ const bit<32> PROB_ONE = 0x1000000;   // 2^24
 // v1model instance types (behavioral-model's simple_switch documentation).
 const bit<32> INSTANCE_TYPE_INGRESS_CLONE = 1;
 const bit<32> INSTANCE_TYPE_EGRESS_CLONE = 2;
+const bit<32> INSTANCE_TYPE_RECIRC = 4;
 
 // Broadcast and unknown unicast arriving on port P are flooded through multicast group
 // FLOOD_GROUP_BASE + P, which holds every other port (one group per port, so no frame is
@@ -65,6 +66,9 @@ const bit<8> CNM_FIELD_LIST = 1;
 // The same field list's PAUSE part (local_metadata_t.pause_fields): set (the top bit) on a
 // frame whose clone becomes a PAUSE, with its pause time in 512-bit quanta.
 #define PAUSE_FIELDS_BITS 17
+// What a frame going round a paused port's queue keeps (control/port_hold.p4): what its
+// first pass computed for egress to undo when it finally leaves, and its place in line.
+const bit<8> HOLD_FIELD_LIST = 2;
 #define PAUSE_FIELDS_QUANTA 15:0
 
 #endif  // __DEFINES_P4__

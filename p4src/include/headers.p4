@@ -109,6 +109,14 @@ struct pause_state_t {
     bit<32> lo_bytes;        // that input's low watermark, for egress
 }
 
+// A frame held by a paused port (control/port_hold.p4).
+struct hold_state_t {
+    bool    numbered;        // met a hold: it leaves in its port's order
+    bit<32> number;          // its place in that order
+    port_t  port;            // the port it waits for
+    port_t  ingress_port;    // its input (v1model resets ingress_port on recirculation)
+}
+
 // What a sampled frame hands to its CNM clone (clone_preserving_field_list keeps it),
 // packed into one field: CNM_FIELDS_* in defines.p4 give the slices, request_cnm packs it
 // and CnmBuilder unpacks it.  The sampled frame's length needs no field: the clone's
@@ -116,12 +124,14 @@ struct pause_state_t {
 struct local_metadata_t {
     @field_list(CNM_FIELD_LIST) bit<CNM_FIELDS_BITS> cnm_fields;
     @field_list(CNM_FIELD_LIST) bit<PAUSE_FIELDS_BITS> pause_fields;
-    cp_state_t cp;
-    pause_state_t pause;
+    @field_list(HOLD_FIELD_LIST) cp_state_t cp;
+    @field_list(HOLD_FIELD_LIST) pause_state_t pause;
     // The frame's length as ingress counted it into a queue or an input's buffer, for
     // egress to take off again: BMv2 hands egress the length after ingress pushed or
     // removed an Fb tag (control/three_point.p4), 16 bytes more or less.
-    bit<32> counted_bytes;
+    @field_list(HOLD_FIELD_LIST) bit<32> counted_bytes;
+    @field_list(HOLD_FIELD_LIST) hold_state_t hold;
+    bool go_round;           // egress: the frame's port holds it (recirculated)
 }
 
 // The frames a CP may sample: data frames, never a CNM, never a frame the parser could not

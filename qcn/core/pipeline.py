@@ -59,6 +59,10 @@ ACTION_WATCH_AND_PUSH_FB_TAG = "watch_and_push_fb_tag"
 #: 802.3x PAUSE (p4src/control/pause.p4): the source address of the PAUSEs each port sends.
 TABLE_PAUSE_SOURCE = "pause_source"
 ACTION_SET_SOURCE = "set_source"
+#: The ports that honour a PAUSE they receive by holding their queue
+#: (p4src/control/port_hold.p4), with one pause quantum in µs (16 fractional bits).
+TABLE_PAUSE_HONOUR = "pause_honour"
+ACTION_HONOUR = "honour"
 #: Seed 003's three-point QCN at the edges (p4src/control/three_point.p4): the host-facing
 #: ports the tag leaves at (removed, or reflected first).
 TABLE_FB_TAG_EXIT = "fb_tag_exit"
@@ -135,6 +139,7 @@ ACTION_PARAMS: dict[str, tuple[str, ...]] = {
     ACTION_WATCH: PAUSE_PARAMS,
     ACTION_WATCH_AND_PUSH_FB_TAG: PAUSE_PARAMS,
     ACTION_SET_SOURCE: ("port_mac",),
+    ACTION_HONOUR: ("quantum_us_fp16",),
     ACTION_PUSH_FB_TAG: (),
     ACTION_POP_FB_TAG: (),
     ACTION_REFLECT_FB: (
@@ -160,6 +165,7 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         (ACTION_WATCH, ACTION_PUSH_FB_TAG, ACTION_WATCH_AND_PUSH_FB_TAG),
     ),
     TABLE_PAUSE_SOURCE: (("eg_port",), (ACTION_SET_SOURCE,)),
+    TABLE_PAUSE_HONOUR: (("ig_port",), (ACTION_HONOUR,)),
     TABLE_FB_TAG_EXIT: (("eg_port",), (ACTION_POP_FB_TAG, ACTION_REFLECT_FB)),
     **{
         cp_name(i, t): (fields, tuple(cp_name(i, a) for a in actions))
@@ -178,6 +184,11 @@ COUNTERS: dict[str, str] = {
     "pause_drops": "QcnIngress.input_port.pause_drops",
     "pause_received": "QcnIngress.mac_control.pause_received",
     "mac_control_drops": "QcnIngress.mac_control.mac_control_drops",
+    "frames_in": "frames_in",
+    "frames_out": "frames_out",
+    "hold_rounds": "hold_rounds",
+    "order_rounds": "order_rounds",
+    "hold_lost": "hold_lost",
     "fb_reflections": "QcnIngress.fb_tag_exit.fb_reflections",
     "p0_reflections": "QcnIngress.fb_tag_exit.p0_reflections",
 }
@@ -191,10 +202,23 @@ OCCUPANCY_FRAMES_SHIFT = 32
 #: 0: none).
 REGISTER_INPUT_BYTES = "input_bytes"
 REGISTER_PAUSE_SENT_AT = "pause_sent_at"
+#: A port holding its queue for a PAUSE (p4src/control/port_hold.p4): until when (µs), and
+#: its held frames, numbered (high 32 bits) and sent (low 32).
+REGISTER_HOLD_UNTIL = "hold_until"
+REGISTER_HELD_FRAMES = "held_frames"
+REGISTER_HELD_MISSES = "held_misses"
+HELD_FRAMES_SHIFT = 32
+HELD_PORT_BITS = 6
+"""p4src/include/size.p4's HELD_PORT_BITS: a switch whose ports all lie below 2**HELD_PORT_BITS
+can hold a port (the order is kept per (port, input) in 2**(2 HELD_PORT_BITS) cells)."""
+HELD_PORTS = 1 << HELD_PORT_BITS
 REGISTERS = (
     REGISTER_OCCUPANCY,
     REGISTER_INPUT_BYTES,
     REGISTER_PAUSE_SENT_AT,
+    REGISTER_HOLD_UNTIL,
+    REGISTER_HELD_FRAMES,
+    REGISTER_HELD_MISSES,
     *(cp_full_name(i, r) for i in CP_INSTANCES for r in CP_REGISTERS),
 )
 
