@@ -64,8 +64,8 @@ bench: venv  ## benchmarks (each prints its figures and ratios against a same-ru
 	$(PY) -m bench.pause_bench
 	$(PY) -m bench.sweep_bench
 	@if command -v p4c >/dev/null && command -v simple_switch_grpc >/dev/null; then \
-	    $(PY) -m bench.pipeline_bench && $(PY) -m bench.ctl_bench; \
-	else echo "bench: pipeline and controller benchmarks skipped: p4lang toolchain missing"; fi
+	    $(PY) -m bench.pipeline_bench && $(PY) -m bench.ctl_bench && $(PY) -m bench.hold_bench; \
+	else echo "bench: pipeline, controller and hold benchmarks skipped: p4lang toolchain missing"; fi
 
 run: venv  ## the main job: the transient experiment (seed 000), results and plots in results/
 	$(VENV)/bin/qcn run transient --force

@@ -71,7 +71,7 @@ PAUSE_COUNTERS = (
     "mac_control_drops",
     "hold_rounds",
     "order_rounds",
-    "hold_lost",
+    "order_late",
 )
 SETTLE_QUIET_S = 0.5
 SETTLE_TIMEOUT_S = 20.0

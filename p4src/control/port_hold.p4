@@ -12,42 +12,45 @@
 //
 // Order: going round rotates the queue, and a frame arriving during a hold joins the round
 // wherever its tail then is.  So each frame that meets a hold gets the next number of its
-// (port, input) when it first reaches the head, and once the hold is over the frames of
-// each input leave in that order: one out of turn goes round again.  A frame that never
-// met the hold waits behind any held frame of its input still queued.  The order kept is
-// per input, hence per flow (a flow enters by one input); across inputs frames may leave
-// in another order than they came, which no transport sees, and a frame in turn for its
-// input is then almost always at the head, so a lift costs few rounds (docs/pause.md).
-// A numbered frame that went missing (BMv2 dropped it) would hold its input's frames for
-// ever: after a whole round without the frame whose turn it is, its turn is skipped and
-// counted (hold_lost).
+// (port, input) when it first reaches the head, and once the hold is over a held frame out
+// of turn goes round again, once: a hold that frames did not arrive during leaves a
+// rotated queue, in order again after one round (a frame queued during the hold that
+// reaches the head only after the lift counts as held).  A frame that comes to the head out of
+// turn ORDER_SEARCH_ROUNDS times leaves anyway and its input's turn moves past it, and a
+// frame that came after the lift leaves as it comes even past held frames of its input
+// still going round (both counted: order_late).  Arrivals during a
+// long hold join round after round, and keeping their order would cost a round for each
+// round they span, paid in the link's own time after every lift; under steady load that
+// cost grows with the queue until the port carries less than it is offered (measured:
+// docs/pause.md).  The order kept is per input, hence per flow (a flow enters by one
+// input); across inputs frames may leave in another order than they came, which no
+// transport sees.  A frame BMv2 lost is skipped the same way.
 #ifndef __PORT_HOLD_P4__
 #define __PORT_HOLD_P4__
 
 #include "../include/headers.p4"
 #include "../include/size.p4"
 
+// Rounds a frame may go out of turn after a lift before it leaves anyway.
+const bit<8> ORDER_SEARCH_ROUNDS = 8;
+
 // Until when each port is paused (µs, BMv2's timestamps; at or past it: not paused).
 register<bit<48>, port_t>(NUM_PORTS_DEF) hold_until;
-// Per (port, input), at HELD_INDEX: frames numbered (high 32 bits) and numbered frames
-// sent (low 32), equal when none of the input's held frames is queued; and frames out of
-// turn since the last one in turn or the port's last PAUSE (low 32 bits, tagged in the high
-// 32 with that PAUSE's hold_until: a count from before it is stale).
+// Per (port, input), at HELD_INDEX: frames numbered (high 32 bits), and the number whose
+// turn it is (low 32): equal when none of the input's held frames is queued.
 register<bit<64>, held_index_t>(HELD_PAIRS) held_frames;
-register<bit<64>, held_index_t>(HELD_PAIRS) held_misses;
-// Rounds held frames made per port: while it was paused, and after (out of turn: what
-// keeping the order costs); numbered frames never found again.
+// Per port: rounds held frames made while it was paused, and after (out of turn: what
+// keeping the order costs); frames that left out of their input's order.
 counter<port_t>(NUM_PORTS_DEF, CounterType.packets) hold_rounds;
 counter<port_t>(NUM_PORTS_DEF, CounterType.packets) order_rounds;
-counter<port_t>(NUM_PORTS_DEF, CounterType.packets) hold_lost;
+counter<port_t>(NUM_PORTS_DEF, CounterType.packets) order_late;
 
 // Ingress, for a valid PAUSE: the port it came in on is held for its pause time.
 control PauseHonour(inout headers_t hdr,
                     inout local_metadata_t meta,
                     inout standard_metadata_t standard_metadata) {
     // quantum_us_fp16: one pause quantum (512 bit times at the port's link rate) in µs,
-    // with 16 fractional bits.  A pause time of 0 lifts the hold (until = now: every PAUSE
-    // leaves a value of its own, which PortHold's miss count is tagged with).
+    // with 16 fractional bits.  A pause time of 0 lifts the hold (until = now).
     action honour(bit<32> quantum_us_fp16) {
         bit<64> hold_us = ((bit<64>)hdr.mac_control.pause_quanta * (bit<64>)quantum_us_fp16)
                           >> 16;
@@ -99,47 +102,46 @@ control PortHold(inout headers_t hdr,
         bit<64> held;
         held_frames.read(held, pair);
         bit<32> numbered = held[63:32];
-        bit<32> sent = held[31:0];
+        bit<32> turn = held[31:0];
         bool paused = standard_metadata.egress_global_timestamp < until;
         if (!meta.hold.numbered) {
-            // First time at the head: it waits if the port is paused or held frames of
-            // its input are still queued, behind all of them.
-            if (paused || numbered != sent) {
+            // Queued before the hold ended (modulo 2^32 µs: 71 minutes), though it reached
+            // the head only now.
+            bit<32> since_enqueued = until[31:0] - standard_metadata.enq_timestamp;
+            if (paused || since_enqueued[31:31] == 0 && since_enqueued != 0) {
+                // It met the hold: it waits, numbered in its input's order.
+                meta.hold.numbered = true;
+                meta.hold.number = numbered;
+                held_frames.write(pair, (numbered + 1) ++ turn);
+                meta.go_round = true;
                 if (!paused) {
                     order_rounds.count(port);
                 }
-                meta.hold.numbered = true;
-                meta.hold.number = numbered;
-                held_frames.write(pair, (numbered + 1) ++ sent);
-                meta.go_round = true;
+            } else if (numbered != turn) {
+                // It came after the lift and passes held frames of its input still going
+                // round: waiting for them would cost a round of the link's time per
+                // newcomer, and under steady load the port would carry less than it is
+                // offered (docs/pause.md).
+                order_late.count(port);
             }
-        } else if (!paused) {
-            bit<64> tagged;
-            held_misses.read(tagged, pair);
-            bit<32> misses = tagged[31:0];
-            if (tagged[63:32] != until[31:0]) {
-                misses = 0;
-            }
-            if (meta.hold.number == sent) {
-                held_frames.write(pair, numbered ++ (sent + 1));
-                misses = 0;
+        } else if (paused) {
+            meta.hold.searched = 0;
+            meta.go_round = true;
+        } else {
+            // How far ahead of its input's turn (modulo 2^32: the top bit set is behind).
+            bit<32> ahead = meta.hold.number - turn;
+            if (ahead == 0) {
+                held_frames.write(pair, numbered ++ (turn + 1));
+            } else if (ahead[31:31] == 1) {
+                order_late.count(port);             // left behind: it leaves now
+            } else if (meta.hold.searched >= ORDER_SEARCH_ROUNDS) {
+                held_frames.write(pair, numbered ++ (meta.hold.number + 1));
+                order_late.count(port);             // searched enough: it leaves
             } else {
-                // More misses since the last PAUSE than a round of the input's held frames
-                // (twice, for those on their way round): the frame whose turn it is is
-                // gone.  (Counted across PAUSEs, a port paused and lifted many times before
-                // that frame came round would skip it while it is still queued.)
-                misses = misses + 1;
-                if (misses > ((numbered - sent) << 1) + 8) {
-                    held_frames.write(pair, numbered ++ (sent + 1));
-                    misses = 0;
-                    hold_lost.count(port);
-                }
+                meta.hold.searched = meta.hold.searched + 1;
                 order_rounds.count(port);
                 meta.go_round = true;
             }
-            held_misses.write(pair, until[31:0] ++ misses);
-        } else {
-            meta.go_round = true;
         }
         if (paused) {
             hold_rounds.count(port);

@@ -111,8 +111,9 @@ struct pause_state_t {
 
 // A frame held by a paused port (control/port_hold.p4).
 struct hold_state_t {
-    bool    numbered;        // met a hold: it leaves in its port's order
+    bool    numbered;        // met a hold: it leaves in its input's order
     bit<32> number;          // its place in that order
+    bit<8>  searched;        // rounds gone out of turn since the port's last lift
     port_t  port;            // the port it waits for
     port_t  ingress_port;    // its input (v1model resets ingress_port on recirculation)
 }

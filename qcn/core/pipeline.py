@@ -188,7 +188,7 @@ COUNTERS: dict[str, str] = {
     "frames_out": "frames_out",
     "hold_rounds": "hold_rounds",
     "order_rounds": "order_rounds",
-    "hold_lost": "hold_lost",
+    "order_late": "order_late",
     "fb_reflections": "QcnIngress.fb_tag_exit.fb_reflections",
     "p0_reflections": "QcnIngress.fb_tag_exit.p0_reflections",
 }
@@ -203,10 +203,10 @@ OCCUPANCY_FRAMES_SHIFT = 32
 REGISTER_INPUT_BYTES = "input_bytes"
 REGISTER_PAUSE_SENT_AT = "pause_sent_at"
 #: A port holding its queue for a PAUSE (p4src/control/port_hold.p4): until when (µs), and
-#: its held frames, numbered (high 32 bits) and sent (low 32).
+#: per (port, input) its held frames numbered (high 32 bits) and the number whose turn it is
+#: (low 32).
 REGISTER_HOLD_UNTIL = "hold_until"
 REGISTER_HELD_FRAMES = "held_frames"
-REGISTER_HELD_MISSES = "held_misses"
 HELD_FRAMES_SHIFT = 32
 HELD_PORT_BITS = 6
 """p4src/include/size.p4's HELD_PORT_BITS: a switch whose ports all lie below 2**HELD_PORT_BITS
@@ -218,7 +218,6 @@ REGISTERS = (
     REGISTER_PAUSE_SENT_AT,
     REGISTER_HOLD_UNTIL,
     REGISTER_HELD_FRAMES,
-    REGISTER_HELD_MISSES,
     *(cp_full_name(i, r) for i in CP_INSTANCES for r in CP_REGISTERS),
 )
 
