@@ -40,10 +40,13 @@ def test_tables_are_in_the_seeds_units() -> None:
         "hotspot_throughput_bps": 1.5e6,
         "hotspot_ideal_bps": 1.75e6,
         "pause_frames_sent": 12,
+        "switch_drops": 5,
+        "frames_unplaced": 3,
     }
     text = format_tables({"500ms": {"tcp+qcn+pause": row}}, rate_scale=1e-3, runs=3)
     assert "### 500ms congestion (3 runs each)" in text
-    assert "| tcp+qcn+pause | 23.50 | 24.00 | 1.50 | 1.75 | 0 | 0 | 12 |" in text
+    assert "| switches' drops | frames not placed | PAUSEs |" in text
+    assert "| tcp+qcn+pause | 23.50 | 24.00 | 1.50 | 1.75 | 5 | 3 | 12 |" in text
 
 
 @pytest.mark.parametrize(
