@@ -141,42 +141,7 @@ def largest_gap(
         if rp_tree:
             tree = HtbLimiters(link.host_if, netns=link.host_ns, line_rate_bps=line_rate_mbps * 1e6)
             tree.open()
-        rx = started(
-            in_ns(
-                link.peer_ns,
-                "-m",
-                "topologies.rawframes",
-                "arrivals",
-                link.peer_if,
-                "--ethertype",
-                str(DATA_ETHERTYPE),
-                "--seconds",
-                "2.2",
-            ),
-            "ready",
-        )
-        # Full-size frames: a held gate lets the one at its head through (docs/pause.md).
-        dst = bytes.fromhex(link.frame_dst.replace(":", ""))
-        frame = dst + bytes.fromhex("02000000770188b5") + bytes(1486)
-        source = link.source_if or link.host_if
-        pace = ["pace", source, "--rate", str(PACE_PPS), "--duration", "1.5"]
-        pacer = subprocess.Popen(
-            in_ns(link.host_ns, "-m", "topologies.rawframes", *pace),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert pacer.stdin is not None
-        pacer.stdin.write(frame.hex())
-        pacer.stdin.close()
-        began = time.monotonic()
-        time.sleep(max(0.0, began + 0.5 - time.monotonic()))
-        if pauses:
-            # One helper process sends them all: starting one takes a variable ~0.1 s.
-            frames = [pause_frame(PEER_MAC, q) for q in pauses]
-            send_frames(link.peer_ns, link.peer_if, frames, gap_s=gap_s)
-        pacer.wait(timeout=10)
-        out, _ = rx.communicate(timeout=10)
+        silence = paced_silence(link, pauses, gap_s=gap_s)
     finally:
         if tree is not None:
             tree.close()
@@ -184,6 +149,50 @@ def largest_gap(
         summary, _ = agent.communicate(timeout=10)
     assert agent.returncode == 0
     assert f"{sum(1 for q in pauses if q)} pauses" in summary, summary
+    return silence
+
+
+def paced_silence(link: Link, pauses: list[int], *, gap_s: float = 0.0) -> float:
+    """Pace full-size frames from ``link.source_if`` (or its gated interface) to its peer
+    for 1.5 s, send PAUSEs of these quanta from the peer 0.5 s in, ``gap_s`` apart, and
+    return the longest silence the peer saw (whatever honours the PAUSEs: an agent's gate,
+    or a switch port)."""
+    rx = started(
+        in_ns(
+            link.peer_ns,
+            "-m",
+            "topologies.rawframes",
+            "arrivals",
+            link.peer_if,
+            "--ethertype",
+            str(DATA_ETHERTYPE),
+            "--seconds",
+            "2.2",
+        ),
+        "ready",
+    )
+    # Full-size frames: a held gate lets the one at its head through (docs/pause.md).
+    dst = bytes.fromhex(link.frame_dst.replace(":", ""))
+    frame = dst + bytes.fromhex("02000000770188b5") + bytes(1486)
+    source = link.source_if or link.host_if
+    pace = ["pace", source, "--rate", str(PACE_PPS), "--duration", "1.5"]
+    pacer = subprocess.Popen(
+        in_ns(link.host_ns, "-m", "topologies.rawframes", *pace),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert pacer.stdin is not None
+    pacer.stdin.write(frame.hex())
+    pacer.stdin.close()
+    began = time.monotonic()
+    time.sleep(max(0.0, began + 0.5 - time.monotonic()))
+    if pauses:
+        # One helper process sends them all: starting one takes a variable ~0.1 s.
+        frames = [pause_frame(PEER_MAC, q) for q in pauses]
+        send_frames(link.peer_ns, link.peer_if, frames, gap_s=gap_s)
+    pacer.wait(timeout=10)
+    out, _ = rx.communicate(timeout=10)
     times = [float(t) for t in out.split()[1:] if t]  # after "ready"
     assert len(times) > PACE_PPS, "the paced frames must arrive"
     return max(b - a for a, b in itertools.pairwise(times))

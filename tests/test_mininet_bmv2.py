@@ -251,7 +251,9 @@ def test_tcp_multihop_pause_cascades_and_every_frame_is_placed(tmp_path: Path) -
     assert frames["dropped"]["mac_control"] > 0, frames
     assert frames["delivered"] > 1000, frames
     assert summary["frames_unplaced"] == 0
-    assert summary["hotspot_throughput_bps"] > 0
+    # Holding s1's link never stops s2's other ports (BMv2's one transmit thread never
+    # blocks on a held port): the hot spot keeps its capacity.
+    assert summary["hotspot_throughput_bps"] >= 0.8 * summary["hotspot_ideal_bps"], summary
     assert leftovers() == ("", "")
     qdiscs = subprocess.run(["tc", "qdisc", "show"], capture_output=True, text=True, check=True)
     assert "5150:" not in qdiscs.stdout, "a PAUSE gate was left behind"
