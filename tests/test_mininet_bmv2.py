@@ -233,7 +233,10 @@ def test_tcp_multihop_pause_cascades_and_every_frame_is_placed(tmp_path: Path) -
     assert sent > 0, pause
     assert ports[link]["pause_received"] == sent, ports
     assert ports[link]["hold_rounds"] > 0, ports
-    assert ports[link]["order_late"] == 0, ports
+    # Each input's frames keep their order through the holds but for a few (docs/pause.md,
+    # "Order": 0.1-0.5 % measured).
+    crossed = pause["frame_balance"]["counters"]["s1:9:frames_out"]
+    assert ports[link]["order_late"] <= 0.02 * crossed, (ports[link], crossed)
     # Hop 2: the held frames stayed in s1's inputs' counts, which passed hi: s1 paused the
     # hosts, and the hosts' MACs held.
     paused_hosts = [p for p in senders if ports[p]["pause_sent"] > 0]

@@ -105,11 +105,13 @@ control PortHold(inout headers_t hdr,
         bit<32> turn = held[31:0];
         bool paused = standard_metadata.egress_global_timestamp < until;
         if (!meta.hold.numbered) {
-            // Queued before the hold ended (modulo 2^32 µs: 71 minutes), though it reached
-            // the head only now.
-            bit<32> since_enqueued = until[31:0] - standard_metadata.enq_timestamp;
-            if (paused || since_enqueued[31:31] == 0 && since_enqueued != 0) {
-                // It met the hold: it waits, numbered in its input's order.
+            // When it joined the queue, in the 48-bit timestamps (enq_timestamp's 32 bits
+            // of µs wrap every 71 minutes): queued before the hold ended, it met the hold
+            // though it reached the head only now, and waits for its input's held frames.
+            bit<48> enqueued = standard_metadata.egress_global_timestamp
+                               - (bit<48>)standard_metadata.deq_timedelta;
+            if (paused || enqueued < until && numbered != turn) {
+                // It waits, numbered in its input's order.
                 meta.hold.numbered = true;
                 meta.hold.number = numbered;
                 held_frames.write(pair, (numbered + 1) ++ turn);
