@@ -4,9 +4,12 @@ At the end of a multihop run (topologies/multihop.py) the senders are stopped an
 network drains; then each frame that entered s1 from a sender is placed:
 
 - **delivered**: it left s2 towards a sink;
-- **dropped**, by reason: by a pipeline (a PAUSE partition, a CP's tail drop, a MAC Control
-  frame, which the pipeline never forwards: the PAUSE agents' wake-up frames), or by the
-  kernel on the way (a veth's drop counters);
+- **dropped** by a pipeline, by reason: a PAUSE partition, a tail drop, a MAC Control
+  frame (never forwarded: the PAUSE agents' wake-up frames), a CNM from a host;
+- **lost** between the kernel and a switch: counted into a switch's interface but never
+  read by the pipeline (``switch_receive``: BMv2's libpcap ring had no room), written by
+  the pipeline but never counted out (``switch_transmit``), or sent by one end of a link
+  and not received at the other (``kernel``);
 - **held**: still in a switch (the guarded inputs' buffered bytes, read before teardown).
 
 ``unplaced`` is what is left: 0 when the balance closes.  Frames a sender's reaction point
