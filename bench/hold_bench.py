@@ -45,7 +45,7 @@ from controller.entries import (
     pause_honour_entry,
 )
 from controller.p4runtime import P4RuntimeSwitch
-from qcn.core.frames import PAUSE_QUANTA_MAX, pause_frame
+from qcn.core.frames import PAUSE_QUANTA_MAX, parse_pause, pause_frame
 from qcn.core.pipeline import BMV2_GRPC_PORT, BMV2_THRIFT_PORT, compile_program
 from reaction_point.packet_socket import (
     ANCILLARY_BYTES,
@@ -53,6 +53,7 @@ from reaction_point.packet_socket import (
     rx_timestamp,
     stamp_receptions,
 )
+from reaction_point.tc import ETH_P_ALL
 
 H0_MAC, H1_MAC = "00:00:00:00:00:01", "00:00:00:00:00:02"
 HOLD_S = 0.01
@@ -68,7 +69,7 @@ COUNTED = PauseWatermarks(
 STAMP = struct.Struct("!d")
 """The send time (time.time()) at the start of each data frame's payload."""
 PAYLOAD_AT = 14 + 20 + 8
-ETH_P_ALL = 0x0003
+IPV4 = (0x0800).to_bytes(2, "big")
 QUEUE_PKTS = 10_000
 
 
@@ -91,9 +92,10 @@ def listen(sock: socket.socket, seen: Observed, stop: threading.Event) -> None:
         if t is None:
             continue
         if addr[2] == PACKET_OUTGOING:
-            if frame[12:14] == b"\x88\x08":
-                seen.pauses.append((t, int.from_bytes(frame[16:18], "big")))
-        elif frame[12:14] == b"\x08\x00":
+            quanta = parse_pause(frame)
+            if quanta is not None:
+                seen.pauses.append((t, quanta))
+        elif frame[12:14] == IPV4:
             seen.data.append((t, STAMP.unpack_from(frame, PAYLOAD_AT)[0]))
 
 

@@ -84,7 +84,7 @@ class PortConfig:
 
     def __post_init__(self) -> None:
         if self.honour_pause_bps is not None and not self.queue_rate_pps:
-            raise ConfigError(f"port {self.port}: honour_pause_bps {HONOUR_NEEDS_RATE}")
+            raise ConfigError(f"honour_pause_bps: {HONOUR_NEEDS_RATE}")
 
 
 @dataclass(frozen=True)
@@ -281,11 +281,9 @@ def _port(where: str, p: Any, base: CpParams) -> PortConfig:
     honour = p.get("honour_pause_bps")
     if honour is not None:
         honour = _int(f"{where}.honour_pause_bps", honour, MIN_HONOUR_RATE_BPS, MAX_HONOUR_RATE_BPS)
-        if not rate:
-            raise ConfigError(f"{where}.honour_pause_bps: {HONOUR_NEEDS_RATE}")
     depth = p.get("queue_depth_pkts")
     depth_bytes = p.get("queue_depth_bytes")
-    return PortConfig(
+    port = PortConfig(
         port=_int(f"{where}.port", p.get("port"), 0, MAX_PORT),
         edge=_bool(f"{where}.edge", p.get("edge", False)),
         cp=_bool(f"{where}.cp", p.get("cp", False)),
@@ -298,8 +296,11 @@ def _port(where: str, p: Any, base: CpParams) -> PortConfig:
         if depth_bytes is None
         else _int(f"{where}.queue_depth_bytes", depth_bytes, 64, MAX_QUEUE_BYTES),
         pause=None if p.get("pause") is None else _pause(f"{where}.pause", p["pause"]),
-        honour_pause_bps=honour,
     )
+    try:  # what PortConfig checks itself, named where it is
+        return replace(port, honour_pause_bps=honour)
+    except ConfigError as e:
+        raise ConfigError(f"{where}.{e}") from None
 
 
 PAUSE_FIELDS = ("hi_bytes", "lo_bytes", "partition_bytes", "pause_quanta", "refresh_us")

@@ -20,7 +20,7 @@ from finsy import (
 )
 
 from qcn.core.cp_model import CpPortConfig
-from qcn.core.frames import PAUSE_QUANTA_MAX
+from qcn.core.frames import PAUSE_QUANTA_MAX, PAUSE_QUANTUM_BITS
 from qcn.core.params import (
     PROB_ONE,
     SEED_FRAME_BYTES,
@@ -478,8 +478,6 @@ def pause_source_entry(port: int, mac: str) -> P4TableEntry:
     )
 
 
-PAUSE_QUANTUM_BITS = 512
-"""802.3x: a pause quantum is 512 bit times at the link's rate."""
 QUANTUM_FRAC_BITS = 16
 """p4src/control/port_hold.p4's honour(quantum_us_fp16): µs with 16 fractional bits."""
 MIN_HONOUR_RATE_BPS = 10_000

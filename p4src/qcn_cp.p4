@@ -9,12 +9,16 @@
 //          buffer, and past its high watermark an I2E clone becomes a PAUSE out of it
 //          (control/pause.p4); on a three-point host port, a data frame gets an Fb tag,
 //          which a frame towards a host loses at the end reflection point, after the CP
-//          (control/three_point.p4).  MAC Control frames are counted and dropped.
-// Egress:  the frame leaves its port's queue (admission.p4); on a port configured to judge
-//          departing frames, departure_cp does so with BMv2's depths (E2E clones); a clone
-//          of a sampled frame is rewritten into its CNM (control/cnm_builder.p4); a
-//          guarded input's count falls, and below its low watermark the E2E clone of the
-//          departing frame becomes the PAUSE that lifts the pause (control/pause.p4).
+//          (control/three_point.p4).  MAC Control frames are counted and dropped; a
+//          PAUSE holds the port it came in on, if that port honours PAUSE, and a frame
+//          going round a held port's queue is sent straight back (control/port_hold.p4).
+// Egress:  at a held port's head a counted frame goes round instead of leaving
+//          (control/port_hold.p4); otherwise the frame leaves its port's queue
+//          (admission.p4); on a port configured to judge departing frames, departure_cp
+//          does so with BMv2's depths (E2E clones); a clone of a sampled frame is
+//          rewritten into its CNM (control/cnm_builder.p4); a guarded input's count
+//          falls, and below its low watermark the E2E clone of the departing frame
+//          becomes the PAUSE that lifts the pause (control/pause.p4).
 #include <core.p4>
 // The v1model whose counters and registers take a typed index (port_t, no casts).
 #define V1MODEL_VERSION 20200408

@@ -383,14 +383,16 @@ class MultihopTcpExperiment(Experiment):
         for iface, _, _ in path.sending():
             values[f"{iface}:tx_packets"] = interface_counter(iface, "tx_packets")
         for sw, port in path.pipeline_ports():
-            a = self._agents[sw]
-            counters = a.counters(port)
+            counters = self._agents[sw].counters(port)
             values.update({pipeline_key(sw, port, k): counters[k] for k in PIPELINE_COUNTERS})
-            if (sw, port) in path.inputs and self.sc.network.pause:
-                with a.thrift() as t:
-                    values[pipeline_key(sw, port, "input_bytes")] = t.register_read(
-                        REGISTER_INPUT_BYTES, port
-                    )
+        if self.sc.network.pause:
+            # One Thrift connection per switch, not per input: settle reads every 0.5 s.
+            for sw in sorted({sw for sw, _ in path.inputs}):
+                with self._agents[sw].thrift() as t:
+                    for port in (p for s, p in path.inputs if s == sw):
+                        values[pipeline_key(sw, port, "input_bytes")] = t.register_read(
+                            REGISTER_INPUT_BYTES, port
+                        )
         return values
 
     def _settle_and_balance(self, tb: Testbed) -> None:

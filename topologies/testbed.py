@@ -40,9 +40,9 @@ from topologies.noise import NoiseMonitor, StallInjector, realtime_available
 SWITCH_INTERFACE = re.compile(r"^s\d+-eth\d+$")
 """Switch-side veths of a Mininet run (sK-ethP)."""
 HOST_HELPER = r"-m qcn |topologies\.sink|iperf3"
+"""What a run starts on its hosts (a pgrep -f pattern)."""
 QDISC_BACKLOG = re.compile(r"backlog \S+ (\d+)p")
 """The frames in a qdisc's backlog, in `tc -s qdisc show`."""
-"""What a run starts on its hosts (a pgrep -f pattern)."""
 DAEMON_START_TIMEOUT_S = 20.0
 RP_STATUS_DIR = "rp-status"
 """The reaction-point daemons' status files, in the results directory."""
@@ -153,6 +153,21 @@ def stop_orphaned_helpers(progress: Progress) -> None:
     _kill_all(orphaned)
     if orphaned:
         progress(f"qcn run: stopped {len(orphaned)} host processes left by an earlier run")
+
+
+def interrupt(procs: list[subprocess.Popen[str]], timeout_s: float) -> None:
+    """SIGINT to each of ``procs`` still running, in order; those not ended within
+    ``timeout_s`` (all together) are killed."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + timeout_s
+    for proc in procs:
+        try:
+            proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def reaction_point_latencies(status_dir: Path) -> list[tuple[float, float]]:
@@ -335,17 +350,7 @@ class Testbed:
 
     def stop_senders(self, timeout_s: float = 5.0) -> None:
         """End the processes that offer the run's traffic (SIGINT, as at teardown)."""
-        senders = [proc for _, proc in self.procs if proc.pid in self.sender_pids]
-        for proc in senders:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-        deadline = time.monotonic() + timeout_s
-        for proc in senders:
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        interrupt([proc for _, proc in self.procs if proc.pid in self.sender_pids], timeout_s)
 
     def qdisc_backlog_pkts(self, host: str) -> int:
         """Frames queued in the qdiscs of ``host``'s eth0 (its reaction point's limiters
@@ -510,16 +515,8 @@ class Testbed:
     # -- teardown ----------------------------------------------------------------------------
 
     def teardown(self) -> None:
-        for _name, proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)  # the RP daemons restore their qdiscs
-        deadline = time.monotonic() + 5.0
-        for _name, proc in self.procs:
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        # SIGINT, not SIGTERM: the RP daemons restore their qdiscs.
+        interrupt([proc for _, proc in reversed(self.procs)], 5.0)
         for agent in self.agents:
             with contextlib.suppress(Exception):
                 agent.close()
