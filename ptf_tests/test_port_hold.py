@@ -163,7 +163,11 @@ class StreamThroughHoldsTest(HoldTest):
             # its way may still leave); from then on nothing leaves for hold_s.
             during = [t - paused_at for _, t in got if SLACK_S < t - paused_at < hold_s]
             self.assertEqual(during, [], "frames left a held port")
-            met = [s for s in seqs if paused_at + SLACK_S < sent_at[s] < paused_at + hold_s]
+            # Met the hold: sent while it was surely in force at the switch (a frame sent
+            # in its last moments may reach the switch after the lift, and pass).
+            met = [
+                s for s in seqs if paused_at + SLACK_S < sent_at[s] < paused_at + hold_s - SLACK_S
+            ]
             self.assertGreater(len(met), 10)
             self.assertEqual(met, sorted(met), "held frames left out of their order")
         passed = sum(any(later < s for later in seqs[i + 1 :]) for i, s in enumerate(seqs))
