@@ -65,7 +65,7 @@ def test_what_a_backend_refuses_is_decided_once() -> None:
     assert "no TCP or iperf3 model" in backend_refusal(multihop, "sim")
     assert backend_refusal(multihop, "mininet") == ""
     paused = scenarios.load("transient").with_overrides({"network.pause": True})
-    assert "multihop topology only" in backend_refusal(paused, "mininet")
+    assert "needs a link between switches" in backend_refusal(paused, "mininet")
     assert backend_refusal(paused, "sim") == ""
     with pytest.raises(ScenarioError, match="no TCP or iperf3 model"):
         backends.run_scenario(multihop, "sim", Path(), backends.RunOptions())

@@ -20,7 +20,7 @@ import math
 import random
 import struct
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -206,6 +206,8 @@ class FlowArrival:
     start_s: float
     source: int
     size_bytes: int
+    destination: int = 0
+    """Which of its source's destinations (qcn.core.scenario.SourceHost) it goes to."""
 
 
 def draw_arrivals(
@@ -233,6 +235,21 @@ def draw_arrivals(
             t += rng.expovariate(per_source_hz)
     out.sort(key=lambda a: (a.start_s, a.source))
     return out
+
+
+def draw_destinations(
+    arrivals: list[FlowArrival], choices: Sequence[int], seed: int
+) -> list[FlowArrival]:
+    """Each flow's destination, uniform over its source's ``choices[source]`` hosts, from a
+    stream of its own: the arrivals (and a single destination's flows) stay as they were
+    drawn."""
+    if all(k == 1 for k in choices):
+        return arrivals
+    rng = random.Random(f"destinations-{seed}")
+    return [
+        a if choices[a.source] == 1 else replace(a, destination=rng.randrange(choices[a.source]))
+        for a in arrivals
+    ]
 
 
 # -- frames -----------------------------------------------------------------------------------

@@ -20,9 +20,13 @@ whose service rate can change on a schedule::
     rtt_s = 40e-6                    # source -> CP -> source
     buffer_pkts = 100                # the CP port's buffer
     frame_bytes = 1500
-    topology = "single"              # "single" | "multihop" (below)
+    topology = "single"              # a generator or a file (qcn.core.topology, below)
+    fabric_rate_bps = 0.0            # leaf-spine: leaf-spine links (0: the line rate)
     innocent_sources = 0             # multihop: senders to the innocent sink
     innocent_rate_bps = 40e9         # multihop: the innocent sink port's service rate
+    cp_ports = ""                    # "congestible", "all", "none" ("": the topology's)
+    cp_on = []                       # ports that run a CP besides ("s1:3"), or not:
+    cp_off = []
     pause = false                    # 802.3x PAUSE per input on watermarks (docs/pause.md)
     pause_hi_bytes = 130_000         # seed 001's watermarks
     pause_lo_bytes = 110_000
@@ -44,6 +48,18 @@ whose service rate can change on a schedule::
     drain_fraction = 0.0             # flows: no flow starts in this last part of the run
     rto_s = 1e-3                     # flows: a lost frame is sent again this long after
     transport = "frames"             # flows: "frames" (both backends) or "tcp" (BMv2 only)
+    traffic = "topology"             # who sends to whom: "topology" (its own pairs),
+                                     # "incast", "permutation", "all-to-all" (flows)
+    incast_sink = ""                 # incast: the host all send to ("": the last)
+
+A topology (docs/topology.md) is the network as data: ``single`` (N = network.sources
+sources and a sink on one switch, the sink's link the bottleneck), ``multihop`` (seed 001,
+below), ``parking-lot:H``, ``leaf-spine:S,L,H``, or a topology file (TOML, or
+p4lang/tutorials' topology.json; a relative path starts at the scenario file's folder).
+A generator's host links run at line_rate_bps; its bottleneck (the sink's link, the
+parking lot's hops) at bottleneck_rate_bps; every link's one-way delay is rtt_s / 2, so a
+source's loop through its first switch is rtt_s; every switch port's buffer is
+buffer_pkts.  Sources are the traffic's source hosts, in order.
 
 The multihop topology is seed 001's output-generated hot spot two hops away: the sources
 (hot-spot senders) and the innocent senders share switch s1 and the s1 -> s2 link; on s2
@@ -73,6 +89,7 @@ import math
 import re
 from collections.abc import Collection
 from dataclasses import MISSING, dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -82,17 +99,31 @@ from qcn.core.flows import (
     FlowArrival,
     FlowSizeError,
     draw_arrivals,
+    draw_destinations,
     size_distribution,
 )
 from qcn.core.params import ParamError, QcnParams
 from qcn.core.tomlfile import read_toml
+from qcn.core.topology import (
+    CP_MODES,
+    TRAFFIC,
+    LinkDefaults,
+    PortRef,
+    Topology,
+    TopologyError,
+    Traffic,
+    is_generator_spec,
+)
+from qcn.core.topology import load as load_topology
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 Pattern = Literal["bernoulli", "constant", "onoff", "tcp", "udp", "flows"]
 PATTERNS = ("bernoulli", "constant", "onoff", "tcp", "udp", "flows")
 MININET_PATTERNS = ("tcp", "udp")
 """Workloads of real iperf3 flows: the multihop topology, on Mininet only."""
-Topology = Literal["single", "multihop"]
+SOURCE_TOPOLOGIES = ("single", "multihop")
+"""The generators a scenario's ``network.sources`` (and ``innocent_sources``) size; every
+other topology's sources are its traffic's."""
 
 
 class ScenarioError(QcnError, ValueError):
@@ -107,9 +138,25 @@ class Network:
     rtt_s: float = 40e-6
     buffer_pkts: int = 100
     frame_bytes: int = 1500
-    topology: Topology = "single"
+    topology: str = "single"
+    """A generator (``single``, ``multihop``, ``parking-lot:H``, ``leaf-spine:S,L,H``) or a
+    topology file (qcn.core.topology)."""
+    fabric_rate_bps: float = 0.0
+    """leaf-spine: the leaf-spine links (0: line rate); multihop: the s1-s2 link (0: the
+    faster of the line and innocent rates)."""
     innocent_sources: int = 0
     innocent_rate_bps: float = 40e9
+    cp_ports: str = ""
+    """Which egress ports run a CP: "congestible", "all", "none"; "": the topology's own
+    choice (every port that can congest; seed 001's hot spot alone for multihop)."""
+    cp_on: tuple[str, ...] = ()
+    """Ports ("s1:3") that run a CP besides."""
+    cp_off: tuple[str, ...] = ()
+    """Ports that do not."""
+    file_rate_scale: float = 1.0
+    """A topology file's link rates are multiplied by this (BMv2's scaling sets it)."""
+    file_time_scale: float = 1.0
+    """A topology file's link delays are multiplied by this (BMv2's scaling sets it)."""
     pause: bool = False
     """802.3x PAUSE at the bottleneck, as seed 001's switch (simulator): memory partitioned
     per input port (each source may hold ``buffer_pkts`` frames there; no output queue
@@ -147,6 +194,20 @@ class Workload:
     transport: str = "frames"
     """flows: "frames", acknowledged datagrams sent again after ``rto_s`` (both backends,
     docs/fct.md); "tcp", one kernel TCP connection per flow (Mininet only)."""
+    traffic: str = "topology"
+    """Who sends to whom (qcn.core.topology.TRAFFIC): the topology's own pairs, every host
+    into one (incast), a random derangement (permutation), or, for flows, each flow to a
+    host drawn uniformly among the others (all-to-all)."""
+    incast_sink: str = ""
+    """incast: the host every other sends to ("": the topology's last host)."""
+
+
+@dataclass(frozen=True)
+class SourceHost:
+    """A host that sends: the stream's destination, or the hosts its flows go to."""
+
+    host: str
+    destinations: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -176,6 +237,8 @@ class Bmv2Scale:
 RATE_FIELDS = (
     "network.line_rate_bps",
     "network.bottleneck_rate_bps",
+    "network.fabric_rate_bps",
+    "network.file_rate_scale",
     "network.innocent_rate_bps",
     "workload.max_rate_bps",
     "qcn.rp.line_rate_bps",
@@ -189,6 +252,7 @@ RATE_FIELDS = (
 TIME_FIELDS = (
     "duration_s",
     "network.rtt_s",
+    "network.file_time_scale",
     "workload.stagger_s",
     "workload.mean_on_s",
     "workload.mean_off_s",
@@ -220,10 +284,56 @@ class Scenario:
     preset: str = "qcn"
     """The parameter set ``params`` was built on (qcn.core.params.Preset)."""
 
+    @cached_property
+    def topology(self) -> Topology:
+        """The network, carrying this scenario's traffic (qcn.core.topology): which ports
+        congest, and so run a CP by default, is judged on that traffic."""
+        net, wl = self.network, self.workload
+        base = network_topology(net)
+        pairs: list[tuple[str, str]] = []
+        if not (wl.pattern == "flows" and wl.traffic == "all-to-all"):
+            pairs = base.traffic_pairs(_traffic(wl.traffic), sink=wl.incast_sink)
+        topo = base.with_traffic(pairs)
+        if net.cp_ports or net.cp_on or net.cp_off:
+            topo = topo.with_overrides(
+                cp_mode=_cp_mode(net.cp_ports) if net.cp_ports else None,
+                cp_on=[_port_ref(x) for x in net.cp_on],
+                cp_off=[_port_ref(x) for x in net.cp_off],
+            )
+        return topo
+
+    @cached_property
+    def sources(self) -> tuple[SourceHost, ...]:
+        """The hosts that send, in source order (the trace's columns, the RP daemons)."""
+        wl = self.workload
+        if wl.pattern == "flows":
+            return tuple(
+                SourceHost(h, d)
+                for h, d in self.topology.flow_destinations(
+                    _traffic(wl.traffic), sink=wl.incast_sink
+                )
+            )
+        return tuple(SourceHost(src, (dst,)) for src, dst in self.topology.pairs)
+
+    @property
+    def bottleneck_port(self) -> PortRef:
+        """The port the schedule changes and whose queue is the run's queue."""
+        topo = self.topology
+        if topo.bottleneck is not None:
+            return topo.bottleneck
+        if topo.cp_ports:
+            return topo.cp_ports[0]
+        raise ScenarioError(f"{self.name}: the topology has no congestible port to measure")
+
+    @property
+    def initial_capacity_bps(self) -> float:
+        """The bottleneck port's rate before the schedule changes it."""
+        return self.topology.link_at(self.bottleneck_port).rate_bps
+
     @property
     def restore_at_s(self) -> float | None:
         """When the bottleneck's capacity is last raised (recovery is measured from it)."""
-        rate = self.network.bottleneck_rate_bps
+        rate = self.initial_capacity_bps
         restore = None
         for change in self.schedule:
             if change.at_s > self.duration_s:
@@ -241,16 +351,29 @@ class Scenario:
     def draw_flows(self, seed: int) -> list[FlowArrival]:
         """The flows workload's flows for random seed ``seed`` (the same on every backend:
         qcn.core.flows.draw_arrivals with this scenario's workload and network)."""
-        wl, net = self.workload, self.network
-        return draw_arrivals(
+        wl = self.workload
+        arrivals = draw_arrivals(
             size_distribution(wl.flow_sizes, wl.ipc_fraction),
-            sources=net.sources,
+            sources=len(self.sources),
             load=wl.load,
-            rate_bps=net.bottleneck_rate_bps,
+            rate_bps=self.flows_capacity_bps,
             until_s=self.flows_until_s,
             size_scale=wl.flow_size_scale,
             seed=seed,
         )
+        return draw_destinations(arrivals, [len(s.destinations) for s in self.sources], seed)
+
+    @property
+    def flows_capacity_bps(self) -> float:
+        """What ``workload.load`` is a fraction of: what the flows' destinations can
+        receive together (each one's link; the single bottleneck's sink: its rate)."""
+        topo = self.topology
+        destinations = {d for s in self.sources for d in s.destinations}
+        return sum(topo.access_link(d).rate_bps for d in sorted(destinations))
+
+    def flow_destination(self, arrival: FlowArrival) -> str:
+        """The host ``arrival``'s flow goes to."""
+        return self.sources[arrival.source].destinations[arrival.destination]
 
     def congested_episode_s(self) -> tuple[float, float] | None:
         """(start, end) of the congestion episode, if the run has one: the bottleneck's last
@@ -281,16 +404,16 @@ class Scenario:
         cycle; staggered sources once started)."""
         w = self.workload
         if w.pattern == "flows":
-            return w.load * self.network.bottleneck_rate_bps if t < self.flows_until_s else 0.0
+            return w.load * self.flows_capacity_bps if t < self.flows_until_s else 0.0
         duty = w.mean_on_s / (w.mean_on_s + w.mean_off_s)
         return sum(
             w.max_rate_bps * (duty if i in w.onoff_sources or w.pattern == "onoff" else 1.0)
-            for i in range(self.network.sources)
+            for i in range(len(self.sources))
             if i * w.stagger_s <= t
         )
 
     def capacity_at(self, t: float) -> float:
-        rate = self.network.bottleneck_rate_bps
+        rate = self.initial_capacity_bps
         for change in self.schedule:
             if change.at_s <= t:
                 rate = change.bottleneck_rate_bps
@@ -312,6 +435,11 @@ class Scenario:
                 if not isinstance(node, dict):
                     raise ScenarioError(f"--set {dotted}: {key} is not a table")
             node[last] = value
+        if data["network"].get("topology") not in SOURCE_TOPOLOGIES:
+            # Another topology's sources are its traffic's: the old size goes unless set.
+            for key in ("sources", "innocent_sources"):
+                if f"network.{key}" not in overrides:
+                    data["network"].pop(key, None)
         return parse(data, where=f"{self.name} (with --set)")
 
     def scaled_for_bmv2(self, keep: Collection[str] = ()) -> Scenario:
@@ -347,6 +475,14 @@ class Scenario:
         compensations = {k: v for k, v in self.bmv2.set.items() if k not in keep}
         return scaled.with_overrides(compensations) if compensations else scaled
 
+    def _network_dict(self) -> dict[str, Any]:
+        """The network table; sources are a generator's size only where they size it."""
+        net = dict(vars(self.network))
+        net["cp_on"], net["cp_off"] = list(net["cp_on"]), list(net["cp_off"])
+        if self.network.topology not in SOURCE_TOPOLOGIES:
+            del net["sources"], net["innocent_sources"]
+        return net
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -356,7 +492,7 @@ class Scenario:
             "notes": self.notes,
             "qcn_preset": self.preset,
             "qcn": self.params.to_dict(),
-            "network": dict(vars(self.network)),
+            "network": self._network_dict(),
             "workload": {**vars(self.workload), "onoff_sources": list(self.workload.onoff_sources)},
             "schedule": [dict(vars(c)) for c in self.schedule],
             "bmv2": {**vars(self.bmv2), "set": dict(self.bmv2.set)},
@@ -366,7 +502,7 @@ class Scenario:
 def backend_refusal(sc: Scenario, backend: str) -> str:
     """Why ``backend`` ("sim" or "mininet") cannot run ``sc`` ("" when it can): the one
     place this is decided (qcn.backends asks it before any run)."""
-    if backend == "sim" and sc.network.topology == "multihop":
+    if backend == "sim" and sc.workload.pattern in MININET_PATTERNS:
         return (
             f"{sc.name} runs real iperf3 flows through kernel limiters: the simulator has no "
             "TCP or iperf3 model (run it with --backend mininet)"
@@ -376,12 +512,57 @@ def backend_refusal(sc: Scenario, backend: str) -> str:
             f"{sc.name}: workload.transport tcp runs the kernel's TCP: the simulator has no TCP "
             "model (run it with --backend mininet, or transport frames)"
         )
-    if backend == "mininet" and sc.network.pause and sc.network.topology != "multihop":
+    if backend == "mininet" and sc.network.pause and sc.network.topology == "single":
         return (
-            f"{sc.name}: network.pause runs on BMv2 in the multihop topology only (seed "
-            "001's switches); the single bottleneck runs it with --backend sim"
+            f"{sc.name}: network.pause on BMv2 needs a link between switches to cascade over "
+            "(seed 001's multihop, or any topology of several switches); the single "
+            "bottleneck runs it with --backend sim"
         )
     return ""
+
+
+def network_topology(net: Network) -> Topology:
+    """The topology ``net`` names, built from its rates, delay and buffer (the traffic's
+    pairs not applied yet: :attr:`Scenario.topology`)."""
+    defaults = LinkDefaults(
+        line_rate_bps=net.line_rate_bps,
+        bottleneck_rate_bps=net.bottleneck_rate_bps,
+        fabric_rate_bps=net.fabric_rate_bps,
+        innocent_rate_bps=net.innocent_rate_bps,
+        delay_s=net.rtt_s / 2,
+        buffer_pkts=net.buffer_pkts,
+    )
+    spec = net.topology
+    if spec == "single":
+        spec = f"single:{net.sources}"
+    elif spec == "multihop":
+        spec = f"multihop:{net.sources},{net.innocent_sources}"
+    try:
+        topo = load_topology(spec, defaults)
+    except TopologyError as e:
+        raise ScenarioError(f"network.topology: {e}") from None
+    if not is_generator_spec(spec):
+        topo = topo.scaled(net.file_rate_scale, net.file_time_scale)
+    return topo
+
+
+def _traffic(name: str) -> Traffic:
+    if name not in TRAFFIC:
+        raise ScenarioError(f"workload.traffic: must be one of {', '.join(TRAFFIC)}")
+    return name
+
+
+def _cp_mode(name: str) -> Any:
+    if name not in CP_MODES:
+        raise ScenarioError(f"network.cp_ports: must be one of {', '.join(CP_MODES)} (or '')")
+    return name
+
+
+def _port_ref(text: str) -> PortRef:
+    switch, _, port = text.partition(":")
+    if not switch or not port.isdigit():
+        raise ScenarioError(f"network.cp_on/cp_off: {text!r} is not SWITCH:PORT")
+    return PortRef(switch, int(port))
 
 
 def require_backend(
@@ -414,6 +595,12 @@ def load(name_or_path: str) -> Scenario:
             f"no scenario '{name_or_path}' (known: {', '.join(available())}; or give a file)"
         )
     data = read_toml(path, ScenarioError)
+    net = data.get("network")
+    if isinstance(net, dict) and isinstance(net.get("topology"), str):
+        # A topology file is found beside the scenario file.
+        spec = net["topology"]
+        if not is_generator_spec(spec) and not Path(spec).is_absolute():
+            net["topology"] = str((path.parent / spec).resolve())
     return parse(data, where=str(path))
 
 
@@ -449,7 +636,15 @@ def _parse(data: dict[str, Any]) -> Scenario:
         params = QcnParams.from_dict(data.get("qcn", {}), base)
     except ParamError as e:
         raise ScenarioError(f"qcn.{e}") from None
-    network = _table(Network, "network", data.get("network", {}))
+    raw_network = data.get("network", {})
+    network = _table(Network, "network", raw_network)
+    if network.topology not in SOURCE_TOPOLOGIES:
+        for key in ("sources", "innocent_sources"):
+            if key in raw_network:
+                raise ScenarioError(
+                    f"network.{key}: only single and multihop are sized by it; the "
+                    f"sources of {network.topology} are its traffic's (workload.traffic)"
+                )
     workload = _table(Workload, "workload", data.get("workload", {}))
     raw_schedule = data.get("schedule", [])
     if not isinstance(raw_schedule, list):
@@ -486,19 +681,21 @@ def _parse(data: dict[str, Any]) -> Scenario:
 def _validate(s: Scenario) -> None:
     n, w = s.network, s.workload
     multihop = n.topology == "multihop"
+    if n.topology in SOURCE_TOPOLOGIES and not 1 <= n.sources <= 1000:
+        raise ScenarioError("network.sources: must be in [1, 1000]")
     checks = [
         ("duration_s", 1e-3 <= s.duration_s <= 3600, "must be in [0.001, 3600]"),
-        ("network.sources", 1 <= n.sources <= 1000, "must be in [1, 1000]"),
         ("network.line_rate_bps", n.line_rate_bps >= MIN_RATE_BPS, MIN_RATE_TEXT),
         ("network.bottleneck_rate_bps", n.bottleneck_rate_bps >= MIN_RATE_BPS, MIN_RATE_TEXT),
         ("network.rtt_s", 0 < n.rtt_s < 1, "must be in (0, 1)"),
         ("network.buffer_pkts", n.buffer_pkts >= 1, "must be at least 1"),
         ("network.frame_bytes", 64 <= n.frame_bytes <= 9216, "must be in [64, 9216]"),
         ("workload.pattern", w.pattern in PATTERNS, f"must be one of {', '.join(PATTERNS)}"),
+        ("network.fabric_rate_bps", n.fabric_rate_bps >= 0, "must be >= 0 (0: the default)"),
         (
-            "network.topology",
-            n.topology in ("single", "multihop"),
-            "must be single or multihop",
+            "network.file_rate_scale",
+            0 < n.file_rate_scale <= 1 and 0 < n.file_time_scale <= 1e4,
+            "file_rate_scale must be in (0, 1] and file_time_scale in (0, 1e4]",
         ),
         (
             "network.innocent_sources",
@@ -526,11 +723,6 @@ def _validate(s: Scenario) -> None:
         ),
         ("workload.stagger_s", w.stagger_s >= 0, "must be >= 0"),
         (
-            "workload.onoff_sources",
-            all(0 <= i < n.sources for i in w.onoff_sources),
-            "must list source indices below network.sources",
-        ),
-        (
             "workload.mean_on_s",
             min(w.mean_on_s, w.mean_off_s) >= 1e-6,
             "on and off means must be at least 1 us (shorter ones leave the simulator "
@@ -549,10 +741,17 @@ def _validate(s: Scenario) -> None:
     for name, ok, message in checks:
         if not ok:
             raise ScenarioError(f"{name}: {message}")
-    if (w.pattern in MININET_PATTERNS) != multihop:
+    try:
+        sources = len(s.sources)
+        s.bottleneck_port  # noqa: B018 - it checks that there is one
+    except TopologyError as e:
+        raise ScenarioError(f"network.topology: {e}") from None
+    if not all(0 <= i < sources for i in w.onoff_sources):
         raise ScenarioError(
-            "workload.pattern: tcp and udp go with network.topology = multihop, and only they"
+            "workload.onoff_sources: must list source indices below the number of sources"
         )
+    if w.pattern in MININET_PATTERNS and not multihop:
+        raise ScenarioError("workload.pattern: tcp and udp go with network.topology = multihop")
     if w.pattern == "flows":
         _validate_flows(s)
     if w.hotspot_period_s and w.hotspot_period_s <= w.hotspot_duration_s:
@@ -577,23 +776,43 @@ def _validate_flows(s: Scenario) -> None:
     """The ``flows`` workload: a size distribution that loads, and a timeout that never
     fires for a frame that was delivered (docs/fct.md, "Transport")."""
     n, w = s.network, s.workload
-    if n.pause or n.topology != "single":
-        raise ScenarioError(
-            "workload.pattern: flows run on the single bottleneck without network.pause"
-        )
+    if n.pause:
+        raise ScenarioError("workload.pattern: flows run without network.pause")
     try:
         sizes = size_distribution(w.flow_sizes, w.ipc_fraction)
     except FlowSizeError as e:
         raise ScenarioError(f"workload.flow_sizes: {e}") from None
     if sizes.mean_bytes * w.flow_size_scale < 1:
         raise ScenarioError("workload.flow_sizes: the mean flow (times flow_size_scale) is < 1 B")
-    slowest = min([n.bottleneck_rate_bps, *(c.bottleneck_rate_bps for c in s.schedule)])
-    worst_wait_s = n.rtt_s + 8 * n.buffer_pkts * n.frame_bytes / slowest
+    worst_wait_s = worst_frame_wait_s(s)
     if w.rto_s <= worst_wait_s:
         raise ScenarioError(
-            f"workload.rto_s: must exceed the RTT plus a full buffer's drain at the slowest "
-            f"bottleneck rate ({worst_wait_s:.3g} s), so that only lost frames are sent again"
+            f"workload.rto_s: must exceed the RTT plus a full buffer's drain at every hop, "
+            f"at the slowest bottleneck rate ({worst_wait_s:.3g} s), so that only lost frames "
+            "are sent again"
         )
+
+
+def worst_frame_wait_s(s: Scenario) -> float:
+    """The longest a delivered frame's acknowledgement can take, without PAUSE: the loop
+    delay (twice the one-way delay, the source's link counted once each way) and a full
+    buffer's drain at every port on the way, the bottleneck at its slowest rate."""
+    topo, bottleneck = s.topology, s.bottleneck_port
+    slowest = min([s.initial_capacity_bps, *(c.bottleneck_rate_bps for c in s.schedule)])
+    worst = 0.0
+    for src in s.sources:
+        for dst in src.destinations:
+            path = topo.path(src.host, dst)
+            loop = 2 * (topo.one_way_delay_s(src.host, dst) - topo.access_link(dst).delay_s)
+            drain = sum(
+                8
+                * topo.link_at(r).buffer_pkts
+                * s.network.frame_bytes
+                / (slowest if r == bottleneck else topo.link_at(r).rate_bps)
+                for r in path
+            )
+            worst = max(worst, loop + drain)
+    return worst
 
 
 def _table(cls: type, name: str, values: Any) -> Any:
@@ -628,6 +847,10 @@ def _field_value(name: str, kind: Any, default: Any, raw: Any) -> Any:
         if isinstance(raw, bool) or not isinstance(raw, int):
             raise ScenarioError(f"{name}: must be a whole number (got {raw!r})")
         return raw
+    if kind == "tuple[str, ...]":
+        if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
+            raise ScenarioError(f"{name}: must be a list of strings (got {raw!r})")
+        return tuple(raw)
     if kind == "tuple[int, ...]":
         if not isinstance(raw, list) or not all(
             isinstance(v, int) and not isinstance(v, bool) for v in raw
