@@ -192,7 +192,7 @@ class SwitchAgent:
         sw = self.connect()
         ports = [p.port for p in self.cfg.ports]
         report = self._reconcile_tables(sw, self.desired_table_entries())
-        groups = flood_groups(ports)
+        groups = flood_groups(self.net.flood_ports(self.cfg.name))
         report = _add(
             report, self._reconcile_ids(sw, P4MulticastGroupEntry(), groups, "multicast_group_id")
         )

@@ -85,6 +85,14 @@ class Bmv2Thrift:
         """The pipeline's own count of a CP port's queue: (frames, bytes)."""
         return split_occupancy(self.register_read(REGISTER_OCCUPANCY, port))
 
+    def occupancies(self, ports: list[int]) -> list[tuple[int, int]]:
+        """:meth:`occupancy` of each of ``ports``, in one call where several are asked
+        (the whole register array comes back at once)."""
+        if len(ports) <= 2:
+            return [self.occupancy(p) for p in ports]
+        cells = self.standard.bm_register_read_all(0, REGISTER_OCCUPANCY)
+        return [split_occupancy(int(cells[p])) for p in ports]
+
     def register_reset(self, name: str) -> None:
         self.standard.bm_register_reset(0, name)
 

@@ -42,16 +42,18 @@ allowed; nothing is pushed from an invalid file.
 from __future__ import annotations
 
 import re
-from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import tomli_w
 
 from controller.entries import MAX_HONOUR_RATE_BPS, MIN_HONOUR_RATE_BPS, PauseWatermarks
 from controller.errors import ConfigError
 from qcn.core.params import CpParams, ParamError, QcnParams
 from qcn.core.pipeline import BMV2_DEVICE_ID, BMV2_THRIFT_PORT, HELD_PORTS, outputs
 from qcn.core.tomlfile import read_toml
+from qcn.core.topology import shortest_path_routes, spanning_tree
 
 MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 MAX_PORT = 510
@@ -147,38 +149,30 @@ class NetworkConfig:
         known = ", ".join(s.name for s in self.switches)
         raise ConfigError(f"no switch named '{name}' (known: {known})")
 
-    def l2_ports(self, switch: str) -> dict[str, int]:
-        """For every host MAC, the port of ``switch`` that leads to it (shortest path)."""
-        out: dict[str, int] = {}
-        for host in self.hosts:
-            if host.switch == switch:
-                out[host.mac] = host.port
-                continue
-            port = self._next_hop(switch, host.switch)
-            if port is not None:
-                out[host.mac] = port
-        return out
-
-    def _next_hop(self, src: str, dst: str) -> int | None:
-        adjacency: dict[str, list[tuple[str, int]]] = {}
+    def _neighbours(self) -> dict[str, list[tuple[int, str]]]:
+        out: dict[str, list[tuple[int, str]]] = {s.name: [] for s in self.switches}
         for link in self.links:
             (sa, pa), (sb, pb) = link.a, link.b
-            adjacency.setdefault(sa, []).append((sb, pa))
-            adjacency.setdefault(sb, []).append((sa, pb))
-        first: dict[str, int] = {}
-        queue = deque([src])
-        seen = {src}
-        while queue:
-            node = queue.popleft()
-            for neighbour, port in sorted(adjacency.get(node, [])):
-                if neighbour in seen:
-                    continue
-                seen.add(neighbour)
-                first[neighbour] = first.get(node, port) if node != src else port
-                if neighbour == dst:
-                    return first[neighbour]
-                queue.append(neighbour)
-        return None
+            out[sa].append((pa, sb))
+            out[sb].append((pb, sa))
+        return {s: sorted(ports) for s, ports in out.items()}
+
+    def l2_ports(self, switch: str) -> dict[str, int]:
+        """For every host MAC, the port of ``switch`` that leads to it: the project's one
+        routing (qcn.core.topology.shortest_path_routes: shortest paths, equal-cost ties
+        spread over destinations)."""
+        routes = shortest_path_routes(
+            self._neighbours(), [(h.mac, h.switch, h.port) for h in self.hosts]
+        )
+        return routes[switch]
+
+    def flood_ports(self, switch: str) -> list[int]:
+        """The ports of ``switch`` a flooded frame may leave by: every port but the links
+        off the switches' spanning tree (qcn.core.topology.spanning_tree), so a looped
+        network never floods for ever."""
+        tree = spanning_tree(self._neighbours())[switch]
+        links = {p for p, _ in self._neighbours()[switch]}
+        return [p.port for p in self.switch(switch).ports if p.port not in links or p.port in tree]
 
 
 # -- loading ------------------------------------------------------------------------------
@@ -415,3 +409,53 @@ def _mac(where: str, value: Any) -> str:
     if int(value[:2], 16) & 1:
         raise ConfigError(f"{where}: must be a unicast address (got {value})")
     return value.lower()
+
+
+# -- writing ------------------------------------------------------------------------------
+
+
+def dumps(cfg: NetworkConfig) -> str:
+    """``cfg`` as a network file :func:`parse` reads back to the same configuration (what
+    ``qcn net up`` leaves for ``qcn ctl -c``).  The CP parameters every CP port shares go
+    in ``[qcn]``; a port's own differences in its ``qcn`` table."""
+    cps = [p.cp_params for s in cfg.switches for p in s.ports if p.cp]
+    base = cps[0] if cps else CpParams()
+    base_values = QcnParams(cp=base).to_dict()["cp"]
+    switches = []
+    for s in cfg.switches:
+        ports = []
+        for p in s.ports:
+            own = QcnParams(cp=p.cp_params).to_dict()["cp"]
+            port: dict[str, Any] = {"port": p.port, "edge": p.edge, "cp": p.cp}
+            if differing := {k: v for k, v in own.items() if base_values[k] != v}:
+                port["qcn"] = differing
+            for name in ("queue_rate_pps", "queue_depth_pkts", "queue_depth_bytes"):
+                if getattr(p, name) is not None:
+                    port[name] = getattr(p, name)
+            if p.pause is not None:
+                port["pause"] = {f: getattr(p.pause, f) for f in PAUSE_FIELDS}
+            if p.honour_pause_bps is not None:
+                port["honour_pause_bps"] = p.honour_pause_bps
+            ports.append(port)
+        switches.append(
+            {
+                "name": s.name,
+                "grpc": s.grpc,
+                "device_id": s.device_id,
+                "thrift_port": s.thrift_port,
+                "cp_mac": s.cp_mac,
+                "election_id": s.election_id,
+                "p4info": str(s.p4info),
+                "bmv2_json": str(s.bmv2_json),
+                "port": ports,
+            }
+        )
+    data = {
+        "qcn": base_values,
+        "switch": switches,
+        "host": [
+            {"name": h.name, "mac": h.mac, "switch": h.switch, "port": h.port} for h in cfg.hosts
+        ],
+        "link": [{"a": f"{lk.a[0]}:{lk.a[1]}", "b": f"{lk.b[0]}:{lk.b[1]}"} for lk in cfg.links],
+    }
+    return tomli_w.dumps(data)

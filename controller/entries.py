@@ -396,7 +396,10 @@ def decode_edge(entries: Iterable[P4TableEntry], port: int) -> dict[str, object]
 
 
 def flood_groups(ports: list[int]) -> list[P4MulticastGroupEntry]:
-    """One flood group per port: every other port (none for a switch with one port)."""
+    """One flood group per port that may flood (``ports``: the host ports and the switch
+    links of the network's spanning tree): every other such port.  A frame entering by a
+    link off the tree finds no group and is not flooded (none for a switch with one
+    port)."""
     return [
         P4MulticastGroupEntry(
             FLOOD_GROUP_BASE + p, replicas=[(q, 1) for q in sorted(ports) if q != p]

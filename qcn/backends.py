@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from qcn.core.params import QcnParams
 from qcn.core.scenario import Scenario, ScenarioError, require_backend
+from qcn.core.topology import Topology
 from qcn.core.trace import Trace
 
 Backend = Literal["sim", "mininet"]
@@ -75,22 +77,23 @@ def choose_backend(requested: str) -> tuple[Backend, str]:
     return "mininet", "Mininet/BMv2 backend"
 
 
+def mininet_experiment(pattern: str) -> Any:
+    """The Mininet experiment that adds ``pattern``'s traffic to the one run script (the
+    topology is the scenario's data: no experiment is chosen by it)."""
+    from topologies.experiment import FlowsExperiment, StreamExperiment  # noqa: PLC0415
+    from topologies.iperf import IperfExperiment  # noqa: PLC0415
+
+    traffic = {"flows": FlowsExperiment, "tcp": IperfExperiment, "udp": IperfExperiment}
+    return traffic.get(pattern, StreamExperiment)
+
+
 def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions) -> Trace:
     """Run ``sc`` on ``backend``; a Mininet run keeps its logs and captures in ``out``."""
     require_backend(sc, backend)
     if backend == "mininet":
-        from topologies.experiment import (  # noqa: PLC0415
-            Emulation,
-            FlowsExperiment,
-            MininetExperiment,
-        )
-        from topologies.multihop import MultihopTcpExperiment  # noqa: PLC0415
+        from topologies.experiment import Emulation  # noqa: PLC0415
 
-        kind: type[MininetExperiment | MultihopTcpExperiment] = MininetExperiment
-        if sc.network.topology == "multihop":
-            kind = MultihopTcpExperiment
-        elif sc.workload.pattern == "flows":
-            kind = FlowsExperiment
+        kind = mininet_experiment(sc.workload.pattern)
         emulation = Emulation(
             realtime_switch=options.realtime_switch,
             inject_stalls=options.inject_stalls,
@@ -106,7 +109,8 @@ def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions)
             emulation=emulation,
             seed=options.seed,
         )
-        return experiment.run()
+        trace: Trace = experiment.run()
+        return trace
     from simulator.engine import Simulation  # noqa: PLC0415
 
     return Simulation(
@@ -145,3 +149,43 @@ def run_and_record(
     trace = run_scenario(sc, backend, out, options)
     summary, _plots = record(out, sc, trace, backend, options, plots=plots)
     return trace, summary
+
+
+def network_up(
+    topo: Topology,
+    out: Path,
+    params: QcnParams,
+    *,
+    qcn: bool = True,
+    cli: bool = False,
+    say: Callable[[str], None] = print,
+) -> None:
+    """``qcn net up``: ``topo`` on Mininet and BMv2 with QCN running (``params``: its CPs'
+    and reaction points'), handed to Mininet's CLI or kept until Ctrl-C or ``qcn net down``;
+    everything is torn down on the way out."""
+    missing = mininet_missing()
+    if missing:
+        raise ScenarioError(f"qcn net needs the Mininet backend, which cannot run here: {missing}")
+    from topologies.session import NetworkSession  # noqa: PLC0415
+
+    def net_say(line: str) -> None:
+        say(line.replace("qcn run:", "qcn net:", 1))
+
+    cps = params.cp if qcn else params.cp.never_sampling()
+    with NetworkSession(
+        topo, out, cp_params=cps, qcn=params if qcn else None, progress=net_say
+    ) as session:
+        if cli:
+            session.cli()
+        else:
+            try:
+                session.wait()
+            except KeyboardInterrupt:
+                say("qcn net: stopping")
+
+
+def network_down(say: Callable[[str], None] = print) -> bool:
+    """``qcn net down``: stop the running network and whatever a killed one left."""
+    from topologies.session import down  # noqa: PLC0415
+
+    return down(lambda line: say(line.replace("qcn run:", "qcn net:", 1)))

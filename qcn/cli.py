@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     from qcn import schemes as schemes_cli  # noqa: PLC0415
 
     schemes_cli.register(sub)
+    from qcn import net as net_cli  # noqa: PLC0415
+
+    net_cli.register(sub)
     from qcn import wireshark as wireshark_cli  # noqa: PLC0415
 
     wireshark_cli.register(sub)

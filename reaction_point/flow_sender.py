@@ -77,6 +77,8 @@ class HostFlow:
     flow_id: int
     start_s: float
     size_bytes: int
+    dst: str = ""
+    """Its receiver's IPv4 address ("": the sender's ``--dst``)."""
 
 
 @dataclass(eq=False)
@@ -150,7 +152,7 @@ class FlowSender:
             if self.tcp:
                 sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
                 sock.setblocking(False)
-                sock.connect_ex((self.dst, self.port))
+                sock.connect_ex((a.dst or self.dst, self.port))
                 flow = SendingFlow(a.flow_id, a.size_bytes, frames, last, sock)
                 flow.stream = FLOW_HEADER.pack(a.flow_id, 0, a.size_bytes, 0)
                 flow.stream_left = a.size_bytes
@@ -159,7 +161,7 @@ class FlowSender:
                 sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
                 sock.setblocking(False)
-                sock.connect((self.dst, self.port))
+                sock.connect((a.dst or self.dst, self.port))
                 flow = SendingFlow(a.flow_id, a.size_bytes, frames, last, sock)
                 self.selector.register(sock, selectors.EVENT_READ, flow)
                 self.turns.append(flow)
@@ -328,10 +330,13 @@ def max_active_flows() -> int:
 
 
 def read_host_flows(path: Path) -> list[HostFlow]:
-    """A host's flows: CSV rows ``flow,start_s,size_bytes`` (with that header)."""
+    """A host's flows: CSV rows ``flow,start_s,size_bytes[,dst]`` (with that header; a
+    row's dst, where given, is its receiver)."""
     with path.open(newline="") as f:
         return [
-            HostFlow(int(r["flow"]), float(r["start_s"]), int(r["size_bytes"]))
+            HostFlow(
+                int(r["flow"]), float(r["start_s"]), int(r["size_bytes"]), r.get("dst") or ""
+            )
             for r in csv.DictReader(f)
         ]
 
@@ -339,15 +344,17 @@ def read_host_flows(path: Path) -> list[HostFlow]:
 def write_host_flows(path: Path, flows: list[HostFlow]) -> None:
     with path.open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["flow", "start_s", "size_bytes"])
+        w.writerow(["flow", "start_s", "size_bytes", "dst"])
         for h in flows:
-            w.writerow([h.flow_id, repr(h.start_s), h.size_bytes])
+            w.writerow([h.flow_id, repr(h.start_s), h.size_bytes, h.dst])
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("flows", type=Path, help="CSV of flow,start_s,size_bytes")
-    ap.add_argument("--dst", required=True, help="the receiver's IPv4 address")
+    ap.add_argument(
+        "--dst", default="", help="the receiver's IPv4 address (for rows without a dst)"
+    )
     ap.add_argument("--port", type=int, default=5002)
     ap.add_argument("--frame-bytes", type=int, default=1500)
     ap.add_argument("--rto", type=float, default=1.0, help="retransmission timeout, s")

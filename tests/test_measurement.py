@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from qcn.core import scenario as scenarios
+from qcn.core.topology import PortRef
 from topologies import measurement
 from topologies.measurement import Hooks, measure, rate_pps
 
@@ -26,10 +27,10 @@ class FakeThrift:
     def set_queue_rate(self, pps: int, port: int) -> None:
         self.rates.append((pps, port))
 
-    def occupancy(self, port: int) -> tuple[int, int]:
-        assert port == 3
+    def occupancies(self, ports: list[int]) -> list[tuple[int, int]]:
+        assert ports == [11, 4]  # the bottleneck (transient's sink port) and another
         self.reads += 1
-        return self.reads % 7, 1500 * (self.reads % 7)
+        return [(self.reads % 7, 1500 * (self.reads % 7)), (2 * (self.reads % 7), 0)]
 
 
 def test_the_loop_applies_the_schedule_and_samples_until_the_end(
@@ -49,9 +50,14 @@ def test_the_loop_applies_the_schedule_and_samples_until_the_end(
         progress_detail=lambda depth: f"depth {depth}",
         check=lambda: None,
     )
-    rec = measure(sc, thrift=thrift, cp_port=3, interval_s=0.01, hooks=hooks, progress=lines.append)
+    ports = [PortRef("s1", 11), PortRef("s1", 4)]
+    rec = measure(
+        sc, thrifts={"s1": thrift}, ports=ports, interval_s=0.01, hooks=hooks,
+        progress=lines.append,
+    )  # fmt: skip
     assert started == [rec.start]
-    assert thrift.rates == [(1000, 3)]  # the schedule's change, once, on the CP port
+    assert thrift.rates == [(1000, 11)]  # the schedule's change, once, on the bottleneck
+    assert [q for _, q in rec.ports["s1:4"]] == [2 * q for _, q in rec.queue]
     assert [bps for _, bps in rec.capacity] == [10e9, 12e6]
     assert any("bottleneck -> 12 Mb/s" in line for line in lines)
     assert 20 <= len(rec.queue) <= 31  # every 10 ms for 0.3 s (fewer on a busy machine)

@@ -43,17 +43,15 @@ def test_bmv2_in_mininet_forwards_and_counts(tmp_path: Path) -> None:
 
     from controller.agent import SwitchAgent  # noqa: PLC0415
     from qcn.core.params import CpParams  # noqa: PLC0415
+    from qcn.core.topology import generate  # noqa: PLC0415
     from topologies.bmv2 import wait_until  # noqa: PLC0415
-    from topologies.mininet_bmv2 import (  # noqa: PLC0415
-        Bmv2Switch,
-        QcnHost,
-        SingleBottleneckTopo,
-        network_config,
-    )
+    from topologies.mininet_bmv2 import Bmv2Switch, QcnHost  # noqa: PLC0415
+    from topologies.network import MininetTopology, network_config  # noqa: PLC0415
 
     subprocess.run(["make", "-s", "-C", str(ROOT), "build"], check=True)
+    topo = generate("single:2")
     net = Mininet(
-        topo=SingleBottleneckTopo(sources=2),
+        topo=MininetTopology(topo).build(),
         switch=partial(Bmv2Switch, log_dir=tmp_path),
         host=QcnHost,
         controller=None,
@@ -61,9 +59,8 @@ def test_bmv2_in_mininet_forwards_and_counts(tmp_path: Path) -> None:
     )
     try:
         net.start()
-        config = network_config(
-            net, cp_ports={"s1": [3]}, cp_params=CpParams(p_base=1.0, p_scale=0.0)
-        )
+        config = network_config(topo, cp_params=CpParams(p_base=1.0, p_scale=0.0), frame_bytes=1500)
+        assert [p.port for p in config.switch("s1").ports if p.cp] == [3]  # the sink's port
         with SwitchAgent(config, "s1") as agent:
             report = agent.bring_up()
             assert report.inserted > 0

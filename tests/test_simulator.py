@@ -382,13 +382,13 @@ def test_a_paused_source_sends_nothing_until_resumed() -> None:
 
 def test_pause_on_bmv2_needs_a_link_between_switches(tmp_path: Path) -> None:
     from topologies.errors import ExperimentError  # noqa: PLC0415
-    from topologies.experiment import MininetExperiment  # noqa: PLC0415
-    from topologies.multihop import MultihopTcpExperiment  # noqa: PLC0415
+    from topologies.experiment import StreamExperiment  # noqa: PLC0415
+    from topologies.iperf import IperfExperiment  # noqa: PLC0415
 
     sc = short("transient", 0.1, **{"network.pause": True})
     with pytest.raises(ExperimentError, match=r"network\.pause on BMv2 needs a link between"):
-        MininetExperiment(sc, tmp_path)
+        StreamExperiment(sc, tmp_path)
     tcp = short("tcp-multihop", 1.0, **{"network.pause": True})
-    assert MultihopTcpExperiment(tcp, tmp_path).sc.network.pause  # accepted
+    assert IperfExperiment(tcp, tmp_path).sc.network.pause  # accepted
     with pytest.raises(ScenarioError, match=r"network\.pause_lo_bytes"):
         short("transient", 0.1, **{"network.pause": True, "network.pause_lo_bytes": 140_000})

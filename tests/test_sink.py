@@ -12,7 +12,7 @@ from qcn.core import scenario as scenarios
 from reaction_point.sources import ETH_IP_UDP_HEADERS, SEQUENCE
 from tests.toolchain import requires_root
 from topologies.bmv2 import wait_until
-from topologies.experiment import MininetExperiment
+from topologies.experiment import StreamExperiment
 from topologies.sink import RECEIVE_BUFFER_BYTES, Sink
 
 
@@ -58,14 +58,14 @@ def test_a_mininet_recording_becomes_a_trace_on_the_sample_grid(tmp_path: Path) 
     sc = scenarios.load("transient").with_overrides(
         {"duration_s": 0.03, "network.sources": 2, "schedule": []}
     )
-    run = MininetExperiment(sc, tmp_path, sample_hz=100.0)  # 10 ms grid, 3 samples
+    run = StreamExperiment(sc, tmp_path, sample_hz=100.0)  # 10 ms grid, 3 samples
     t0 = 1000.0
     rec = run.rec
     rec.start = t0
     rec.queue = [(t0 + 0.004, 5), (t0 + 0.012, 7), (t0 + 0.025, 9)]
     rec.capacity = [(t0, 10e9)]
     # Cumulative per-source counts [frames, bytes, lost] as the sink reports them.
-    rec.sink = [
+    rec.sinks["h3"] = [
         (t0 + 0.009, {"10.0.0.1": [1, 1500, 0]}),
         (t0 + 0.019, {"10.0.0.1": [3, 4500, 0], "10.0.0.2": [1, 1500, 2]}),
         (t0 + 0.029, {"10.0.0.1": [3, 4500, 0], "10.0.0.2": [2, 3000, 2]}),
@@ -91,7 +91,7 @@ def test_a_mininet_recording_becomes_a_trace_on_the_sample_grid(tmp_path: Path) 
 
 def test_a_multihop_recording_counts_what_the_hot_spot_lost(tmp_path: Path) -> None:
     """Throughput from switch-port counters; drops = sent into s1 - left s2 - still queued."""
-    from topologies.multihop import MultihopTcpExperiment  # noqa: PLC0415
+    from topologies.iperf import IperfExperiment  # noqa: PLC0415
 
     sc = scenarios.load("tcp-multihop").with_overrides(
         {
@@ -102,7 +102,7 @@ def test_a_multihop_recording_counts_what_the_hot_spot_lost(tmp_path: Path) -> N
             "workload.hotspot_duration_s": 0.0,
         }
     )
-    run = MultihopTcpExperiment(sc, tmp_path, sample_hz=100.0)
+    run = IperfExperiment(sc, tmp_path, sample_hz=100.0)
     t0 = 1000.0
     run.rec.start = t0
     run.rec.queue = [(t0 + 0.005, 2), (t0 + 0.015, 1), (t0 + 0.025, 0)]

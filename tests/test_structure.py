@@ -95,6 +95,7 @@ def test_the_front_door_is_the_only_one_above_everything() -> None:
         "qcn.compare",
         "qcn.schemes",
         "qcn.backends",
+        "qcn.net",
     }
 
 

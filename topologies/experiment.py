@@ -1,22 +1,26 @@
-"""A single-bottleneck scenario on Mininet + BMv2: the `qcn run --backend mininet` backend.
+"""A scenario on Mininet + BMv2: the `qcn run --backend mininet` backend.
 
 The run takes a scenario already scaled to BMv2's units (:meth:`Scenario.scaled_for_bmv2`)
-and composes three parts:
+and its network as data (:attr:`Scenario.topology`).  :class:`Experiment` is the one run
+script every experiment shares; a subclass only adds its traffic:
 
-1. bring-up (:class:`~topologies.testbed.Testbed`): a :class:`SingleBottleneckTopo` of
-   QcnHosts and one Bmv2Switch; the controller's bring-up of the pipeline, with a CP on the
-   sink's port (one that never samples with ``qcn=False``) and the port's queue shaped to
-   the scenario's service rate (packets/s of its frames) and buffer; the sink
-   (:mod:`topologies.sink`) on the last host, a reaction-point daemon per source host (with
-   QCN) and a traffic source per source host (``qcn rp send``);
-   With the flows workload (:class:`FlowsExperiment`, docs/fct.md), a flow sender per
-   source host (:mod:`reaction_point.flow_sender`), per-flow reaction points, and the flow
-   receiver (:mod:`topologies.flow_receiver`) in the sink's place;
-2. the measurement loop (:func:`~topologies.measurement.measure`): the schedule, the CP
-   port's depth at ``sample_hz``, progress;
-3. trace assembly (:func:`~topologies.traces.sink_trace`): the recording on a regular grid.
+1. bring-up (:class:`~topologies.testbed.Testbed`): the topology's QcnHosts and one
+   Bmv2Switch per switch; the controller's bring-up of every switch from the topology
+   (:func:`topologies.network.network_config`: a CP on each CP port, one that never
+   samples with ``qcn=False``; each port whose queue can build shaped to its link's rate
+   in frames/s and given its buffer); the traffic's receivers (the subclass); the PAUSE
+   agents with ``network.pause``; a reaction-point daemon per source host (with QCN);
+2. the measurement loop (:func:`~topologies.measurement.measure`): the schedule on the
+   bottleneck port, every CP port's depth at ``sample_hz``, progress; the subclass starts
+   its senders and does its per-sample work through :class:`~topologies.measurement.Hooks`;
+3. the counters every CP port kept, then what the subclass does after the measurement;
+4. trace assembly (the subclass, from :mod:`topologies.traces`): the recording on a
+   regular grid.
 
-Teardown happens in every case, including Ctrl-C and errors.
+:class:`StreamExperiment` is the seeds' traffic (``qcn rp send`` from each source to its
+destination, counted by a sink on each destination host); :class:`FlowsExperiment`
+the flows workload (docs/fct.md); :class:`~topologies.iperf.IperfExperiment` real TCP or
+UDP through iperf3 (seed 001).  Teardown happens in every case, including Ctrl-C and errors.
 """
 
 from __future__ import annotations
@@ -28,51 +32,86 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from controller.config import NetworkConfig
+from controller.entries import PauseWatermarks
 from qcn.core.flows import FlowRecord, records_from_logs
-from qcn.core.params import CpParams, QcnParams, SamplingMode
+from qcn.core.frames import PAUSE_QUANTA_MAX, pause_quanta, pause_seconds
+from qcn.core.params import CpParams, QcnParams
 from qcn.core.results import write_csvs
 from qcn.core.scenario import Scenario, require_backend
 from qcn.core.stats import percentile
+from qcn.core.topology import PortRef
 from qcn.core.trace import Trace
 from reaction_point.flow_sender import HostFlow, write_host_flows
 from topologies.errors import ExperimentError
-from topologies.measurement import Hooks, Recording, rate_pps
+from topologies.measurement import Hooks, Recording
+from topologies.network import network_config
 from topologies.testbed import Emulation, Testbed, missing_requirements
 from topologies.traces import read_limiter_logs, sink_trace
 
 __all__ = [
     "DEFAULT_SAMPLE_HZ",
     "Emulation",
+    "Experiment",
     "FlowsExperiment",
-    "MininetExperiment",
+    "StreamExperiment",
     "missing_requirements",
 ]
 
 SINK_PORT = 5001
-SWITCH = "s1"
 DEFAULT_SAMPLE_HZ = 100.0
+PAUSE_OUTPUT_LIMIT_PKTS = 4000
+"""With PAUSE the seed's switch has no output limit: the inputs' partitions bound the
+buffer first.  (4000 frames keeps the CP's Fb inside 32 bits, controller.entries.CpPort.)"""
+PAUSE_HOLD_FACTOR = 2.0
+"""A PAUSE asks for twice the time the bottleneck takes to drain hi - lo (refreshed at half
+of it while the input stays above hi; lifted at lo by a PAUSE of 0)."""
+REFLECTION_COUNTERS = ("fb_reflections", "p0_reflections")
 
 
 def cp_params(sc: Scenario, *, qcn: bool) -> CpParams:
-    """The CP port's parameters; without QCN the CP stays on the port, so the queue is still
-    measured (its last_qdepth register) at the same per-frame cost, but never samples."""
-    if qcn:
-        return sc.params.cp
-    return replace(
-        sc.params.cp, sampling=SamplingMode.BERNOULLI, p_base=0.0, p_scale=0.0, three_point=False
-    )
+    """The CP ports' parameters (without QCN: CpParams.never_sampling)."""
+    return sc.params.cp if qcn else sc.params.cp.never_sampling()
 
 
 def cp_role(qcn: bool) -> str:
     return "with a CP" if qcn else "without QCN (the CP never samples)"
 
 
+def pause_link_rate_bps(sc: Scenario) -> float:
+    """The rate every PAUSE-capable link's quanta are counted in: the fastest of the
+    network's links (seed 001's s1 -> s2 link carries both groups of senders); one rate, so
+    that the switches and the hosts' agents agree on what a quantum lasts."""
+    return max(link.rate_bps for link in sc.topology.links)
+
+
+def pause_watermarks(sc: Scenario) -> PauseWatermarks:
+    """Seed 001's PAUSE on BMv2: the scenario's watermarks (not scaled, like the buffer in
+    frames), each input's partition its buffer, the pause time in quanta of its links."""
+    net, link_bps = sc.network, pause_link_rate_bps(sc)
+    hold_s = PAUSE_HOLD_FACTOR * 8 * (net.pause_hi_bytes - net.pause_lo_bytes)
+    hold_s /= sc.initial_capacity_bps
+    quanta = min(PAUSE_QUANTA_MAX, pause_quanta(hold_s, link_bps))
+    return PauseWatermarks(
+        hi_bytes=net.pause_hi_bytes,
+        lo_bytes=net.pause_lo_bytes,
+        partition_bytes=net.buffer_pkts * net.frame_bytes,
+        pause_quanta=max(1, quanta),
+        refresh_us=max(1, round(pause_seconds(quanta, link_bps) / 2 * 1e6)),
+    )
+
+
 class Experiment:
-    """What every Mininet experiment is given and records; refuses what BMv2 cannot run."""
+    """The one run script of every Mininet experiment (see the module doc); refuses what
+    BMv2 cannot run.  A subclass adds its traffic: :meth:`start_receivers`,
+    :meth:`start_traffic`, :meth:`on_sample`, :meth:`after_measurement` and
+    :meth:`trace`."""
+
+    per_flow_limiters = False
+    """The reaction points keep one limiter per IPv4 flow, not per destination."""
 
     def __init__(
         self,
@@ -93,6 +132,13 @@ class Experiment:
         self.emulation = emulation or Emulation()
         self.sample_interval_s = 1.0 / sample_hz
         self.rec = Recording()
+        self.topo = sc.topology
+        self.bottleneck = sc.bottleneck_port
+        self.sources = [s.host for s in sc.sources]
+        """The hosts that send, each behind its reaction point, in source order."""
+        self.agents: dict[str, Any] = {}
+        self.port_counters: dict[PortRef, dict[str, int]] = {}
+        """Every switch port's pipeline counters after the measurement."""
         self.setup()
 
     def setup(self) -> None:
@@ -100,6 +146,25 @@ class Experiment:
 
     def testbed(self) -> Testbed:
         return Testbed(self.out, self.progress, self.emulation)
+
+    def sampled_ports(self) -> list[PortRef]:
+        """Every CP port, and the bottleneck whether it runs one or not."""
+        ports = list(self.topo.cp_ports)
+        return ports if self.bottleneck in ports else [self.bottleneck, *ports]
+
+    def network_config(self) -> NetworkConfig:
+        """The controller's view of the run's network (topologies.network.network_config)."""
+        sc, net = self.sc, self.sc.network
+        pause = pause_watermarks(sc) if net.pause else None
+        return network_config(
+            self.topo,
+            cp_params=cp_params(sc, qcn=self.qcn),
+            frame_bytes=net.frame_bytes,
+            pause=pause,
+            pause_output_limit_pkts=PAUSE_OUTPUT_LIMIT_PKTS,
+            honour_pause=net.pause,
+            rates_bps={self.bottleneck: sc.initial_capacity_bps},
+        )
 
     def run(self) -> Trace:
         """Run the experiment; interrupted or failed once measuring began, it leaves the
@@ -120,98 +185,126 @@ class Experiment:
             self.progress(f"qcn run: the partial results could not be written ({e})")
 
     def _run(self) -> Trace:
-        raise NotImplementedError
-
-    def _gather(self) -> None:
-        """What the helpers logged, into the recording (after the measurement)."""
-
-    def trace(self) -> Trace:
-        raise NotImplementedError
-
-
-class MininetExperiment(Experiment):
-    """N sources, each behind its reaction point, send through one switch to a sink."""
-
-    def setup(self) -> None:
-        n = self.sc.network.sources
-        self.sink_index = n + 1  # host h(N+1), switch port N+1: the bottleneck
-        self.sink_ip = f"10.0.0.{self.sink_index}"
-        self.cp_port = self.sink_index
-        self._sink_rows: list[tuple[float, dict[str, list[int]]]] = []
-
-    @property
-    def sources(self) -> list[str]:
-        """The hosts that run a reaction point and send, in source order."""
-        return [f"h{i}" for i in range(1, self.sc.network.sources + 1)]
-
-    def _gather(self) -> None:
-        self.rec.sink = self._sink_rows
-        self.rec.limiter_rows = read_limiter_logs(self.out / "rp", self.sources)
-
-    def _run(self) -> Trace:
-        from topologies.mininet_bmv2 import SingleBottleneckTopo  # noqa: PLC0415
-
         started = time.perf_counter()
-        sc, n = self.sc, self.sc.network.sources
+        sc = self.sc
         with self.testbed() as tb:
-            tb.start(SingleBottleneckTopo(sources=n), f"{n} sources, 1 sink, 1 BMv2 switch")
-            agent = tb.program(
-                {SWITCH: [self.cp_port]},
-                cp_params(sc, qcn=self.qcn),
-                {
-                    SWITCH: [
-                        (
-                            self.cp_port,
-                            rate_pps(sc, sc.network.bottleneck_rate_bps),
-                            sc.network.buffer_pkts,
-                        )
-                    ]
-                },
-            )[SWITCH]
+            tb.start(self.topo)
+            self.agents = tb.program(self.network_config())
+            cps = ", ".join(str(p) for p in self.topo.cp_ports) or "none"
             self.progress(
-                f"qcn run: switch programmed; port {self.cp_port} is the bottleneck "
-                f"{cp_role(self.qcn)}"
+                f"qcn run: switches programmed; CP ports {cps} {cp_role(self.qcn)}; the "
+                f"bottleneck is {self.bottleneck}"
+                + (f"; PAUSE on every input ({pause_watermarks(sc)})" if sc.network.pause else "")
             )
-            self._start_sink(tb)
+            self.start_receivers(tb)
             if self.emulation.pcap:
-                tb.start_captures([f"{SWITCH}-eth{self.cp_port}", f"{SWITCH}-eth1"])
+                tb.start_captures(self.captured_interfaces())
+            if sc.network.pause:
+                # Before the reaction points: their trees then hang under the gates.
+                tb.start_pause_agents([h.name for h in self.topo.hosts], pause_link_rate_bps(sc))
             if self.qcn:
                 tb.start_reaction_points(
                     self.sources,
                     QcnParams(rp=sc.params.rp, cp=sc.params.cp),
                     per_flow=self.per_flow_limiters,
                 )
-            self.progress("qcn run: sink and reaction points up; starting the sources")
+            self.progress("qcn run: receivers and reaction points up; starting the traffic")
             hooks = Hooks(
-                start_traffic=lambda start: self._start_sources(tb, start),
-                on_sample=lambda _elapsed, _t: None,  # the sink reports by itself
-                progress_detail=self._progress_detail,
+                start_traffic=lambda start: self.start_traffic(tb, start),
+                on_sample=lambda elapsed, t: self.on_sample(tb, elapsed, t),
+                progress_detail=self.progress_detail,
                 check=tb.check_processes,
             )
             self.rec = tb.measure_or_cli(
-                sc, agent, self.cp_port, self.sample_interval_s, hooks, cli=self.cli,
-                rec=self.rec,
+                sc, self.agents, self.sampled_ports(), self.sample_interval_s, hooks,
+                cli=self.cli, rec=self.rec,
             )  # fmt: skip
-            counters = agent.counters(self.cp_port)
-            self.rec.cnms = counters["cp_cnms"] if self.qcn else 0
+            self.port_counters = {
+                PortRef(name, p.port): agent.counters(p.port)
+                for name, agent in sorted(self.agents.items())
+                for p in agent.cfg.ports
+            }
+            cp_cnms = sum(self.port_counters[p]["cp_cnms"] for p in self.topo.cp_ports)
+            self.rec.cnms = cp_cnms if self.qcn else 0
+            self.after_measurement(tb)
         self._gather()
         trace = self.trace()
         if self.qcn and sc.params.cp.three_point:
-            # The sink's port is the end reflection point: its CNMs count as the simulator's.
-            trace.cnms += counters["fb_reflections"] + counters["p0_reflections"]
-            trace.extra |= {k: counters[k] for k in ("fb_reflections", "p0_reflections")}
+            # The host-facing ports are the end reflection points: their CNMs count as
+            # the simulator's do.
+            edge = [p for p in self.port_counters if self.topo.is_edge(p)]
+            reflections = {
+                k: sum(self.port_counters[p][k] for p in edge) for k in REFLECTION_COUNTERS
+            }
+            trace.cnms += sum(reflections.values())
+            trace.extra |= reflections
         trace.wall_s = time.perf_counter() - started
         trace.noise = tb.noise
         trace.captures = tb.captures()
         if trace.noise is not None:
-            trace.noise.senders = len(self.sources)
-            trace.noise.sender_skipped_s = sum(
-                r.get("stalled_s", 0.0) for r in self._source_reports()
-            )
+            self.note_noise(trace)
         return trace
 
-    per_flow_limiters = False
-    """The reaction points keep one limiter per IPv4 flow, not per destination."""
+    # -- what a subclass adds ----------------------------------------------------------------
+
+    def start_receivers(self, tb: Testbed) -> None:
+        """Start what receives the traffic (before the reaction points and senders)."""
+
+    def start_traffic(self, tb: Testbed, start: float) -> None:
+        """Start the senders, so that the traffic begins at monotonic time ``start``."""
+        raise NotImplementedError
+
+    def on_sample(self, tb: Testbed, elapsed_s: float | None, t: float) -> None:
+        """Per sample (``elapsed_s`` None: the last one, after the drain)."""
+
+    def progress_detail(self, depth: int) -> str:
+        return f"queue {depth:3d} pkts"
+
+    def after_measurement(self, tb: Testbed) -> None:
+        """While the network still runs, after the measurement and the counters."""
+
+    def captured_interfaces(self) -> list[str]:
+        """The bottleneck port and the first source's port."""
+        first = self.topo.attachment(self.sources[0])
+        return [self.bottleneck.interface, first.interface]
+
+    def note_noise(self, trace: Trace) -> None:
+        """What the senders say of their own stalls, into the noise record."""
+
+    def _gather(self) -> None:
+        """What the helpers logged, into the recording (after the measurement)."""
+        self.rec.limiter_rows = read_limiter_logs(self.out / "rp", self.sources)
+
+    def trace(self) -> Trace:
+        raise NotImplementedError
+
+    # -- shared by the subclasses ------------------------------------------------------------
+
+    def host_ip(self, host: str) -> str:
+        return self.topo.host_by_name[host].address
+
+    def destinations(self) -> list[str]:
+        """Every host some source sends to, in host order."""
+        wanted = {d for s in self.sc.sources for d in s.destinations}
+        return [h.name for h in self.topo.hosts if h.name in wanted]
+
+
+class StreamExperiment(Experiment):
+    """Each source, behind its reaction point, sends ``qcn rp send`` frames to its
+    destination, where a sink counts them by source."""
+
+    def setup(self) -> None:
+        self._sink_rows: dict[str, list[tuple[float, dict[str, list[int]]]]] = {}
+        """What each receiving host's sink reported (its reader thread appends)."""
+
+    def _gather(self) -> None:
+        super()._gather()
+        self.rec.sinks = self._sink_rows
+
+    def note_noise(self, trace: Trace) -> None:
+        assert trace.noise is not None
+        trace.noise.senders = len(self.sources)
+        trace.noise.sender_skipped_s = sum(r.get("stalled_s", 0.0) for r in self._source_reports())
 
     def _source_report_path(self, host: str) -> Path:
         return self.out / "logs" / f"source-{host}.json"
@@ -227,34 +320,52 @@ class MininetExperiment(Experiment):
         return out
 
     def trace(self) -> Trace:
-        return sink_trace(self.sc, self.rec, self.sample_interval_s, qcn=self.qcn)
+        crossing = [
+            any(self.bottleneck in self.topo.path(s.host, d) for d in s.destinations)
+            for s in self.sc.sources
+        ]
+        return sink_trace(
+            self.sc,
+            self.rec,
+            self.sample_interval_s,
+            qcn=self.qcn,
+            source_ips=[self.host_ip(h) for h in self.sources],
+            at_bottleneck=crossing,
+        )
 
-    # -- the sink and the sources ------------------------------------------------------------
+    # -- receivers and senders ---------------------------------------------------------------
 
-    def sink_command(self) -> list[str]:
-        """What receives the traffic on the sink host: it reports like topologies.sink."""
+    def sink_command(self, _host: str) -> list[str]:
+        """What receives the traffic on a host: it reports like topologies.sink."""
         return [
             *(sys.executable, "-m", "topologies.sink"),
             *(f"--port={SINK_PORT}", f"--interval={self.sample_interval_s}"),
         ]
 
-    def _start_sink(self, tb: Testbed) -> None:
-        proc = tb.popen("sink", f"h{self.sink_index}", self.sink_command(), capture=True)
-        if proc.stdout is None or not proc.stdout.readline():
-            raise ExperimentError(f"the sink did not start: {tb.last_log_line('sink')}")
+    def receiver_name(self, host: str) -> str:
+        return "sink" if len(self.destinations()) == 1 else f"sink {host}"
 
-        def read() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                self._sink_rows.append((row["t"], row["rx"]))
+    def start_receivers(self, tb: Testbed) -> None:
+        for host in self.destinations():
+            name = self.receiver_name(host)
+            proc = tb.popen(name, host, self.sink_command(host), capture=True)
+            if proc.stdout is None or not proc.stdout.readline():
+                raise ExperimentError(f"the {name} did not start: {tb.last_log_line(name)}")
+            rows = self._sink_rows.setdefault(host, [])
+            threading.Thread(
+                target=self._read_sink, args=(proc, rows), name=f"{name}-reader", daemon=True
+            ).start()
 
-        threading.Thread(target=read, name="sink-reader", daemon=True).start()
+    @staticmethod
+    def _read_sink(proc: Any, rows: list[tuple[float, dict[str, list[int]]]]) -> None:
+        for line in proc.stdout:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            rows.append((row["t"], row["rx"]))
 
-    def _start_sources(self, tb: Testbed, start: float) -> None:
+    def start_traffic(self, tb: Testbed, start: float) -> None:
         """Every source, told to start at monotonic time ``start`` (Python takes a moment
         to start ten of them, so they wait for a common start)."""
         for i, host in enumerate(self.sources):
@@ -266,16 +377,19 @@ class MininetExperiment(Experiment):
         sc, wl = self.sc, self.sc.workload
         pattern = "onoff" if i in wl.onoff_sources else wl.pattern
         duration = sc.duration_s - i * wl.stagger_s
+        host = self.sources[i]
+        line_rate = self.topo.access_link(host).rate_bps
         args = [
-            *(sys.executable, "-m", "qcn", "rp", "send", "--dst", self.sink_ip),
+            *(sys.executable, "-m", "qcn", "rp", "send"),
+            *("--dst", self.host_ip(sc.sources[i].destinations[0])),
             *("--pattern", pattern, "--frame-bytes", str(sc.network.frame_bytes)),
             *("--duration", f"{duration:.6f}", "--port", str(SINK_PORT), "--seed", str(i + 1)),
             *("--start-at", f"{start + i * wl.stagger_s:.6f}"),
-            *("--report", str(self._source_report_path(self.sources[i]))),
+            *("--report", str(self._source_report_path(host))),
         ]
         if pattern == "bernoulli":
-            load = wl.max_rate_bps / sc.network.line_rate_bps
-            args += ["--rate-bps", f"{sc.network.line_rate_bps:.0f}", "--load", f"{load:.6f}"]
+            load = wl.max_rate_bps / line_rate
+            args += ["--rate-bps", f"{line_rate:.0f}", "--load", f"{load:.6f}"]
         else:
             args += ["--rate-bps", f"{wl.max_rate_bps:.0f}"]
         if pattern == "onoff":
@@ -283,24 +397,28 @@ class MininetExperiment(Experiment):
             args += ["--mean-off-ms", f"{wl.mean_off_s * 1e3:.6f}"]
         return args
 
-    def _progress_detail(self, depth: int) -> str:
+    def progress_detail(self, depth: int) -> str:
         return f"queue {depth:3d} pkts  delivered {self._delivered_bps(1.0) / 1e6:7.3f} Mb/s"
 
     def _delivered_bps(self, window_s: float) -> float:
-        rows = self._sink_rows
-        if len(rows) < 2:
-            return 0.0
-        t1, last = rows[-1]
-        i = bisect.bisect_left([t for t, _ in rows], t1 - window_s)
-        t0, first = rows[min(i, len(rows) - 2)]
-        total = sum(c[1] for c in last.values()) - sum(c[1] for c in first.values())
-        return 8 * total / (t1 - t0) if t1 > t0 else 0.0
+        """What every sink received over the last ``window_s``."""
+        total = 0.0
+        for rows in list(self._sink_rows.values()):
+            if len(rows) < 2:
+                continue
+            t1, last = rows[-1]
+            i = bisect.bisect_left([t for t, _ in rows], t1 - window_s)
+            t0, first = rows[min(i, len(rows) - 2)]
+            got = sum(c[1] for c in last.values()) - sum(c[1] for c in first.values())
+            total += 8 * got / (t1 - t0) if t1 > t0 else 0.0
+        return total
 
 
-class FlowsExperiment(MininetExperiment):
+class FlowsExperiment(StreamExperiment):
     """The flows workload (docs/fct.md): each source host's flow sender starts the flows
     drawn for it from the run's seed (the simulator's, for the same seed), each flow behind
-    its own reaction point; the flow receiver on the sink records their completions."""
+    its own reaction point and sent to its destination; a flow receiver on each destination
+    records their completions."""
 
     per_flow_limiters = True
 
@@ -313,25 +431,29 @@ class FlowsExperiment(MininetExperiment):
     def _log(self, name: str) -> Path:
         return self.out / "logs" / name
 
-    def sink_command(self) -> list[str]:
+    def _receiver_log(self, host: str) -> Path:
+        single = len(self.destinations()) == 1
+        return self._log("flows-sink.jsonl" if single else f"flows-sink-{host}.jsonl")
+
+    def sink_command(self, host: str) -> list[str]:
         return [
             *(sys.executable, "-m", "topologies.flow_receiver"),
             *(f"--port={SINK_PORT}", f"--interval={self.sample_interval_s}"),
             *(
                 f"--frame-bytes={self.sc.network.frame_bytes}",
-                f"--log={self._log('flows-sink.jsonl')}",
+                f"--log={self._receiver_log(host)}",
             ),
             f"--transport={self.sc.workload.transport}",
         ]
 
-    def _start_sources(self, tb: Testbed, start: float) -> None:
+    def start_traffic(self, tb: Testbed, start: float) -> None:
         self.origin = start
         for i, host in enumerate(self.sources):
             table = self._log(f"flows-{host}.csv")
             write_host_flows(
                 table,
                 [
-                    HostFlow(n, a.start_s, a.size_bytes)
+                    HostFlow(n, a.start_s, a.size_bytes, self.host_ip(self.sc.flow_destination(a)))
                     for n, a in enumerate(self.arrivals)
                     if a.source == i
                 ],
@@ -341,7 +463,7 @@ class FlowsExperiment(MininetExperiment):
                 host,
                 [
                     *(sys.executable, "-m", "reaction_point.flow_sender", str(table)),
-                    *("--dst", self.sink_ip, "--port", str(SINK_PORT)),
+                    *("--port", str(SINK_PORT)),
                     *("--frame-bytes", str(self.sc.network.frame_bytes)),
                     *("--rto", repr(self.sc.workload.rto_s), "--origin", repr(start)),
                     *("--log", str(self._log(f"flows-{host}.jsonl"))),
@@ -350,6 +472,10 @@ class FlowsExperiment(MininetExperiment):
                 sender=True,
             )
 
+    def note_noise(self, trace: Trace) -> None:
+        assert trace.noise is not None
+        trace.noise.senders = len(self.sources)
+
     def _sender_lines(self) -> list[dict[str, Any]]:
         return [
             line for host in self.sources for line in _json_lines(self._log(f"flows-{host}.jsonl"))
@@ -357,10 +483,13 @@ class FlowsExperiment(MininetExperiment):
 
     def _records(self, sender_lines: list[dict[str, Any]]) -> list[FlowRecord]:
         net = self.sc.network
+        receiver_lines = [
+            line for host in self.destinations() for line in _json_lines(self._receiver_log(host))
+        ]
         return records_from_logs(
             self.arrivals,
             sender_lines,
-            _json_lines(self._log("flows-sink.jsonl")),
+            receiver_lines,
             origin=self.origin,
             frame_bytes=net.frame_bytes,
             rate_bps=min(net.line_rate_bps, net.bottleneck_rate_bps),

@@ -1,6 +1,6 @@
 """Where every frame the senders put on the wire went: seed 001's frame balance.
 
-At the end of a multihop run (topologies/multihop.py) the senders are stopped and the
+At the end of an iperf3 run (topologies/iperf.py) the senders are stopped and the
 network drains; then each frame that entered s1 from a sender is placed:
 
 - **delivered**: it left s2 towards a sink;

@@ -1,8 +1,9 @@
 """The measurement loop of a Mininet experiment, and what it records.
 
 While the traffic runs, :func:`measure` samples at a fixed interval: it applies the
-scenario's schedule (queue-rate changes of the CP port, over Thrift), reads the CP port's
-queue depth from the pipeline's own count (the ``occupancy`` register's frames), samples
+scenario's schedule (queue-rate changes of the bottleneck port, over Thrift), reads every
+CP port's queue depth from the pipeline's own count (the ``occupancy`` register's frames,
+one Thrift call per switch), samples
 the emulation's own noise (:mod:`topologies.noise`), lets the experiment do its own
 per-sample work, checks the helper processes, and prints progress once a second.  Times
 are monotonic; :mod:`topologies.traces` puts them on the run's grid.
@@ -11,11 +12,13 @@ are monotonic; :mod:`topologies.traces` puts them on the run's grid.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from qcn.core.scenario import Scenario
+from qcn.core.topology import PortRef
+from topologies.network import frames_per_s
 from topologies.noise import NoiseMonitor
 
 SOURCE_START_DELAY_S = 2.0
@@ -27,8 +30,12 @@ class Recording:
     """What a run measured, in raw form (monotonic timestamps)."""
 
     queue: list[tuple[float, int]] = field(default_factory=list)
-    sink: list[tuple[float, dict[str, list[int]]]] = field(default_factory=list)
-    """The sink's cumulative counts per source IP: [frames, bytes, lost]."""
+    """The bottleneck port's depth."""
+    ports: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
+    """Every sampled CP port's depth, by port ("s1:3")."""
+    sinks: dict[str, list[tuple[float, dict[str, list[int]]]]] = field(default_factory=dict)
+    """Each receiving host's sink: its cumulative counts per source IP, [frames, bytes,
+    lost], in time order."""
     capacity: list[tuple[float, float]] = field(default_factory=list)
     limiter_rows: dict[int, list[tuple[float, float, float]]] = field(default_factory=dict)
     """Per source index: (monotonic time, CR, TR) at every limiter change."""
@@ -53,14 +60,14 @@ class Hooks:
 
 def rate_pps(sc: Scenario, rate_bps: float) -> int:
     """A rate in the scenario's frames per second (BMv2 shapes queues in packets/s)."""
-    return max(1, round(rate_bps / (8 * sc.network.frame_bytes)))
+    return frames_per_s(rate_bps, sc.network.frame_bytes)
 
 
 def measure(
     sc: Scenario,
     *,
-    thrift: Any,
-    cp_port: int,
+    thrifts: Mapping[str, Any],
+    ports: Sequence[PortRef],
     interval_s: float,
     hooks: Hooks,
     progress: Callable[[str], None],
@@ -68,8 +75,15 @@ def measure(
     rec: Recording | None = None,
 ) -> Recording:
     """Run the scenario's traffic for its duration and record it (see the module doc);
-    into ``rec`` if given, so that an interrupted run still holds what it measured."""
+    into ``rec`` if given, so that an interrupted run still holds what it measured.
+    ``thrifts``: a Thrift connection per switch; ``ports``: the ports sampled (the
+    scenario's bottleneck among them)."""
     rec = rec if rec is not None else Recording()
+    bottleneck = sc.bottleneck_port
+    by_switch: dict[str, list[int]] = {}
+    for ref in ports:
+        by_switch.setdefault(ref.switch, []).append(ref.port)
+        rec.ports.setdefault(str(ref), [])
     pending = list(sc.schedule)
     start = rec.start = time.monotonic() + SOURCE_START_DELAY_S
     hooks.start_traffic(start)
@@ -79,14 +93,23 @@ def measure(
     while (now := time.monotonic()) < end:
         while pending and now - start >= pending[0].at_s:
             change = pending.pop(0)
-            thrift.set_queue_rate(rate_pps(sc, change.bottleneck_rate_bps), cp_port)
+            thrifts[bottleneck.switch].set_queue_rate(
+                rate_pps(sc, change.bottleneck_rate_bps), bottleneck.port
+            )
             rec.capacity.append((time.monotonic(), change.bottleneck_rate_bps))
             progress(
                 f"qcn run: t={now - start:.1f} s: bottleneck -> "
                 f"{change.bottleneck_rate_bps / 1e6:g} Mb/s"
             )
-        depth = thrift.occupancy(cp_port)[0]
+        depths = {
+            PortRef(sw, port): frames
+            for sw, numbers in by_switch.items()
+            for port, (frames, _) in zip(numbers, thrifts[sw].occupancies(numbers), strict=True)
+        }
         t = time.monotonic()
+        for ref, frames in depths.items():
+            rec.ports[str(ref)].append((t, frames))
+        depth = depths[bottleneck]
         rec.queue.append((t, depth))
         if noise is not None:
             noise.sample(t, depth)

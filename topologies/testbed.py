@@ -25,11 +25,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from controller.config import NetworkConfig
 from qcn.core.noise import NoiseRecording
-from qcn.core.params import CpParams, QcnParams
+from qcn.core.params import QcnParams
 from qcn.core.pipeline import build_dir, compile_program
 from qcn.core.scenario import Scenario
 from qcn.core.signals import sigterm_as_interrupt
+from qcn.core.topology import PortRef, Topology
 from reaction_point.cli import RpUsageError, read_status
 from reaction_point.daemon import status_files
 from topologies.bmv2 import SIMPLE_SWITCH_GRPC, wait_until
@@ -204,6 +206,9 @@ class Testbed:
         self.noise: NoiseRecording | None = None
         """The run's noise, once measured."""
         self.net: Any = None
+        self.topology: Topology | None = None
+        self.config: NetworkConfig | None = None
+        """The controller's view of the running network, once programmed."""
         self.procs: list[tuple[str, subprocess.Popen[str]]] = []
         self.agents: list[Any] = []
         """Every switch agent opened; closed at teardown."""
@@ -228,9 +233,10 @@ class Testbed:
 
     # -- bring-up ----------------------------------------------------------------------------
 
-    def start(self, topo: Any, what: str) -> None:
-        """Compile the pipeline if it changed, then start ``topo`` with static ARP and no
-        IPv6 on any interface: every frame a switch sees is the run's."""
+    def start(self, topo: Topology) -> None:
+        """Compile the pipeline if it changed, then start ``topo`` with static ARP, no IPv6
+        on any interface (every frame a switch sees is the run's), its links' delays where
+        it asks for them, and every host reaching every other on-link."""
         from mininet.log import setLogLevel  # noqa: PLC0415
         from mininet.net import Mininet  # noqa: PLC0415
 
@@ -240,6 +246,11 @@ class Testbed:
             quiet_switch_interfaces,
             widen_switch_links,
         )
+        from topologies.network import (  # noqa: PLC0415
+            MininetTopology,
+            emulate_links,
+            reach_every_host,
+        )
 
         self.progress(f"qcn run: compiling the pipeline into {build_dir()} if it changed")
         compile_program()
@@ -247,10 +258,13 @@ class Testbed:
         stop_stale_switches(self.progress)
         remove_stale_interfaces(self.progress)
         stop_orphaned_helpers(self.progress)
-        self.progress(f"qcn run: starting Mininet: {what}")
+        self.progress(f"qcn run: starting Mininet: {topo.describe()}")
+        for note in topo.notes:
+            self.progress(f"qcn run: {note}")
         priority = self.switch_priority = self._switch_priority()
+        self.topology = topo
         self.net = Mininet(
-            topo=topo,
+            topo=MininetTopology(topo).build(),
             switch=partial(Bmv2Switch, log_dir=self.out, realtime_priority=priority),
             host=QcnHost,
             controller=None,
@@ -260,6 +274,9 @@ class Testbed:
         self.net.staticArp()
         quiet_switch_interfaces(self.net)
         widen_switch_links(self.net)
+        for line in emulate_links(topo):
+            self.progress(f"qcn run: link delay {line}")
+        reach_every_host(self.net, topo)
         self.switch_scheduling = self.net.switches[0].process.config.scheduling()
 
     def _switch_priority(self) -> int:
@@ -279,31 +296,13 @@ class Testbed:
     def switch_pids(self) -> list[int]:
         return [sw.process.pid for sw in self.net.switches if sw.process and sw.process.pid]
 
-    def program(
-        self,
-        cp_ports: dict[str, list[int]],
-        cp_params: CpParams,
-        queues: dict[str, list[tuple[int, int, int]]],
-        pause: Any = None,
-        honour_pause_bps: float | None = None,
-    ) -> dict[str, Any]:
-        """Bring every switch up through the controller: CPs on ``cp_ports`` with
-        ``cp_params``, each (port, packets/s, buffer packets) of ``queues`` shaped,
-        ``pause`` (controller.entries.PauseWatermarks) on every input, and PAUSE honoured
-        at ``honour_pause_bps`` on the links between switches
-        (topologies.mininet_bmv2.network_config).
-        Returns the agents by switch name (closed at teardown)."""
+    def program(self, config: NetworkConfig) -> dict[str, Any]:
+        """Bring every switch up through the controller to ``config`` (made from the
+        topology by topologies.network.network_config).  Returns the agents by switch
+        name (closed at teardown)."""
         from controller.agent import SwitchAgent  # noqa: PLC0415
-        from topologies.mininet_bmv2 import network_config  # noqa: PLC0415
 
-        config = network_config(
-            self.net,
-            cp_ports=cp_ports,
-            cp_params=cp_params,
-            queues=queues,
-            pause=pause,
-            honour_pause_bps=honour_pause_bps,
-        )
+        self.config = config
         agents = {}
         for sw in self.net.switches:
             agent = SwitchAgent(config, sw.name)
@@ -466,17 +465,17 @@ class Testbed:
     def measure_or_cli(
         self,
         sc: Scenario,
-        agent: Any,
-        cp_port: int,
+        agents: dict[str, Any],
+        ports: list[PortRef],
         interval_s: float,
         hooks: Hooks,
         *,
         cli: bool,
         rec: Recording | None = None,
     ) -> Recording:
-        """Run the measurement loop on ``agent``'s switch (recording into ``rec``, if
-        given), or (``cli``) hand the running network to the Mininet CLI until the user
-        exits it (nothing is recorded)."""
+        """Run the measurement loop, sampling ``ports`` through their switches' ``agents``
+        (recording into ``rec``, if given), or (``cli``) hand the running network to the
+        Mininet CLI until the user exits it (nothing is recorded)."""
         if not cli:
             monitor = NoiseMonitor(
                 {"switch": self.switch_pids, "senders": lambda: list(self.sender_pids)},
@@ -488,11 +487,12 @@ class Testbed:
                 injector = StallInjector(*self.emulation.inject_stalls, self.switch_pids())
                 self.progress(f"qcn run: injecting switch stalls: {injector.describe()}")
                 injector.start()
+            thrifts = {sw: agents[sw].thrift() for sw in sorted({p.switch for p in ports})}
             try:
                 return measure(
                     sc,
-                    thrift=agent.thrift(),
-                    cp_port=cp_port,
+                    thrifts=thrifts,
+                    ports=ports,
                     interval_s=interval_s,
                     hooks=hooks,
                     progress=self.progress,
@@ -500,6 +500,9 @@ class Testbed:
                     rec=rec,
                 )
             finally:
+                for thrift in thrifts.values():
+                    with contextlib.suppress(Exception):
+                        thrift.close()
                 if injector is not None:
                     injector.stop()
                 self.noise = monitor.finish()

@@ -90,27 +90,50 @@ class GridReader:
         tr.source_target_rate_bps.append(trs)
 
 
-def sink_trace(sc: Scenario, rec: Recording, dt: float, *, qcn: bool) -> Trace:
-    """The single-bottleneck run's trace: throughput and losses from the sink's per-source
-    counts (sequence numbers), on the grid."""
+def sink_trace(
+    sc: Scenario,
+    rec: Recording,
+    dt: float,
+    *,
+    qcn: bool,
+    source_ips: list[str],
+    at_bottleneck: list[bool],
+) -> Trace:
+    """A run's trace from its sinks' per-source counts (sequence numbers), on the grid:
+    each source's delivered throughput and losses (summed over the sinks that hear it), the
+    bottleneck's throughput from the sources whose traffic crosses it."""
     tr, reader = Trace(), GridReader(sc, rec, qcn=qcn)
-    n = sc.network.sources
-    ips = [f"10.0.0.{i + 1}" for i in range(n)]
-    s_times = [t for t, _ in rec.sink]
-    previous: dict[str, list[int]] = {}
+    n = len(source_ips)
+    sinks = [(rows, [t for t, _ in rows]) for _, rows in sorted(rec.sinks.items())]
     zero = [0, 0, 0]
+
+    def counts_at(t: float) -> list[list[int]]:
+        """Each source's [frames, bytes, lost] at ``t``, over every sink."""
+        out = [[0, 0, 0] for _ in range(n)]
+        for rows, times in sinks:
+            i = bisect.bisect_right(times, t) - 1
+            if i < 0:
+                continue
+            rx = rows[i][1]
+            for k, ip in enumerate(source_ips):
+                c = rx.get(ip, zero)
+                out[k] = [a + b for a, b in zip(out[k], c, strict=True)]
+        return out
+
+    previous = [zero] * n
     for elapsed, t in grid(rec, sc.duration_s, dt):
         reader.append_common(tr, elapsed, t, n)
-        si = bisect.bisect_right(s_times, t) - 1
-        counts = rec.sink[si][1] if si >= 0 else {}
-        per_source = [8 * (counts.get(ip, zero)[1] - previous.get(ip, zero)[1]) / dt for ip in ips]
-        previous = counts
-        tr.drops_so_far.append(sum(counts.get(ip, zero)[2] for ip in ips))
+        now = counts_at(t)
+        per_source = [8 * (now[k][1] - previous[k][1]) / dt for k in range(n)]
+        previous = now
+        tr.drops_so_far.append(sum(c[2] for c in now))
         tr.source_throughput_bps.append(per_source)
-        tr.throughput_bps.append(sum(per_source))
-    final = rec.sink[-1][1] if rec.sink else {}
-    tr.drops = sum(final.get(ip, zero)[2] for ip in ips)
-    tr.frames_in = sum(final.get(ip, zero)[0] for ip in ips) + tr.drops
+        tr.throughput_bps.append(
+            sum(b for b, hot in zip(per_source, at_bottleneck, strict=True) if hot)
+        )
+    final = counts_at(math.inf)
+    tr.drops = sum(c[2] for c in final)
+    tr.frames_in = sum(c[0] for c in final) + tr.drops
     tr.cnms = rec.cnms
     tr.events = len(rec.queue)
     return tr

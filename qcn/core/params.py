@@ -211,6 +211,13 @@ class CpParams:
                 "the Fb tag is written in ingress, by the arrival CP: set depth_at = arrival",
             )
 
+    def never_sampling(self) -> CpParams:
+        """The same CP that never samples: a run without QCN keeps its CPs on their ports,
+        so the queues are still measured at the same per-frame cost, and no CNM is sent."""
+        return replace(
+            self, sampling=SamplingMode.BERNOULLI, p_base=0.0, p_scale=0.0, three_point=False
+        )
+
 
 @dataclass(frozen=True)
 class RpParams:

@@ -448,24 +448,7 @@ class Scenario:
         user's ``--set``) keep their values where ``[bmv2.set]`` would override them."""
         k, tau = self.bmv2.rate_scale, self.bmv2.time_scale
         data = self.to_dict()
-
-        def scale(dotted: str, factor: float, kind: type = float) -> None:
-            *path, last = dotted.split(".")
-            node = data
-            for key in path:
-                node = node[key]
-            node[last] = kind(round(node[last] * factor)) if kind is int else node[last] * factor
-
-        for name in RATE_FIELDS:
-            scale(name, k)
-        for name in TIME_FIELDS:
-            scale(name, tau)
-        for name in BYTE_FIELDS:
-            scale(name, k * tau, int)
-        data["qcn"]["cp"]["sample_intervals_bytes"] = [
-            max(64, round(n * k * tau)) for n in data["qcn"]["cp"]["sample_intervals_bytes"]
-        ]
-        data["qcn"]["rp"]["bc_limit_bytes"] = max(64, data["qcn"]["rp"]["bc_limit_bytes"])
+        _scale_fields(data, k, tau)
         data["workload"]["flow_size_scale"] *= k * tau
         for change in data["schedule"]:
             change["at_s"] *= tau
@@ -497,6 +480,41 @@ class Scenario:
             "schedule": [dict(vars(c)) for c in self.schedule],
             "bmv2": {**vars(self.bmv2), "set": dict(self.bmv2.set)},
         }
+
+
+def _scale_fields(data: dict[str, Any], k: float, tau: float, prefix: str = "") -> None:
+    """Scale the rates (by ``k``), times (by ``tau``) and byte counts (by both) of a
+    scenario's dict in place, those under ``prefix`` only (:class:`Bmv2Scale`)."""
+
+    def scale(dotted: str, factor: float, kind: type = float) -> None:
+        if not dotted.startswith(prefix):
+            return
+        *path, last = dotted.split(".")
+        node = data
+        for key in path:
+            node = node[key]
+        node[last] = kind(round(node[last] * factor)) if kind is int else node[last] * factor
+
+    for name in RATE_FIELDS:
+        scale(name, k)
+    for name in TIME_FIELDS:
+        scale(name, tau)
+    for name in BYTE_FIELDS:
+        scale(name, k * tau, int)
+    cp, rp = data["qcn"]["cp"], data["qcn"]["rp"]
+    cp["sample_intervals_bytes"] = [
+        max(64, round(n * k * tau)) for n in cp["sample_intervals_bytes"]
+    ]
+    rp["bc_limit_bytes"] = max(64, rp["bc_limit_bytes"])
+
+
+def scaled_params(params: QcnParams, rate_scale: float, time_scale: float = 1.0) -> QcnParams:
+    """``params`` in another network's units, as :meth:`Scenario.scaled_for_bmv2` scales a
+    scenario's (``qcn net up`` gives a network at 10 Mb/s the seeds' 10 Gb/s parameters
+    scaled by 1e-3: the rate cut's floor, increases and byte counter with it)."""
+    data = {"qcn": params.to_dict()}
+    _scale_fields(data, rate_scale, time_scale, prefix="qcn.")
+    return QcnParams.from_dict(data["qcn"])
 
 
 def backend_refusal(sc: Scenario, backend: str) -> str:

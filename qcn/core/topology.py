@@ -34,7 +34,7 @@ import math
 import random
 import re
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -224,34 +224,15 @@ class Topology:
                     out[s].append((port, far.node))
         return out
 
-    def _distances_to(self, switch: str) -> dict[str, int]:
-        """Hops from every switch to ``switch`` (absent: unreachable)."""
-        dist = {switch: 0}
-        queue = deque([switch])
-        while queue:
-            node = queue.popleft()
-            for _, neighbour in self._switch_neighbours[node]:
-                if neighbour not in dist:
-                    dist[neighbour] = dist[node] + 1
-                    queue.append(neighbour)
-        return dist
-
     @cached_property
     def routes(self) -> dict[str, dict[str, int]]:
-        """switch -> destination host -> egress port: a shortest path; where several next
-        hops are equally short, destination i takes the (i mod k)-th of them by port, so
-        equal-cost paths carry destinations in turn (docs/topology.md, "Routes")."""
-        out: dict[str, dict[str, int]] = {s: {} for s in self.switches}
-        for index, host in enumerate(self.hosts):
-            home = self.attachment(host.name)
-            dist = self._distances_to(home.switch)
-            for s in self.switches:
-                if s == home.switch:
-                    out[s][host.name] = home.port
-                elif s in dist:
-                    hops = [p for p, n in self._switch_neighbours[s] if dist.get(n) == dist[s] - 1]
-                    out[s][host.name] = hops[index % len(hops)]
-        return out
+        """switch -> destination host -> egress port (:func:`shortest_path_routes`)."""
+        attachments = [(h.name, *self._attachment_tuple(h.name)) for h in self.hosts]
+        return shortest_path_routes(self._switch_neighbours, attachments)
+
+    def _attachment_tuple(self, host: str) -> tuple[str, int]:
+        ref = self.attachment(host)
+        return ref.switch, ref.port
 
     def path(self, src: str, dst: str) -> list[PortRef]:
         """The switch egress ports a frame from ``src`` to ``dst`` leaves through, in
@@ -326,26 +307,9 @@ class Topology:
 
     @cached_property
     def flood_ports(self) -> dict[str, tuple[int, ...]]:
-        """switch -> the ports a flooded frame may use: every host port and the links of a
-        spanning tree over the switches (breadth first from the first switch, lowest
-        ports first), so a looped network never floods for ever."""
-        tree: dict[str, set[int]] = {s: set() for s in self.switches}
-        seen: set[str] = set()
-        for root in self.switches:
-            if root in seen:
-                continue
-            seen.add(root)
-            queue = deque([root])
-            while queue:
-                node = queue.popleft()
-                for port, neighbour in self._switch_neighbours[node]:
-                    if neighbour in seen:
-                        continue
-                    seen.add(neighbour)
-                    tree[node].add(port)
-                    far = next(p for p, n in self._switch_neighbours[neighbour] if n == node)
-                    tree[neighbour].add(far)
-                    queue.append(neighbour)
+        """switch -> the ports a flooded frame may use: every host port and the links of
+        :func:`spanning_tree`, so a looped network never floods for ever."""
+        tree = spanning_tree(self._switch_neighbours)
         return {
             s: tuple(p for p in self.ports(s) if self.is_edge(PortRef(s, p)) or p in tree[s])
             for s in self.switches
@@ -418,6 +382,65 @@ class Topology:
         )
 
 
+Neighbours = Mapping[str, Sequence[tuple[int, str]]]
+"""switch -> [(its port, the switch on the other end)], by port: the switches' graph."""
+
+
+def _distances_to(neighbours: Neighbours, switch: str) -> dict[str, int]:
+    """Hops from every switch to ``switch`` (absent: unreachable)."""
+    dist = {switch: 0}
+    queue = deque([switch])
+    while queue:
+        node = queue.popleft()
+        for _, neighbour in neighbours[node]:
+            if neighbour not in dist:
+                dist[neighbour] = dist[node] + 1
+                queue.append(neighbour)
+    return dist
+
+
+def shortest_path_routes(
+    neighbours: Neighbours, attachments: Sequence[tuple[str, str, int]]
+) -> dict[str, dict[str, int]]:
+    """switch -> destination -> egress port, for destinations attached as (name, switch,
+    port): a shortest path; where k next hops are equally short, the i-th destination takes
+    the (i mod k)-th of them by port, so equal-cost paths carry destinations in turn and
+    each destination keeps one path (docs/topology.md, "Routes").  The one routing of the
+    project: the controller's network files use it too."""
+    out: dict[str, dict[str, int]] = {s: {} for s in neighbours}
+    for index, (name, home, port) in enumerate(attachments):
+        dist = _distances_to(neighbours, home)
+        for s in neighbours:
+            if s == home:
+                out[s][name] = port
+            elif s in dist:
+                hops = [p for p, n in neighbours[s] if dist.get(n) == dist[s] - 1]
+                out[s][name] = hops[index % len(hops)]
+    return out
+
+
+def spanning_tree(neighbours: Neighbours) -> dict[str, set[int]]:
+    """switch -> its ports on a spanning tree of the switches (breadth first from the first
+    switch of each connected part, lowest ports first): where flooding may go."""
+    tree: dict[str, set[int]] = {s: set() for s in neighbours}
+    seen: set[str] = set()
+    for root in neighbours:
+        if root in seen:
+            continue
+        seen.add(root)
+        queue = deque([root])
+        while queue:
+            node = queue.popleft()
+            for port, neighbour in neighbours[node]:
+                if neighbour in seen:
+                    continue
+                seen.add(neighbour)
+                tree[node].add(port)
+                tree[neighbour].add(next(p for p, n in neighbours[neighbour] if n == node))
+                queue.append(neighbour)
+    return tree
+
+
 def derangement(names: Sequence[str], seed: int) -> list[str]:
     """A permutation of ``names`` with no name in its own place (a random cyclic shift of a
     shuffled order, so it exists for any two or more names)."""
@@ -435,7 +458,19 @@ def derangement(names: Sequence[str], seed: int) -> list[str]:
 
 MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,9}$")
-"""Node names become interface names (``NAME-ethP``, 15 characters at most)."""
+"""Host names become interface names (``NAME-eth0``, 15 characters at most)."""
+SWITCH_RE = re.compile(r"^s([1-9][0-9]{0,2})$")
+"""Switches are named sK, Mininet's way: K is the switch's number (its device id, its CNMs'
+source MAC, its gRPC and Thrift ports), and sK-ethP the interfaces a run cleans up."""
+
+
+def switch_number(name: str) -> int:
+    m = SWITCH_RE.match(name)
+    if m is None:
+        raise TopologyError(
+            f"switch {name!r}: switches are named s1, s2, ... (at most s{MAX_SWITCHES})"
+        )
+    return int(m[1])
 
 
 def _check(t: Topology) -> None:
@@ -448,6 +483,9 @@ def _check(t: Topology) -> None:
         raise TopologyError(f"{where}: needs at least two hosts")
     if len(t.hosts) > MAX_HOSTS:
         raise TopologyError(f"{where}: at most {MAX_HOSTS} hosts (got {len(t.hosts)})")
+    for sw in t.switches:
+        if switch_number(sw) > MAX_SWITCHES:
+            raise TopologyError(f"{where}: switch {sw}: at most s{MAX_SWITCHES}")
     names = [*t.switches, *(h.name for h in t.hosts)]
     for n in names:
         if not NAME_RE.match(n):

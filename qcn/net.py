@@ -1,0 +1,164 @@
+"""`qcn net`: a network of BMv2 switches with QCN running, for its user.
+
+    qcn net up leaf-spine:2,2,2 --cli     # start it; Mininet's CLI; exit stops it
+    qcn net up topology.json              # p4lang/tutorials' file, as it is
+    qcn net down                          # stop the one running (from another shell)
+    qcn net draw parking-lot:3 -o pl.png  # a picture, its CP ports marked
+    qcn net show leaf-spine:2,2,2         # its switches, ports, links, CPs and routes
+
+A topology is a generator or a file (qcn.core.topology, docs/topology.md).  A generator's
+links run at ``--line-rate`` (10 Mb/s: what BMv2 carries comfortably per port); a file's
+at its own rates.  Every switch runs the CP pipeline with a CP on each port that can
+congest, every host a reaction-point daemon with the QCN parameters scaled to the hosts'
+line rate (``--params`` to give your own), and ``qcn ctl -c DIR/network.toml`` tunes it
+live.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from qcn import backends
+from qcn.core.errors import QcnError
+from qcn.core.params import Preset, QcnParams
+from qcn.core.scenario import scaled_params
+from qcn.core.topology import LinkDefaults, PortRef, Topology, is_generator_spec
+from qcn.core.topology import load as load_topology
+
+DEFAULT_OUT = Path("results/net")
+NET_LINE_RATE_BPS = 10e6
+"""A generator's links on BMv2 (docs/bmv2.md: BMv2 carries tens of Mb/s per port here)."""
+SEED_LINE_RATE_BPS = 10e9
+"""The line rate the QCN defaults are written for (the seeds')."""
+NET_TIME_SCALE = 250.0
+"""The QCN parameters' time scale on ``qcn net up`` (as the fct scenario's BMv2 run: rates
+times 1e-3 and times times 250, so the byte counter's cycle stays 25 frames)."""
+
+
+class NetError(QcnError, ValueError):
+    """A `qcn net` mistake: one line."""
+
+
+def register(sub: Any) -> None:
+    net = sub.add_parser(
+        "net",
+        help="start, stop, draw or show a network of BMv2 switches with QCN running",
+        description=__doc__.split("\n\n", 2)[2] if __doc__ else None,
+    )
+    cmds = net.add_subparsers(dest="net_command", metavar="ACTION", required=True)
+
+    up = cmds.add_parser("up", help="start a network and hand it over (Mininet's CLI, or wait)")
+    _topology_argument(up)
+    up.add_argument("--cli", action="store_true", help="Mininet's CLI; 'exit' stops the network")
+    up.add_argument("--out", type=Path, default=DEFAULT_OUT, help="logs and network.toml")
+    up.add_argument(
+        "--no-qcn", action="store_true", help="no reaction points, CPs that never sample"
+    )
+    up.add_argument(
+        "--params", type=Path, help="QCN parameters (TOML, in the network's units) to use"
+    )
+    up.set_defaults(func=_up)
+
+    down = cmds.add_parser("down", help="stop the running network; remove what a killed one left")
+    down.set_defaults(func=_down)
+
+    draw = cmds.add_parser("draw", help="a picture of a network, its CP ports marked (PNG)")
+    _topology_argument(draw)
+    draw.add_argument("-o", "--out", type=Path, help="the PNG (default NAME.png)")
+    draw.set_defaults(func=_draw)
+
+    show = cmds.add_parser("show", help="a network's switches, ports, links, CPs and routes")
+    _topology_argument(show)
+    show.set_defaults(func=_show)
+
+
+def _topology_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "topology",
+        help="a generator (single:N, multihop:HOT,INNOCENT, parking-lot:H, leaf-spine:S,L,H) "
+        "or a topology file (.toml, or p4lang/tutorials' .json)",
+    )
+    p.add_argument(
+        "--line-rate",
+        type=float,
+        default=NET_LINE_RATE_BPS,
+        metavar="BPS",
+        help="a generator's links, b/s (default %(default)g)",
+    )
+
+
+def topology_of(args: argparse.Namespace) -> Topology:
+    if not 1e3 <= args.line_rate <= 100e9:
+        raise NetError("--line-rate must be in [1e3, 1e11] b/s")
+    rate = args.line_rate
+    defaults = LinkDefaults(
+        line_rate_bps=rate,
+        bottleneck_rate_bps=rate,
+        innocent_rate_bps=rate,
+        delay_s=0.0,
+    )
+    return load_topology(args.topology, defaults)
+
+
+def net_params(topo: Topology, params_file: Path | None) -> QcnParams:
+    """The reaction points' and CPs' parameters: a file's, or the defaults scaled to the
+    hosts' fastest link (the daemons' line rate)."""
+    line = max(topo.access_link(h.name).rate_bps for h in topo.hosts)
+    if params_file is not None:
+        params = QcnParams.load(params_file, QcnParams.preset(Preset.QCN.value))
+        if abs(params.rp.line_rate_bps - line) > 1e-6 * line:
+            raise NetError(
+                f"{params_file}: rp.line_rate_bps must be the hosts' line rate ({line:g} b/s)"
+            )
+        return params
+    return scaled_params(QcnParams(), line / SEED_LINE_RATE_BPS, NET_TIME_SCALE)
+
+
+def _up(args: argparse.Namespace) -> int:
+    topo = topology_of(args)
+    params = net_params(topo, args.params)
+    if args.out.exists() and not args.out.is_dir():
+        raise NetError(f"--out {args.out}: not a directory")
+    backends.network_up(topo, args.out, params, qcn=not args.no_qcn, cli=args.cli, say=print)
+    return 0
+
+
+def _down(_args: argparse.Namespace) -> int:
+    if not backends.network_down(say=print):
+        print("qcn net: no network was running")
+    return 0
+
+
+def _draw(args: argparse.Namespace) -> int:
+    from qcn.core.netdraw import draw  # noqa: PLC0415 - matplotlib's import
+
+    topo = topology_of(args)
+    name = Path(args.topology).stem if not is_generator_spec(args.topology) else args.topology
+    out = args.out or Path(name.replace(":", "-").replace(",", "-") + ".png")
+    draw(topo, out)
+    print(f"qcn net: {topo.describe()}: drew {out}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    topo = topology_of(args)
+    print(topo.describe())
+    for note in topo.notes:
+        print(f"note: {note}")
+    cps = set(topo.cp_ports)
+    for sw in topo.switches:
+        print(f"{sw}:")
+        for port in topo.ports(sw):
+            ref = PortRef(sw, port)
+            link, far = topo.link_at(ref), topo.far_end(ref)
+            to = far.node if far.node in topo.host_by_name else f"{far.node}:{far.port}"
+            marks = ("CP " if ref in cps else "") + ("congestible" if topo.congestible(ref) else "")
+            print(
+                f"  port {port:3d} -> {to:10s} {link.rate_bps / 1e6:10g} Mb/s "
+                f"{link.delay_s * 1e3:8g} ms {link.buffer_pkts:5d} pkts  {marks}"
+            )
+    for h in topo.hosts:
+        print(f"{h.name}: {h.ip} {h.mac} on {topo.attachment(h.name)}")
+    return 0
