@@ -232,8 +232,8 @@ def _run(args: argparse.Namespace) -> int:
     if not args.scenario:
         raise ScenarioError("give a scenario name (qcn run --list) or a file")
     sc, overrides = load_scenario(args.scenario, args.set, args.duration)
-    if sc.network.topology == "multihop" and args.backend == "auto":
-        args.backend = "mininet"  # the only backend that runs it
+    if args.backend == "auto" and scenarios.backend_refusal(sc, "sim"):
+        args.backend = "mininet"  # the only backend that runs it (real TCP, iperf3)
     backend, why = backends.choose_backend(args.backend)
     if args.backend == "auto" and backend == "mininet" and scenarios.backend_refusal(sc, backend):
         backend, why = "sim", "simulator (the only backend that runs this scenario)"

@@ -27,7 +27,7 @@ from typing import Any
 from qcn import backends
 from qcn.core.errors import QcnError
 from qcn.core.results import json_safe
-from qcn.core.scenario import Scenario
+from qcn.core.scenario import MININET_PATTERNS, Scenario
 from qcn.core.trace import Trace
 from qcn.run import load_scenario, make_results_dir, require_mininet
 
@@ -85,8 +85,11 @@ def run_schemes(
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Every (episode, scheme) ``runs`` times; the mean of each figure, by episode and
     scheme.  Writes the results, the tables and the queue plots into ``out``."""
-    if sc.network.topology != "multihop":
-        raise SchemesError(f"{sc.name}: the schemes run on the multihop topology (seed 001)")
+    if sc.workload.pattern not in MININET_PATTERNS:
+        raise SchemesError(
+            f"{sc.name}: the schemes are seed 001's, with real TCP or UDP (workload.pattern "
+            "tcp or udp, as tcp-multihop)"
+        )
     if runs < 1:
         raise SchemesError(f"--runs must be at least 1 (got {runs})")
     unknown = [e for e in episodes if e not in EPISODES]

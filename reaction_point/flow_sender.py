@@ -334,9 +334,7 @@ def read_host_flows(path: Path) -> list[HostFlow]:
     row's dst, where given, is its receiver)."""
     with path.open(newline="") as f:
         return [
-            HostFlow(
-                int(r["flow"]), float(r["start_s"]), int(r["size_bytes"]), r.get("dst") or ""
-            )
+            HostFlow(int(r["flow"]), float(r["start_s"]), int(r["size_bytes"]), r.get("dst") or "")
             for r in csv.DictReader(f)
         ]
 

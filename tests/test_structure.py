@@ -145,3 +145,80 @@ def test_every_cited_file_exists_and_nothing_points_outside(pattern: str) -> Non
             outside.append(str(rel))
     assert dangling == []
     assert outside == []
+
+
+# -- one topology unit (docs/topology.md) -------------------------------------------------------
+
+#: A switch port written as a literal: an interface (s2-eth1) or a port reference (s2:1).
+PORT_LITERAL = re.compile(r"\bs\d+(-eth\d+|:\d+)\b")
+TOPOLOGY_UNIT = ROOT / "qcn" / "core" / "topology.py"
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the docstring nodes (module, class and function doc; attribute docs)."""
+    out = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        for stmt in body:
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+                out.add(id(stmt.value))
+    return out
+
+
+def port_literals(path: Path) -> list[str]:
+    """Code (not docs or comments) in ``path`` that names a switch port literally, or binds
+    a ``*_PORT`` name to a switch port number."""
+    tree = ast.parse(path.read_text())
+    docs = _docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docs
+            and PORT_LITERAL.search(node.value)
+        ):
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            value = node.value.value
+            for target in node.targets:
+                name = target.id if isinstance(target, ast.Name) else ""
+                if (
+                    name.endswith("_PORT")
+                    and not name.startswith("MAX_")
+                    and isinstance(value, int)
+                    and 0 < value < 512
+                ):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name} = {value}")
+    return found
+
+
+def test_no_port_literal_outside_the_topology_unit() -> None:
+    """A network's ports are the topology's (qcn/core/topology.py): no backend, experiment
+    or command writes one down (the issue's HOTSPOT_PORT, s2-eth1, ...)."""
+    offenders = [
+        hit
+        for path in tracked(*(f"{p}/*.py" for p in PROJECT), "bench/*.py")
+        if path != TOPOLOGY_UNIT
+        for hit in port_literals(path)
+    ]
+    assert offenders == []
+
+
+def test_no_backend_picks_a_topology_by_name() -> None:
+    """Backends and experiments read the topology's facts; none branches on which topology
+    it is (``network.topology == "multihop"``)."""
+    offenders = []
+    for path in tracked("topologies/*.py", "simulator/*.py", "qcn/*.py", "controller/*.py"):
+        if path.parent == ROOT / "qcn" / "core":
+            continue  # the topology unit and the scenario's side of it
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                names = {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+                if "topology" in names and any(
+                    isinstance(c, ast.Constant) and isinstance(c.value, str) for c in ast.walk(node)
+                ):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []
