@@ -52,7 +52,7 @@ def test_tables_are_in_the_seeds_units() -> None:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (("transient",), "the schemes are seed 001.s, with real TCP or UDP"),
+        (("transient",), "with real TCP or UDP (workload.pattern tcp or udp"),
         (("--runs", "0"), "--runs must be at least 1"),
         (("--episodes", "weekly"), "unknown episode 'weekly'"),
     ],
