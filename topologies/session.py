@@ -56,6 +56,10 @@ class Reach:
 
     def lines(self) -> list[str]:
         out = [f"controller view: qcn ctl -c {self.network_file} show"]
+        out += [
+            f"a host's shell from another terminal: mnexec -a PID CMD (PIDs: "
+            f"{self.network_file.parent / 'hosts.json'})"
+        ]
         out += [f"  {name}: gRPC {grpc}, Thrift {thrift}" for name, grpc, thrift in self.switches]
         hosts = ", ".join(f"{n} {ip}" for n, ip in self.hosts)
         return [*out, f"hosts: {hosts}"]
@@ -97,6 +101,9 @@ class NetworkSession:
         tb.program(config)
         path = self.out / "network.toml"
         path.write_text(network_file.dumps(config))
+        # Each host's shell: `mnexec -a PID CMD` runs CMD on it from another terminal.
+        hosts = {h.name: tb.net.get(h.name).pid for h in self.topo.hosts}
+        (self.out / "hosts.json").write_text(json.dumps(hosts, indent=1))
         if self.qcn is not None:
             tb.start_reaction_points([h.name for h in self.topo.hosts], self.qcn)
         self.reach = Reach(
