@@ -114,13 +114,15 @@ class DaemonRunningError(QcnError):
     """Another reaction-point daemon already serves the interface."""
 
 
-def claim_interface(iface: str) -> socket.socket:
-    """Hold the interface for this daemon (:mod:`reaction_point.claims`): a dead daemon's
-    tree is then known to be dead, and the next daemon removes it."""
-    sock = claim("rp", iface)
+def claim_interface(iface: str, ifindex: int) -> socket.socket:
+    """Hold the interface for this daemon (:mod:`reaction_point.claims`, keyed on its index,
+    so an altname or a new name of a served interface is refused too): a dead daemon's tree
+    is then known to be dead, and the next daemon removes it."""
+    sock = claim("rp", ifindex)
     if sock is None:
         raise DaemonRunningError(
-            f"a reaction-point daemon already serves {iface} (qcn rp status); stop it first"
+            f"a reaction-point daemon already serves {iface} (interface index {ifindex}, by "
+            "this or another of its names; qcn rp status); stop it first"
         )
     return sock
 
@@ -254,7 +256,7 @@ class ReactionPoint:
         if self.opt.csv_dir:
             self.opt.csv_dir.mkdir(parents=True, exist_ok=True)
         self._ipr, self._ifindex = open_interface(self.opt.iface, None, OSError)
-        self._claim = claim_interface(self.opt.iface)
+        self._claim = claim_interface(self.opt.iface, self._ifindex)
         # The status file is ours from here on (not before: it may be a live daemon's).
         self._status_ready = True
         self.mac = self._ipr.get_links(self._ifindex)[0].get_attr("IFLA_ADDRESS")

@@ -263,7 +263,7 @@ class PauseGate:
             return False
 
     def _daemon_alive(self) -> bool:
-        return claimed("rp", self.ifname, self.netns)
+        return claimed("rp", self.ifindex, self.netns)
 
     def _change(self, rate_bytes_s: int, burst_bytes: int) -> None:
         try:
@@ -394,14 +394,28 @@ class PauseAgent:
         self._stop = False
         self.notices: list[str] = []
         """Lines for the user about what the gates' opening found."""
+        # The name each interface was given by, by index: two names of one interface (an
+        # altname) are one interface (reaction_point.claims).
+        named: dict[int, str] = {}
         try:
             for name in ifnames:
                 gate = PauseGate(name, line_rate_bps, netns=netns, mtu=mtu)
-                # A claim belongs to the namespace it is made in.
-                held = claim_in("pause", name, netns)
+                if gate.ifindex in named:
+                    gate.close()
+                    raise PauseError(
+                        f"{named[gate.ifindex]} and {name} are one interface (index "
+                        f"{gate.ifindex}): name it once"
+                    )
+                named[gate.ifindex] = name
+                # A claim belongs to the namespace it is made in, and to the interface
+                # whatever name it was given by.
+                held = claim_in("pause", gate.ifindex, netns)
                 if held is None:
                     gate.close()
-                    raise PauseError(f"another PAUSE agent already honours PAUSE on {name}")
+                    raise PauseError(
+                        f"another PAUSE agent already honours PAUSE on {name} (interface "
+                        f"index {gate.ifindex}, by this or another of its names)"
+                    )
                 self._claims.append(held)
                 # So does a packet socket.
                 if netns:

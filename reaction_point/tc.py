@@ -311,7 +311,7 @@ class HtbLimiters:
                 # The gate goes first, passing everything, so that a PAUSE agent started
                 # later finds the tree under it (a root qdisc cannot be pushed down).
                 self._gate.pass_all(create=True)
-            elif gate.held and not claimed("pause", self.ifname, self.netns):
+            elif gate.held and not claimed("pause", self.ifindex, self.netns):
                 self._gate.pass_all()
                 said.append(f"{self.ifname}: lifted the PAUSE hold a stopped agent left")
             if found is not None and found.ours:
@@ -336,7 +336,7 @@ class HtbLimiters:
     def lift_orphaned_hold(self) -> bool:
         """Lift the gate if a PAUSE agent died holding it (kill -9); True if it did."""
         gate = find_gate(self._ipr, self.ifindex)
-        if gate is None or not gate.held or claimed("pause", self.ifname, self.netns):
+        if gate is None or not gate.held or claimed("pause", self.ifindex, self.netns):
             return False
         try:
             self._gate.pass_all()
@@ -348,7 +348,7 @@ class HtbLimiters:
         """Remove the tree: with the gate when no PAUSE agent runs; else a plain FIFO takes
         its place (a TBF without its child qdisc would drop everything)."""
         try:
-            if claimed("pause", self.ifname, self.netns):
+            if claimed("pause", self.ifindex, self.netns):
                 with contextlib.suppress(PauseError):  # the agent may be removing the gate
                     fifo_under_gate(self._ipr, self.ifindex)
             else:

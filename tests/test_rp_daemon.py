@@ -196,6 +196,12 @@ def kernel_rates(hosts: Hosts) -> list[float]:
         return rates
 
 
+def ifindex(hosts: Hosts, name: str | None = None) -> int:
+    """The index of h1's interface ``name`` (default: its veth to h2)."""
+    with NetNS(hosts.h1) as ns:
+        return int(ns.link_lookup(ifname=name or hosts.if1)[0])
+
+
 def expected_kernel_rate(params: RpParams, cuts: list[int]) -> float:
     rules = RateLimiterRules(params, lambda: 0.0, lambda: 0.5)
     for q in cuts:
@@ -820,6 +826,92 @@ frame_bytes = st.one_of(
 )
 
 
+# -- one owner per interface, whatever its name ---------------------------------------------
+
+
+def test_an_altname_is_one_interface_for_daemons_and_agents(
+    daemon_factory: Any, hosts: Hosts
+) -> None:
+    """The claim is keyed on what the interface is (its index), not the name it was given:
+    a second daemon on an altname used to take the live tree for a dead daemon's and remove
+    it (both then died, the host left unlimited), as did a PAUSE agent on the altname."""
+    alt = f"qcnalt{os.getpid() % 100000}"
+    d = daemon_factory(HOLD, "alt-owner", "--per-flow")
+    send_frames(hosts.h2, hosts.if2, [cnm(63)])
+    assert d.wait(lambda s: s["counters"].get("cnms_accepted") == 1)
+    run("ip", "-n", hosts.h1, "link", "property", "add", "dev", hosts.if1, "altname", alt)
+    agent: subprocess.Popen[str] | None = None
+    try:
+        r = qcn_in(hosts.h1, "rp", "start", "--iface", alt, "--per-flow", "--status-dir",
+                   str(hosts.tmp / "alt-second"))  # fmt: skip
+        assert r.returncode == 2
+        assert r.stderr == (
+            f"qcn: error: cannot start on {alt}: a reaction-point daemon already serves {alt} "
+            f"(interface index {ifindex(hosts)}, by this or another of its names; qcn rp "
+            "status); stop it first\n"
+        )
+        # One agent given both names is told they are one interface.
+        both = subprocess.run(
+            ["ip", "netns", "exec", hosts.h1, sys.executable, "-m", "reaction_point.pause",
+             hosts.if1, alt, "--line-rate-mbps", "100"],
+            capture_output=True, text=True, check=False, timeout=30,
+        )  # fmt: skip
+        assert both.returncode == 1
+        assert f"{hosts.if1} and {alt} are one interface" in both.stderr
+        # A PAUSE agent on the altname finds the daemon alive and keeps its tree.
+        agent = subprocess.Popen(
+            ["ip", "netns", "exec", hosts.h1, sys.executable, "-m", "reaction_point.pause",
+             alt, "--line-rate-mbps", "100"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        assert agent.stdout is not None
+        ready = agent.stdout.readline()
+        assert ready.startswith("pause agent: honouring PAUSE on"), ready
+        assert kernel_rates(hosts) == [expected_kernel_rate(d.params, [63])]
+        # A second agent on the first name is the same interface's second agent.
+        second = subprocess.run(
+            ["ip", "netns", "exec", hosts.h1, sys.executable, "-m", "reaction_point.pause",
+             hosts.if1, "--line-rate-mbps", "100"],
+            capture_output=True, text=True, check=False, timeout=30,
+        )  # fmt: skip
+        assert second.returncode == 1
+        assert second.stderr.count("\n") == 1, second.stderr
+        assert "another PAUSE agent already honours PAUSE on" in second.stderr
+        assert d.proc.poll() is None
+        send_frames(hosts.h2, hosts.if2, [cnm(20)])
+        assert d.wait(lambda s: s["counters"].get("cnms_accepted") == 2)
+        assert kernel_rates(hosts) == [expected_kernel_rate(d.params, [63, 20])]
+    finally:
+        if agent is not None:
+            agent.send_signal(signal.SIGINT)
+            agent.communicate(timeout=10)
+        run("ip", "-n", hosts.h1, "link", "property", "del", "dev", hosts.if1, "altname", alt)
+    assert d.stop() == 0
+    assert_nothing_left(hosts)
+
+
+def test_a_renamed_interface_keeps_its_one_daemon(daemon_factory: Any, hosts: Hosts) -> None:
+    """After a rename, a daemon on the new name is the interface's second: refused."""
+    run("ip", "-n", hosts.h1, "link", "add", "ren-a", "type", "veth", "peer", "name", "ren-b")
+    try:
+        run("ip", "-n", hosts.h1, "link", "set", "ren-a", "up")
+        d = daemon_factory(HOLD, "renamed", iface="ren-a")
+        run("ip", "-n", hosts.h1, "link", "set", "ren-a", "down")
+        run("ip", "-n", hosts.h1, "link", "set", "ren-a", "name", "ren-c")
+        run("ip", "-n", hosts.h1, "link", "set", "ren-c", "up")
+        r = qcn_in(hosts.h1, "rp", "start", "--iface", "ren-c", "--status-dir",
+                   str(hosts.tmp / "renamed-second"))  # fmt: skip
+        assert r.returncode == 2
+        assert r.stderr.count("\n") == 1, r.stderr
+        assert "a reaction-point daemon already serves ren-c" in r.stderr
+        assert d.proc.poll() is None
+        assert d.stop() == 0
+    finally:
+        for name in ("ren-a", "ren-c"):
+            subprocess.run(["ip", "-n", hosts.h1, "link", "del", name], capture_output=True,
+                           check=False)  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def fuzz_daemon(hosts: Hosts) -> Iterator[Daemon]:
     d = Daemon(hosts, HOLD, "fuzz")
@@ -860,7 +952,8 @@ def test_a_second_daemon_on_the_interface_is_refused(fuzz_daemon: Daemon, hosts:
     assert r.returncode == 2
     assert r.stderr == (
         f"qcn: error: cannot start on {hosts.if1}: a reaction-point daemon already serves "
-        f"{hosts.if1} (qcn rp status); stop it first\n"
+        f"{hosts.if1} (interface index {ifindex(hosts)}, by this or another of its names; "
+        "qcn rp status); stop it first\n"
     )
     status = fuzz_daemon.status()
     assert status is not None
