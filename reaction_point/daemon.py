@@ -13,16 +13,18 @@ One process per host interface.  It
 - clocks the byte counter with the bytes the kernel class really sent (polled class
   statistics) and the timer with the monotonic clock;
 - releases a limiter when its rate is back at line rate;
-- writes a status file (``qcn rp status``) and, optionally, one CSV time series per limiter;
+- writes a status file (``qcn rp status``) and, optionally, one CSV time series per limiter
+  (:mod:`reaction_point.limiter_csv`: a fixed budget of open files whatever the number of
+  limiters, and a write that fails is counted, never the daemon's end);
 - counts the CNMs the kernel dropped because the socket was full (``PACKET_STATISTICS``);
-- on SIGINT/SIGTERM removes every tc object it created; a daemon killed before it could is
-  cleaned up after by the next one on the interface (:meth:`HtbLimiters.open`).
+- on SIGINT/SIGTERM removes every tc object it created, whatever else fails on the way
+  out; a daemon killed before it could is cleaned up after by the next one on the
+  interface (:meth:`HtbLimiters.open`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv
 import errno
 import gc
 import heapq
@@ -40,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
@@ -51,6 +53,7 @@ from qcn.core.params import RpParams
 from qcn.core.signals import stop_on_signals
 from qcn.core.stats import percentile
 from reaction_point.claims import claim
+from reaction_point.limiter_csv import LimiterCsvs
 from reaction_point.neighbours import NeighbourTable
 from reaction_point.netlink import open_interface
 from reaction_point.packet_socket import (
@@ -180,8 +183,6 @@ class Limiter:
     """The class's counts at the last poll (cumulative: the class may have served others)."""
     base_bytes: int = 0
     """The class's byte count when this limiter took it."""
-    csv_file: IO[str] | None = None
-    csv_writer: Any = None
     queued_deadline: float | None = None
     """The timer deadline last put on the daemon's heap (a changed one is put again)."""
 
@@ -240,6 +241,10 @@ class ReactionPoint:
         self._claim: socket.socket | None = None
         self._link_down = False
         """A link-down was seen and no frame since (the interface may be being deleted)."""
+        self._csvs: LimiterCsvs | None = None
+        self._csvs_released: list[str] = []
+        """Limiters released since the last apply(), whose CSVs close once their last row is
+        written."""
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -255,6 +260,8 @@ class ReactionPoint:
         self.opt.status_dir.mkdir(parents=True, exist_ok=True)
         if self.opt.csv_dir:
             self.opt.csv_dir.mkdir(parents=True, exist_ok=True)
+            self._csvs = LimiterCsvs(self.opt.csv_dir, self.opt.iface, on_first_error=self._say)
+            self.counters["csv_write_errors"] = 0
         self._ipr, self._ifindex = open_interface(self.opt.iface, None, OSError)
         self._claim = claim_interface(self.opt.iface, self._ifindex)
         # The status file is ours from here on (not before: it may be a live daemon's).
@@ -286,33 +293,64 @@ class ReactionPoint:
         return self
 
     def close(self) -> None:
-        if self._stats is not None:
-            self._stats.stop()
-            self._stats = None
-        for lim in self.limiters.values():
-            if lim.csv_file:
-                lim.csv_file.close()
-        self.limiters.clear()
-        if self._tc:
-            self._tc.close()
-            self._tc = None
-        if self._sock:
-            with contextlib.suppress(OSError):
-                self.count_socket_drops()
-            self._sock.close()
-            self._sock = None
-        if self._ipr:
-            self._ipr.close()
-            self._ipr = None
-        if self._neighbours is not None:
-            self._neighbours.close()
-            self._neighbours = None
-        if self._claim is not None:
-            self._claim.close()
-            self._claim = None
+        """Stop the threads, remove the kernel's tree, close everything, write the last
+        status.  Every step runs whatever an earlier one raised (a CSV's flush on a full
+        disk used to raise before the tree's removal, leaving HTB and the PAUSE gate on the
+        interface); the first error is raised once all have run."""
+        failed: list[BaseException] = []
+        for step in (
+            self._close_stats,
+            self._close_csvs,
+            self._close_tc,
+            self._close_socket,
+            self._close_netlink,
+            self._close_claim,
+        ):
+            try:
+                step()
+            except Exception as e:  # each step runs, whatever the others raised
+                failed.append(e)
         if self._status_ready:
             with contextlib.suppress(OSError):
                 self.write_status(running=False)
+        if failed:
+            raise failed[0]
+
+    def _close_stats(self) -> None:
+        if self._stats is not None:
+            self._stats.stop()
+            self._stats = None
+
+    def _close_csvs(self) -> None:
+        if self._csvs is not None:
+            self._csvs.close()  # (failures counted, never raised)
+            self._count_csv_errors()
+
+    def _close_tc(self) -> None:
+        self.limiters.clear()
+        if self._tc:
+            tc, self._tc = self._tc, None
+            tc.close()
+
+    def _close_socket(self) -> None:
+        if self._sock:
+            with contextlib.suppress(OSError):
+                self.count_socket_drops()
+            sock, self._sock = self._sock, None
+            sock.close()
+
+    def _close_netlink(self) -> None:
+        if self._ipr:
+            ipr, self._ipr = self._ipr, None
+            ipr.close()
+        if self._neighbours is not None:
+            neighbours, self._neighbours = self._neighbours, None
+            neighbours.close()
+
+    def _close_claim(self) -> None:
+        if self._claim is not None:
+            self._claim.close()
+            self._claim = None
 
     def stop(self, _signum: int = 0, _frame: FrameType | None = None) -> None:
         self._stop = True
@@ -405,11 +443,7 @@ class ReactionPoint:
         assert self._tc is not None
         if self._tc.lift_orphaned_hold():
             self.counters["orphaned_pause_holds_lifted"] += 1
-            print(
-                f"qcn rp: {self.opt.iface}: lifted the PAUSE hold a stopped agent left",
-                file=sys.stderr,
-                flush=True,
-            )
+            self._say("lifted the PAUSE hold a stopped agent left")
 
     # -- CNMs --------------------------------------------------------------------------------
 
@@ -431,12 +465,7 @@ class ReactionPoint:
                 self.counters["link_down"] += 1
                 self._link_down = True
                 self._status_dirty = True
-                print(
-                    f"qcn rp: {self.opt.iface}: link down; limiters kept, CNMs are handled "
-                    "again once it is up",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                self._say("link down; limiters kept, CNMs are handled again once it is up")
                 break
             self._link_down = False  # frames again: the link is back
             self._status_dirty = True
@@ -534,22 +563,6 @@ class ReactionPoint:
         lim.sent_bytes, lim.sent_packets = self._class_counts.get(minor, (0, 0))
         lim.base_bytes = lim.sent_bytes
         self._mark(lim)  # its log line and timer
-        if self.opt.csv_dir:
-            safe = lim.name.replace(":", "").replace("/", "_")
-            path = self.opt.csv_dir / f"rp-{self.opt.iface}-{safe}.csv"
-            lim.csv_file = path.open("a", newline="")
-            lim.csv_writer = csv.writer(lim.csv_file)
-            if path.stat().st_size == 0:
-                lim.csv_writer.writerow(
-                    [
-                        "time_s",
-                        "current_rate_bps",
-                        "target_rate_bps",
-                        "stage",
-                        "sent_bytes",
-                        "monotonic_s",
-                    ]
-                )
         self.limiters[match] = lim
         self.counters["limiters_created"] += 1
         return lim
@@ -562,8 +575,8 @@ class ReactionPoint:
     def _release(self, lim: Limiter) -> None:
         assert self._tc is not None
         self._tc.remove(lim.match)
-        if lim.csv_file:
-            lim.csv_file.close()
+        if self._csvs is not None:
+            self._csvs_released.append(lim.name)
         del self.limiters[lim.match]
         self._dirty.pop(lim.match, None)
         self._status_dirty = True
@@ -605,13 +618,17 @@ class ReactionPoint:
         return max(unit, round(rate_bps / unit) * unit)
 
     def apply(self) -> None:
-        """Write changed rates to the kernel; release limiters back at line rate."""
+        """Write changed rates to the kernel; release limiters back at line rate; then, off
+        the CNMs' path, the limiters' CSV rows (a file opened or flushed is not what a rate
+        waits for)."""
         assert self._tc is not None
         dirty, self._dirty = self._dirty, {}
+        rows: list[tuple[str, list[object]]] = []
         for match, lim in dirty.items():
             if self.limiters.get(match) is not lim:
                 continue  # released since it changed
-            self._log(lim)
+            if self._csvs is not None:
+                rows.append((lim.name, self._csv_row(lim)))
             self._queue_timer(lim)
             if lim.rules.at_line_rate:
                 self._release(lim)
@@ -626,21 +643,34 @@ class ReactionPoint:
             self.latencies_s.extend(now - t for t in self._pending_rx)
             self._pending_rx.clear()
         del self.latencies_s[:-10_000]
+        if self._csvs is not None and (rows or self._csvs_released):
+            for name, row in rows:
+                self._csvs.write(name, row)
+            for name in self._csvs_released:
+                self._csvs.release(name)
+            self._csvs_released.clear()
+            self._count_csv_errors()
 
-    def _log(self, lim: Limiter) -> None:
-        if lim.csv_writer is None:
-            return
+    def _csv_row(self, lim: Limiter) -> list[object]:
         r = lim.rules
-        lim.csv_writer.writerow(
-            [
-                f"{time.time() - self._started:.6f}",
-                f"{r.current_rate_bps:.0f}",
-                f"{r.target_rate_bps:.0f}",
-                r.stage.value,
-                lim.sent_bytes - lim.base_bytes,
-                f"{time.monotonic():.6f}",
-            ]
-        )
+        return [
+            f"{time.time() - self._started:.6f}",
+            f"{r.current_rate_bps:.0f}",
+            f"{r.target_rate_bps:.0f}",
+            r.stage.value,
+            lim.sent_bytes - lim.base_bytes,
+            f"{time.monotonic():.6f}",
+        ]
+
+    def _count_csv_errors(self) -> None:
+        assert self._csvs is not None
+        if self._csvs.errors != self.counters["csv_write_errors"]:
+            self.counters["csv_write_errors"] = self._csvs.errors
+            self._status_dirty = True
+
+    def _say(self, line: str) -> None:
+        """A line for the user about the daemon's own state, as it happens."""
+        print(f"qcn rp: {self.opt.iface}: {line}", file=sys.stderr, flush=True)
 
     # -- status ------------------------------------------------------------------------------
 

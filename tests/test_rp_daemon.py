@@ -28,6 +28,7 @@ from scapy.layers.l2 import Ether
 from qcn.core.frames import CNM, pause_frame
 from qcn.core.params import QcnParams, RpParams
 from reaction_point.daemon import status_files
+from reaction_point.limiter_csv import MAX_OPEN_CSVS
 from reaction_point.pause import find_gate
 from reaction_point.rules import RateLimiterRules
 from reaction_point.tc import ROOT_MAJOR
@@ -84,7 +85,9 @@ class Daemon:
         name: str,
         *extra: str,
         iface: str | None = None,
+        nofile: int | None = None,
     ) -> None:
+        """``nofile``: the daemon's file limit (``ulimit -n``), if not the default."""
         self.hosts = hosts
         self.iface = iface or hosts.if1
         self.dir = hosts.tmp / name
@@ -98,6 +101,7 @@ class Daemon:
                 "netns",
                 "exec",
                 hosts.h1,
+                *([] if nofile is None else ["prlimit", f"--nofile={nofile}:{nofile}"]),
                 sys.executable,
                 "-m",
                 "qcn.cli",
@@ -157,8 +161,14 @@ class Daemon:
 def daemon_factory(hosts: Hosts) -> Iterator[Any]:
     started: list[Daemon] = []
 
-    def start(rp: dict[str, Any], name: str, *extra: str, iface: str | None = None) -> Daemon:
-        d = Daemon(hosts, rp, name, *extra, iface=iface)
+    def start(
+        rp: dict[str, Any],
+        name: str,
+        *extra: str,
+        iface: str | None = None,
+        nofile: int | None = None,
+    ) -> Daemon:
+        d = Daemon(hosts, rp, name, *extra, iface=iface, nofile=nofile)
         started.append(d)
         return d
 
@@ -824,6 +834,80 @@ frame_bytes = st.one_of(
     st.builds(lambda q: cnm(q, encap_da=STRANGER_MAC), st.integers(0, 63)),
     st.builds(lambda q: cnm(q, dst="00:00:00:00:00:77"), st.integers(0, 63)),
 )
+
+
+# -- the daemon's own files -----------------------------------------------------------------
+
+
+def open_csvs(pid: int) -> int:
+    """How many CSV files process ``pid`` holds open."""
+    fds = Path(f"/proc/{pid}/fd")
+    return sum(1 for fd in fds.iterdir() if os.readlink(fd).endswith(".csv"))
+
+
+def test_per_flow_csvs_never_exhaust_the_file_limit(daemon_factory: Any, hosts: Hosts) -> None:
+    """300 flow limiters with --csv-dir under a file limit of 128: a daemon keeping one CSV
+    open per limiter died of EMFILE near the limit (at ~1,006 under ulimit -n 1024, the
+    default --max-limiters being 1,024); its files now stay within a fixed budget."""
+    flows = 300
+    d = daemon_factory(HOLD, "nofile", "--per-flow", nofile=128)
+    send_frames(hosts.h2, hosts.if2, [cnm(20, sport=10_000 + i) for i in range(flows)])
+    assert d.wait(lambda s: s["counters"].get("cnms_accepted") == flows, 30.0), d.output()
+    assert open_csvs(d.proc.pid) <= MAX_OPEN_CSVS
+    assert d.counters()["csv_write_errors"] == 0
+    assert d.stop() == 0
+    files = list(d.dir.glob(f"rp-{hosts.if1}-*.csv"))
+    assert len(files) == flows
+    assert all(len(f.read_text().splitlines()) >= 2 for f in files)  # header and a row
+    assert kernel_rates(hosts) == []
+
+
+def test_a_full_disk_under_the_csvs_is_counted_and_teardown_runs(hosts: Hosts) -> None:
+    """--csv-dir on a full file system (a 64 KB tmpfs in the daemon's own mount namespace):
+    the failures are counted and said once, the daemon serves on, and its stop removes its
+    tree (close() used to raise from a CSV's flush first, leaving HTB and the gate)."""
+    status_dir, full = hosts.tmp / "full-status", hosts.tmp / "full-csv"
+    full.mkdir()
+    params = hosts.tmp / "full.toml"
+    QcnParams.from_dict({"rp": HOLD}).save(params)
+    script = (
+        f"mount -t tmpfs -o size=64k qcn-full {full} && exec {sys.executable} -m qcn.cli rp "
+        f"start --iface {hosts.if1} --per-flow --params {params} --status-dir {status_dir} "
+        f"--csv-dir {full}"
+    )
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", hosts.h1, "unshare", "-m", "sh", "-c", script],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+    def status() -> dict[str, Any]:
+        files = status_files(status_dir, hosts.if1)
+        try:
+            return dict(json.loads(files[0].read_text())) if files else {}
+        except (OSError, ValueError):
+            return {}
+
+    try:
+        assert wait_until(lambda: status().get("running") is True, 10.0)
+        flows = 200
+        send_frames(hosts.h2, hosts.if2, [cnm(20, sport=20_000 + i) for i in range(flows)])
+        assert wait_until(
+            lambda: (
+                status().get("counters", {}).get("cnms_accepted") == flows
+                and status()["counters"]["csv_write_errors"] > 0
+            ),
+            30.0,
+        ), status()
+        assert proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert err.count("cannot write the limiter CSVs") == 1, err
+    assert status()["counters"]["csv_write_errors"] > 0
+    assert_nothing_left(hosts)
+    assert not list(full.iterdir())  # (the tmpfs went with the daemon's mount namespace)
 
 
 # -- one owner per interface, whatever its name ---------------------------------------------
