@@ -134,6 +134,10 @@ class InterfaceGoneError(QcnError):
     """The daemon's interface disappeared (or went down for good) while it ran."""
 
 
+class TreeTakenError(QcnError):
+    """Someone else put a qdisc of theirs where the daemon's tree was."""
+
+
 def process_start_ticks(pid: int) -> int | None:
     """When process ``pid`` started (clock ticks since boot), or None if there is none.
 
@@ -358,17 +362,22 @@ class ReactionPoint:
     def run(self) -> None:
         """Serve until SIGINT/SIGTERM (or :meth:`stop`).
 
-        Raises :class:`InterfaceGoneError` if the interface disappears under the daemon.
+        Raises :class:`InterfaceGoneError` if the interface disappears under the daemon,
+        and :class:`TreeTakenError` if someone puts a qdisc of theirs where its tree was; a
+        tree someone deleted is rebuilt (:meth:`_tree_lost`).
         """
         stop_on_signals(self.stop)
-        try:
-            self._serve()
-        except (OSError, TcError, NetlinkError) as e:
-            if self._interface_exists():
-                raise
-            raise InterfaceGoneError(
-                f"{self.opt.iface} disappeared while the daemon ran ({e}); stopped"
-            ) from None
+        while True:
+            try:
+                self._serve()
+                return
+            except (OSError, TcError, NetlinkError) as e:
+                if not self._interface_exists():
+                    raise InterfaceGoneError(
+                        f"{self.opt.iface} disappeared while the daemon ran ({e}); stopped"
+                    ) from None
+                if not self._tree_lost():
+                    raise
 
     def _interface_exists(self) -> bool:
         try:
@@ -412,6 +421,7 @@ class ReactionPoint:
                     last_status = now
                 next_status = now + STATUS_INTERVAL_S
             if now >= next_gate_check:
+                self._tree_lost()
                 self._lift_orphaned_hold()
                 next_gate_check = now + ORPHANED_HOLD_CHECK_S
 
@@ -437,6 +447,39 @@ class ReactionPoint:
     def _mark(self, lim: Limiter) -> None:
         self._dirty[lim.match] = lim
         self._status_dirty = True
+
+    def _tree_lost(self) -> bool:
+        """Whether the kernel's tree was gone, and is back: someone deleted the root qdisc
+        (``tc qdisc del dev IF root``), taking every limiter with it, and the daemon used to
+        die at its next rate change with "(2, 'No such file or directory')".  Deleted, it is
+        rebuilt with every limiter at its current rate; replaced by someone's qdisc, it is
+        theirs now (as a foreign root is at start), and the daemon stops in one line."""
+        assert self._tc is not None
+        taken = self._tc.check_tree()
+        if taken is None:
+            return False
+        if taken:
+            raise TreeTakenError(
+                f"{self.opt.iface}: someone replaced the daemon's root qdisc with theirs "
+                f"({taken}); its {len(self.limiters)} limiter(s) went with it; stopped, and "
+                "their qdisc left as it is"
+            )
+        self._tc.rebuild()
+        self._class_counts.clear()
+        for lim in self.limiters.values():
+            rate = self._kernel_rate(lim.rules.current_rate_bps)
+            self._tc.add(lim.match, rate)
+            lim.applied_rate_bps = rate
+            # New classes count from 0: the limiter's bytes so far are kept in its base.
+            lim.base_bytes -= lim.sent_bytes
+            lim.sent_bytes = lim.sent_packets = 0
+        self.counters["tree_rebuilt"] += 1
+        self._status_dirty = True
+        self._say(
+            f"someone deleted the root qdisc; rebuilt the tree and its {len(self.limiters)} "
+            "limiter(s) at their current rates"
+        )
+        return True
 
     def _lift_orphaned_hold(self) -> None:
         """A PAUSE agent killed while it held the gate would block the host for good."""

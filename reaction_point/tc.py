@@ -333,6 +333,30 @@ class HtbLimiters:
         self._open = True
         return "; ".join(said) or None
 
+    def check_tree(self) -> str | None:
+        """Whether the tree is still where :meth:`open` put it: None if it is; "" if someone
+        deleted it (the kernel's default qdisc, or the gate's FIFO, is there now); else the
+        qdisc someone put in its place, in words (e.g. "pfifo 7:")."""
+        found = self._tree_slot(find_gate(self._ipr, self.ifindex))
+        if found is not None and found.ours:
+            return None
+        if found is None or found.kernel_default:
+            return ""
+        self._open = False  # (someone else's now: close() must not remove it)
+        return str(found)
+
+    def rebuild(self) -> None:
+        """The tree again, after someone deleted it (:meth:`check_tree` said ""): every
+        limiter's class and filters went with it, so the ids start afresh and the caller
+        adds its limiters again."""
+        self._installed.clear()
+        self._by_minor.clear()
+        self._idle_classes.clear()
+        self._minor_ids = IdPool(FIRST_LIMITER_MINOR, MAX_CLASS_MINOR)
+        self._node_ids = IdPool(1, MAX_FILTERS)
+        self._open = False
+        self.open()
+
     def lift_orphaned_hold(self) -> bool:
         """Lift the gate if a PAUSE agent died holding it (kill -9); True if it did."""
         gate = find_gate(self._ipr, self.ifindex)

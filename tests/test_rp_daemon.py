@@ -910,6 +910,60 @@ def test_a_full_disk_under_the_csvs_is_counted_and_teardown_runs(hosts: Hosts) -
     assert not list(full.iterdir())  # (the tmpfs went with the daemon's mount namespace)
 
 
+# -- the tree under someone else's hands ----------------------------------------------------
+
+
+def test_a_deleted_root_qdisc_is_rebuilt_with_its_limiters(
+    daemon_factory: Any, hosts: Hosts
+) -> None:
+    """tc qdisc del dev IF root took every limiter, and the daemon died at its next rate
+    change with "(2, 'No such file or directory')": it now rebuilds the tree, each limiter
+    at its current rate, says so, and serves on."""
+    d = daemon_factory(HOLD, "deleted-root")
+    send_frames(hosts.h2, hosts.if2, [cnm(63)])
+    assert d.wait(lambda s: s["counters"].get("cnms_accepted") == 1)
+    run("ip", "netns", "exec", hosts.h1, "tc", "qdisc", "del", "dev", hosts.if1, "root")
+    assert d.wait(lambda s: s["counters"].get("tree_rebuilt") == 1), d.output()
+    assert kernel_rates(hosts) == [expected_kernel_rate(d.params, [63])]
+    send_frames(hosts.h2, hosts.if2, [cnm(20)])
+    assert d.wait(lambda s: s["counters"].get("cnms_accepted") == 2), d.output()
+    assert kernel_rates(hosts) == [expected_kernel_rate(d.params, [63, 20])]
+    # Deleted again, and a CNM about a new limiter before the daemon looks: the same.
+    run("ip", "netns", "exec", hosts.h1, "tc", "qdisc", "del", "dev", hosts.if1, "root")
+    send_frames(hosts.h2, hosts.if2, [cnm(20)])
+    assert d.wait(lambda s: s["counters"].get("tree_rebuilt") == 2), d.output()
+    assert d.wait(lambda s: s["counters"].get("cnms_accepted") == 3), d.output()
+    assert d.stop() == 0
+    out = d.output()
+    assert out.count("someone deleted the root qdisc; rebuilt the tree and its 1 limiter") == 2
+    assert "Traceback" not in out
+    assert_nothing_left(hosts)
+
+
+def test_a_root_qdisc_replaced_by_someone_stops_the_daemon_in_one_line(
+    daemon_factory: Any, hosts: Hosts
+) -> None:
+    """Someone's qdisc where the tree was is theirs: the daemon stops in one line and leaves
+    it as it is (as a foreign root qdisc is refused at start)."""
+    d = daemon_factory(HOLD, "replaced-root")
+    send_frames(hosts.h2, hosts.if2, [cnm(63)])
+    assert d.wait(lambda s: s["counters"].get("cnms_accepted") == 1)
+    tc = ["ip", "netns", "exec", hosts.h1, "tc", "qdisc"]
+    run(*tc, "replace", "dev", hosts.if1, "root", "handle", "7:", "pfifo")
+    try:
+        assert d.proc.wait(10) == 2
+        out = d.output()
+        assert "Traceback" not in out
+        assert (
+            f"qcn: error: {hosts.if1}: someone replaced the daemon's root qdisc with theirs "
+            "(pfifo 7:); its 1 limiter(s) went with it; stopped" in out
+        ), out
+        assert "qdisc pfifo 7: root" in qdiscs(hosts)
+    finally:
+        subprocess.run([*tc, "del", "dev", hosts.if1, "root"], check=False)
+    assert_nothing_left(hosts)
+
+
 # -- one owner per interface, whatever its name ---------------------------------------------
 
 
