@@ -33,8 +33,33 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "status" / "rp-h1-eth0@4026531840.json").write_text('{"iface": "h1-eth0", "pid"')
     (tmp_path / "status-shape").mkdir()
     (tmp_path / "status-shape" / "rp-h1-eth0@4026531840.json").write_text("[1, 2]")
+    (tmp_path / "status-types").mkdir()
+    (tmp_path / "status-types" / "rp-h1-eth0@4026531840.json").write_text(
+        json.dumps(status_report("h1-eth0") | {"limiters": 5})
+    )
+    (tmp_path / "status-deep").mkdir()
+    (tmp_path / "status-deep" / "rp-h1-eth0@4026531840.json").write_text("[" * 100_000)
     os.mkfifo(tmp_path / "fifo.toml")  # nobody writes to it: reading it would wait for ever
     return tmp_path
+
+
+def status_report(iface: str) -> dict[str, object]:
+    """A stopped daemon's status report, as the daemon writes it."""
+    return {
+        "iface": iface,
+        "netns_id": 4026531840,
+        "pid": 1,
+        "running": False,
+        "limit_by": "destination",
+        "counters": {"cnms_accepted": 3},
+        "latency_p50_ms": 0.2,
+        "latency_p99_ms": 0.4,
+        "limiters": [
+            {"limiter": "00:00:00:00:00:02", "current_rate_bps": 5e7, "target_rate_bps": 9e7,
+             "applied_rate_bps": 5e7, "stage": "FR", "byte_stage": 1, "time_stage": 0,
+             "sent_bytes": 1500}
+        ],
+    }  # fmt: skip
 
 
 RUN = ("run", "transient", "--backend", "sim")
@@ -85,6 +110,16 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         "status file of another shape",
         ("rp", "status", "--status-dir", "{d}/status-shape"),
         ("not a status file",),
+    ),
+    (
+        "status file with a number for its limiters",
+        ("rp", "status", "--status-dir", "{d}/status-types"),
+        ("not a status file of qcn rp (a field of another type)",),
+    ),
+    (
+        "status file nested 100,000 deep",
+        ("rp", "status", "--status-dir", "{d}/status-deep"),
+        ("not a status file (not JSON)",),
     ),
     ("send port", ("rp", "send", "--dst", "10.0.0.2", "--port", "70000"), ("--port",)),
     ("send start-at", ("rp", "send", "--dst", "10.0.0.2", "--start-at", "1e12"), ("--start-at",)),
@@ -295,3 +330,22 @@ def test_interrupted_results_are_marked_partial(
     assert code == 130
     assert not (out / PARTIAL_MARKER).exists()
     assert (tmp_path / "cut.partial" / PARTIAL_MARKER).exists()
+
+
+def test_one_bad_status_file_hides_no_other_daemon(tmp_path: Path) -> None:
+    """A status file that is not one is skipped in a line of its own (exit status 1); the
+    other daemons' are shown (the first bad one used to end the command)."""
+    good = tmp_path / "rp-h1-eth0@4026531840.json"
+    good.write_text(json.dumps(status_report("h1-eth0")))
+    bad = tmp_path / "rp-h2-eth0@4026531840.json"
+    bad.write_text(json.dumps(status_report("h2-eth0") | {"limiters": [{"limiter": 5}]}))
+    r = qcn("rp", "status", "--status-dir", str(tmp_path))
+    assert r.returncode == 1
+    assert "h1-eth0 (pid 1, stopped, per destination)" in r.stdout
+    assert "limiter 00:00:00:00:00:02" in r.stdout
+    assert r.stderr == (
+        f"qcn rp status: skipped {bad}: not a status file of qcn rp (a field of another type)\n"
+    )
+    r = qcn("rp", "status", "--status-dir", str(tmp_path), "--json")
+    assert r.returncode == 1
+    assert [x["iface"] for x in json.loads(r.stdout)] == ["h1-eth0"]
