@@ -531,6 +531,12 @@ def _ms(seconds: list[float], q: float) -> float:
 MIN_LINE_RATE_MBPS = 0.01
 MAX_LINE_RATE_MBPS = 400_000.0
 """The link rates an agent takes: 10 kb/s (a quantum is then 51 ms) to 400 Gb/s."""
+MIN_MTU_BYTES = 64
+MAX_MTU_BYTES = 65_535
+"""The largest frames an agent takes (``--mtu``): from a minimum Ethernet frame to IPv4's
+largest packet.  The gate's bucket holds one such frame held, two open: 0 was refused by the
+kernel only at the gate's install ("Invalid argument"), and 10,000,000 made a 20 MB bucket
+that let a held link send on."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -545,13 +551,20 @@ def main(argv: list[str] | None = None) -> int:
         help="the links' rate: a quantum's length, and what an open gate passes",
     )
     parser.add_argument("--netns", help="the interfaces' network namespace")
-    parser.add_argument("--mtu", type=int, default=1600, help="largest frame (bytes)")
+    parser.add_argument(
+        "--mtu",
+        type=int,
+        default=1600,
+        help=f"largest frame (bytes, {MIN_MTU_BYTES} to {MAX_MTU_BYTES})",
+    )
     args = parser.parse_args(argv)
     if not MIN_LINE_RATE_MBPS <= args.line_rate_mbps <= MAX_LINE_RATE_MBPS:  # NaN fails too
         parser.error(
             f"--line-rate-mbps must be in [{MIN_LINE_RATE_MBPS:g}, {MAX_LINE_RATE_MBPS:g}] "
             f"(got {args.line_rate_mbps:g})"
         )
+    if not MIN_MTU_BYTES <= args.mtu <= MAX_MTU_BYTES:
+        parser.error(f"--mtu must be in [{MIN_MTU_BYTES}, {MAX_MTU_BYTES}] bytes (got {args.mtu})")
     twice = sorted({i for i in args.interfaces if args.interfaces.count(i) > 1})
     if twice:
         parser.error(f"interface named more than once: {', '.join(twice)}")

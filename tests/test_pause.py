@@ -147,14 +147,16 @@ def tc_show(link: Link) -> str:
         (("--line-rate-mbps", "1e-9"), "(got 1e-09)"),
         (("--line-rate-mbps", "1e12"), "(got 1e+12)"),
         (("IF", "--line-rate-mbps", "100"), "interface named more than once: IF"),
+        (("--line-rate-mbps", "100", "--mtu", "0"), "--mtu must be in [64, 65535] bytes (got 0)"),
+        (("--line-rate-mbps", "100", "--mtu", "10000000"), "(got 10000000)"),
         (("--line-rate-mbps", "100", "--netns", "qcnnosuchns"), "no network namespace named"),
     ],
 )
 def test_the_agent_refuses_bad_input_without_a_trace(
     link: Link, args: tuple[str, ...], message: str
 ) -> None:
-    """Bad rates, an interface twice and a missing namespace: one message, no traceback,
-    and no namespace created for the missing one."""
+    """Bad rates and MTUs, an interface twice and a missing namespace: one message, no
+    traceback, and no namespace created for the missing one."""
     argv = [link.host_if, *(a.replace("IF", link.host_if) for a in args)]
     if "--netns" not in argv:
         argv += ["--netns", link.host_ns]
