@@ -48,7 +48,8 @@ from qcn import backends
 from qcn.core import scenario as scenarios
 from qcn.core.errors import QcnError
 from qcn.core.progress import ProgressLine
-from qcn.core.results import FLOW_KEYS, PARTIAL_MARKER, json_safe
+from qcn.core.publish import PARTIAL_MARKER
+from qcn.core.results import FLOW_KEYS, json_safe
 from qcn.core.scenario import Scenario, require_backend
 from qcn.core.trace import Trace
 

@@ -50,6 +50,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from qcn.core.errors import QcnError
 from qcn.core.frames import ETHERTYPE_CNM, CnmInfo, CnmRejectedError, parse_cnm
 from qcn.core.params import RpParams
+from qcn.core.processes import process_start_ticks
 from qcn.core.signals import stop_on_signals
 from qcn.core.stats import percentile
 from reaction_point.claims import claim
@@ -136,19 +137,6 @@ class InterfaceGoneError(QcnError):
 
 class TreeTakenError(QcnError):
     """Someone else put a qdisc of theirs where the daemon's tree was."""
-
-
-def process_start_ticks(pid: int) -> int | None:
-    """When process ``pid`` started (clock ticks since boot), or None if there is none.
-
-    A pid alone can be reused; the pair (pid, start) names one process.
-    """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # Field 22; the command name (field 2) may hold spaces, so count from its ')'.
-    return int(stat.rsplit(")", 1)[1].split()[19])
 
 
 def daemon_alive(report: dict[str, Any]) -> bool:

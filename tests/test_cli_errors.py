@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from qcn import cli
-from qcn.core.results import PARTIAL_MARKER
+from qcn.core.publish import PARTIAL_MARKER
 from qcn.core.scenario import SCENARIO_DIR
 from tests.kit import assert_one_line_error, qcn
 from tests.toolchain import requires_root
@@ -349,3 +350,55 @@ def test_one_bad_status_file_hides_no_other_daemon(tmp_path: Path) -> None:
     r = qcn("rp", "status", "--status-dir", str(tmp_path), "--json")
     assert r.returncode == 1
     assert [x["iface"] for x in json.loads(r.stdout)] == ["h1-eth0"]
+
+
+@requires_root()
+def test_a_full_disk_leaves_no_empty_file(tmp_path: Path) -> None:
+    """qcn params --write and qcn wireshark --install on a full disk: one line, and the
+    file is the old one or none (both used to leave a 0-byte file)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], check=True)
+    try:
+        (disk / "old.toml").write_text("[rp]\n")
+        fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(fd, bytes(4096))
+        os.close(fd)
+        r = qcn("params", "--write", str(disk / "p.toml"))
+        assert_one_line_error(r, "cannot write", "No space left on device")
+        r = qcn("params", "--write", str(disk / "old.toml"))
+        assert_one_line_error(r, "cannot write")
+        assert (disk / "old.toml").read_text() == "[rp]\n"
+        r = qcn("wireshark", "--install", "--plugin-dir", str(disk / "plugins"))
+        assert_one_line_error(r, "cannot install the plugin", "No space left on device")
+        assert sorted(p.name for p in disk.rglob("*")) == ["filler", "old.toml", "plugins"]
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_two_runs_to_one_fresh_out_do_not_both_succeed(tmp_path: Path) -> None:
+    """The second to finish is told, in one line, and keeps its results beside (both used
+    to report success, the later replacing the earlier without --force)."""
+    out = tmp_path / "X"
+    slow = subprocess.Popen(
+        [sys.executable, "-m", "qcn.cli", *RUN, "--duration", "3", "--quiet", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not (tmp_path / f".X.partial-{slow.pid}").exists():
+        assert slow.poll() is None
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    fast = qcn(*RUN, "--duration", "0.05", "--quiet", "--out", str(out))
+    assert fast.returncode == 0, fast.stderr
+    _, err = slow.communicate(timeout=120)
+    assert slow.returncode == 2
+    assert err.splitlines()[-1] == (
+        f"qcn: error: --out {out}: another run put its results there while this one ran; "
+        f"this run's are in {out}.partial/"
+    )
+    assert json.loads((out / "summary.json").read_text())["duration_s"] == 0.05
+    assert json.loads((tmp_path / "X.partial" / "summary.json").read_text())["duration_s"] == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["X", "X.partial"]
