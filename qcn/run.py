@@ -7,7 +7,6 @@ import json
 import math
 import shutil
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from qcn.core.errors import QcnError
 from qcn.core.progress import ProgressLine
 from qcn.core.publish import PARTIAL_MARKER
 from qcn.core.scenario import ScenarioError
+from qcn.core.tomlfile import toml_value
 
 DEFAULT_OUT = Path("results")
 
@@ -98,10 +98,7 @@ def overrides_from(pairs: list[str]) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise ScenarioError(f"--set {pair!r}: expected KEY=VALUE")
-        try:
-            out[key.strip()] = tomllib.loads(f"v = {value.strip()}")["v"]
-        except tomllib.TOMLDecodeError:
-            out[key.strip()] = value.strip()
+        out[key.strip()] = toml_value(value, ScenarioError, f"--set {key.strip()}")
     return out
 
 
@@ -227,6 +224,12 @@ def load_scenario(
     sc = scenarios.load(name)
     overrides = overrides_from(sets)
     if duration_s is not None:
+        if "duration_s" in overrides:
+            # Which one was meant?  --duration used to win without a word (sweep refuses
+            # a --grid and a --set of one key the same way).
+            raise ScenarioError(
+                "duration_s: given by --set and by --duration; one would win silently: keep one"
+            )
         overrides["duration_s"] = duration_s
     return (sc.with_overrides(overrides) if overrides else sc), overrides
 

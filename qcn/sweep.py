@@ -38,7 +38,6 @@ import math
 import shutil
 import tempfile
 import time
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +50,7 @@ from qcn.core.progress import ProgressLine
 from qcn.core.publish import PARTIAL_MARKER
 from qcn.core.results import FLOW_KEYS, json_safe
 from qcn.core.scenario import Scenario, require_backend
+from qcn.core.tomlfile import toml_value
 from qcn.core.trace import Trace
 
 DEFAULT_OUT = Path("results/sweeps")
@@ -108,12 +108,7 @@ def parse_grid(text: str) -> tuple[str, list[Any]]:
     key = key.strip()
     if not sep or not key or not values.strip():
         raise SweepError(f"--grid {text!r}: expected KEY=V1,V2,...")
-    out = []
-    for raw in values.split(","):
-        try:
-            out.append(tomllib.loads(f"v = {raw.strip()}")["v"])
-        except tomllib.TOMLDecodeError:
-            out.append(raw.strip())
+    out = [toml_value(raw, SweepError, f"--grid {key}") for raw in values.split(",")]
     # 1 and 1.0 are one point: numbers compare by value.
     same = [
         float(v) if isinstance(v, int | float) and not isinstance(v, bool) else repr(v) for v in out

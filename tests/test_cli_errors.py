@@ -40,6 +40,7 @@ def files(tmp_path: Path) -> Path:
     )
     (tmp_path / "status-deep").mkdir()
     (tmp_path / "status-deep" / "rp-h1-eth0@4026531840.json").write_text("[" * 100_000)
+    (tmp_path / "deep.toml").write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
     os.mkfifo(tmp_path / "fifo.toml")  # nobody writes to it: reading it would wait for ever
     return tmp_path
 
@@ -121,6 +122,39 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         "status file nested 100,000 deep",
         ("rp", "status", "--status-dir", "{d}/status-deep"),
         ("not a status file (not JSON)",),
+    ),
+    ("deep TOML to run", ("run", "{d}/deep.toml", "--backend", "sim"), ("nested too deeply",)),
+    ("deep TOML to params", ("params", "{d}/deep.toml"), ("nested too deeply",)),
+    ("deep TOML to compare", ("compare", "{d}/deep.toml"), ("nested too deeply",)),
+    (
+        "deep TOML to rp start",
+        ("rp", "start", "--iface", "lo", "--params", "{d}/deep.toml"),
+        ("deep.toml", "nested too deeply"),
+    ),
+    (
+        "deep --set",
+        (*RUN, "--set", "duration_s=" + "[" * 5000 + "]" * 5000),
+        ("--set duration_s: arrays or tables nested too deeply",),
+    ),
+    (
+        "deep --grid",
+        ("sweep", "transient", "--grid", "qcn.cp.w=1," + "[" * 5000 + "]" * 5000),
+        ("--grid qcn.cp.w: arrays or tables nested too deeply",),
+    ),
+    (
+        "--set with a line break injecting a key",
+        (*RUN, "--set", "duration_s=0.01\nnetwork.sources=500"),
+        ("--set duration_s: a value is one line",),
+    ),
+    (
+        "--set duration_s and --duration",
+        (*RUN, "--set", "duration_s=5", "--duration", "0.01"),
+        ("duration_s: given by --set and by --duration",),
+    ),
+    (
+        "sweep --set duration_s and --duration",
+        ("sweep", "transient", "--grid=qcn.cp.w=1,2", "--set=duration_s=5", "--duration=0.01"),
+        ("duration_s: given by --set and by --duration",),
     ),
     ("send port", ("rp", "send", "--dst", "10.0.0.2", "--port", "70000"), ("--port",)),
     ("send start-at", ("rp", "send", "--dst", "10.0.0.2", "--start-at", "1e12"), ("--start-at",)),

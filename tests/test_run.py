@@ -27,6 +27,26 @@ def test_overrides_are_toml_values_and_text_otherwise() -> None:
         overrides_from(["qcn.cp.w"])
 
 
+@pytest.mark.parametrize(
+    ("pair", "message"),
+    [
+        ("duration_s=0.01\nnetwork.sources=500", "a value is one line"),
+        ("duration_s=0.01\rnetwork.sources=500", "a value is one line"),
+        ('notes="""a\nb"""', "a value is one line"),
+        ("duration_s=" + "[" * 5000 + "]" * 5000, "nested too deeply"),
+    ],
+)
+def test_a_set_is_one_value_or_refused(pair: str, message: str) -> None:
+    """A line break used to start a second key, which was parsed and silently dropped."""
+    with pytest.raises(ScenarioError, match=message):
+        overrides_from([pair])
+
+
+def test_set_and_duration_of_one_field_are_refused() -> None:
+    with pytest.raises(ScenarioError, match="given by --set and by --duration"):
+        load_scenario("transient", ["duration_s=5"], 0.01)
+
+
 def test_load_scenario_applies_sets_and_duration() -> None:
     sc, overrides = load_scenario("transient", ["qcn.cp.w=4"], 0.5)
     assert overrides == {"qcn.cp.w": 4, "duration_s": 0.5}
