@@ -272,16 +272,27 @@ def shipped_cdfs() -> list[str]:
     return sorted(p.stem for p in WORKLOAD_DIR.glob("*.cdf"))
 
 
-def size_distribution(spec: str, ipc_fraction: float = 0.5) -> SizeDistribution:
-    """``seed003``, a shipped CDF's name (``web-search``, ``hadoop``) or a CDF file's path."""
+def size_file(spec: str) -> Path | None:
+    """The CDF file a flow size distribution (``workload.flow_sizes``) reads: a shipped one
+    by name (``web-search``, ``hadoop``) or a file's path; None for ``seed003``, which is
+    code.  What a run's results depend on besides the scenario (a sweep's point keys hash
+    its content)."""
     if spec == "seed003":
-        return Seed003Mix(ipc_fraction)
+        return None
     path = WORKLOAD_DIR / f"{spec}.cdf"
     if "/" in spec or spec.endswith(".cdf") or not path.exists():
         path = Path(spec)
         if not path.is_file():
             known = ", ".join(["seed003", *shipped_cdfs()])
             raise FlowSizeError(f"no flow size distribution {spec!r} (known: {known}; or a file)")
+    return path
+
+
+def size_distribution(spec: str, ipc_fraction: float = 0.5) -> SizeDistribution:
+    """``seed003``, a shipped CDF's name (``web-search``, ``hadoop``) or a CDF file's path."""
+    path = size_file(spec)
+    if path is None:
+        return Seed003Mix(ipc_fraction)
     return read_cdf(path, spec)
 
 

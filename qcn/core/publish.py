@@ -176,20 +176,31 @@ def keep_partial(staging: Path, out: Path) -> Path:
 LEFTOVER = re.compile(r"\.(?P<name>.+)\.(?P<kind>partial|old)-(?P<pid>\d+)")
 
 
+def dead_leftovers(directory: Path) -> list[tuple[Path, str, str, int]]:
+    """The stagings and old results in ``directory`` whose process died (a live one's, of
+    a run going on, are not), as (path, the name they stand for, "partial" or "old", the
+    process id)."""
+    try:
+        names = sorted(p.name for p in directory.iterdir())
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        m = LEFTOVER.fullmatch(name)
+        if m is not None and not _owner_alive(directory / name, int(m["pid"])):
+            out.append((directory / name, m["name"], m["kind"], int(m["pid"])))
+    return out
+
+
 def recover_leftovers(out: Path) -> list[str]:
     """What runs to ``out`` that died outright left beside it, dealt with; a line for the
-    user about each.  A leftover of a live process (another run going on) is left alone."""
+    user about each."""
     said: list[str] = []
-    try:
-        siblings = list(out.parent.iterdir())
-    except OSError:
-        return said
-    for path in sorted(siblings):
-        m = LEFTOVER.fullmatch(path.name)
-        if m is None or m["name"] != out.name or _owner_alive(path, int(m["pid"])):
+    for path, name, kind, pid in dead_leftovers(out.parent):
+        if name != out.name:
             continue
         try:
-            said += _recover(path, out, m["kind"], int(m["pid"]))
+            said += _recover(path, out, kind, pid)
         except OSError as e:
             said.append(f"could not clean up {path} ({e.strerror}); remove it by hand")
     return said
