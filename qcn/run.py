@@ -19,6 +19,7 @@ from qcn.core.progress import ProgressLine
 from qcn.core.publish import PARTIAL_MARKER
 from qcn.core.scenario import ScenarioError
 from qcn.core.tomlfile import toml_value
+from qcn.core.trace import Trace
 
 DEFAULT_OUT = Path("results")
 
@@ -269,9 +270,19 @@ def _run(args: argparse.Namespace) -> int:
     staged = prepare_out(out, sc.name, force=args.force)
     print(f"qcn run: {sc.name} on the {why}", flush=True)
     from qcn.core.noise import verdict_line  # noqa: PLC0415
-    from qcn.core.results import SUMMARY_KEYS  # noqa: PLC0415
+    from qcn.core.results import SUMMARY_KEYS, write_csvs  # noqa: PLC0415
 
     progress = ProgressLine(f"qcn run: {sc.name} simulated", quiet=args.quiet)
+
+    def keep_measured(trace: Trace) -> None:
+        """An interrupted simulation's CSVs, beside its PARTIAL marker: what it measured
+        (only the marker was kept, though the README says an interrupted run keeps what it
+        measured)."""
+        try:
+            write_csvs(staged.staging, sc, trace)
+        except Exception as e:  # the interrupt is the one to report
+            print(f"qcn run: the partial results could not be written ({e})", file=sys.stderr)
+
     options = backends.RunOptions(
         qcn=not args.no_qcn,
         seed=args.seed,
@@ -282,6 +293,7 @@ def _run(args: argparse.Namespace) -> int:
         inject_stalls=stalls,
         pcap=args.pcap,
         sim_progress=progress.update if backend == "sim" else None,
+        sim_partial=keep_measured,
     )
     try:
         try:

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -65,6 +67,15 @@ def status_report(iface: str) -> dict[str, object]:
 
 
 RUN = ("run", "transient", "--backend", "sim")
+
+
+def scenarios_sources(name: str) -> int:
+    """How many sources scenario ``name`` has."""
+    from qcn.core import scenario  # noqa: PLC0415
+
+    return scenario.load(name).network.sources
+
+
 CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("params file not UTF-8", ("params", "{d}/binary.toml"), ("binary.toml", "not UTF-8")),
     ("scenario not UTF-8", ("run", "{d}/binary.toml", "--backend", "sim"), ("not UTF-8",)),
@@ -436,3 +447,32 @@ def test_two_runs_to_one_fresh_out_do_not_both_succeed(tmp_path: Path) -> None:
     assert json.loads((out / "summary.json").read_text())["duration_s"] == 0.05
     assert json.loads((tmp_path / "X.partial" / "summary.json").read_text())["duration_s"] == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["X", "X.partial"]
+
+
+@pytest.mark.parametrize("scenario", ["transient", "fct"])
+def test_a_simulation_interrupted_keeps_what_it_measured(tmp_path: Path, scenario: str) -> None:
+    """Ctrl-C in the middle of a simulation kept the PARTIAL marker alone."""
+    out = tmp_path / "cut"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "qcn.cli", "run", scenario, "--backend", "sim", "--duration",
+         "5", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert run.stderr is not None
+    for _ in range(2):  # (two progress lines: the simulation is under way)
+        progress = run.stderr.readline()
+        assert "ETA" in progress, progress
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err
+    assert "Traceback" not in err
+    assert (out / PARTIAL_MARKER).exists()
+    with (out / "queue.csv").open() as f:
+        queue = list(csv.DictReader(f))
+    assert len(queue) > 10
+    assert 0 < float(queue[-1]["time_s"]) < 5
+    with (out / "sources.csv").open() as f:
+        sources = scenarios_sources(scenario)
+        assert len(list(csv.DictReader(f))) == len(queue) * sources
+    if scenario == "fct":
+        assert (out / "flows.csv").read_text().count("\n") > 1
