@@ -204,14 +204,18 @@ class MininetExperiment(Experiment):
         trace.noise = tb.noise
         trace.captures = tb.captures()
         if trace.noise is not None:
+            reports = self._source_reports()
             trace.noise.senders = len(self.sources)
-            trace.noise.sender_skipped_s = sum(
-                r.get("stalled_s", 0.0) for r in self._source_reports()
-            )
+            trace.noise.sender_skipped_s = sum(r.get("stalled_s", 0.0) for r in reports)
+            # The measurement's own reporters, which the verdict judges (qcn.core.noise).
+            trace.noise.senders_reported = len(reports) if self.senders_report else None
+            trace.noise.sink_times_s = [t - self.rec.start for t, _ in self.rec.sink]
         return trace
 
     per_flow_limiters = False
     """The reaction points keep one limiter per IPv4 flow, not per destination."""
+    senders_report = True
+    """The senders write a report (``qcn rp send --report``) when they end."""
 
     def _source_report_path(self, host: str) -> Path:
         return self.out / "logs" / f"source-{host}.json"
@@ -303,6 +307,7 @@ class FlowsExperiment(MininetExperiment):
     its own reaction point; the flow receiver on the sink records their completions."""
 
     per_flow_limiters = True
+    senders_report = False  # (its senders log their flows instead)
 
     def setup(self) -> None:
         super().setup()
