@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import os
@@ -18,7 +17,7 @@ import pytest
 from qcn import cli
 from qcn.core.publish import PARTIAL_MARKER
 from qcn.core.scenario import SCENARIO_DIR
-from tests.kit import assert_one_line_error, qcn
+from tests.kit import assert_one_line_error, fill, qcn, small_disk
 from tests.toolchain import requires_root
 from topologies.netns import namespaces
 
@@ -295,10 +294,7 @@ def test_an_unroutable_destination_is_one_line() -> None:
 
 @requires_root()
 def test_a_full_disk_is_one_line_and_nothing_looks_complete(tmp_path: Path) -> None:
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], check=True)
-    try:
+    with small_disk(tmp_path / "disk") as disk:
         r = qcn(*RUN, "--duration", "0.5", "--quiet", "--out", str(disk / "out"))
         assert r.returncode == 2, r.stderr
         assert "Traceback" not in r.stderr
@@ -306,8 +302,6 @@ def test_a_full_disk_is_one_line_and_nothing_looks_complete(tmp_path: Path) -> N
             "qcn: error: cannot write the results: No space left on device"
         )
         assert (disk / "out" / PARTIAL_MARKER).exists()
-    finally:
-        subprocess.run(["umount", str(disk)], check=True)
 
 
 def test_unwritable_out_fails_before_the_run() -> None:
@@ -401,16 +395,9 @@ def test_one_bad_status_file_hides_no_other_daemon(tmp_path: Path) -> None:
 def test_a_full_disk_leaves_no_empty_file(tmp_path: Path) -> None:
     """qcn params --write and qcn wireshark --install on a full disk: one line, and the
     file is the old one or none (both used to leave a 0-byte file)."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], check=True)
-    try:
+    with small_disk(tmp_path / "disk") as disk:
         (disk / "old.toml").write_text("[rp]\n")
-        fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
-        with contextlib.suppress(OSError):
-            while True:
-                os.write(fd, bytes(4096))
-        os.close(fd)
+        fill(disk)
         r = qcn("params", "--write", str(disk / "p.toml"))
         assert_one_line_error(r, "cannot write", "No space left on device")
         r = qcn("params", "--write", str(disk / "old.toml"))
@@ -419,8 +406,6 @@ def test_a_full_disk_leaves_no_empty_file(tmp_path: Path) -> None:
         r = qcn("wireshark", "--install", "--plugin-dir", str(disk / "plugins"))
         assert_one_line_error(r, "cannot install the plugin", "No space left on device")
         assert sorted(p.name for p in disk.rglob("*")) == ["filler", "old.toml", "plugins"]
-    finally:
-        subprocess.run(["umount", str(disk)], check=True)
 
 
 def test_two_runs_to_one_fresh_out_do_not_both_succeed(tmp_path: Path) -> None:

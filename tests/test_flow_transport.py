@@ -4,7 +4,6 @@ queue drops frames, which the sender then sends again."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
@@ -19,6 +18,7 @@ import pytest
 
 from qcn.core.flows import flow_frames
 from reaction_point.flow_sender import HostFlow, write_host_flows
+from tests.kit import small_disk
 from tests.toolchain import requires_root
 from topologies.bmv2 import wait_until
 from topologies.netns import VethEnd, add_veth, namespaces, sh
@@ -227,15 +227,7 @@ def test_absurd_flags_add_no_losses(pair: tuple[str, str], tmp_path: Path) -> No
 
 def test_a_full_disk_under_the_logs_is_one_line(pair: tuple[str, str], tmp_path: Path) -> None:
     tx, rx = pair
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    sh("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk))
-    try:
-        fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
-        with contextlib.suppress(OSError):
-            while True:
-                os.write(fd, bytes(4096))
-        os.close(fd)
+    with small_disk(tmp_path / "disk", full=True) as disk:
         # The receiver's log full: it stops at the flow's finish, in one line.
         receiver = subprocess.Popen(
             in_ns(rx, "topologies.flow_receiver", "--log", str(disk / "rx.jsonl")),
@@ -256,5 +248,3 @@ def test_a_full_disk_under_the_logs_is_one_line(pair: tuple[str, str], tmp_path:
         )  # fmt: skip
         assert r.returncode == 2
         assert r.stderr == "flow sender: error: No space left on device\n"
-    finally:
-        sh("umount", str(disk))
