@@ -373,7 +373,11 @@ class ReactionPoint:
                     raise InterfaceGoneError(
                         f"{self.opt.iface} disappeared while the daemon ran ({e}); stopped"
                     ) from None
-                if not self._tree_lost():
+                try:
+                    rebuilt = self._tree_lost()
+                except (OSError, NetlinkError):
+                    rebuilt = False  # (the first error is the one to report)
+                if not rebuilt:
                     raise
 
     def _interface_exists(self) -> bool:

@@ -211,3 +211,14 @@ def test_an_out_longer_than_path_max_is_one_error(tmp_path: Path) -> None:
         prepare_out(tmp_path.joinpath(*["d" * 200] * 25, "out"), "transient")
     with pytest.raises(ScenarioError, match="--out: the path is too long"):
         prepare_out(tmp_path / ("x" * 250), "transient")
+
+
+def test_a_dead_runs_results_go_beside_out_and_the_next_run_goes_on(tmp_path: Path) -> None:
+    out = tmp_path / "X"
+    killed = staging_path(out, dead_pid())
+    killed.mkdir()
+    (killed / "queue.csv").write_text("measured")
+    staged = prepare_out(out, "fct")  # not refused: X stays free for this run
+    assert not out.exists()
+    assert (out.with_name("X.partial") / "queue.csv").read_text() == "measured"
+    assert staged.staging.exists()

@@ -158,11 +158,11 @@ def _remove_if_empty(out: Path) -> None:
     raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(out))
 
 
-def keep_partial(staging: Path, out: Path) -> Path:
+def keep_partial(staging: Path, out: Path, *, at_out: bool = True) -> Path:
     """Put what an interrupted or failed run wrote (``staging``) where the user finds it,
-    never over anything: ``out`` if it is free, else the first free of ``out.partial``,
-    ``out.partial-2``, ...; return where."""
-    n = 0
+    never over anything: ``out`` if it is free (and ``at_out``), else the first free of
+    ``out.partial``, ``out.partial-2``, ...; return where."""
+    n = 0 if at_out else 1
     while True:
         n += 1
         where = out.with_name(out.name + ("", ".partial", f".partial-{n - 1}")[min(n, 3) - 1])
@@ -216,7 +216,8 @@ def _recover(path: Path, out: Path, kind: str, pid: int) -> list[str]:
     if path.is_dir() and not path.is_symlink():
         content = [p.name for p in path.iterdir()]
         if content and content != [PARTIAL_MARKER]:
-            where = keep_partial(path, out)
+            # Beside OUT, not at it: the run about to start means to write OUT.
+            where = keep_partial(path, out, at_out=False)
             return [f"a run (PID {pid}) died unfinished: its partial results are in {where}/"]
         shutil.rmtree(path)
     else:
