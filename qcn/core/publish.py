@@ -13,8 +13,9 @@ partial, to ``OUT`` if that is free, else to the first free of ``OUT.partial``,
 
 A process killed outright (kill -9, a full disk at the wrong moment) leaves its staging or
 its old results behind; the next run to the same ``OUT`` finds them
-(:func:`recover_leftovers`): a dead run's staging that holds results goes where partial
-results go, an empty one is removed, and old results are restored to ``OUT`` if the dead
+(:func:`recover_leftovers`): a dead run's staging that holds results goes beside ``OUT``
+as partial results (never at ``OUT``, which the new run means to write), an empty one is
+removed, and old results are restored to ``OUT`` if the dead
 run never put its own there (else removed).
 
 A single file is written to a temporary sibling, synced and renamed over the target
