@@ -23,11 +23,17 @@ socket as fast as it can.  Reported:
   an idle daemon holding 2,047 limiters;
 - churn: limiters created and released back to back on a real interface (100,000 by
   default: the daemon must live for ever, its ids are recycled), as cycles per second and
-  as a share of the bare netlink rate (one class change per round trip, same run).
+  as a share of the bare netlink rate (one class change per round trip, same run);
+- limiter count: the CNM-to-kernel latency of a daemon holding 1, 100, 1,000 and 2,047
+  limiters (--per-flow, --max-limiters the same), idle (CNMs 1 ms apart, each about one
+  of its limiters) and under churn (CNMs 1 ms apart, each about a new flow, which evicts
+  the least recent limiter): p50 and p99 over the last 10,000 CNMs (the daemon's window),
+  and the p99 of the part before the daemon read the CNM (its loop, its other threads or
+  the machine's other processes in the way): where the time goes (issue 42).
 
-Targets (issues 5 and 28): p99 < 1 ms, >= 20,000 CNMs/s; p99 < 2 ms with 5,000
+Targets (issues 5, 28 and 42): p99 < 1 ms, >= 20,000 CNMs/s; p99 < 2 ms with 5,000
 neighbours; >= 2,000 new limiters/s with p99 < 5 ms; an idle daemon with 2,047 limiters
-under 5 % of a core.
+under 5 % of a core; p99 < 2 ms at every limiter count, idle and under churn.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from qcn.core.frames import CNM
 from qcn.core.params import QcnParams
 from reaction_point.daemon import status_files
 from reaction_point.tc import ROOT_HANDLE, FlowMatch, HtbLimiters
+from topologies.mininet_bmv2 import RP_REALTIME_PRIORITY
 from topologies.netns import VethEnd, add_veth, namespaces, sh
 
 H1, H2 = f"rpbench1-{os.getpid()}", f"rpbench2-{os.getpid()}"
@@ -125,16 +132,18 @@ def baseline_rate(n: int) -> float:
 
 
 @contextmanager
-def daemon(workdir: Path, *extra: str) -> Iterator[Path]:
-    """A daemon on h1 for the duration (``extra``: more `qcn rp start` options); yields its
-    status file."""
+def daemon(workdir: Path, *extra: str, realtime: bool = False) -> Iterator[Path]:
+    """A daemon on h1 for the duration (``extra``: more `qcn rp start` options; ``realtime``:
+    under SCHED_FIFO, as a Mininet run starts it); yields its status file."""
     workdir.mkdir(parents=True, exist_ok=True)
     params = workdir / "p.toml"
     # Rates hold still (no cycles end) so every CNM is a pure decrease + kernel update.
     QcnParams.from_dict({"rp": {"line_rate_bps": 1e9, "timer_s": 60.0,
                                 "bc_limit_bytes": 1 << 30}}).save(params)  # fmt: skip
     proc = subprocess.Popen(
-        ["ip", "netns", "exec", H1, sys.executable, "-m", "qcn.cli", "rp", "start",
+        ["ip", "netns", "exec", H1,
+         *(["chrt", "-f", str(RP_REALTIME_PRIORITY)] if realtime else []),
+         sys.executable, "-m", "qcn.cli", "rp", "start",
          "--iface", IF1, "--params", str(params), "--status-dir", str(workdir), *extra],
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
@@ -275,6 +284,64 @@ def new_limiters_run(workdir: Path) -> dict[str, float]:
     return churn
 
 
+LIMITER_COUNTS = (1, 100, 1000, 2047)
+COUNT_CNMS = 10_500
+"""CNMs measured per limiter count and kind: the daemon's latency window (10,000) and some."""
+COUNT_GAP_S = 0.001
+
+
+def limiter_count_run(
+    workdir: Path, limiters: int, churn: bool, realtime: bool
+) -> dict[str, float]:
+    """A daemon holding ``limiters`` limiters, then :data:`COUNT_CNMS` CNMs 1 ms apart: about
+    its limiters in turn (idle) or each about a new flow (churn); the latency figures of
+    those CNMs alone (they fill the daemon's window)."""
+    name = f"count-{limiters}-{'churn' if churn else 'idle'}-{'rt' if realtime else 'other'}"
+    options = ("--per-flow", "--max-limiters", str(limiters))
+    with daemon(workdir / name, *options, realtime=realtime) as status:
+        blasted_rate(blaster(limiters, NEW_FLOW_GAP_S, frames=flow_cnms(limiters)))
+        wait_for(lambda: len(read_status(status)["limiters"]) == limiters, timeout_s=60)
+        before = accepted(status)
+        if churn:  # flows beyond the held ones, each new: each evicts the least recent
+            frames = "\n".join(flow_cnms(limiters + COUNT_CNMS).split("\n")[limiters:])
+        else:
+            frames = flow_cnms(limiters)
+        blasted_rate(blaster(COUNT_CNMS, COUNT_GAP_S, frames=frames))
+        wait_for(lambda: accepted(status) >= before + COUNT_CNMS * 0.99, timeout_s=120)
+        time.sleep(0.5)  # one more status write after the last CNM
+        report = read_status(status)
+        c = report["counters"]
+        return {
+            "p50_ms": report["latency_p50_ms"],
+            "p99_ms": report["latency_p99_ms"],
+            "read_p99_ms": report["read_delay_p99_ms"],
+            "accepted": c.get("cnms_accepted", 0) - before,
+            "kernel_drops": c.get("kernel_socket_drops", 0),
+        }
+
+
+def limiter_count_table(workdir: Path) -> list[str]:
+    """The latency at each limiter count, idle and under churn, the daemon scheduled as an
+    ordinary process (as `qcn rp start` runs it) and under SCHED_FIFO (as a Mininet run
+    starts it), as the table's lines.  Where the two differ, the time went to waiting for
+    a CPU that the machine's other processes held."""
+    lines = [
+        "| limiters | scheduling | idle p50 / p99 (ms) | idle: before the read, p99 | churn "
+        "p50 / p99 (ms) | churn: before the read, p99 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for realtime in (False, True):
+        for n in LIMITER_COUNTS:
+            idle, churn = (limiter_count_run(workdir, n, c, realtime) for c in (False, True))
+            lines.append(
+                f"| {n:,} | {'SCHED_FIFO' if realtime else 'ordinary'} | {idle['p50_ms']:.3f} "
+                f"/ {idle['p99_ms']:.3f} | {idle['read_p99_ms']:.3f} | {churn['p50_ms']:.3f} / "
+                f"{churn['p99_ms']:.3f} | {churn['read_p99_ms']:.3f} |"
+            )
+            print(f"rp: limiter count {n:,}: {lines[-1]}", file=sys.stderr, flush=True)
+    return lines
+
+
 def process_cpu_s(pid: int) -> float:
     """User and system CPU seconds process ``pid`` has used (all its threads)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -312,12 +379,22 @@ def main() -> int:
     parser.add_argument("--cnms", type=int, default=50_000, help="CNMs in the throughput blast")
     parser.add_argument("--flood", type=int, default=50_000, help="junk frames in the flood")
     parser.add_argument("--churn", type=int, default=100_000, help="limiter create/release cycles")
+    parser.add_argument(
+        "--only-limiter-counts", action="store_true", help="the limiter-count table alone"
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("rp_bench: needs root (namespaces)")
         return 2
+    if args.only_limiter_counts:
+        with namespaces(H1, H2), tempfile.TemporaryDirectory() as tmp:
+            setup()
+            table = limiter_count_table(Path(tmp))
+        print_limiter_counts(table)
+        return 0
     with namespaces(H1, H2), tempfile.TemporaryDirectory() as tmp:
         setup()
+        table = limiter_count_table(Path(tmp))
         base = baseline_rate(args.cnms)
         rate, p50, p99 = daemon_run(args.cnms, Path(tmp) / "blast")
         flood = flood_run(args.flood, Path(tmp) / "flood")
@@ -357,7 +434,18 @@ def main() -> int:
         f"rp: limiter rate change {bare:,.0f}/s over one netlink message; pyroute2 "
         f"change-class (baseline) {pyroute2:,.0f}/s; ratio {bare / pyroute2:.1f}x"
     )
+    print_limiter_counts(table)
     return 0
+
+
+def print_limiter_counts(table: list[str]) -> None:
+    load = os.getloadavg()[0]
+    print(
+        f"rp: CNM-to-kernel latency by limiters held, {COUNT_CNMS:,} CNMs 1 ms apart each "
+        f"(target p99 < 2 ms; load average {load:.1f} on {os.cpu_count()} CPUs):"
+    )
+    for line in table:
+        print(f"rp:   {line}")
 
 
 if __name__ == "__main__":

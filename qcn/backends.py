@@ -54,6 +54,9 @@ class RunOptions:
     """mininet: where progress lines go."""
     sim_progress: Callable[[float, float], None] | None = None
     """sim: called with (simulated time, duration) as the run advances."""
+    sim_partial: Callable[[Trace], None] | None = None
+    """sim: given the trace as far as it got when the run is interrupted or fails (a Mininet
+    experiment writes its own partial CSVs)."""
 
 
 def mininet_missing() -> str:
@@ -113,14 +116,20 @@ def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions)
         return trace
     from simulator.engine import Simulation  # noqa: PLC0415
 
-    return Simulation(
+    simulation = Simulation(
         sc,
         seed=options.seed,
         qcn=options.qcn,
         sample_interval_s=SIM_SAMPLE_INTERVAL_S * (options.scaled_by or 1.0),
         cp_at_departure=options.scaled_by is not None,
         progress=options.sim_progress,
-    ).run()
+    )
+    try:
+        return simulation.run()
+    except BaseException:
+        if options.sim_partial is not None:
+            options.sim_partial(simulation.partial_trace())
+        raise
 
 
 def record(

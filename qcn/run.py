@@ -5,20 +5,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from qcn import backends
+from qcn.core import publish
 from qcn.core import scenario as scenarios
 from qcn.core.errors import QcnError
 from qcn.core.progress import ProgressLine
-from qcn.core.results import PARTIAL_MARKER
+from qcn.core.publish import PARTIAL_MARKER
 from qcn.core.scenario import ScenarioError
+from qcn.core.tomlfile import toml_value
+from qcn.core.trace import Trace
 
 DEFAULT_OUT = Path("results")
 
@@ -98,74 +99,79 @@ def overrides_from(pairs: list[str]) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise ScenarioError(f"--set {pair!r}: expected KEY=VALUE")
-        try:
-            out[key.strip()] = tomllib.loads(f"v = {value.strip()}")["v"]
-        except tomllib.TOMLDecodeError:
-            out[key.strip()] = value.strip()
+        out[key.strip()] = toml_value(value, ScenarioError, f"--set {key.strip()}")
     return out
 
 
 @dataclass(frozen=True)
 class StagedResults:
-    """A run's results directory, written whole or not at all.
+    """A run's results directory, written whole or not at all (:mod:`qcn.core.publish`).
 
     The run writes into ``staging``, a hidden sibling of ``out`` marked partial; only when
-    every file is written is it renamed to ``out`` (an old ``out``, allowed by ``--force``,
-    is replaced in the same step).  An interrupted or failed run publishes what it wrote,
-    still marked partial: at ``out`` if that is free, else at ``out.partial``.
+    every file is written is it renamed to ``out``, and only if ``out`` is still free unless
+    ``force`` (then the old ``out`` is replaced in the same step).  An interrupted or failed
+    run publishes what it wrote, still marked partial: at ``out`` if that is free, else
+    beside it, never over earlier partial results.
     """
 
     out: Path
     staging: Path
+    force: bool = False
 
     def publish(self) -> None:
-        """Put the finished results at ``out``."""
+        """Put the finished results at ``out``; a ScenarioError if another run put its own
+        there meanwhile (this run's are then kept as partial)."""
         (self.staging / PARTIAL_MARKER).unlink()
-        if self.out.exists():
-            old = self.out.with_name(f".{self.out.name}.old-{os.getpid()}")
-            self.out.rename(old)
-            self.staging.rename(self.out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            self.staging.rename(self.out)
+        try:
+            publish.publish(self.staging, self.out, replace=self.force)
+        except FileExistsError:
+            (self.staging / PARTIAL_MARKER).write_text(
+                "these results are complete, but another run put its own at --out while this "
+                "one ran (and --force was not given): they were kept here instead\n"
+            )
+            where = self.keep_partial()
+            raise ScenarioError(
+                f"--out {self.out}: another run put its results there while this one ran; "
+                f"this run's are in {where}/"
+            ) from None
 
     def keep_partial(self) -> Path:
         """Put what an interrupted or failed run wrote where the user finds it; return where."""
-        where = self.out
-        if where.is_dir() and not any(where.iterdir()):
-            where.rmdir()  # an empty directory holds no results to keep
-        elif where.exists():
-            where = self.out.with_name(f"{self.out.name}.partial")
-        if where.exists():
-            shutil.rmtree(where, ignore_errors=True)
-        self.staging.rename(where)
-        return where
+        return publish.keep_partial(self.staging, self.out)
 
 
 def prepare_out(out: Path, scenario: str, *, force: bool = False) -> StagedResults:
     """Make sure results can be written next to ``out`` before a run spends its time, and
-    refuse an ``out`` that holds results already unless ``force``."""
-    if str(out) in ("", "."):
-        raise ScenarioError("--out: give a directory for the results (not the current one)")
-    if out.exists() and not out.is_dir():
-        raise ScenarioError(f"--out {out}: not a directory")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise ScenarioError(
-            f"--out {out} holds results already; pass --force to replace them (when the new "
-            "run is complete), or choose another --out"
-        )
-    staging = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    refuse an ``out`` that holds results already unless ``force``.  What runs to ``out``
+    that were killed left beside it is dealt with first (:func:`publish.recover_leftovers`),
+    and said."""
+    out = publish.resolve_out(out, ScenarioError)
+    try:
+        for line in publish.recover_leftovers(out):
+            print(f"qcn run: {line}", file=sys.stderr, flush=True)
+        if out.exists() and not out.is_dir():
+            raise ScenarioError(f"--out {out}: not a directory")
+        if out.is_dir() and any(out.iterdir()) and not force:
+            raise ScenarioError(
+                f"--out {out} holds results already; pass --force to replace them (when the "
+                "new run is complete), or choose another --out"
+            )
+    except OSError as e:
+        raise ScenarioError(f"--out {out}: {e.strerror}") from None
+    staging = publish.staging_path(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)  # (this process's own: a reused id's)
         staging.mkdir()
         (staging / PARTIAL_MARKER).write_text(
             f"qcn run {scenario}: these results are incomplete (the run was interrupted or "
             "failed before it wrote them all)\n"
         )
     except OSError as e:
+        # A disk that fills right after the staging was made must not leave it behind.
+        shutil.rmtree(staging, ignore_errors=True)
         raise ScenarioError(f"--out {out}: cannot write results there ({e.strerror})") from None
-    return StagedResults(out, staging)
+    return StagedResults(out, staging, force)
 
 
 def make_results_dir(out: Path, error: type[QcnError]) -> None:
@@ -219,6 +225,12 @@ def load_scenario(
     sc = scenarios.load(name)
     overrides = overrides_from(sets)
     if duration_s is not None:
+        if "duration_s" in overrides:
+            # Which one was meant?  --duration used to win without a word (sweep refuses
+            # a --grid and a --set of one key the same way).
+            raise ScenarioError(
+                "duration_s: given by --set and by --duration; one would win silently: keep one"
+            )
         overrides["duration_s"] = duration_s
     return (sc.with_overrides(overrides) if overrides else sc), overrides
 
@@ -258,9 +270,19 @@ def _run(args: argparse.Namespace) -> int:
     staged = prepare_out(out, sc.name, force=args.force)
     print(f"qcn run: {sc.name} on the {why}", flush=True)
     from qcn.core.noise import verdict_line  # noqa: PLC0415
-    from qcn.core.results import SUMMARY_KEYS  # noqa: PLC0415
+    from qcn.core.results import SUMMARY_KEYS, write_csvs  # noqa: PLC0415
 
     progress = ProgressLine(f"qcn run: {sc.name} simulated", quiet=args.quiet)
+
+    def keep_measured(trace: Trace) -> None:
+        """An interrupted simulation's CSVs, beside its PARTIAL marker: what it measured
+        (only the marker was kept, though the README says an interrupted run keeps what it
+        measured)."""
+        try:
+            write_csvs(staged.staging, sc, trace)
+        except Exception as e:  # the interrupt is the one to report
+            print(f"qcn run: the partial results could not be written ({e})", file=sys.stderr)
+
     options = backends.RunOptions(
         qcn=not args.no_qcn,
         seed=args.seed,
@@ -271,6 +293,7 @@ def _run(args: argparse.Namespace) -> int:
         inject_stalls=stalls,
         pcap=args.pcap,
         sim_progress=progress.update if backend == "sim" else None,
+        sim_partial=keep_measured,
     )
     try:
         try:

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import random
+import sys
 import time
 from collections import Counter
 from dataclasses import asdict
@@ -148,19 +149,31 @@ def _start(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    """Every daemon's status; a file that is not one is skipped with a line on stderr (and
+    exit status 1), so one bad file never hides the other daemons' (docs/reliability.md)."""
     files = [f for f in status_files(args.status_dir, args.iface or "*") if f.is_file()]
     if not files:
         where = args.iface or str(args.status_dir)
         raise RpUsageError(f"no reaction-point daemon status for {where}")
-    reports = [read_status(f) for f in files]
+    reports, skipped = [], []
+    for f in files:
+        try:
+            reports.append(read_status(f))
+        except RpUsageError as e:
+            skipped.append(str(e))
+    if not reports:
+        raise RpUsageError("; ".join(skipped))
+    for line in skipped:
+        print(f"qcn rp status: skipped {line}", file=sys.stderr)
     for r in reports:
         # A daemon killed outright (kill -9) could not say it stopped.
         r["stale"] = bool(r["running"]) and not daemon_alive(r)
         if r["stale"]:
             r["running"] = False
+    code = 1 if skipped else 0
     if args.json:
         print(json.dumps(reports, indent=2))
-        return 0
+        return code
     names = Counter(r["iface"] for r in reports)
     for r in reports:
         # Interfaces of one name in several namespaces are told apart by namespace.
@@ -181,27 +194,59 @@ def _status(args: argparse.Namespace) -> int:
                 f"  limiter {lim['limiter']:24} {lim['stage']:3} CR {cr:10.3f} Mb/s"
                 f"  TR {tr:10.3f} Mb/s  sent {lim['sent_bytes']} B"
             )
-    return 0
+    return code
 
 
-STATUS_FIELDS = {"iface": str, "pid": int, "running": bool, "limit_by": str, "counters": dict}
+Kinds = dict[str, type | tuple[type, ...]]
+STATUS_FIELDS: Kinds = {
+    "iface": str,
+    "pid": int,
+    "running": bool,
+    "limit_by": str,
+    "counters": dict,
+}
+LIMITER_PRINTED: Kinds = {
+    "limiter": str,
+    "stage": str,
+    "current_rate_bps": (int, float),
+    "target_rate_bps": (int, float),
+    "sent_bytes": int,
+}
+"""What `qcn rp status` prints of each limiter (daemon.LIMITER_FIELDS), with its type."""
+LATENCIES: Kinds = {"p50": (int, float), "p99": (int, float)}
 
 
 def read_status(path: Path) -> dict[str, Any]:
-    """One daemon's status file, checked enough to print it."""
+    """One daemon's status file, checked for everything that is printed of it (a file with
+    ``"limiters": 5`` gave a TypeError traceback)."""
     try:
         report = json.loads(path.read_bytes())
     except OSError as e:
         raise RpUsageError(f"{path}: cannot read: {e.strerror}") from None
-    except ValueError:
+    except (ValueError, RecursionError):
         raise RpUsageError(f"{path}: not a status file (not JSON); remove it") from None
-    if not isinstance(report, dict) or any(
-        not isinstance(report.get(k), t) for k, t in STATUS_FIELDS.items()
-    ):
+    if not isinstance(report, dict) or not _typed(report, STATUS_FIELDS):
         raise RpUsageError(f"{path}: not a status file of qcn rp; remove it")
     report.setdefault("limiters", [])
+    report.setdefault("latency_p50_ms", None)
     report.setdefault("latency_p99_ms", None)
+    limiters, p50, p99 = report["limiters"], report["latency_p50_ms"], report["latency_p99_ms"]
+    latencies_ok = p99 is None or _typed({"p50": p50, "p99": p99}, LATENCIES)
+    if (
+        not isinstance(limiters, list)
+        or not all(isinstance(lim, dict) and _typed(lim, LIMITER_PRINTED) for lim in limiters)
+        or not latencies_ok
+    ):
+        raise RpUsageError(f"{path}: not a status file of qcn rp (a field of another type)")
     return report
+
+
+def _typed(values: dict[str, Any], kinds: Kinds) -> bool:
+    """Whether each of ``kinds``' keys holds a value of its type (a bool is no number)."""
+    return all(
+        isinstance(values.get(k), t) and (t is bool or not isinstance(values.get(k), bool))
+        for k, t in kinds.items()
+    )
 
 
 START_AT_HORIZON_S = 3600.0

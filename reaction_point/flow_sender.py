@@ -22,7 +22,12 @@ every record::
     {"flow": 9, "stopped": 14.0, "retransmitted": 0}   # still sending at the stop
 
 ``start`` is when the flow was due; ``late``, how long after that the sender got to it (the
-arrival rate it sustained).
+arrival rate it sustained, and any wait for a port: a host out of ephemeral ports or file
+descriptors starts no flow until one of its own ends, or a moment has passed).
+
+Its input is checked before anything is sent (qcn.core.flows.check_host_flow and
+check_transport, the one check of a flow's fields): a mistake is one line on stderr and
+exit status 2, as is a log that cannot be written.
 
 Times are ``time.monotonic()``, which every network namespace shares.
 """
@@ -32,8 +37,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import errno
 import heapq
+import ipaddress
 import json
+import math
+import os
 import resource
 import selectors
 import socket
@@ -51,7 +60,11 @@ from qcn.core.flows import (
     ETH_IP_UDP_BYTES,
     FLAG_ACK,
     FLOW_HEADER,
+    MAX_COPIES,
     TRANSPORTS,
+    FlowFieldError,
+    check_host_flow,
+    check_transport,
     flow_frames,
 )
 from qcn.core.signals import stop_on_signals
@@ -68,6 +81,12 @@ ZEROS = bytes(65536)
 TCP stream's chunks."""
 IDLE_WAIT_S = 0.05
 """The longest wait when nothing is due: a stop request is seen within it."""
+OUT_OF_PORTS = frozenset(
+    {errno.EAGAIN, errno.EADDRNOTAVAIL, errno.EADDRINUSE, errno.EMFILE, errno.ENFILE}
+)
+"""What a socket's creation or connect says when the host has no ephemeral port or file
+descriptor to give: the flow waits (:meth:`FlowSender._start_due`); the sender used to die
+of ``BlockingIOError`` with thousands of flows never started (issue 42)."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +151,10 @@ class FlowSender:
         self.timeouts: list[tuple[float, int, int]] = []
         """(deadline, flow id, frame) of every frame sent and not yet acknowledged."""
         self.max_active = max_active_flows()
+        self.waits_for_ports = 0
+        """How many times a due flow found the host out of ports (or sockets) and waited."""
+        self._retry_at = 0.0
+        """While out of ports: when to try again if no flow of ours ends first."""
 
     @property
     def done(self) -> bool:
@@ -141,28 +164,38 @@ class FlowSender:
         self.log.write(json.dumps(record) + "\n")
         self.log.flush()
 
+    @property
+    def next_start(self) -> float | None:
+        """When the next flow may start (None: none is pending)."""
+        if not self.pending:
+            return None
+        return max(self.origin + self.pending[0].start_s, self._retry_at)
+
     def _start_due(self, now: float) -> None:
         while (
-            self.pending
-            and self.origin + self.pending[0].start_s <= now
+            (due := self.next_start) is not None
+            and due <= now
             and len(self.active) < self.max_active
         ):
-            a = self.pending.popleft()
+            a = self.pending[0]
+            try:
+                sock = self._connect(a.dst or self.dst)
+            except OSError as e:
+                if e.errno not in OUT_OF_PORTS:
+                    raise
+                # Out of ports or sockets: the flow waits until one of ours ends (or a
+                # moment, if they are someone else's), as its docstring always said.
+                self.waits_for_ports += 1
+                self._retry_at = now + IDLE_WAIT_S
+                return
+            self.pending.popleft()
             frames, last = flow_frames(a.size_bytes, self.frame_bytes)
+            flow = SendingFlow(a.flow_id, a.size_bytes, frames, last, sock)
             if self.tcp:
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                sock.setblocking(False)
-                sock.connect_ex((a.dst or self.dst, self.port))
-                flow = SendingFlow(a.flow_id, a.size_bytes, frames, last, sock)
                 flow.stream = FLOW_HEADER.pack(a.flow_id, 0, a.size_bytes, 0)
                 flow.stream_left = a.size_bytes
                 self.selector.register(sock, selectors.EVENT_WRITE, flow)
             else:
-                sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
-                sock.setblocking(False)
-                sock.connect((a.dst or self.dst, self.port))
-                flow = SendingFlow(a.flow_id, a.size_bytes, frames, last, sock)
                 self.selector.register(sock, selectors.EVENT_READ, flow)
                 self.turns.append(flow)
             self.active[a.flow_id] = flow
@@ -176,6 +209,24 @@ class FlowSender:
                     "sport": sock.getsockname()[1],
                 }
             )
+
+    def _connect(self, dst: str) -> socket.socket:
+        """A flow's socket, connected to ``dst`` (tcp: connecting); raises OSError."""
+        kind = socket.SOCK_STREAM if self.tcp else socket.SOCK_DGRAM
+        sock = socket.socket(socket.AF_INET, kind)
+        try:
+            sock.setblocking(False)
+            if self.tcp:
+                code = sock.connect_ex((dst, self.port))
+                if code not in (0, errno.EINPROGRESS):
+                    raise OSError(code, os.strerror(code))
+            else:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
+                sock.connect((dst, self.port))
+        except OSError:
+            sock.close()
+            raise
+        return sock
 
     def _expire(self, now: float) -> None:
         while self.timeouts and self.timeouts[0][0] <= now:
@@ -195,7 +246,8 @@ class FlowSender:
         frame = flow.resend[0] if flow.resend else flow.next_frame
         length = flow.last_frame_bytes if frame == flow.frames - 1 else self.frame_bytes
         earlier = flow.copies.get(frame, 1) if flow.resend else 0
-        payload = FLOW_HEADER.pack(flow.flow_id, frame, flow.size, earlier << COPY_SHIFT)
+        copies = min(earlier, MAX_COPIES) << COPY_SHIFT  # (saturates: the field's width)
+        payload = FLOW_HEADER.pack(flow.flow_id, frame, flow.size, copies)
         payload += ZEROS[: length - ETH_IP_UDP_BYTES - FLOW_HEADER.size]
         try:
             flow.sock.send(payload)
@@ -245,6 +297,7 @@ class FlowSender:
         del self.active[flow.flow_id]
         self.selector.unregister(flow.sock)
         flow.sock.close()
+        self._retry_at = 0.0  # (a port is free again)
         self._write({"flow": flow.flow_id, **end})
 
     def step(self) -> None:
@@ -259,8 +312,9 @@ class FlowSender:
             wait = 0.0
         else:
             due = [IDLE_WAIT_S]
-            if self.pending:
-                due.append(self.origin + self.pending[0].start_s - now)
+            start = self.next_start
+            if start is not None:
+                due.append(start - now)
             if self.timeouts:
                 due.append(self.timeouts[0][0] - now)
             wait = max(0.0, min(due))
@@ -299,10 +353,12 @@ class FlowSender:
             self._retire(flow, {"stopped": self.clock(), "error": e.strerror})
 
     def close(self) -> None:
-        """Stop: a record for every flow still active, then close everything."""
+        """Stop: a record for every flow still active, then close everything (every socket,
+        even when the log can no longer be written)."""
         now = self.clock()
         for flow in list(self.active.values()):
-            self._retire(flow, {"stopped": now, "retransmitted": flow.retransmitted})
+            with contextlib.suppress(OSError):
+                self._retire(flow, {"stopped": now, "retransmitted": flow.retransmitted})
         self.selector.close()
 
 
@@ -330,13 +386,39 @@ def max_active_flows() -> int:
 
 
 def read_host_flows(path: Path) -> list[HostFlow]:
-    """A host's flows: CSV rows ``flow,start_s,size_bytes[,dst]`` (with that header; a
-    row's dst, where given, is its receiver)."""
-    with path.open(newline="") as f:
-        return [
-            HostFlow(int(r["flow"]), float(r["start_s"]), int(r["size_bytes"]), r.get("dst") or "")
-            for r in csv.DictReader(f)
-        ]
+    """A host's flows: CSV rows ``flow,start_s,size_bytes`` (with that header), each checked
+    (:func:`qcn.core.flows.check_host_flow`).  Raises FlowFieldError naming the file and
+    line."""
+    try:
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in HOST_FLOW_COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise FlowFieldError(f"{path}: no column {', '.join(missing)} (a header "
+                                     f"{','.join(HOST_FLOW_COLUMNS)} is needed)")  # fmt: skip
+            return [_host_flow(path, reader.line_num, row) for row in reader]
+    except OSError as e:
+        raise FlowFieldError(f"{path}: cannot read the flows ({e.strerror})") from None
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise FlowFieldError(f"{path}: not a CSV of flows ({e})") from None
+
+
+HOST_FLOW_COLUMNS = ("flow", "start_s", "size_bytes")
+
+
+def _host_flow(path: Path, line: int, row: dict[str, str]) -> HostFlow:
+    try:
+        flow = HostFlow(int(row["flow"]), float(row["start_s"]), int(row["size_bytes"]))
+    except (TypeError, ValueError):
+        raise FlowFieldError(
+            f"{path}:{line}: expected a whole flow id, a start time in s and a whole size in "
+            f"bytes (got {row['flow']!r}, {row['start_s']!r}, {row['size_bytes']!r})"
+        ) from None
+    try:
+        check_host_flow(flow.flow_id, flow.start_s, flow.size_bytes)
+    except FlowFieldError as e:
+        raise FlowFieldError(f"{path}:{line}: {e}") from None
+    return flow
 
 
 def write_host_flows(path: Path, flows: list[HostFlow]) -> None:
@@ -360,26 +442,40 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log", type=Path, required=True, help="where the JSON lines go")
     ap.add_argument("--transport", choices=TRANSPORTS, default=TRANSPORTS[0])
     args = ap.parse_args(argv)
-    arrivals = read_host_flows(args.flows)
+    try:
+        check_transport(frame_bytes=args.frame_bytes, rto_s=args.rto, port=args.port)
+        dst = str(ipaddress.IPv4Address(args.dst))
+        if args.origin is not None and not math.isfinite(args.origin):
+            raise FlowFieldError(f"--origin must be a finite time (got {args.origin})")
+        arrivals = read_host_flows(args.flows)
+    except (FlowFieldError, ipaddress.AddressValueError) as e:
+        print(f"flow sender: error: {e}", file=sys.stderr)
+        return 2
     stopping = threading.Event()
     stop_on_signals(stopping.set)
-    with args.log.open("a") as log:
-        sender = FlowSender(
-            arrivals,
-            dst=args.dst,
-            port=args.port,
-            frame_bytes=args.frame_bytes,
-            rto_s=args.rto,
-            origin=args.origin if args.origin is not None else time.monotonic(),
-            log=log,
-            transport=args.transport,
-        )
-        print(json.dumps({"flows": len(arrivals)}), flush=True)  # ready
-        try:
-            while not stopping.is_set() and not sender.done:
-                sender.step()
-        finally:
-            sender.close()
+    try:
+        with args.log.open("a") as log:
+            sender = FlowSender(
+                arrivals,
+                dst=dst,
+                port=args.port,
+                frame_bytes=args.frame_bytes,
+                rto_s=args.rto,
+                origin=args.origin if args.origin is not None else time.monotonic(),
+                log=log,
+                transport=args.transport,
+            )
+            print(json.dumps({"flows": len(arrivals)}), flush=True)  # ready
+            try:
+                while not stopping.is_set() and not sender.done:
+                    sender.step()
+            finally:
+                sender.close()
+    except OSError as e:
+        # The log (a missing directory, a full disk) or the network (no route).
+        where = f" {e.filename}" if e.filename else ""
+        print(f"flow sender: error:{where} {e.strerror or e}", file=sys.stderr)
+        return 2
     return 0
 
 

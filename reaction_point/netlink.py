@@ -20,7 +20,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netns import create_socket, listnetns
 
 NLMSG_ERROR, NLMSG_DONE = 2, 3
-RTM_NEWQDISC, RTM_DELQDISC = 36, 37
+RTM_NEWQDISC, RTM_DELQDISC, RTM_GETQDISC = 36, 37, 38
 RTM_NEWTCLASS, RTM_DELTCLASS, RTM_GETTCLASS = 40, 41, 42
 RTM_NEWTFILTER, RTM_DELTFILTER = 44, 45
 NLM_F_REQUEST, NLM_F_ACK, NLM_F_DUMP = 0x1, 0x4, 0x300

@@ -263,7 +263,7 @@ class PauseGate:
             return False
 
     def _daemon_alive(self) -> bool:
-        return claimed("rp", self.ifname, self.netns)
+        return claimed("rp", self.ifindex, self.netns)
 
     def _change(self, rate_bytes_s: int, burst_bytes: int) -> None:
         try:
@@ -394,14 +394,28 @@ class PauseAgent:
         self._stop = False
         self.notices: list[str] = []
         """Lines for the user about what the gates' opening found."""
+        # The name each interface was given by, by index: two names of one interface (an
+        # altname) are one interface (reaction_point.claims).
+        named: dict[int, str] = {}
         try:
             for name in ifnames:
                 gate = PauseGate(name, line_rate_bps, netns=netns, mtu=mtu)
-                # A claim belongs to the namespace it is made in.
-                held = claim_in("pause", name, netns)
+                if gate.ifindex in named:
+                    gate.close()
+                    raise PauseError(
+                        f"{named[gate.ifindex]} and {name} are one interface (index "
+                        f"{gate.ifindex}): name it once"
+                    )
+                named[gate.ifindex] = name
+                # A claim belongs to the namespace it is made in, and to the interface
+                # whatever name it was given by.
+                held = claim_in("pause", gate.ifindex, netns)
                 if held is None:
                     gate.close()
-                    raise PauseError(f"another PAUSE agent already honours PAUSE on {name}")
+                    raise PauseError(
+                        f"another PAUSE agent already honours PAUSE on {name} (interface "
+                        f"index {gate.ifindex}, by this or another of its names)"
+                    )
                 self._claims.append(held)
                 # So does a packet socket.
                 if netns:
@@ -517,6 +531,12 @@ def _ms(seconds: list[float], q: float) -> float:
 MIN_LINE_RATE_MBPS = 0.01
 MAX_LINE_RATE_MBPS = 400_000.0
 """The link rates an agent takes: 10 kb/s (a quantum is then 51 ms) to 400 Gb/s."""
+MIN_MTU_BYTES = 64
+MAX_MTU_BYTES = 65_535
+"""The largest frames an agent takes (``--mtu``): from a minimum Ethernet frame to IPv4's
+largest packet.  The gate's bucket holds one such frame held, two open: 0 was refused by the
+kernel only at the gate's install ("Invalid argument"), and 10,000,000 made a 20 MB bucket
+that let a held link send on."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -531,13 +551,20 @@ def main(argv: list[str] | None = None) -> int:
         help="the links' rate: a quantum's length, and what an open gate passes",
     )
     parser.add_argument("--netns", help="the interfaces' network namespace")
-    parser.add_argument("--mtu", type=int, default=1600, help="largest frame (bytes)")
+    parser.add_argument(
+        "--mtu",
+        type=int,
+        default=1600,
+        help=f"largest frame (bytes, {MIN_MTU_BYTES} to {MAX_MTU_BYTES})",
+    )
     args = parser.parse_args(argv)
     if not MIN_LINE_RATE_MBPS <= args.line_rate_mbps <= MAX_LINE_RATE_MBPS:  # NaN fails too
         parser.error(
             f"--line-rate-mbps must be in [{MIN_LINE_RATE_MBPS:g}, {MAX_LINE_RATE_MBPS:g}] "
             f"(got {args.line_rate_mbps:g})"
         )
+    if not MIN_MTU_BYTES <= args.mtu <= MAX_MTU_BYTES:
+        parser.error(f"--mtu must be in [{MIN_MTU_BYTES}, {MAX_MTU_BYTES}] bytes (got {args.mtu})")
     twice = sorted({i for i in args.interfaces if args.interfaces.count(i) > 1})
     if twice:
         parser.error(f"interface named more than once: {', '.join(twice)}")

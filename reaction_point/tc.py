@@ -64,7 +64,9 @@ from reaction_point.netlink import (
     RTATTR,
     RTM_DELTCLASS,
     RTM_DELTFILTER,
+    RTM_GETQDISC,
     RTM_GETTCLASS,
+    RTM_NEWQDISC,
     RTM_NEWTCLASS,
     RTM_NEWTFILTER,
     TC_H_ROOT,
@@ -311,7 +313,7 @@ class HtbLimiters:
                 # The gate goes first, passing everything, so that a PAUSE agent started
                 # later finds the tree under it (a root qdisc cannot be pushed down).
                 self._gate.pass_all(create=True)
-            elif gate.held and not claimed("pause", self.ifname, self.netns):
+            elif gate.held and not claimed("pause", self.ifindex, self.netns):
                 self._gate.pass_all()
                 said.append(f"{self.ifname}: lifted the PAUSE hold a stopped agent left")
             if found is not None and found.ours:
@@ -333,10 +335,34 @@ class HtbLimiters:
         self._open = True
         return "; ".join(said) or None
 
+    def check_tree(self) -> str | None:
+        """Whether the tree is still where :meth:`open` put it: None if it is; "" if someone
+        deleted it (the kernel's default qdisc, or the gate's FIFO, is there now); else the
+        qdisc someone put in its place, in words (e.g. "pfifo 7:")."""
+        found = self._tree_slot(find_gate(self._ipr, self.ifindex))
+        if found is not None and found.ours:
+            return None
+        if found is None or found.kernel_default:
+            return ""
+        self._open = False  # (someone else's now: close() must not remove it)
+        return str(found)
+
+    def rebuild(self) -> None:
+        """The tree again, after someone deleted it (:meth:`check_tree` said ""): every
+        limiter's class and filters went with it, so the ids start afresh and the caller
+        adds its limiters again."""
+        self._installed.clear()
+        self._by_minor.clear()
+        self._idle_classes.clear()
+        self._minor_ids = IdPool(FIRST_LIMITER_MINOR, MAX_CLASS_MINOR)
+        self._node_ids = IdPool(1, MAX_FILTERS)
+        self._open = False
+        self.open()
+
     def lift_orphaned_hold(self) -> bool:
         """Lift the gate if a PAUSE agent died holding it (kill -9); True if it did."""
         gate = find_gate(self._ipr, self.ifindex)
-        if gate is None or not gate.held or claimed("pause", self.ifname, self.netns):
+        if gate is None or not gate.held or claimed("pause", self.ifindex, self.netns):
             return False
         try:
             self._gate.pass_all()
@@ -348,7 +374,7 @@ class HtbLimiters:
         """Remove the tree: with the gate when no PAUSE agent runs; else a plain FIFO takes
         its place (a TBF without its child qdisc would drop everything)."""
         try:
-            if claimed("pause", self.ifname, self.netns):
+            if claimed("pause", self.ifindex, self.netns):
                 with contextlib.suppress(PauseError):  # the agent may be removing the gate
                     fifo_under_gate(self._ipr, self.ifindex)
             else:
@@ -530,32 +556,46 @@ class ClassStatsReader:
 
         Raises NetlinkError (e.g. ENODEV when the interface went away).
         """
+        return self._dump(RTM_GETTCLASS, RTM_NEWTCLASS)
+
+    def read_tree(self) -> tuple[int, int] | None:
+        """The tree's own counts, its HTB qdisc's bytes and packets (None: no tree): every
+        class's frames pass it, so while they stand still no class's counts moved.  One
+        small dump, where the classes' is one message per class: an idle daemon holding
+        2,047 limiters parsed them all twice a second, milliseconds of Python in this
+        thread that a CNM waited behind for the GIL (issue 42's limiter-count benchmark)."""
+        return self._dump(RTM_GETQDISC, RTM_NEWQDISC).get(0)
+
+    def _dump(self, request: int, reply: int) -> dict[int, tuple[int, int]]:
+        """A dump of this interface's classes or qdiscs: the counts of those of the tree
+        (major ROOT_MAJOR), by minor number (the HTB qdisc's own: 0)."""
         self._seq += 1
-        request = TCMSG.pack(socket.AF_UNSPEC, self.ifindex, 0, 0, 0)
+        body = TCMSG.pack(socket.AF_UNSPEC, self.ifindex, 0, 0, 0)
         header = NLMSG_HEADER.pack(
-            NLMSG_HEADER.size + len(request), RTM_GETTCLASS, NLM_F_REQUEST | NLM_F_DUMP,
-            self._seq, 0,
-        )  # fmt: skip
-        self._sock.send(header + request)
+            NLMSG_HEADER.size + len(body), request, NLM_F_REQUEST | NLM_F_DUMP, self._seq, 0
+        )
+        self._sock.send(header + body)
         out: dict[int, tuple[int, int]] = {}
-        for kind, seq, data, body, end in replies(self._sock):
+        for kind, seq, data, start, end in replies(self._sock):
             if seq != self._seq:
                 continue
             if kind == NLMSG_DONE:
                 return out
             if kind == NLMSG_ERROR:
-                (code,) = struct.unpack_from("=i", data, body)
+                (code,) = struct.unpack_from("=i", data, start)
                 if code:
                     raise NetlinkError(-code)
                 return out
-            if kind == RTM_NEWTCLASS:
-                self._class(data, body, end, out)
+            if kind == reply:
+                self._class(self.ifindex, data, start, end, out)
         return out
 
     @staticmethod
-    def _class(data: bytes, start: int, end: int, out: dict[int, tuple[int, int]]) -> None:
-        _, _, handle, _, _ = TCMSG.unpack_from(data, start)
-        if handle >> 16 != ROOT_MAJOR:
+    def _class(
+        ifindex: int, data: bytes, start: int, end: int, out: dict[int, tuple[int, int]]
+    ) -> None:
+        _, index, handle, _, _ = TCMSG.unpack_from(data, start)
+        if handle >> 16 != ROOT_MAJOR or index != ifindex:
             return
         pos = start + TCMSG.size
         while pos + RTATTR.size <= end:
@@ -726,6 +766,7 @@ class ClassStatsPoller(threading.Thread):
         ordinary_scheduling()
         reader = ClassStatsReader(self.ifindex)
         previous: dict[int, tuple[int, int]] = {}
+        tree: tuple[int, int] | None = None
         interval = self.interval_s
         try:
             while not self._halt.wait(interval):
@@ -733,9 +774,12 @@ class ClassStatsPoller(threading.Thread):
                     interval = self.interval_s
                     continue
                 began = time.perf_counter()
-                reading = reader.read()
-                changed = {m: v for m, v in reading.items() if previous.get(m) != v}
-                previous = reading
+                changed: dict[int, tuple[int, int]] = {}
+                now_tree = reader.read_tree()
+                if now_tree is None or now_tree != tree:  # (else no class sent a byte)
+                    reading = reader.read()
+                    changed = {m: v for m, v in reading.items() if previous.get(m) != v}
+                    previous, tree = reading, now_tree
                 # At most ~1/POLL_SHARE of a core: a dump of 1,000 classes is some 3 ms
                 # of Python, which CNMs would wait behind at 100 Hz.
                 busy = POLL_SHARE * (time.perf_counter() - began)

@@ -56,6 +56,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
+from typing import Any
 
 from qcn.core.cp_model import (
     CongestionPoint,
@@ -569,6 +570,22 @@ class Simulation:
         if self.flow_mode:
             return min((f.rules.current_rate_bps for f in s.flows if f.rules), default=line)
         return min(s.rate_bps, line)
+
+    def partial_trace(self) -> Trace:
+        """The trace as far as the run got, for a run cut short (Ctrl-C): its samples taken
+        whole (one cut in the middle of its row is left out) and the flows started so far,
+        so that what was measured is kept (``qcn run`` writes its CSVs)."""
+        tr = self.trace
+        rows: list[list[Any]] = [
+            tr.times_s, tr.queue_pkts, tr.throughput_bps, tr.capacity_bps,
+            tr.source_current_rate_bps, tr.source_target_rate_bps, tr.source_throughput_bps,
+            tr.drops_so_far,
+        ]  # fmt: skip
+        whole = min(len(r) for r in rows)
+        for r in rows:
+            del r[whole:]
+        tr.flows = self.flow_records
+        return tr
 
     # -- the loop ----------------------------------------------------------------------------
 

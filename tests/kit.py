@@ -4,11 +4,14 @@ fixture, ``link``, is in tests/conftest.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +43,32 @@ def assert_one_line_error(r: subprocess.CompletedProcess[str], *expected: str) -
     assert lines[0].startswith("qcn: error: "), lines
     for text in expected:
         assert text in lines[0]
+
+
+# -- a small disk ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def small_disk(where: Path, *, full: bool = False) -> Iterator[Path]:
+    """A 64 KB tmpfs mounted at ``where`` (root) for the block; ``full``: filled up first by
+    a file named ``filler``, so that the next write fails with ENOSPC."""
+    where.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], check=True)
+    try:
+        if full:
+            fill(where)
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=True)
+
+
+def fill(disk: Path) -> None:
+    """Fill ``disk`` up with a file named ``filler``."""
+    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
+    with contextlib.suppress(OSError):
+        while True:
+            os.write(fd, bytes(4096))
+    os.close(fd)
 
 
 # -- a Dask cluster of real processes -------------------------------------------------------

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from qcn import cli
-from qcn.core.results import PARTIAL_MARKER
+from qcn.core.publish import PARTIAL_MARKER
 from qcn.core.scenario import SCENARIO_DIR
-from tests.kit import assert_one_line_error, qcn
+from tests.kit import assert_one_line_error, fill, qcn, small_disk
 from tests.toolchain import requires_root
 from topologies.netns import namespaces
 
@@ -33,11 +35,46 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "status" / "rp-h1-eth0@4026531840.json").write_text('{"iface": "h1-eth0", "pid"')
     (tmp_path / "status-shape").mkdir()
     (tmp_path / "status-shape" / "rp-h1-eth0@4026531840.json").write_text("[1, 2]")
+    (tmp_path / "status-types").mkdir()
+    (tmp_path / "status-types" / "rp-h1-eth0@4026531840.json").write_text(
+        json.dumps(status_report("h1-eth0") | {"limiters": 5})
+    )
+    (tmp_path / "status-deep").mkdir()
+    (tmp_path / "status-deep" / "rp-h1-eth0@4026531840.json").write_text("[" * 100_000)
+    (tmp_path / "deep.toml").write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
     os.mkfifo(tmp_path / "fifo.toml")  # nobody writes to it: reading it would wait for ever
     return tmp_path
 
 
+def status_report(iface: str) -> dict[str, object]:
+    """A stopped daemon's status report, as the daemon writes it."""
+    return {
+        "iface": iface,
+        "netns_id": 4026531840,
+        "pid": 1,
+        "running": False,
+        "limit_by": "destination",
+        "counters": {"cnms_accepted": 3},
+        "latency_p50_ms": 0.2,
+        "latency_p99_ms": 0.4,
+        "limiters": [
+            {"limiter": "00:00:00:00:00:02", "current_rate_bps": 5e7, "target_rate_bps": 9e7,
+             "applied_rate_bps": 5e7, "stage": "FR", "byte_stage": 1, "time_stage": 0,
+             "sent_bytes": 1500}
+        ],
+    }  # fmt: skip
+
+
 RUN = ("run", "transient", "--backend", "sim")
+
+
+def scenarios_sources(name: str) -> int:
+    """How many sources scenario ``name`` has."""
+    from qcn.core import scenario  # noqa: PLC0415
+
+    return scenario.load(name).network.sources
+
+
 CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("params file not UTF-8", ("params", "{d}/binary.toml"), ("binary.toml", "not UTF-8")),
     ("scenario not UTF-8", ("run", "{d}/binary.toml", "--backend", "sim"), ("not UTF-8",)),
@@ -85,6 +122,49 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         "status file of another shape",
         ("rp", "status", "--status-dir", "{d}/status-shape"),
         ("not a status file",),
+    ),
+    (
+        "status file with a number for its limiters",
+        ("rp", "status", "--status-dir", "{d}/status-types"),
+        ("not a status file of qcn rp (a field of another type)",),
+    ),
+    (
+        "status file nested 100,000 deep",
+        ("rp", "status", "--status-dir", "{d}/status-deep"),
+        ("not a status file (not JSON)",),
+    ),
+    ("deep TOML to run", ("run", "{d}/deep.toml", "--backend", "sim"), ("nested too deeply",)),
+    ("deep TOML to params", ("params", "{d}/deep.toml"), ("nested too deeply",)),
+    ("deep TOML to compare", ("compare", "{d}/deep.toml"), ("nested too deeply",)),
+    (
+        "deep TOML to rp start",
+        ("rp", "start", "--iface", "lo", "--params", "{d}/deep.toml"),
+        ("deep.toml", "nested too deeply"),
+    ),
+    (
+        "deep --set",
+        (*RUN, "--set", "duration_s=" + "[" * 5000 + "]" * 5000),
+        ("--set duration_s: arrays or tables nested too deeply",),
+    ),
+    (
+        "deep --grid",
+        ("sweep", "transient", "--grid", "qcn.cp.w=1," + "[" * 5000 + "]" * 5000),
+        ("--grid qcn.cp.w: arrays or tables nested too deeply",),
+    ),
+    (
+        "--set with a line break injecting a key",
+        (*RUN, "--set", "duration_s=0.01\nnetwork.sources=500"),
+        ("--set duration_s: a value is one line",),
+    ),
+    (
+        "--set duration_s and --duration",
+        (*RUN, "--set", "duration_s=5", "--duration", "0.01"),
+        ("duration_s: given by --set and by --duration",),
+    ),
+    (
+        "sweep --set duration_s and --duration",
+        ("sweep", "transient", "--grid=qcn.cp.w=1,2", "--set=duration_s=5", "--duration=0.01"),
+        ("duration_s: given by --set and by --duration",),
     ),
     ("send port", ("rp", "send", "--dst", "10.0.0.2", "--port", "70000"), ("--port",)),
     ("send start-at", ("rp", "send", "--dst", "10.0.0.2", "--start-at", "1e12"), ("--start-at",)),
@@ -214,10 +294,7 @@ def test_an_unroutable_destination_is_one_line() -> None:
 
 @requires_root()
 def test_a_full_disk_is_one_line_and_nothing_looks_complete(tmp_path: Path) -> None:
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], check=True)
-    try:
+    with small_disk(tmp_path / "disk") as disk:
         r = qcn(*RUN, "--duration", "0.5", "--quiet", "--out", str(disk / "out"))
         assert r.returncode == 2, r.stderr
         assert "Traceback" not in r.stderr
@@ -225,8 +302,6 @@ def test_a_full_disk_is_one_line_and_nothing_looks_complete(tmp_path: Path) -> N
             "qcn: error: cannot write the results: No space left on device"
         )
         assert (disk / "out" / PARTIAL_MARKER).exists()
-    finally:
-        subprocess.run(["umount", str(disk)], check=True)
 
 
 def test_unwritable_out_fails_before_the_run() -> None:
@@ -295,3 +370,94 @@ def test_interrupted_results_are_marked_partial(
     assert code == 130
     assert not (out / PARTIAL_MARKER).exists()
     assert (tmp_path / "cut.partial" / PARTIAL_MARKER).exists()
+
+
+def test_one_bad_status_file_hides_no_other_daemon(tmp_path: Path) -> None:
+    """A status file that is not one is skipped in a line of its own (exit status 1); the
+    other daemons' are shown (the first bad one used to end the command)."""
+    good = tmp_path / "rp-h1-eth0@4026531840.json"
+    good.write_text(json.dumps(status_report("h1-eth0")))
+    bad = tmp_path / "rp-h2-eth0@4026531840.json"
+    bad.write_text(json.dumps(status_report("h2-eth0") | {"limiters": [{"limiter": 5}]}))
+    r = qcn("rp", "status", "--status-dir", str(tmp_path))
+    assert r.returncode == 1
+    assert "h1-eth0 (pid 1, stopped, per destination)" in r.stdout
+    assert "limiter 00:00:00:00:00:02" in r.stdout
+    assert r.stderr == (
+        f"qcn rp status: skipped {bad}: not a status file of qcn rp (a field of another type)\n"
+    )
+    r = qcn("rp", "status", "--status-dir", str(tmp_path), "--json")
+    assert r.returncode == 1
+    assert [x["iface"] for x in json.loads(r.stdout)] == ["h1-eth0"]
+
+
+@requires_root()
+def test_a_full_disk_leaves_no_empty_file(tmp_path: Path) -> None:
+    """qcn params --write and qcn wireshark --install on a full disk: one line, and the
+    file is the old one or none (both used to leave a 0-byte file)."""
+    with small_disk(tmp_path / "disk") as disk:
+        (disk / "old.toml").write_text("[rp]\n")
+        fill(disk)
+        r = qcn("params", "--write", str(disk / "p.toml"))
+        assert_one_line_error(r, "cannot write", "No space left on device")
+        r = qcn("params", "--write", str(disk / "old.toml"))
+        assert_one_line_error(r, "cannot write")
+        assert (disk / "old.toml").read_text() == "[rp]\n"
+        r = qcn("wireshark", "--install", "--plugin-dir", str(disk / "plugins"))
+        assert_one_line_error(r, "cannot install the plugin", "No space left on device")
+        assert sorted(p.name for p in disk.rglob("*")) == ["filler", "old.toml", "plugins"]
+
+
+def test_two_runs_to_one_fresh_out_do_not_both_succeed(tmp_path: Path) -> None:
+    """The second to finish is told, in one line, and keeps its results beside (both used
+    to report success, the later replacing the earlier without --force)."""
+    out = tmp_path / "X"
+    slow = subprocess.Popen(
+        [sys.executable, "-m", "qcn.cli", *RUN, "--duration", "3", "--quiet", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not (tmp_path / f".X.partial-{slow.pid}").exists():
+        assert slow.poll() is None
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    fast = qcn(*RUN, "--duration", "0.05", "--quiet", "--out", str(out))
+    assert fast.returncode == 0, fast.stderr
+    _, err = slow.communicate(timeout=120)
+    assert slow.returncode == 2
+    assert err.splitlines()[-1] == (
+        f"qcn: error: --out {out}: another run put its results there while this one ran; "
+        f"this run's are in {out}.partial/"
+    )
+    assert json.loads((out / "summary.json").read_text())["duration_s"] == 0.05
+    assert json.loads((tmp_path / "X.partial" / "summary.json").read_text())["duration_s"] == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["X", "X.partial"]
+
+
+@pytest.mark.parametrize("scenario", ["transient", "fct"])
+def test_a_simulation_interrupted_keeps_what_it_measured(tmp_path: Path, scenario: str) -> None:
+    """Ctrl-C in the middle of a simulation kept the PARTIAL marker alone."""
+    out = tmp_path / "cut"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "qcn.cli", "run", scenario, "--backend", "sim", "--duration",
+         "5", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert run.stderr is not None
+    for _ in range(2):  # (two progress lines: the simulation is under way)
+        progress = run.stderr.readline()
+        assert "ETA" in progress, progress
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err
+    assert "Traceback" not in err
+    assert (out / PARTIAL_MARKER).exists()
+    with (out / "queue.csv").open() as f:
+        queue = list(csv.DictReader(f))
+    assert len(queue) > 10
+    assert 0 < float(queue[-1]["time_s"]) < 5
+    with (out / "sources.csv").open() as f:
+        sources = scenarios_sources(scenario)
+        assert len(list(csv.DictReader(f))) == len(queue) * sources
+    if scenario == "fct":
+        assert (out / "flows.csv").read_text().count("\n") > 1

@@ -18,6 +18,7 @@ import pytest
 
 from qcn.core.flows import flow_frames
 from reaction_point.flow_sender import HostFlow, write_host_flows
+from tests.kit import small_disk
 from tests.toolchain import requires_root
 from topologies.bmv2 import wait_until
 from topologies.netns import VethEnd, add_veth, namespaces, sh
@@ -182,3 +183,68 @@ def test_an_interrupted_sender_keeps_every_record_it_wrote(
     ended = [r["flow"] for r in records if "acked" in r or "stopped" in r]
     assert 10 <= len(started) < len(host_flows)
     assert sorted(ended) == sorted(started)  # each started flow ends once: acked or stopped
+
+
+def test_a_host_out_of_ports_makes_its_flows_wait(pair: tuple[str, str], tmp_path: Path) -> None:
+    """Ten ephemeral ports and 60 flows due at once: the sender used to die of
+    BlockingIOError in _start_due, most flows never started; a flow now waits for a port."""
+    tx, rx = pair
+    sh("ip", "netns", "exec", tx, "sysctl", "-qw", "net.ipv4.ip_local_port_range=40000 40009")
+    host_flows = [HostFlow(i, 0.0, 200_000) for i in range(60)]
+    receiver = start_receiver(rx, tmp_path / "receiver.jsonl")
+    try:
+        log = send(tx, tmp_path, host_flows, rto_s=0.5)
+    finally:
+        stop(receiver)
+    acked = {r["flow"] for r in lines(log) if "acked" in r}
+    assert acked == {f.flow_id for f in host_flows}
+    ports = {r["sport"] for r in lines(log) if "start" in r}
+    assert ports <= set(range(40000, 40010))
+    assert {r["flow"] for r in lines(tmp_path / "receiver.jsonl")} == acked
+
+
+def test_absurd_flags_add_no_losses(pair: tuple[str, str], tmp_path: Path) -> None:
+    """One datagram with flags 0xffffff00 added 16.7 M to the receiver's lost count: bits no
+    sender sets make it malformed (never acknowledged, its copies never counted)."""
+    tx, rx = pair
+    receiver = start_receiver(rx, tmp_path / "receiver.jsonl")
+    datagrams = [(1, 0, 100, 0xFFFFFF00), (1, 0, 100, 0xFF << 24), (2, 0, 100, 2 << 8)]
+    script = (
+        "import socket, struct\n"
+        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        f"for d in {datagrams!r}:\n"
+        f"    s.sendto(struct.pack('!IIII', *d), ('{RECEIVER_IP}', 5002))\n"
+    )
+    try:
+        subprocess.run(["ip", "netns", "exec", tx, sys.executable, "-c", script], check=True)
+        assert wait_until(lambda: (tmp_path / "receiver.jsonl").read_text().count("\n") == 1, 5)
+    finally:
+        received = stop(receiver)
+    frames, _bytes, lost = received[SENDER_IP]
+    assert (frames, lost) == (3, 2)  # the good one's two earlier copies, and nothing else
+    assert [r["flow"] for r in lines(tmp_path / "receiver.jsonl")] == [2]
+
+
+def test_a_full_disk_under_the_logs_is_one_line(pair: tuple[str, str], tmp_path: Path) -> None:
+    tx, rx = pair
+    with small_disk(tmp_path / "disk", full=True) as disk:
+        # The receiver's log full: it stops at the flow's finish, in one line.
+        receiver = subprocess.Popen(
+            in_ns(rx, "topologies.flow_receiver", "--log", str(disk / "rx.jsonl")),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert receiver.stdout is not None
+        assert '"rx"' in receiver.stdout.readline()
+        send(tx, tmp_path, [HostFlow(1, 0.0, 3000)], rto_s=0.5)
+        _, err = receiver.communicate(timeout=10)
+        assert receiver.returncode == 2
+        assert err == "flow receiver: error: No space left on device\n"
+        # The sender's log full: it stops at its first record, in one line.
+        table = tmp_path / "flows.csv"
+        r = subprocess.run(
+            in_ns(tx, "reaction_point.flow_sender", str(table), "--dst", RECEIVER_IP,
+                  "--log", str(disk / "tx.jsonl")),
+            capture_output=True, text=True, check=False, timeout=30,
+        )  # fmt: skip
+        assert r.returncode == 2
+        assert r.stderr == "flow sender: error: No space left on device\n"

@@ -7,6 +7,10 @@ import csv
 import json
 import math
 import random
+import re
+import socket
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,15 +19,21 @@ import pytest
 from qcn.core import scenario as scenarios
 from qcn.core.flows import (
     FLOW_HEADER_BYTES,
+    FLOW_SIZE_MAX,
+    MAX_FLOWS,
     MIN_FRAME_BYTES,
     EmpiricalCdf,
     FlowArrival,
+    FlowFieldError,
     FlowRecord,
     FlowSizeError,
     Seed003Mix,
+    check_host_flow,
+    check_transport,
     draw_arrivals,
     flow_frames,
     ideal_fct_s,
+    plot_slowdown,
     read_cdf,
     records_from_logs,
     size_distribution,
@@ -31,6 +41,7 @@ from qcn.core.flows import (
     summarize_flows,
     wire_bytes,
 )
+from qcn.core.publish import PARTIAL_MARKER
 from qcn.core.scenario import ScenarioError
 from simulator.engine import Simulation
 from tests.kit import assert_one_line_error, qcn
@@ -317,3 +328,166 @@ def test_tcp_transport_is_bmv2s_alone() -> None:
     assert_one_line_error(r, "no TCP model")
     with pytest.raises(ScenarioError, match=r"workload\.transport: must be frames or tcp"):
         scenarios.load("fct").with_overrides({"workload.transport": "udp"})
+
+
+# -- what a flow's fields may be (docs/reliability.md) -------------------------------------
+
+
+def test_no_finished_flow_is_an_empty_plot_and_complete_results(tmp_path: Path) -> None:
+    """A run in which no flow finishes used to end in matplotlib's "Data cannot be
+    log-scaled" traceback, its results left PARTIAL."""
+    assert plot_slowdown(tmp_path / "empty.png", "none", {"run": []}).stat().st_size > 0
+    for name, extra in (
+        ("short", ("--duration", "0.001", "--set", 'workload.flow_sizes="web-search"')),
+        ("idle", ("--duration", "0.01", "--set", "workload.load=1e-9")),
+    ):
+        out = tmp_path / name
+        r = qcn("run", "fct", "--backend", "sim", "--quiet", "--out", str(out), *extra)
+        assert r.returncode == 0, r.stderr
+        assert "Traceback" not in r.stderr
+        assert " 0 finished" in r.stdout
+        assert (out / "slowdown.png").stat().st_size > 0
+        assert not (out / PARTIAL_MARKER).exists()
+
+
+def test_flow_counts_are_estimated_and_bounded(tmp_path: Path) -> None:
+    """A CDF of one 1-byte size, or sizes scaled down 10,000 times, drew ~76 M flows: 45 s
+    and ~4 GB before the first line.  The expected count is refused past MAX_FLOWS."""
+    one = tmp_path / "one.cdf"
+    one.write_text("1 1\n")
+    for overrides in (
+        {"workload.flow_size_scale": 0.0001},
+        {"workload.flow_sizes": str(one)},
+    ):
+        with pytest.raises(ScenarioError, match=f"flows .*; at most {MAX_FLOWS:,}"):
+            scenarios.load("fct").with_overrides(overrides)
+    r = qcn("run", "fct", "--backend", "sim", "--set", f'workload.flow_sizes="{one}"')
+    assert_one_line_error(r, "at most 1,000,000")
+
+
+def test_flow_sizes_fit_the_headers_field(tmp_path: Path) -> None:
+    """A CDF reaching 1e11 bytes was accepted, and the BMv2 sender then died of
+    struct.error; seed003's unbounded Pareto tail is cut at the field's largest value."""
+    big = tmp_path / "big.cdf"
+    big.write_text("1 0\n1e5 0.99\n1e11 1\n")
+    with pytest.raises(ScenarioError, match=f"larger than the {FLOW_SIZE_MAX} bytes"):
+        scenarios.load("fct").with_overrides({"workload.flow_sizes": str(big)})
+    mix = Seed003Mix(0.5)
+    assert mix.fraction_above(0) == 1.0
+    assert mix.fraction_above(mix.data_min_bytes * 2) == pytest.approx(0.5 * 0.25)
+    huge = EmpiricalCdf("huge", ((1e12, 1.0),))
+    arrivals = draw_arrivals(huge, sources=1, load=1, rate_bps=8e12, until_s=50, seed=1)
+    assert arrivals
+    assert {a.size_bytes for a in arrivals} == {FLOW_SIZE_MAX}
+
+
+@pytest.mark.parametrize(
+    ("flow", "message"),
+    [
+        ((1, math.nan, 10), "start_s must be a finite time"),
+        ((1, -1.0, 10), "start_s must be a finite time"),
+        ((1, 0.0, 0), "size_bytes must be in"),
+        ((1, 0.0, FLOW_SIZE_MAX + 1), "size_bytes must be in"),
+        ((-1, 0.0, 10), "flow id -1"),
+        ((1 << 32, 0.0, 10), "flow id"),
+    ],
+)
+def test_a_flows_fields_are_checked(flow: tuple[int, float, int], message: str) -> None:
+    with pytest.raises(FlowFieldError, match=message):
+        check_host_flow(*flow)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"frame_bytes": 58}, "--frame-bytes must be in [64, 9216]"),
+        ({"rto_s": 0.0}, "--rto must be in"),
+        ({"rto_s": math.nan}, "--rto must be in"),
+        ({"rto_s": -1.0}, "--rto must be in"),
+        ({"port": 0}, "--port must be in [1, 65535]"),
+        ({"port": 70000}, "--port must be in"),
+        ({"interval_s": 0.0}, "--interval must be in"),
+        ({"interval_s": -1.0}, "--interval must be in"),
+    ],
+)
+def test_transport_settings_are_checked(setting: dict[str, float], message: str) -> None:
+    with pytest.raises(FlowFieldError, match=re.escape(message)):
+        check_transport(**setting)  # type: ignore[arg-type]
+
+
+def tool(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True, text=True, check=False, timeout=30,
+    )  # fmt: skip
+
+
+def assert_tool_error(r: subprocess.CompletedProcess[str], who: str, *expected: str) -> None:
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"{who}: error: "), r.stderr
+    for text in expected:
+        assert text in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(
+    ("rows", "args", "expected"),
+    [
+        ("flow,start_s,size_bytes\n1,0.5,x\n", (), ("flows.csv:2", "a whole size")),
+        ("flow,start_s,size_bytes\n1,nan,10\n", (), ("flows.csv:2", "must be a finite time")),
+        ("flow,start_s,size_bytes\n1,0,99999999999\n", (), ("size_bytes must be in",)),
+        ("flow,start\n1,0\n", (), ("no column start_s, size_bytes",)),
+        ("flow,start_s,size_bytes\n1,0,1\n", ("--dst", "not.an.ip"), ("not.an.ip",)),
+        ("flow,start_s,size_bytes\n1,0,1\n", ("--port", "-1"), ("--port must be in",)),
+        ("flow,start_s,size_bytes\n1,0,1\n", ("--port", "70000"), ("--port must be in",)),
+        ("flow,start_s,size_bytes\n1,0,1\n", ("--port", "0"), ("--port must be in",)),
+        ("flow,start_s,size_bytes\n1,0,1\n", ("--frame-bytes", "58"), ("--frame-bytes",)),
+        ("flow,start_s,size_bytes\n1,0,1\n", ("--rto", "0"), ("--rto must be in",)),
+        ("flow,start_s,size_bytes\n1,0,1\n", ("--rto", "nan"), ("--rto must be in",)),
+        ("flow,start_s,size_bytes\n1,0,1\n", ("--rto", "-1"), ("--rto must be in",)),
+        ("flow,start_s,size_bytes\n1,0,1\n", ("--origin", "nan"), ("--origin",)),
+        ("flow,start_s,size_bytes\n1,0,1\n", ("--log", "{d}/no/such/log"), ("no/such/log",)),
+        (None, (), ("flows.csv", "cannot read the flows")),
+        ("DIR", (), ("flows.csv", "cannot read the flows")),
+    ],
+)
+def test_the_flow_senders_mistakes_are_one_line(
+    tmp_path: Path, rows: str | None, args: tuple[str, ...], expected: tuple[str, ...]
+) -> None:
+    """Every one used to be a traceback or, worse, accepted (an --rto of 0 sent one flow's
+    frames 2,308 times; a NaN start kept the sender waiting for ever)."""
+    table = tmp_path / "flows.csv"
+    if rows == "DIR":
+        table.mkdir()
+    elif rows is not None:
+        table.write_text(rows)
+    argv = [str(table), "--dst", "127.0.0.1", "--log", str(tmp_path / "log.jsonl")]
+    argv += [a.format(d=tmp_path) for a in args]
+    assert_tool_error(tool("reaction_point.flow_sender", *argv), "flow sender", *expected)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("--port", "0"), ("--port must be in",)),
+        (("--port", "70000"), ("--port must be in",)),
+        (("--interval", "0"), ("--interval must be in",)),
+        (("--interval", "-1"), ("--interval must be in",)),
+        (("--frame-bytes", "58"), ("--frame-bytes must be in",)),
+        (("--log", "{d}/no/such/log"), ("no/such/log", "No such file or directory")),
+    ],
+)
+def test_the_flow_receivers_mistakes_are_one_line(
+    tmp_path: Path, args: tuple[str, ...], expected: tuple[str, ...]
+) -> None:
+    argv = ["--log", str(tmp_path / "log.jsonl"), *(a.format(d=tmp_path) for a in args)]
+    assert_tool_error(tool("topologies.flow_receiver", *argv), "flow receiver", *expected)
+
+
+def test_the_flow_receivers_port_in_use_is_one_line(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+        taken.bind(("0.0.0.0", 0))
+        port = str(taken.getsockname()[1])
+        r = tool("topologies.flow_receiver", "--port", port, "--log", str(tmp_path / "l"))
+    assert_tool_error(r, "flow receiver", f"cannot listen on frames port {port}", "in use")

@@ -271,3 +271,52 @@ def test_a_fully_loaded_phase_is_not_judged_by_its_queue() -> None:
     tr = Trace(times_s=[0.1 * (k + 1) for k in range(n)], queue_pkts=[40] * n,
                throughput_bps=[0.0] * n)  # fmt: skip
     assert results.uncongested_queue(sc, tr)["samples"] == 0
+
+
+def reporting_run(silent_from_s: float, silent_to_s: float, run_s: float = 150.0) -> NoiseRecording:
+    """A 150 s run sampled every 10 ms whose queue keeps moving, and whose sink reports every
+    10 ms except in [silent_from_s, silent_to_s)."""
+    n = round(run_s / 0.01)
+    rec = recording([0.0], senders=10, senders_reported=10)
+    rec.run_s = run_s
+    rec.times_s = [k * 0.01 for k in range(n)]
+    rec.depths = [k % 7 for k in range(n)]
+    rec.sink_times_s = [t for t in rec.times_s if not silent_from_s <= t < silent_to_s]
+    return rec
+
+
+def test_a_sink_that_stops_reporting_makes_the_run_noisy() -> None:
+    """The field's case (README, three-point transient with a core taken): the sink stopped
+    reporting 25 s before the end while the switch's queue kept moving; the run carried
+    "0.47 of its load" by its measurement and its verdict said ok."""
+    sc = transient_on_bmv2()
+    ok = noise.report(sc, reporting_run(200.0, 200.0), QUIET)
+    assert ok["verdict"] == "ok", ok["reasons"]
+    assert ok["sink"]["longest_silence_s"] == pytest.approx(0.01)
+    assert ok["senders_reported"] == 10
+    silent = noise.report(sc, reporting_run(125.0, 200.0), QUIET)
+    assert silent["verdict"] == "noisy"
+    (reason,) = silent["reasons"]
+    assert reason.startswith(
+        "the sink did not report for 25.0 s (from 125.0 s to the run's end, while the queue "
+        "changed "
+    ), reason
+    assert reason.endswith("allowed 1.5 s): what it received then is not measured")
+    assert silent["sink"]["queue_changes"] > 2000
+    # A silence in the middle: its load is counted late.
+    late = noise.report(sc, reporting_run(60.0, 63.0), QUIET)
+    assert "the sink did not report for 3.0 s (from 60.0 s to 63.0 s" in late["reasons"][0]
+    assert "counted late" in late["reasons"][0]
+    # A second is allowed however short the run; a sink that never reported is not.
+    assert noise.report(sc, reporting_run(30.0, 30.9, 60.0), QUIET)["verdict"] == "ok"
+    never = reporting_run(0.0, 200.0)
+    assert "did not report for 150.0 s (from 0.0 s" in noise.report(sc, never, QUIET)["reasons"][0]
+
+
+def test_senders_that_wrote_no_report_make_the_run_noisy() -> None:
+    sc = transient_on_bmv2()
+    rec = recording([0.0], senders=10, senders_reported=8)
+    (reason,) = noise.report(sc, rec, QUIET)["reasons"]
+    assert reason.startswith("2 of 10 senders wrote no report")
+    # An experiment whose senders write no report (the flows workload's) is not judged so.
+    assert noise.report(sc, recording([0.0], senders=10), QUIET)["verdict"] == "ok"

@@ -99,9 +99,9 @@ def test_the_agent_leaves_no_qdisc(link: Link) -> None:
 
 @requires_root()
 def test_the_reaction_points_tree_hangs_under_the_gate_and_is_held(link: Link) -> None:
-    agent_claim = claim_in("pause", link.host_if, link.host_ns)  # as a live agent holds it
-    assert agent_claim is not None
     gate = PauseGate(link.host_if, 100e6, netns=link.host_ns)
+    agent_claim = claim_in("pause", gate.ifindex, link.host_ns)  # as a live agent holds it
+    assert agent_claim is not None
     gate.open()
     try:
         with HtbLimiters(link.host_if, netns=link.host_ns, line_rate_bps=100e6) as tree:
@@ -147,14 +147,16 @@ def tc_show(link: Link) -> str:
         (("--line-rate-mbps", "1e-9"), "(got 1e-09)"),
         (("--line-rate-mbps", "1e12"), "(got 1e+12)"),
         (("IF", "--line-rate-mbps", "100"), "interface named more than once: IF"),
+        (("--line-rate-mbps", "100", "--mtu", "0"), "--mtu must be in [64, 65535] bytes (got 0)"),
+        (("--line-rate-mbps", "100", "--mtu", "10000000"), "(got 10000000)"),
         (("--line-rate-mbps", "100", "--netns", "qcnnosuchns"), "no network namespace named"),
     ],
 )
 def test_the_agent_refuses_bad_input_without_a_trace(
     link: Link, args: tuple[str, ...], message: str
 ) -> None:
-    """Bad rates, an interface twice and a missing namespace: one message, no traceback,
-    and no namespace created for the missing one."""
+    """Bad rates and MTUs, an interface twice and a missing namespace: one message, no
+    traceback, and no namespace created for the missing one."""
     argv = [link.host_if, *(a.replace("IF", link.host_if) for a in args)]
     if "--netns" not in argv:
         argv += ["--netns", link.host_ns]
@@ -184,9 +186,10 @@ def test_a_second_agent_on_an_interface_is_refused(link: Link) -> None:
     try:
         second = subprocess.run(agent, capture_output=True, text=True, check=False, timeout=30)
         assert second.returncode == 1
-        assert second.stderr == (
-            f"pause agent: another PAUSE agent already honours PAUSE on {link.host_if}\n"
+        assert second.stderr.startswith(
+            f"pause agent: another PAUSE agent already honours PAUSE on {link.host_if} "
         )
+        assert second.stderr.count("\n") == 1
         assert "tbf" in tc_show(link)
         assert first.poll() is None
     finally:

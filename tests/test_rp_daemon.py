@@ -27,7 +27,8 @@ from scapy.layers.l2 import Ether
 
 from qcn.core.frames import CNM, pause_frame
 from qcn.core.params import QcnParams, RpParams
-from reaction_point.daemon import status_files
+from reaction_point.daemon import StatusEncoder, StatusSnapshot, build_status, status_files
+from reaction_point.limiter_csv import MAX_OPEN_CSVS
 from reaction_point.pause import find_gate
 from reaction_point.rules import RateLimiterRules
 from reaction_point.tc import ROOT_MAJOR
@@ -84,7 +85,9 @@ class Daemon:
         name: str,
         *extra: str,
         iface: str | None = None,
+        nofile: int | None = None,
     ) -> None:
+        """``nofile``: the daemon's file limit (``ulimit -n``), if not the default."""
         self.hosts = hosts
         self.iface = iface or hosts.if1
         self.dir = hosts.tmp / name
@@ -98,6 +101,7 @@ class Daemon:
                 "netns",
                 "exec",
                 hosts.h1,
+                *([] if nofile is None else ["prlimit", f"--nofile={nofile}:{nofile}"]),
                 sys.executable,
                 "-m",
                 "qcn.cli",
@@ -157,8 +161,14 @@ class Daemon:
 def daemon_factory(hosts: Hosts) -> Iterator[Any]:
     started: list[Daemon] = []
 
-    def start(rp: dict[str, Any], name: str, *extra: str, iface: str | None = None) -> Daemon:
-        d = Daemon(hosts, rp, name, *extra, iface=iface)
+    def start(
+        rp: dict[str, Any],
+        name: str,
+        *extra: str,
+        iface: str | None = None,
+        nofile: int | None = None,
+    ) -> Daemon:
+        d = Daemon(hosts, rp, name, *extra, iface=iface, nofile=nofile)
         started.append(d)
         return d
 
@@ -194,6 +204,12 @@ def kernel_rates(hosts: Hosts) -> list[float]:
             if c["handle"] >> 16 == ROOT_MAJOR and c["handle"] & 0xFFFF in fed and opts:
                 rates.append(8.0 * opts.get_attr("TCA_HTB_PARMS")["rate"])
         return rates
+
+
+def ifindex(hosts: Hosts, name: str | None = None) -> int:
+    """The index of h1's interface ``name`` (default: its veth to h2)."""
+    with NetNS(hosts.h1) as ns:
+        return int(ns.link_lookup(ifname=name or hosts.if1)[0])
 
 
 def expected_kernel_rate(params: RpParams, cuts: list[int]) -> float:
@@ -820,6 +836,244 @@ frame_bytes = st.one_of(
 )
 
 
+# -- the daemon's own files -----------------------------------------------------------------
+
+
+def open_csvs(pid: int) -> int:
+    """How many CSV files process ``pid`` holds open."""
+    fds = Path(f"/proc/{pid}/fd")
+    return sum(1 for fd in fds.iterdir() if os.readlink(fd).endswith(".csv"))
+
+
+def test_per_flow_csvs_never_exhaust_the_file_limit(daemon_factory: Any, hosts: Hosts) -> None:
+    """300 flow limiters with --csv-dir under a file limit of 128: a daemon keeping one CSV
+    open per limiter died of EMFILE near the limit (at ~1,006 under ulimit -n 1024, the
+    default --max-limiters being 1,024); its files now stay within a fixed budget."""
+    flows = 300
+    d = daemon_factory(HOLD, "nofile", "--per-flow", nofile=128)
+    send_frames(hosts.h2, hosts.if2, [cnm(20, sport=10_000 + i) for i in range(flows)])
+    assert d.wait(lambda s: s["counters"].get("cnms_accepted") == flows, 30.0), d.output()
+    assert open_csvs(d.proc.pid) <= MAX_OPEN_CSVS
+    assert d.counters()["csv_write_errors"] == 0
+    assert d.stop() == 0
+    files = list(d.dir.glob(f"rp-{hosts.if1}-*.csv"))
+    assert len(files) == flows
+    assert all(len(f.read_text().splitlines()) >= 2 for f in files)  # header and a row
+    assert kernel_rates(hosts) == []
+
+
+def test_a_full_disk_under_the_csvs_is_counted_and_teardown_runs(hosts: Hosts) -> None:
+    """--csv-dir on a full file system (a 64 KB tmpfs in the daemon's own mount namespace):
+    the failures are counted and said once, the daemon serves on, and its stop removes its
+    tree (close() used to raise from a CSV's flush first, leaving HTB and the gate)."""
+    status_dir, full = hosts.tmp / "full-status", hosts.tmp / "full-csv"
+    full.mkdir()
+    params = hosts.tmp / "full.toml"
+    QcnParams.from_dict({"rp": HOLD}).save(params)
+    script = (
+        f"mount -t tmpfs -o size=64k qcn-full {full} && exec {sys.executable} -m qcn.cli rp "
+        f"start --iface {hosts.if1} --per-flow --params {params} --status-dir {status_dir} "
+        f"--csv-dir {full}"
+    )
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", hosts.h1, "unshare", "-m", "sh", "-c", script],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+    def status() -> dict[str, Any]:
+        files = status_files(status_dir, hosts.if1)
+        try:
+            return dict(json.loads(files[0].read_text())) if files else {}
+        except (OSError, ValueError):
+            return {}
+
+    try:
+        assert wait_until(lambda: status().get("running") is True, 10.0)
+        flows = 200
+        send_frames(hosts.h2, hosts.if2, [cnm(20, sport=20_000 + i) for i in range(flows)])
+        assert wait_until(
+            lambda: (
+                status().get("counters", {}).get("cnms_accepted") == flows
+                and status()["counters"]["csv_write_errors"] > 0
+            ),
+            30.0,
+        ), status()
+        assert proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert err.count("cannot write the limiter CSVs") == 1, err
+    assert status()["counters"]["csv_write_errors"] > 0
+    assert_nothing_left(hosts)
+    assert not list(full.iterdir())  # (the tmpfs went with the daemon's mount namespace)
+
+
+# -- the tree under someone else's hands ----------------------------------------------------
+
+
+def test_a_deleted_root_qdisc_is_rebuilt_with_its_limiters(
+    daemon_factory: Any, hosts: Hosts
+) -> None:
+    """tc qdisc del dev IF root took every limiter, and the daemon died at its next rate
+    change with "(2, 'No such file or directory')": it now rebuilds the tree, each limiter
+    at its current rate, says so, and serves on."""
+    d = daemon_factory(HOLD, "deleted-root")
+    send_frames(hosts.h2, hosts.if2, [cnm(63)])
+    assert d.wait(lambda s: s["counters"].get("cnms_accepted") == 1)
+    run("ip", "netns", "exec", hosts.h1, "tc", "qdisc", "del", "dev", hosts.if1, "root")
+    assert d.wait(lambda s: s["counters"].get("tree_rebuilt") == 1), d.output()
+    assert kernel_rates(hosts) == [expected_kernel_rate(d.params, [63])]
+    send_frames(hosts.h2, hosts.if2, [cnm(20)])
+    assert d.wait(lambda s: s["counters"].get("cnms_accepted") == 2), d.output()
+    assert kernel_rates(hosts) == [expected_kernel_rate(d.params, [63, 20])]
+    # Deleted again, and a CNM about a new limiter before the daemon looks: the same.
+    run("ip", "netns", "exec", hosts.h1, "tc", "qdisc", "del", "dev", hosts.if1, "root")
+    send_frames(hosts.h2, hosts.if2, [cnm(20)])
+    assert d.wait(lambda s: s["counters"].get("tree_rebuilt") == 2), d.output()
+    assert d.wait(lambda s: s["counters"].get("cnms_accepted") == 3), d.output()
+    assert d.stop() == 0
+    out = d.output()
+    assert out.count("someone deleted the root qdisc; rebuilt the tree and its 1 limiter") == 2
+    assert "Traceback" not in out
+    assert_nothing_left(hosts)
+
+
+def test_a_root_qdisc_replaced_by_someone_stops_the_daemon_in_one_line(
+    daemon_factory: Any, hosts: Hosts
+) -> None:
+    """Someone's qdisc where the tree was is theirs: the daemon stops in one line and leaves
+    it as it is (as a foreign root qdisc is refused at start)."""
+    d = daemon_factory(HOLD, "replaced-root")
+    send_frames(hosts.h2, hosts.if2, [cnm(63)])
+    assert d.wait(lambda s: s["counters"].get("cnms_accepted") == 1)
+    tc = ["ip", "netns", "exec", hosts.h1, "tc", "qdisc"]
+    run(*tc, "replace", "dev", hosts.if1, "root", "handle", "7:", "pfifo")
+    try:
+        assert d.proc.wait(10) == 2
+        out = d.output()
+        assert "Traceback" not in out
+        assert (
+            f"qcn: error: {hosts.if1}: someone replaced the daemon's root qdisc with theirs "
+            "(pfifo 7:); its 1 limiter(s) went with it; stopped" in out
+        ), out
+        assert "qdisc pfifo 7: root" in qdiscs(hosts)
+    finally:
+        subprocess.run([*tc, "del", "dev", hosts.if1, "root"], check=False)
+    assert_nothing_left(hosts)
+
+
+def test_the_status_encodes_only_the_rows_that_changed() -> None:
+    """The status file is build_status's report, its limiters' entries encoded again only
+    when their row changed (encoding every one each time held the GIL for ~20 ms at 2,047
+    limiters, and CNMs waited behind it)."""
+    head = {"iface": "h1-eth0", "pid": 1, "running": True, "latency_p99_ms": None}
+    rows = [(f"10.0.0.1:{p}-10.0.0.2:5001/17", 5e7, 9e7, 5e7, "FR", 1, 0, p) for p in range(5)]
+    encoder = StatusEncoder()
+    first = StatusSnapshot(head, rows)
+    assert json.loads(encoder.encode(first)) == build_status(first)
+    changed = [*rows[:4], (*rows[4][:7], 99)]
+    calls: list[tuple[object, ...]] = []
+    real = StatusEncoder._entry
+
+    def counting(row: tuple[object, ...]) -> str:
+        calls.append(row)
+        return real(row)
+
+    encoder._entry = counting  # type: ignore[method-assign]
+    again = StatusSnapshot(head, changed)
+    assert json.loads(encoder.encode(again)) == build_status(again)
+    assert calls == [changed[4]]
+    assert json.loads(StatusEncoder().encode(StatusSnapshot(head, [])))["limiters"] == []
+
+
+# -- one owner per interface, whatever its name ---------------------------------------------
+
+
+def test_an_altname_is_one_interface_for_daemons_and_agents(
+    daemon_factory: Any, hosts: Hosts
+) -> None:
+    """The claim is keyed on what the interface is (its index), not the name it was given:
+    a second daemon on an altname used to take the live tree for a dead daemon's and remove
+    it (both then died, the host left unlimited), as did a PAUSE agent on the altname."""
+    alt = f"qcnalt{os.getpid() % 100000}"
+    d = daemon_factory(HOLD, "alt-owner", "--per-flow")
+    send_frames(hosts.h2, hosts.if2, [cnm(63)])
+    assert d.wait(lambda s: s["counters"].get("cnms_accepted") == 1)
+    run("ip", "-n", hosts.h1, "link", "property", "add", "dev", hosts.if1, "altname", alt)
+    agent: subprocess.Popen[str] | None = None
+    try:
+        r = qcn_in(hosts.h1, "rp", "start", "--iface", alt, "--per-flow", "--status-dir",
+                   str(hosts.tmp / "alt-second"))  # fmt: skip
+        assert r.returncode == 2
+        assert r.stderr == (
+            f"qcn: error: cannot start on {alt}: a reaction-point daemon already serves {alt} "
+            f"(interface index {ifindex(hosts)}, by this or another of its names; qcn rp "
+            "status); stop it first\n"
+        )
+        # One agent given both names is told they are one interface.
+        both = subprocess.run(
+            ["ip", "netns", "exec", hosts.h1, sys.executable, "-m", "reaction_point.pause",
+             hosts.if1, alt, "--line-rate-mbps", "100"],
+            capture_output=True, text=True, check=False, timeout=30,
+        )  # fmt: skip
+        assert both.returncode == 1
+        assert f"{hosts.if1} and {alt} are one interface" in both.stderr
+        # A PAUSE agent on the altname finds the daemon alive and keeps its tree.
+        agent = subprocess.Popen(
+            ["ip", "netns", "exec", hosts.h1, sys.executable, "-m", "reaction_point.pause",
+             alt, "--line-rate-mbps", "100"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        assert agent.stdout is not None
+        ready = agent.stdout.readline()
+        assert ready.startswith("pause agent: honouring PAUSE on"), ready
+        assert kernel_rates(hosts) == [expected_kernel_rate(d.params, [63])]
+        # A second agent on the first name is the same interface's second agent.
+        second = subprocess.run(
+            ["ip", "netns", "exec", hosts.h1, sys.executable, "-m", "reaction_point.pause",
+             hosts.if1, "--line-rate-mbps", "100"],
+            capture_output=True, text=True, check=False, timeout=30,
+        )  # fmt: skip
+        assert second.returncode == 1
+        assert second.stderr.count("\n") == 1, second.stderr
+        assert "another PAUSE agent already honours PAUSE on" in second.stderr
+        assert d.proc.poll() is None
+        send_frames(hosts.h2, hosts.if2, [cnm(20)])
+        assert d.wait(lambda s: s["counters"].get("cnms_accepted") == 2)
+        assert kernel_rates(hosts) == [expected_kernel_rate(d.params, [63, 20])]
+    finally:
+        if agent is not None:
+            agent.send_signal(signal.SIGINT)
+            agent.communicate(timeout=10)
+        run("ip", "-n", hosts.h1, "link", "property", "del", "dev", hosts.if1, "altname", alt)
+    assert d.stop() == 0
+    assert_nothing_left(hosts)
+
+
+def test_a_renamed_interface_keeps_its_one_daemon(daemon_factory: Any, hosts: Hosts) -> None:
+    """After a rename, a daemon on the new name is the interface's second: refused."""
+    run("ip", "-n", hosts.h1, "link", "add", "ren-a", "type", "veth", "peer", "name", "ren-b")
+    try:
+        run("ip", "-n", hosts.h1, "link", "set", "ren-a", "up")
+        d = daemon_factory(HOLD, "renamed", iface="ren-a")
+        run("ip", "-n", hosts.h1, "link", "set", "ren-a", "down")
+        run("ip", "-n", hosts.h1, "link", "set", "ren-a", "name", "ren-c")
+        run("ip", "-n", hosts.h1, "link", "set", "ren-c", "up")
+        r = qcn_in(hosts.h1, "rp", "start", "--iface", "ren-c", "--status-dir",
+                   str(hosts.tmp / "renamed-second"))  # fmt: skip
+        assert r.returncode == 2
+        assert r.stderr.count("\n") == 1, r.stderr
+        assert "a reaction-point daemon already serves ren-c" in r.stderr
+        assert d.proc.poll() is None
+        assert d.stop() == 0
+    finally:
+        for name in ("ren-a", "ren-c"):
+            subprocess.run(["ip", "-n", hosts.h1, "link", "del", name], capture_output=True,
+                           check=False)  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def fuzz_daemon(hosts: Hosts) -> Iterator[Daemon]:
     d = Daemon(hosts, HOLD, "fuzz")
@@ -860,7 +1114,8 @@ def test_a_second_daemon_on_the_interface_is_refused(fuzz_daemon: Daemon, hosts:
     assert r.returncode == 2
     assert r.stderr == (
         f"qcn: error: cannot start on {hosts.if1}: a reaction-point daemon already serves "
-        f"{hosts.if1} (qcn rp status); stop it first\n"
+        f"{hosts.if1} (interface index {ifindex(hosts)}, by this or another of its names; "
+        "qcn rp status); stop it first\n"
     )
     status = fuzz_daemon.status()
     assert status is not None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from qcn.core.stats import percentile
+import random
+
+from qcn.core.stats import SlidingQuantiles, percentile
 
 
 def test_the_sorted_value_at_q_times_n() -> None:
@@ -15,3 +17,17 @@ def test_the_sorted_value_at_q_times_n() -> None:
 
 def test_no_values_no_quantile() -> None:
     assert percentile([], 0.5) is None
+
+
+def test_sliding_quantiles_are_the_windows_percentiles() -> None:
+    rng = random.Random(4)
+    window = SlidingQuantiles(100)
+    seen: list[float] = []
+    assert window.quantile(0.99) is None
+    for _ in range(1000):
+        value = rng.expovariate(1.0)
+        window.add(value)
+        seen.append(value)
+        for q in (0.0, 0.5, 0.99):
+            assert window.quantile(q) == percentile(seen[-100:], q)
+    assert len(window) == 100

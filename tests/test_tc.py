@@ -192,6 +192,7 @@ def test_bare_netlink_stats_match_pyroute2s(veth: Veth) -> None:
             netns.popns()
         try:
             ours = reader.read()
+            tree = reader.read_tree()
         finally:
             reader.close()
         with NetNS(veth.ns) as ipr:
@@ -199,6 +200,9 @@ def test_bare_netlink_stats_match_pyroute2s(veth: Veth) -> None:
     assert ours == theirs
     assert ours[minor] == (frames * 200, frames)
     assert frames > 100
+    # The tree's own counts (the poller's check that no class moved) hold every class's.
+    assert tree is not None
+    assert tree[1] == sum(n for m, (_, n) in ours.items() if m != 1)  # (1: the line class)
 
 
 def test_a_flow_limiter_classifies_exactly_its_flows_frames(veth: Veth) -> None:

@@ -26,6 +26,7 @@ UDP through iperf3 (seed 001).  Teardown happens in every case, including Ctrl-C
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import math
 import sys
@@ -303,8 +304,27 @@ class StreamExperiment(Experiment):
 
     def note_noise(self, trace: Trace) -> None:
         assert trace.noise is not None
+        reports = self._source_reports()
         trace.noise.senders = len(self.sources)
-        trace.noise.sender_skipped_s = sum(r.get("stalled_s", 0.0) for r in self._source_reports())
+        trace.noise.sender_skipped_s = sum(r.get("stalled_s", 0.0) for r in reports)
+        # The measurement's own reporters, which the verdict judges (qcn.core.noise): the
+        # senders' reports, and the most silent sink's.
+        trace.noise.senders_reported = len(reports) if self.senders_report else None
+        trace.noise.sink_times_s = self._most_silent_sink_times()
+
+    senders_report = True
+    """The senders write a report (``qcn rp send --report``) when they end."""
+
+    def _most_silent_sink_times(self) -> list[float]:
+        """When the sink with the longest silence reported, seconds into the run."""
+        start, end = self.rec.start, self.rec.start + self.sc.duration_s
+
+        def longest_gap(times: list[float]) -> float:
+            edges = [start, *sorted(t for t in times if start <= t <= end), end]
+            return max(b - a for a, b in itertools.pairwise(edges))
+
+        series = [[t for t, _ in rows] for rows in self.rec.sinks.values()] or [[]]
+        return [t - start for t in max(series, key=longest_gap)]
 
     def _source_report_path(self, host: str) -> Path:
         return self.out / "logs" / f"source-{host}.json"
@@ -421,6 +441,7 @@ class FlowsExperiment(StreamExperiment):
     records their completions."""
 
     per_flow_limiters = True
+    senders_report = False  # (its senders log their flows instead)
 
     def setup(self) -> None:
         super().setup()
@@ -471,10 +492,6 @@ class FlowsExperiment(StreamExperiment):
                 ],
                 sender=True,
             )
-
-    def note_noise(self, trace: Trace) -> None:
-        assert trace.noise is not None
-        trace.noise.senders = len(self.sources)
 
     def _sender_lines(self) -> list[dict[str, Any]]:
         return [

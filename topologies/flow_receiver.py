@@ -21,7 +21,11 @@ the stream (:data:`TCP_FRAME_OVERHEAD`), and losses are TCP's business.
 ``finish`` is ``time.monotonic()``, which every network namespace shares, so it compares
 with the senders' start times (:mod:`reaction_point.flow_sender`).  A frame that arrives
 twice (sent again after a late acknowledgement) is acknowledged again and counted as a
-duplicate.
+duplicate.  A datagram whose flags have a bit no sender sets (qcn.core.flows.KNOWN_FLAGS)
+is malformed: counted, never acknowledged, and its copy count never taken as losses.
+
+Its settings are checked before it listens (qcn.core.flows.check_transport); a mistake, a
+port in use or a log that cannot be written is one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -43,7 +47,10 @@ from qcn.core.flows import (
     ETH_IP_UDP_BYTES,
     FLAG_ACK,
     FLOW_HEADER,
+    KNOWN_FLAGS,
     TRANSPORTS,
+    FlowFieldError,
+    check_transport,
     flow_frames,
 )
 from topologies.sink import receiving_socket, report_until_stopped
@@ -172,7 +179,7 @@ class FlowReceiver:
                 self.malformed += 1
                 continue
             flow_id, frame, size, flags = FLOW_HEADER.unpack_from(data)
-            if flags & FLAG_ACK:
+            if flags & FLAG_ACK or flags & ~KNOWN_FLAGS:
                 self.malformed += 1
                 continue
             with contextlib.suppress(OSError):  # (the sender sends it again after its timeout)
@@ -200,15 +207,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=float, default=0.01, help="seconds between reports")
     ap.add_argument("--transport", choices=TRANSPORTS, default=TRANSPORTS[0])
     args = ap.parse_args(argv)
-    with args.log.open("a") as log:
-        receiver = FlowReceiver(args.port, args.frame_bytes, log, transport=args.transport)
-        report_until_stopped(
-            receiver.selector,
-            receiver.on_ready,
-            lambda: receiver.counts,
-            args.interval,
-            final=True,
-        )
+    try:
+        check_transport(frame_bytes=args.frame_bytes, port=args.port, interval_s=args.interval)
+    except FlowFieldError as e:
+        print(f"flow receiver: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        with args.log.open("a") as log:
+            try:
+                receiver = FlowReceiver(args.port, args.frame_bytes, log, transport=args.transport)
+            except OSError as e:
+                print(f"flow receiver: error: cannot listen on {args.transport} port "
+                      f"{args.port}: {e.strerror or e}", file=sys.stderr)  # fmt: skip
+                return 2
+            report_until_stopped(
+                receiver.selector,
+                receiver.on_ready,
+                lambda: receiver.counts,
+                args.interval,
+                final=True,
+            )
+    except OSError as e:
+        # The log: a missing directory, a full disk.
+        where = f" {e.filename}" if e.filename else ""
+        print(f"flow receiver: error:{where} {e.strerror or e}", file=sys.stderr)
+        return 2
     return 0
 
 

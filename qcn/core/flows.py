@@ -38,6 +38,16 @@ from :data:`COPY_SHIFT` up count the copies of the frame sent before this one: a
 arrives first tells the receiver that the earlier ones were lost (the path is FIFO)."""
 FLAG_ACK = 1
 COPY_SHIFT = 8
+FIELD_MAX = (1 << (8 * FLOW_HEADER.size // 4)) - 1
+"""The largest value of each of the header's four fields (unsigned, 32 bits)."""
+FLOW_SIZE_MAX = FIELD_MAX
+"""The largest flow the header can carry: a size beyond it made the sender die with
+``struct.error`` (issue 42)."""
+MAX_COPIES = 0xFF
+"""The copy count's largest value (bits 8-15 of the flags): a sender saturates there, and
+a receiver takes a datagram with any other bit set (beyond ACK) as malformed, so that no
+one datagram can add 16.7 M lost frames (flags 0xffffff00 did)."""
+KNOWN_FLAGS = FLAG_ACK | (MAX_COPIES << COPY_SHIFT)
 TRANSPORTS = ("frames", "tcp")
 """How a flow's bytes travel (docs/fct.md, "Transport"): this project's acknowledged
 datagrams, sent again after a timeout, on both backends; or a kernel TCP connection."""
@@ -47,6 +57,25 @@ FLOW_HEADER_BYTES = ETH_IP_UDP_BYTES + FLOW_HEADER.size
 flow header."""
 MIN_FRAME_BYTES = 60
 """The shortest Ethernet frame without its FCS: a flow's short last frame is padded to it."""
+FRAME_BYTES_MIN, FRAME_BYTES_MAX = 64, 9216
+"""The frame sizes a run takes: a minimum Ethernet frame to a jumbo frame (the flow header
+and its Ethernet, IPv4 and UDP headers fit in the smallest, with room for a flow byte)."""
+PORT_MIN, PORT_MAX = 1, 65535
+RTO_MIN_S, RTO_MAX_S = 1e-3, 3600.0
+"""A host's retransmission timeout: below a millisecond no sender process keeps it (and
+one of 0 sent a frame again at every turn, 2,308 times for one flow), above an hour it
+never fires within a run."""
+REPORT_INTERVAL_MIN_S, REPORT_INTERVAL_MAX_S = 1e-3, 3600.0
+"""How often a receiver reports its counts: at most 1,000 lines a second (an interval of 0
+wrote ~450k lines in 2 s), at least once an hour (besides its last report, at its stop)."""
+MAX_FLOWS = 1_000_000
+"""The most flows a run may draw (their expected number, from the mean size): some 130
+times the fct scenario's ~7,600.  A run drawing 76 M flows (a CDF of one 1-byte size)
+held ~4 GB for 45 s before its first line; every flow is an arrival, a record and, on
+BMv2, a socket."""
+MAX_CUT_FRACTION = 1e-6
+"""Sizes are cut at :data:`FLOW_SIZE_MAX`; a distribution that would be cut for more than
+one flow in a million is refused (a CDF reaching past it always is, once scaled)."""
 SHORT_FLOW_BYTES = 100_000
 """Short flows are below this size (HPCC's and TrafficGenerator's line), before scaling."""
 BIN_PERCENT = 5
@@ -64,6 +93,54 @@ class FlowSizeError(QcnError, ValueError):
     """A flow size distribution that cannot be used: the message names the file and line."""
 
 
+class FlowFieldError(QcnError, ValueError):
+    """A flow's field, or a setting of the transport that carries it, outside what the flow
+    header and the hosts take (docs/reliability.md); the message names it."""
+
+
+def check_host_flow(flow_id: int, start_s: float, size_bytes: int) -> None:
+    """One flow as a sender is given it: the one check of a flow's fields (a NaN start used
+    to keep a sender waiting for ever, a size past the header's field to crash it)."""
+    if not 0 <= flow_id <= FIELD_MAX:
+        raise FlowFieldError(f"flow id {flow_id}: must be in [0, {FIELD_MAX}]")
+    if not (math.isfinite(start_s) and start_s >= 0):
+        raise FlowFieldError(f"flow {flow_id}: start_s must be a finite time >= 0 (got {start_s})")
+    if not 1 <= size_bytes <= FLOW_SIZE_MAX:
+        raise FlowFieldError(
+            f"flow {flow_id}: size_bytes must be in [1, {FLOW_SIZE_MAX}], what the flow "
+            f"header carries (got {size_bytes})"
+        )
+
+
+def check_transport(
+    *,
+    frame_bytes: int | None = None,
+    rto_s: float | None = None,
+    port: int | None = None,
+    interval_s: float | None = None,
+) -> None:
+    """The flows' transport settings a sender or receiver is given (those not None)."""
+    if frame_bytes is not None and not FRAME_BYTES_MIN <= frame_bytes <= FRAME_BYTES_MAX:
+        raise FlowFieldError(
+            f"--frame-bytes must be in [{FRAME_BYTES_MIN}, {FRAME_BYTES_MAX}] (got {frame_bytes})"
+        )
+    if rto_s is not None and not RTO_MIN_S <= rto_s <= RTO_MAX_S:  # (NaN fails too)
+        raise FlowFieldError(f"--rto must be in [{RTO_MIN_S:g}, {RTO_MAX_S:g}] s (got {rto_s:g})")
+    if port is not None and not PORT_MIN <= port <= PORT_MAX:
+        raise FlowFieldError(f"--port must be in [{PORT_MIN}, {PORT_MAX}] (got {port})")
+    if interval_s is not None and not REPORT_INTERVAL_MIN_S <= interval_s <= REPORT_INTERVAL_MAX_S:
+        raise FlowFieldError(
+            f"--interval must be in [{REPORT_INTERVAL_MIN_S:g}, {REPORT_INTERVAL_MAX_S:g}] s "
+            f"(got {interval_s:g})"
+        )
+
+
+def expected_flows(sizes: SizeDistribution, load: float, rate_bps: float, until_s: float,
+                   size_scale: float) -> float:  # fmt: skip
+    """How many flows :func:`draw_arrivals` draws on average (from the mean size)."""
+    return load * rate_bps * until_s / (8 * sizes.mean_bytes * size_scale)
+
+
 class SizeDistribution(Protocol):
     @property
     def name(self) -> str: ...
@@ -73,6 +150,10 @@ class SizeDistribution(Protocol):
 
     def draw(self, uniform: Callable[[], float]) -> float:
         """One size in bytes (not yet rounded), from ``uniform()`` draws in [0, 1)."""
+        ...
+
+    def fraction_above(self, size: float) -> float:
+        """The share of sizes drawn above ``size``."""
         ...
 
 
@@ -106,8 +187,11 @@ class EmpiricalCdf:
         (a, ca), (b, cb) = self.points[i - 1], self.points[i]
         return a + (b - a) * (u - ca) / (cb - ca)
 
+    def fraction_above(self, size: float) -> float:
+        return 1.0 - self.cdf(size)
+
     def cdf(self, size: float) -> float:
-        """P(size drawn <= ``size``): for tests of the sampler."""
+        """P(size drawn <= ``size``)."""
         sizes = [b for b, _ in self.points]
         i = bisect.bisect_right(sizes, size)
         if i == 0:
@@ -136,6 +220,11 @@ class Seed003Mix:
     def mean_bytes(self) -> float:
         ipc_mean = (1 + SEED003_IPC_MAX_BYTES) / 2
         return self.ipc_fraction * ipc_mean + (1 - self.ipc_fraction) * SEED003_DATA_MEAN_BYTES
+
+    def fraction_above(self, size: float) -> float:
+        ipc = self.ipc_fraction * max(0.0, 1 - max(size, 0.0) / SEED003_IPC_MAX_BYTES)
+        data: float = (self.data_min_bytes / max(size, self.data_min_bytes)) ** SEED003_DATA_SHAPE
+        return ipc + (1 - self.ipc_fraction) * data
 
     def draw(self, uniform: Callable[[], float]) -> float:
         if uniform() < self.ipc_fraction:
@@ -183,16 +272,27 @@ def shipped_cdfs() -> list[str]:
     return sorted(p.stem for p in WORKLOAD_DIR.glob("*.cdf"))
 
 
-def size_distribution(spec: str, ipc_fraction: float = 0.5) -> SizeDistribution:
-    """``seed003``, a shipped CDF's name (``web-search``, ``hadoop``) or a CDF file's path."""
+def size_file(spec: str) -> Path | None:
+    """The CDF file a flow size distribution (``workload.flow_sizes``) reads: a shipped one
+    by name (``web-search``, ``hadoop``) or a file's path; None for ``seed003``, which is
+    code.  What a run's results depend on besides the scenario (a sweep's point keys hash
+    its content)."""
     if spec == "seed003":
-        return Seed003Mix(ipc_fraction)
+        return None
     path = WORKLOAD_DIR / f"{spec}.cdf"
     if "/" in spec or spec.endswith(".cdf") or not path.exists():
         path = Path(spec)
         if not path.is_file():
             known = ", ".join(["seed003", *shipped_cdfs()])
             raise FlowSizeError(f"no flow size distribution {spec!r} (known: {known}; or a file)")
+    return path
+
+
+def size_distribution(spec: str, ipc_fraction: float = 0.5) -> SizeDistribution:
+    """``seed003``, a shipped CDF's name (``web-search``, ``hadoop``) or a CDF file's path."""
+    path = size_file(spec)
+    if path is None:
+        return Seed003Mix(ipc_fraction)
     return read_cdf(path, spec)
 
 
@@ -222,15 +322,17 @@ def draw_arrivals(
 ) -> list[FlowArrival]:
     """Flows that together offer ``load`` of ``rate_bps`` in flow bytes (HPCC's traffic
     generator: headers not counted): each of ``sources`` starts flows as a Poisson process,
-    the same for all, until ``until_s``; sizes drawn from ``sizes``, times ``size_scale``.
-    The same seed gives the same flows, whichever backend runs them."""
+    the same for all, until ``until_s``; sizes drawn from ``sizes``, times ``size_scale``,
+    and cut at :data:`FLOW_SIZE_MAX` (the flow header's field; a scenario whose sizes would
+    be cut for more than :data:`MAX_CUT_FRACTION` of its flows is refused).  The same seed
+    gives the same flows, whichever backend runs them."""
     rng = random.Random(f"flows-{seed}")
     per_source_hz = load * rate_bps / (8 * sizes.mean_bytes * size_scale) / sources
     out: list[FlowArrival] = []
     for source in range(sources):
         t = rng.expovariate(per_source_hz)
         while t < until_s:
-            size = max(1, round(sizes.draw(rng.random) * size_scale))
+            size = min(FLOW_SIZE_MAX, max(1, round(sizes.draw(rng.random) * size_scale)))
             out.append(FlowArrival(t, source, size))
             t += rng.expovariate(per_source_hz)
     out.sort(key=lambda a: (a.start_s, a.source))
@@ -442,10 +544,15 @@ def plot_slowdown(path: Path, title: str, curves: dict[str, list[dict[str, Any]]
         color = f"C{i}"
         ax.plot(sizes, [b["p50"] for b in bins], "-o", ms=3, color=color, label=f"{label} p50")
         ax.plot(sizes, [b["p99"] for b in bins], "--", color=color, label=f"{label} p99")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
     ax.set(xlabel="flow size (bytes, each 5 % bin's largest)", ylabel="slowdown", title=title)
-    ax.legend(fontsize=8)
+    if any(curves.values()):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+    else:
+        # No flow finished (a run too short, or a load too low): the plot says so, as the
+        # summary does; log axes with no data made matplotlib raise, and the run end PARTIAL.
+        ax.text(0.5, 0.5, "no flow finished", ha="center", va="center", transform=ax.transAxes)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

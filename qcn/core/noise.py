@@ -17,7 +17,11 @@ turns the measurement into figures and a verdict:
 - **the reaction points' latency**: how long each daemon took from a CNM's arrival to its
   source's new rate (its p50 and p99).  A CNM applied late lets a source keep its old rate
   meanwhile: the queue overshoots, the CP sends larger Fb, and the cuts come deeper and
-  together (docs/bmv2.md, "The reaction points' latency").
+  together (docs/bmv2.md, "The reaction points' latency");
+- **the measurement's own reporters**: the sink's longest silence (it reports every sample
+  interval; what arrives while it is not run is counted late, or at the run's end never),
+  and how many senders wrote their report.  A run whose sink stopped reporting for its last
+  25 s carried "0.47 of its load" by its measurement, and was judged ok (README; issue 42).
 
 The thresholds are the scenario's own where it has one (the tolerable stall) and stated
 constants otherwise; docs/bmv2.md gives their reasons.
@@ -51,6 +55,11 @@ MAX_SENDER_SKIPPED_FRACTION = 0.01
 than the scenario says, so delivered/offered is off by as much."""
 MAX_STEAL_FRACTION = 0.05
 """Steal above this: the machine itself was not the emulation's for a twentieth of the time."""
+MAX_SINK_SILENCE_S = 1.0
+MAX_SINK_SILENCE_FRACTION = 0.01
+"""The sink's longest silence allowed: a second, or 1 % of the run if that is longer (it
+reports every sample interval, 10 ms; a sink stalled for a second misplaces a second of
+the delivered load, at the run's end it loses it)."""
 QUIET_LOAD = 0.9
 """The uncongested queue judges noise only where the sources offer at most this share of the
 capacity: at the whole link's load (bursty's on/off sources) the traffic itself fills the
@@ -191,6 +200,12 @@ class NoiseRecording:
     """How the reaction-point daemons were scheduled (e.g. "SCHED_FIFO 10")."""
     rp_latencies_ms: list[tuple[float, float]] = field(default_factory=list)
     """(p50, p99) of each daemon that took CNMs: a CNM's arrival to its limiter's new rate."""
+    sink_times_s: list[float] | None = None
+    """When the sink reported, seconds into the run (None: the experiment has no sink's
+    reports to judge)."""
+    senders_reported: int | None = None
+    """How many of the ``senders`` wrote their report (None: their reports are not asked
+    for)."""
 
 
 def uncongested_queue(
@@ -319,6 +334,22 @@ def report(
             f"the hypervisor stole {100 * steal_mean:.1f} % of the CPU (allowed "
             f"{100 * MAX_STEAL_FRACTION:g} %)"
         )
+    sink = sink_silence(rec)
+    if sink is not None and sink["longest_silence_s"] > sink["allowed_s"]:
+        end = "the run's end" if sink["at_the_end"] else f"{sink['silent_to_s']:.1f} s"
+        reasons.append(
+            f"the sink did not report for {sink['longest_silence_s']:.1f} s (from "
+            f"{sink['silent_from_s']:.1f} s to {end}, while the queue changed "
+            f"{sink['queue_changes']} times; allowed {sink['allowed_s']:.1f} s): what it "
+            + ("received then is not measured" if sink["at_the_end"] else "received then is "
+               "counted late, in the wrong samples")
+        )  # fmt: skip
+    if rec.senders_reported is not None and rec.senders_reported < rec.senders:
+        missing = rec.senders - rec.senders_reported
+        reasons.append(
+            f"{missing} of {rec.senders} senders wrote no report: what they offered, and how "
+            "long they were not run, are not known"
+        )
     above = queue.get("above_q_eq", 0.0)
     if above > MAX_UNCONGESTED_ABOVE_Q_EQ:  # NaN (no such phase) passes
         reasons.append(
@@ -339,7 +370,31 @@ def report(
         "uncongested_queue": queue,
         "uncongested_rises": excursions(sc, rec, span_s),
         **({"reaction_points": reaction} if reaction else {}),
+        **({"sink": sink} if sink is not None else {}),
+        **({"senders_reported": rec.senders_reported} if rec.senders_reported is not None
+           else {}),
         **({"injected": rec.injected} if rec.injected else {}),
+    }  # fmt: skip
+
+
+def sink_silence(rec: NoiseRecording) -> dict[str, Any] | None:
+    """The sink's longest silence in the run (between two reports, from the run's start to
+    the first, or from the last to the run's end), with how many times the CP port's queue
+    changed meanwhile (the switch was forwarding while the sink was silent); None if the
+    experiment had no sink's reports to judge."""
+    if rec.sink_times_s is None:
+        return None
+    times = sorted(t for t in rec.sink_times_s if 0.0 <= t <= rec.run_s)
+    a, b = max(itertools.pairwise([0.0, *times, rec.run_s]), key=lambda ab: ab[1] - ab[0])
+    inside = [k for k, t in enumerate(rec.times_s) if a < t <= b and k > 0]
+    return {
+        "reports": len(times),
+        "longest_silence_s": b - a,
+        "silent_from_s": a,
+        "silent_to_s": b,
+        "at_the_end": b == rec.run_s and b > a,
+        "queue_changes": sum(rec.depths[k] != rec.depths[k - 1] for k in inside),
+        "allowed_s": max(MAX_SINK_SILENCE_S, MAX_SINK_SILENCE_FRACTION * rec.run_s),
     }
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import tomli_w
 
 from qcn.core.errors import QcnError
+from qcn.core.publish import write_atomic
 from qcn.core.tomlfile import read_toml
 
 #: Frame size of every seed's workload (bytes).  q_eq = 33 KB = 22 frames of this size.
@@ -432,9 +433,10 @@ class QcnParams:
         return tomli_w.dumps(self.to_dict())
 
     def save(self, path: Path) -> None:
-        """Write as TOML; a place that cannot be written is a ParamError naming it."""
+        """Write as TOML, whole or not at all (a full disk used to leave a 0-byte file); a
+        place that cannot be written is a ParamError naming it."""
         try:
-            path.write_text(self.dumps())
+            write_atomic(path, self.dumps())
         except OSError as e:
             raise ParamError(str(path), f"cannot write: {e.strerror}") from None
 

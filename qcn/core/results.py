@@ -32,8 +32,6 @@ SUMMARY_KEYS = (
     "queue_mean_episode_pkts",
     "utilization_episode",
 )
-PARTIAL_MARKER = "PARTIAL"
-"""A file in a results directory whose writing has not finished (removed at the end)."""
 RECOVERY_FRACTION = 0.9
 WARMUP_FRACTION = 0.1
 """The first 10 % of a run is start-up: queue statistics are taken after it."""

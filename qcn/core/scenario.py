@@ -95,11 +95,17 @@ from typing import Any, Literal
 
 from qcn.core.errors import QcnError
 from qcn.core.flows import (
+    FLOW_SIZE_MAX,
+    FRAME_BYTES_MAX,
+    FRAME_BYTES_MIN,
+    MAX_CUT_FRACTION,
+    MAX_FLOWS,
     TRANSPORTS,
     FlowArrival,
     FlowSizeError,
     draw_arrivals,
     draw_destinations,
+    expected_flows,
     size_distribution,
 )
 from qcn.core.params import ParamError, QcnParams
@@ -707,7 +713,11 @@ def _validate(s: Scenario) -> None:
         ("network.bottleneck_rate_bps", n.bottleneck_rate_bps >= MIN_RATE_BPS, MIN_RATE_TEXT),
         ("network.rtt_s", 0 < n.rtt_s < 1, "must be in (0, 1)"),
         ("network.buffer_pkts", n.buffer_pkts >= 1, "must be at least 1"),
-        ("network.frame_bytes", 64 <= n.frame_bytes <= 9216, "must be in [64, 9216]"),
+        (
+            "network.frame_bytes",
+            FRAME_BYTES_MIN <= n.frame_bytes <= FRAME_BYTES_MAX,
+            f"must be in [{FRAME_BYTES_MIN}, {FRAME_BYTES_MAX}]",
+        ),
         ("workload.pattern", w.pattern in PATTERNS, f"must be one of {', '.join(PATTERNS)}"),
         ("network.fabric_rate_bps", n.fabric_rate_bps >= 0, "must be >= 0 (0: the default)"),
         (
@@ -802,6 +812,18 @@ def _validate_flows(s: Scenario) -> None:
         raise ScenarioError(f"workload.flow_sizes: {e}") from None
     if sizes.mean_bytes * w.flow_size_scale < 1:
         raise ScenarioError("workload.flow_sizes: the mean flow (times flow_size_scale) is < 1 B")
+    cut = sizes.fraction_above(FLOW_SIZE_MAX / w.flow_size_scale)
+    if cut > MAX_CUT_FRACTION:
+        raise ScenarioError(
+            f"workload.flow_sizes: {cut:.3g} of the flows (times flow_size_scale) would be "
+            f"larger than the {FLOW_SIZE_MAX} bytes the flow header carries"
+        )
+    flows = expected_flows(sizes, w.load, s.flows_capacity_bps, s.flows_until_s, w.flow_size_scale)
+    if flows > MAX_FLOWS:
+        raise ScenarioError(
+            f"workload: some {flows:.3g} flows (load x rate x time / mean size); at most "
+            f"{MAX_FLOWS:,} (a larger workload.flow_size_scale, a lower load or a shorter run)"
+        )
     worst_wait_s = worst_frame_wait_s(s)
     if w.rto_s <= worst_wait_s:
         raise ScenarioError(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from qcn.core.errors import QcnError
+from qcn.core.publish import write_atomic
 
 PLUGIN = Path(__file__).with_name("qcn.lua")
 DEFAULT_PERSONAL_LUA_PLUGINS = Path("~/.local/lib/wireshark/plugins")
@@ -142,11 +143,12 @@ def mismatches(frame: bytes, got: Decoded) -> dict[str, tuple[str, Any]]:
 
 
 def install(folder: Path) -> Path:
-    """Copy the plugin into ``folder`` (created if needed); the installed file's path."""
+    """Copy the plugin into ``folder`` (created if needed), whole or not at all (a full disk
+    used to leave a 0-byte plugin); the installed file's path."""
     target = folder / PLUGIN.name
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(PLUGIN, target)
+        write_atomic(target, PLUGIN.read_bytes())
     except OSError as e:
         raise WiresharkError(f"cannot install the plugin into {folder}: {e.strerror}") from None
     return target
