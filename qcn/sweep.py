@@ -54,6 +54,7 @@ from qcn.core.progress import ProgressLine
 from qcn.core.publish import PARTIAL_MARKER
 from qcn.core.results import FLOW_KEYS, SUMMARY_KEYS, json_safe
 from qcn.core.scenario import Scenario, require_backend
+from qcn.core.signals import interrupts_deferred
 from qcn.core.tomlfile import toml_value
 from qcn.core.trace import Trace
 
@@ -557,16 +558,17 @@ def dask_client(address: str | None, workers: int) -> Iterator[Any]:
         finally:
             client.close()
         return
-    with (
-        LocalCluster(
+    # An interrupt while the workers start waits until they have: a cluster cut half-way
+    # cannot be closed (Dask's exit handler then fails on a worker still starting).
+    with interrupts_deferred():
+        cluster = LocalCluster(
             n_workers=workers,
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,
             silence_logs=logging.ERROR,
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+        )
+    with cluster, Client(cluster) as client:
         yield client
 
 

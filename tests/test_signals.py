@@ -9,7 +9,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from qcn.core.signals import InterruptBetweenSteps, sigterm_as_interrupt, stop_on_signals
+from qcn.core.signals import (
+    InterruptBetweenSteps,
+    interrupts_deferred,
+    sigterm_as_interrupt,
+    stop_on_signals,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -81,3 +86,17 @@ def test_ctrl_c_waits_for_the_step_to_end() -> None:
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)  # between steps: at once
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_an_interrupt_inside_a_deferred_block_waits_for_its_end() -> None:
+    """interrupts_deferred: the block runs to its end, then the Ctrl-C or SIGTERM is raised
+    (a Dask cluster's start is never cut half-way: qcn/sweep.py)."""
+    finished = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGINT)
+            finished.append(True)
+    assert finished == [True]
+    with interrupts_deferred():  # nothing arrived: nothing raised
+        pass

@@ -85,3 +85,26 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM inside the block wait until it ends, then raise KeyboardInterrupt:
+    for a start-up that cannot be cut half-way and still be closed (a Dask cluster whose
+    workers are still starting cannot be closed at all)."""
+    if not _in_main_thread():
+        yield
+        return
+    arrived: list[int] = []
+
+    def remember(signum: int, _frame: FrameType | None) -> None:
+        arrived.append(signum)
+
+    previous = {s: signal.signal(s, remember) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if arrived:
+        raise KeyboardInterrupt
