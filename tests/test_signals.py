@@ -92,11 +92,15 @@ def test_an_interrupt_inside_a_deferred_block_waits_for_its_end() -> None:
     """interrupts_deferred: the block runs to its end, then the Ctrl-C or SIGTERM is raised
     (a Dask cluster's start is never cut half-way: qcn/sweep.py)."""
     finished = []
-    with pytest.raises(KeyboardInterrupt):
+
+    def block() -> None:
         with interrupts_deferred():
             os.kill(os.getpid(), signal.SIGTERM)
             os.kill(os.getpid(), signal.SIGINT)
             finished.append(True)
+
+    with pytest.raises(KeyboardInterrupt):
+        block()
     assert finished == [True]
     with interrupts_deferred():  # nothing arrived: nothing raised
         pass
