@@ -106,15 +106,11 @@ def test_a_tutorials_topology_runs_unchanged_and_net_down_stops_it(tmp_path: Pat
             check=False,
         )
         assert " 0% packet loss" in ping.stdout, ping.stdout + ping.stderr
-        assert (
-            "netem"
-            in subprocess.run(
-                ["tc", "qdisc", "show", "dev", "s1-eth3"],
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
-        )
+        # Its 2 ms link: delayed by netem, or said to be not where the kernel has none.
+        qdiscs = subprocess.run(
+            ["tc", "qdisc", "show", "dev", "s1-eth3"], capture_output=True, text=True, check=True
+        ).stdout
+        assert "netem" in qdiscs or "has no netem" in text, text
         down = subprocess.run(
             [*QCN, "net", "down"], capture_output=True, text=True, env=env, timeout=60, check=False
         )

@@ -220,14 +220,11 @@ class Experiment:
                 sc, self.agents, self.sampled_ports(), self.sample_interval_s, hooks,
                 cli=self.cli, rec=self.rec,
             )  # fmt: skip
-            self.port_counters = {
-                PortRef(name, p.port): agent.counters(p.port)
-                for name, agent in sorted(self.agents.items())
-                for p in agent.cfg.ports
-            }
+            self.port_counters = self.read_port_counters()
             cp_cnms = sum(self.port_counters[p]["cp_cnms"] for p in self.topo.cp_ports)
             self.rec.cnms = cp_cnms if self.qcn else 0
             self.after_measurement(tb)
+        self.after_teardown()
         self._gather()
         trace = self.trace()
         if self.qcn and sc.params.cp.three_point:
@@ -264,6 +261,9 @@ class Experiment:
     def after_measurement(self, tb: Testbed) -> None:
         """While the network still runs, after the measurement and the counters."""
 
+    def after_teardown(self) -> None:
+        """Once every process has stopped (what they write when they stop is there)."""
+
     def captured_interfaces(self) -> list[str]:
         """The bottleneck port and the first source's port."""
         first = self.topo.attachment(self.sources[0])
@@ -280,6 +280,14 @@ class Experiment:
         raise NotImplementedError
 
     # -- shared by the subclasses ------------------------------------------------------------
+
+    def read_port_counters(self) -> dict[PortRef, dict[str, int]]:
+        """Every switch port's pipeline counters, now."""
+        return {
+            PortRef(name, p.port): agent.counters(p.port)
+            for name, agent in sorted(self.agents.items())
+            for p in agent.cfg.ports
+        }
 
     def host_ip(self, host: str) -> str:
         return self.topo.host_by_name[host].address

@@ -235,6 +235,8 @@ class IperfExperiment(Experiment):
         net = self.sc.network
         if not self.cli and self.balance_path() is not None:
             self._settle_and_balance(tb)
+            # Once drained: a PAUSE one switch sent at the end is counted at the other too.
+            self.port_counters = self.read_port_counters()
         for ref, c in self.port_counters.items():
             self.switch_drops += c["tail_drops"] + c["pause_drops"]
             self.kernel_drops[ref.interface] = {
@@ -242,8 +244,10 @@ class IperfExperiment(Experiment):
             }
             if net.pause:
                 self.pause_counts[ref.interface] = {k: c[k] for k in PAUSE_COUNTERS}
-        if net.pause:
-            self._write_pause_json()
+
+    def after_teardown(self) -> None:
+        if self.sc.network.pause:
+            self._write_pause_json()  # with the agents' closing lines, written as they stop
 
     def _write_pause_json(self) -> None:
         """PAUSEs per switch port (the pipeline's counters) and per honouring interface

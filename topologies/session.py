@@ -131,7 +131,9 @@ class NetworkSession:
         """Mininet's CLI until the user exits it (or ``qcn net down``: Mininet's CLI takes
         a Ctrl-C as an interrupted command, so SIGTERM ends it instead)."""
         from mininet.cli import CLI  # noqa: PLC0415 - Mininet's imports
+        from mininet.log import setLogLevel  # noqa: PLC0415
 
+        setLogLevel("output")  # what the CLI's commands print (a run keeps Mininet quiet)
         with _sigterm_raises():
             self.progress("qcn net: Mininet's CLI; 'exit' (or qcn net down) stops the network")
             CLI(self.testbed.net)

@@ -275,7 +275,7 @@ class Testbed:
         quiet_switch_interfaces(self.net)
         widen_switch_links(self.net)
         for line in emulate_links(topo):
-            self.progress(f"qcn run: link delay {line}")
+            self.progress(f"qcn run: link delays: {line}")
         reach_every_host(self.net, topo)
         self.switch_scheduling = self.net.switches[0].process.config.scheduling()
 
