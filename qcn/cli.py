@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from qcn import __version__
+from qcn.core import provenance
 from qcn.core.errors import QcnError
 from qcn.core.params import QcnParams, RpScheme, scheme_names
 from qcn.core.signals import sigterm_as_interrupt
@@ -112,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_tool(argv[0], argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
+    provenance.set_command(["qcn", *argv])  # what every run's provenance.json records
     if getattr(args, "check", False) and not args.file:
         parser.error("--check needs a FILE")
     try:

@@ -4,6 +4,7 @@ run here as they stand, then what they add runs on the simulator through qcn.bac
 from __future__ import annotations
 
 import csv
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import reaction_point.rules as rules_module
 from qcn import backends
 from qcn.core import scenario as scenarios
 from qcn.core.params import SCHEMES, QcnParams
+from qcn.core.provenance import RUN_FILE
 from qcn.core.scenario import Scenario
 from reaction_point.rules import RULES, RateLimiterRules
 
@@ -95,6 +97,9 @@ def test_a_toy_scheme_added_as_documented_runs_on_the_simulator(
         hot_spot(base, **{"qcn_preset": "aimd", "qcn.rp.aimd.beta": 0.1}), tmp_path / "gentle"
     )
     assert gentle["queue_mean_episode_pkts"] != toy["queue_mean_episode_pkts"]
+    recorded = (tmp_path / "gentle" / RUN_FILE).read_text()
+    assert 'scheme = "aimd"' in recorded
+    assert "[qcn.rp.aimd]\nbeta = 0.1\n" in recorded
 
 
 def test_a_toy_workload_added_as_documented_runs_on_the_simulator(tmp_path: Path) -> None:
@@ -112,6 +117,8 @@ def test_a_toy_workload_added_as_documented_runs_on_the_simulator(tmp_path: Path
     assert max(sizes) <= 1_000_000
     below = sum(s <= 10_000 for s in sizes) / len(sizes)
     assert 0.3 < below < 0.7  # half the toy's flows are under 10 KB
+    inputs = json.loads((tmp_path / "run" / "provenance.json").read_text())["inputs"]
+    assert inputs["workload.flow_sizes"]["path"] == str(path)
 
 
 def test_the_topology_section_points_at_the_tested_generator_example() -> None:
