@@ -331,8 +331,8 @@ def _execute(args: argparse.Namespace, run: Prepared, out: Path) -> int:
 
     def keep_measured(trace: Trace) -> None:
         """An interrupted simulation's CSVs, beside its PARTIAL marker: what it measured
-        (only the marker was kept, though the README says an interrupted run keeps what it
-        measured)."""
+        (only the marker was kept, though the documentation says an interrupted run keeps what
+        it measured)."""
         try:
             write_csvs(staged.staging, sc, trace)
         except Exception as e:  # the interrupt is the one to report
