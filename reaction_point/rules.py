@@ -83,7 +83,8 @@ class RateLimiterRules:
     subclass registered under that name.  A subclass names its scheme as a class keyword
     (``scheme="ecm"``), which must be a scheme of :data:`qcn.core.params.SCHEMES`, and
     overrides the events its scheme handles its own way: :meth:`_feedback` (a CNM),
-    :meth:`on_transmit` and :meth:`_end_timer_cycle`.
+    :meth:`on_transmit` and :meth:`_end_timer_cycle`, and :meth:`_setup` to take what it
+    needs of its parameters.
     """
 
     scheme: ClassVar[SchemeName] = ""
@@ -99,10 +100,13 @@ class RateLimiterRules:
         cls.scheme = scheme
         RULES[scheme] = cls
 
-    def __new__(cls, params: RpParams, *_args: object, **_kwargs: object) -> RateLimiterRules:
+    def __new__(
+        cls, params: RpParams | None = None, *_args: object, **_kwargs: object
+    ) -> RateLimiterRules:
         """The rules of ``params.scheme`` (constructed as any class: the caller needs no
-        table of schemes)."""
-        kind = rules_class(params.scheme) if cls is RateLimiterRules else cls
+        table of schemes).  Without ``params`` (copy and pickle make an instance so) the
+        class is the one asked for."""
+        kind = rules_class(params.scheme) if cls is RateLimiterRules and params else cls
         return super().__new__(kind)
 
     def __init__(
@@ -129,6 +133,11 @@ class RateLimiterRules:
         """Congestion CNMs taken (positive reinforcements not counted)."""
         self.reinforcements = 0
         """Three-point QCN: CNMs with QntzFb 0 that advanced the limiter."""
+        self._setup(params)
+
+    def _setup(self, params: RpParams) -> None:
+        """What the scheme takes from its parameters, once, when a limiter is made (the
+        shared state above is set by then)."""
 
     # -- state -----------------------------------------------------------------------------
 
@@ -281,13 +290,8 @@ class QcnRules(RateLimiterRules, scheme=RpScheme.QCN):
     ``rp.timer_enabled``, clock fast recovery, active increase and (``rp.hai_enabled``)
     hyper-active increase."""
 
-    def __init__(
-        self,
-        params: RpParams,
-        clock: Callable[[], float],
-        uniform: Callable[[], float],
-    ) -> None:
-        super().__init__(params, clock, uniform)
+    def _setup(self, params: RpParams) -> None:
+        """The variants this limiter runs, chosen once."""
         self._cycles = FbHatCycles(params) if params.fb_hat else ByteCycles(params)
         self._period = AdaptiveTimer(params) if params.adaptive_timer else FixedTimer()
         self._reinforces = params.positive_reinforcement
@@ -444,13 +448,7 @@ class EcmRules(RateLimiterRules, scheme=RpScheme.ECM):
     """ECM, BCN's successor (seed 004): r += Gi * Fb * Ru on Fb > 0, r *= 1 - Gd * |Fb| on
     Fb < 0, and a drift of Rd every Td without a message (``docs/schemes.md``, "ECM")."""
 
-    def __init__(
-        self,
-        params: RpParams,
-        clock: Callable[[], float],
-        uniform: Callable[[], float],
-    ) -> None:
-        super().__init__(params, clock, uniform)
+    def _setup(self, params: RpParams) -> None:
         self.ecm = params.own(EcmParams)
 
     def _feedback(self, qntz_fb: int, positive: bool) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import copy
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,12 @@ def test_the_daemon_the_simulator_and_the_cli_name_a_scheme_the_same_way() -> No
     for name in SCHEMES:  # a scenario's qcn_preset and rp.scheme: the same names
         sc = scenarios.load("robustness").with_overrides({"qcn_preset": name})
         assert sc.params.rp.scheme == name
+
+
+def test_a_limiter_copies_as_its_schemes_class() -> None:
+    """copy and pickle make an instance without the constructor's arguments."""
+    rules = RateLimiterRules(QcnParams.preset("ecm").rp, lambda: 0.0, lambda: 0.5)
+    rules.on_cnm(30)
+    twin = copy.deepcopy(rules)
+    assert type(twin) is EcmRules
+    assert twin.current_rate_bps == rules.current_rate_bps
