@@ -6,7 +6,9 @@ Every recorded run (``qcn run``, and each point of ``qcn sweep``, ``qcn compare`
 - ``run.toml``: the scenario as the run ran it, every field, with the command line's
   overrides applied and scaled for BMv2 where the run was.  It is a scenario file:
   ``qcn run DIR/run.toml`` runs it again (a scaled scenario's ``[bmv2]`` section is then
-  the identity, so it is not scaled twice).
+  the identity, so it is not scaled twice).  Its header comments name the command, the
+  backend, the seed, the date and the versions (p4c's and BMv2's for a BMv2 run), so the
+  file alone says what made it.
 - ``provenance.json``: what is not a scenario field: the command line, the overrides as
   given, the backend, the random seed and the run's other options, the project's version
   (``git describe --always --dirty`` in a git checkout, else the package's version), p4c's
@@ -197,11 +199,15 @@ def write(out: Path, sc: Scenario, provenance: dict[str, Any]) -> None:
     from qcn.core.publish import write_atomic  # noqa: PLC0415
 
     scaled = provenance["backend"] == "mininet" or provenance["run"].get("scaled_by")
+    versions = "; ".join(f"{k} {v}" for k, v in provenance["version"].items())
     header = (
         "# The scenario as this run ran it: every field, overrides applied"
         f"{', scaled for BMv2' if scaled else ''}.\n"
         f"# `qcn run {RUN_FILE}` runs it; `qcn run --again DIR` also takes the seed, backend\n"
-        f"# and options this run had ({PROVENANCE_FILE}).\n\n"
+        f"# and options this run had ({PROVENANCE_FILE}, which says all of it).\n"
+        f"# Made by: {provenance['command']}\n"
+        f"# Backend {provenance['backend']}, random seed {provenance['random_seed']}, "
+        f"{provenance['date']}; versions: {versions}\n\n"
     )
     data = sc.to_dict()
     # The files it read, by the paths they were read at (a relative path in run.toml would
