@@ -12,10 +12,11 @@ are imported when a run starts: a command that never runs one pays nothing for t
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from qcn.core import provenance
 from qcn.core.params import QcnParams
 from qcn.core.scenario import Scenario, ScenarioError, require_backend
 from qcn.core.topology import Topology
@@ -57,6 +58,22 @@ class RunOptions:
     sim_partial: Callable[[Trace], None] | None = None
     """sim: given the trace as far as it got when the run is interrupted or fails (a Mininet
     experiment writes its own partial CSVs)."""
+
+    def recorded(self) -> dict[str, Any]:
+        """The options that decide a run's result, as its provenance.json keeps them."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in RECORDED}
+
+    @classmethod
+    def from_recorded(cls, run: dict[str, Any]) -> RunOptions:
+        """The options :meth:`recorded` kept (``qcn run --again``)."""
+        kept = {k: v for k, v in run.items() if k in RECORDED}
+        if kept.get("inject_stalls") is not None:
+            kept["inject_stalls"] = tuple(kept["inject_stalls"])
+        return cls(**kept)
+
+
+#: RunOptions' fields that decide a run's result (the rest say how to show it).
+RECORDED = ("qcn", "seed", "scaled_by", "sample_hz", "realtime_switch", "inject_stalls", "pcap")
 
 
 def mininet_missing() -> str:
@@ -132,6 +149,20 @@ def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions)
         raise
 
 
+def environment(backend: Backend) -> dict[str, Any]:
+    """What a run on ``backend`` runs on here: the project's version, the machine, and for
+    BMv2 the toolchain's versions (qcn.core.provenance)."""
+    toolchain = None
+    if backend == "mininet":
+        from topologies.bmv2 import SIMPLE_SWITCH_GRPC  # noqa: PLC0415
+
+        toolchain = {
+            "p4c": provenance.tool_version("p4c"),
+            "bmv2": provenance.tool_version(SIMPLE_SWITCH_GRPC),
+        }
+    return provenance.environment(toolchain)
+
+
 def record(
     out: Path,
     sc: Scenario,
@@ -141,22 +172,41 @@ def record(
     *,
     plots: bool = True,
     extra: dict[str, Any] | None = None,
+    overrides: dict[str, Any] | None = None,
+    ran_on: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], list[Path]]:
-    """Summarize ``trace`` and write every result file into ``out``; the summary (with
-    ``extra`` keys) and the plots written."""
+    """Summarize ``trace`` and write every result file into ``out``, with the run's
+    provenance (run.toml, provenance.json: ``overrides`` as the command gave them,
+    ``ran_on`` where the run did not run here); the summary (with ``extra`` keys) and the
+    plots written."""
     from qcn.core.results import summarize, write  # noqa: PLC0415 - matplotlib's import
 
     summary = summarize(sc, trace, qcn=options.qcn, backend=backend, seed=options.seed)
     summary.update(extra or {})
-    return summary, write(out, sc, trace, summary, plots=plots)
+    figures = write(out, sc, trace, summary, plots=plots)
+    made = provenance.record(
+        sc,
+        backend=backend,
+        run=options.recorded(),
+        overrides=overrides or {},
+        environment=ran_on or environment(backend),
+    )
+    provenance.write(out, sc, made)
+    return summary, figures
 
 
 def run_and_record(
-    sc: Scenario, backend: Backend, out: Path, options: RunOptions, *, plots: bool = True
+    sc: Scenario,
+    backend: Backend,
+    out: Path,
+    options: RunOptions,
+    *,
+    plots: bool = True,
+    overrides: dict[str, Any] | None = None,
 ) -> tuple[Trace, dict[str, Any]]:
     """:func:`run_scenario`, then :func:`record` into the same ``out``."""
     trace = run_scenario(sc, backend, out, options)
-    summary, _plots = record(out, sc, trace, backend, options, plots=plots)
+    summary, _plots = record(out, sc, trace, backend, options, plots=plots, overrides=overrides)
     return trace, summary
 
 

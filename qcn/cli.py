@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from qcn import __version__
+from qcn.core import provenance
 from qcn.core.errors import QcnError
-from qcn.core.params import Preset, QcnParams
+from qcn.core.params import QcnParams, RpScheme, scheme_names
 from qcn.core.signals import sigterm_as_interrupt
 
 
@@ -67,9 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", type=Path, help="a TOML parameter file to read")
     p.add_argument(
         "--preset",
-        default=Preset.QCN.value,
-        choices=[x.value for x in Preset],
-        help="the base set FILE's values override (default: %(default)s)",
+        default=RpScheme.QCN.value,
+        choices=scheme_names(),
+        help="the scheme whose parameter set FILE's values override (default: %(default)s)",
     )
     g = p.add_mutually_exclusive_group()
     g.add_argument("--check", action="store_true", help="only validate FILE")
@@ -112,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_tool(argv[0], argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
+    provenance.set_command(["qcn", *argv])  # what every run's provenance.json records
     if getattr(args, "check", False) and not args.file:
         parser.error("--check needs a FILE")
     try:

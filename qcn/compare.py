@@ -36,7 +36,17 @@ from qcn import backends
 from qcn.core.errors import QcnError
 from qcn.core.results import json_safe
 from qcn.core.scenario import Scenario, require_backend
-from qcn.run import load_scenario, make_results_dir, require_mininet
+from qcn.options import (
+    add_count,
+    add_duration,
+    add_out,
+    add_scenario,
+    add_set,
+    check_count,
+    make_results_dir,
+    require_mininet,
+    scenario_of,
+)
 
 DEFAULT_OUT = Path("results/compare")
 
@@ -171,12 +181,13 @@ def run_compare(
     out: Path,
     keep: list[str],
     say: Callable[[str], None] = print,
+    overrides: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Run both backends ``runs`` times on the scaled scenario; write and return the rows."""
+    """Run both backends ``runs`` times on the scaled scenario; write and return the rows
+    (``overrides``: the command line's, kept in each run's provenance)."""
     from qcn.core.noise import verdict_line  # noqa: PLC0415
 
-    if runs < 1:
-        raise CompareError(f"--runs must be at least 1 (got {runs})")
+    check_count("--runs", runs, CompareError)
     for backend in backends.BACKENDS:
         require_backend(sc, backend, CompareError, "qcn compare runs both backends: ")
     require_mininet("qcn compare", CompareError)
@@ -188,13 +199,15 @@ def run_compare(
         say(f"qcn compare: {sc.name}: simulator run {k}/{runs} (seed {k})")
         options = backends.RunOptions(seed=k, scaled_by=sc.bmv2.time_scale)
         _trace, summary = backends.run_and_record(
-            scaled, "sim", out / f"sim-{k}", options, plots=False
+            scaled, "sim", out / f"sim-{k}", options, plots=False, overrides=overrides
         )
         sim.append(figures_of(summary, figures))
     for k in range(1, runs + 1):
         say(f"qcn compare: {sc.name}: BMv2 run {k}/{runs} ({scaled.duration_s:g} s)")
         options = backends.RunOptions(seed=k, say=lambda _m: None)
-        _trace, summary = backends.run_and_record(scaled, "mininet", out / f"bmv2-{k}", options)
+        _trace, summary = backends.run_and_record(
+            scaled, "mininet", out / f"bmv2-{k}", options, overrides=overrides
+        )
         if "noise" in summary:
             verdicts.append(verdict_line(summary["noise"]))
             say(f"qcn compare: BMv2 run {k}: {verdicts[-1]}")
@@ -216,18 +229,18 @@ def register(sub: Any) -> None:
         help="run a scenario on Mininet/BMv2 and on the simulator, side by side",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
-    p.add_argument("scenario", help="a scenario name (qcn run --list) or a TOML file")
-    p.add_argument("--runs", type=int, default=3, help="runs per backend (default 3)")
-    p.add_argument("--duration", type=float, help="override the scenario's duration, s")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--out", type=Path, help="results directory (default results/compare/NAME)")
+    add_scenario(p)
+    add_count(p, "--runs", 3, "runs per backend")
+    add_duration(p)
+    add_set(p)
+    add_out(p, None, f"{DEFAULT_OUT}/SCENARIO")
     p.set_defaults(func=_command)
 
 
 def _command(args: argparse.Namespace) -> int:
-    sc, overrides = load_scenario(args.scenario, args.set, args.duration)
+    sc, overrides = scenario_of(args)
     out = args.out or DEFAULT_OUT / sc.name
-    rows = run_compare(sc, runs=args.runs, out=out, keep=list(overrides))
+    rows = run_compare(sc, runs=args.runs, out=out, keep=list(overrides), overrides=overrides)
     print(format_table(rows, args.runs))
     print(f"qcn compare: results in {out}/")
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import shutil
@@ -12,16 +13,27 @@ from pathlib import Path
 from typing import Any
 
 from qcn import backends
-from qcn.core import publish
+from qcn.core import provenance, publish
 from qcn.core import scenario as scenarios
-from qcn.core.errors import QcnError
 from qcn.core.progress import ProgressLine
 from qcn.core.publish import PARTIAL_MARKER
 from qcn.core.scenario import ScenarioError
-from qcn.core.tomlfile import toml_value
 from qcn.core.trace import Trace
+from qcn.options import (
+    SET_HELP,
+    add_duration,
+    add_out,
+    add_quiet,
+    add_scenario,
+    add_set,
+    scenario_of,
+)
 
 DEFAULT_OUT = Path("results")
+DEFAULT_SEED = 1
+DEFAULT_SAMPLE_HZ = 100.0
+AGAIN_SUFFIX = "-again"
+"""``qcn run --again DIR`` writes to DIR-again unless --out says otherwise."""
 
 
 def register(sub: Any) -> None:
@@ -31,18 +43,27 @@ def register(sub: Any) -> None:
         description="Run one of the seeds' experiments. Results go to --out "
         "(default results/SCENARIO): queue.csv, sources.csv, summary.json, rates.png, queue.png.",
     )
-    p.add_argument("scenario", nargs="?", help="a scenario name (see --list) or a TOML file")
+    add_scenario(p, optional=True)
     p.add_argument("--list", action="store_true", help="list the scenarios")
-    p.add_argument("--out", type=Path, help="results directory")
+    p.add_argument(
+        "--again",
+        type=Path,
+        metavar="DIR",
+        help="run the results in DIR again: the scenario of DIR/run.toml with the seed, "
+        "backend and options of DIR/provenance.json (results to --out, default DIR-again)",
+    )
+    add_out(p, None, f"{DEFAULT_OUT}/SCENARIO")
     p.add_argument(
         "--force",
         action="store_true",
         help="replace the results already in --out (once the new run is complete)",
     )
     p.add_argument("--no-qcn", action="store_true", help="the same run without QCN")
-    p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
-    p.add_argument("--duration", type=float, help="override the scenario's duration, s")
-    p.add_argument("--seed", type=int, default=1, help="random seed (same seed, same summary)")
+    add_quiet(p)
+    add_duration(p)
+    p.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help="random seed (same seed, same summary)"
+    )
     p.add_argument(
         "--backend",
         choices=["auto", "sim", "mininet"],
@@ -60,7 +81,10 @@ def register(sub: Any) -> None:
         "--cli", action="store_true", help="mininet: open the Mininet CLI with everything running"
     )
     p.add_argument(
-        "--sample-hz", type=float, default=100.0, help="mininet: queue samples per second"
+        "--sample-hz",
+        type=float,
+        default=DEFAULT_SAMPLE_HZ,
+        help="mininet: queue samples per second",
     )
     p.add_argument(
         "--switch-scheduling",
@@ -81,26 +105,8 @@ def register(sub: Any) -> None:
         help="mininet: capture the CP port and the first source's port into DIR/captures/ "
         "(ring buffers, 128-byte snap length; read CNMs with 'qcn wireshark')",
     )
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a scenario field, e.g. qcn.rp.fb_hat=true (TOML value); it also "
-        "wins over the scenario's [bmv2.set]",
-    )
+    add_set(p, SET_HELP + "; it also wins over the scenario's [bmv2.set]")
     p.set_defaults(func=_run)
-
-
-def overrides_from(pairs: list[str]) -> dict[str, Any]:
-    """``--set KEY=VALUE`` pairs as overrides (TOML values; anything else as text)."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ScenarioError(f"--set {pair!r}: expected KEY=VALUE")
-        out[key.strip()] = toml_value(value, ScenarioError, f"--set {key.strip()}")
-    return out
 
 
 @dataclass(frozen=True)
@@ -174,21 +180,6 @@ def prepare_out(out: Path, scenario: str, *, force: bool = False) -> StagedResul
     return StagedResults(out, staging, force)
 
 
-def make_results_dir(out: Path, error: type[QcnError]) -> None:
-    """Create ``out`` for a command's results, or fail with ``error`` before any run."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise error(f"--out {out}: cannot write results there ({e.strerror})") from None
-
-
-def require_mininet(command: str, error: type[QcnError]) -> None:
-    """Fail with ``error`` when the Mininet backend cannot run here (``command`` needs it)."""
-    missing = backends.mininet_missing()
-    if missing:
-        raise error(f"{command} needs the Mininet backend, which cannot run here: {missing}")
-
-
 def flows_line(flows: dict[str, Any]) -> str:
     """The flows workload's figures in one line (summary.json's ``flows``)."""
     short, long = flows["slowdown_short"], flows["slowdown_long"]
@@ -217,33 +208,40 @@ def parse_stalls(text: str | None) -> tuple[float, float] | None:
     return stall_s, period_s
 
 
-def load_scenario(
-    name: str, sets: list[str], duration_s: float | None
-) -> tuple[scenarios.Scenario, dict[str, Any]]:
-    """A scenario with the command line's ``--set`` and ``--duration`` applied, and those
-    overrides (the front door's commands share this)."""
-    sc = scenarios.load(name)
-    overrides = overrides_from(sets)
-    if duration_s is not None:
-        if "duration_s" in overrides:
-            # Which one was meant?  --duration used to win without a word (sweep refuses
-            # a --grid and a --set of one key the same way).
-            raise ScenarioError(
-                "duration_s: given by --set and by --duration; one would win silently: keep one"
-            )
-        overrides["duration_s"] = duration_s
-    return (sc.with_overrides(overrides) if overrides else sc), overrides
-
-
 def _run(args: argparse.Namespace) -> int:
     if args.list:
         for name in scenarios.available():
             sc = scenarios.load(name)
             print(f"{name:14} seed {sc.seed:4} {sc.title}")
         return 0
+    if args.again is not None:
+        run = _again(args)
+        out = args.out or args.again.with_name(args.again.name + AGAIN_SUFFIX)
+    else:
+        run = _fresh(args)
+        out = args.out or DEFAULT_OUT / run.sc.name
+    return _execute(args, run, out)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A run ready to go."""
+
+    sc: scenarios.Scenario
+    """The scenario as it runs (scaled for BMv2 where it runs scaled)."""
+    backend: backends.Backend
+    why: str
+    """Why this backend, in words, and how the scenario was scaled."""
+    options: backends.RunOptions
+    overrides: dict[str, Any]
+    """The overrides the command line gave (provenance.json keeps them)."""
+
+
+def _fresh(args: argparse.Namespace) -> Prepared:
+    """A run of the command line's scenario, options and overrides."""
     if not args.scenario:
         raise ScenarioError("give a scenario name (qcn run --list) or a file")
-    sc, overrides = load_scenario(args.scenario, args.set, args.duration)
+    sc, overrides = scenario_of(args)
     if args.backend == "auto" and scenarios.backend_refusal(sc, "sim"):
         args.backend = "mininet"  # the only backend that runs it (real TCP, iperf3)
     backend, why = backends.choose_backend(args.backend)
@@ -266,23 +264,6 @@ def _run(args: argparse.Namespace) -> int:
             f"; rates x{scale.rate_scale:g}, times x{scale.time_scale:g} "
             f"(the scenario's [bmv2] section): {sc.duration_s:g} s"
         )
-    out = args.out or DEFAULT_OUT / sc.name
-    staged = prepare_out(out, sc.name, force=args.force)
-    print(f"qcn run: {sc.name} on the {why}", flush=True)
-    from qcn.core.noise import verdict_line  # noqa: PLC0415
-    from qcn.core.results import SUMMARY_KEYS, write_csvs  # noqa: PLC0415
-
-    progress = ProgressLine(f"qcn run: {sc.name} simulated", quiet=args.quiet)
-
-    def keep_measured(trace: Trace) -> None:
-        """An interrupted simulation's CSVs, beside its PARTIAL marker: what it measured
-        (only the marker was kept, though the README says an interrupted run keeps what it
-        measured)."""
-        try:
-            write_csvs(staged.staging, sc, trace)
-        except Exception as e:  # the interrupt is the one to report
-            print(f"qcn run: the partial results could not be written ({e})", file=sys.stderr)
-
     options = backends.RunOptions(
         qcn=not args.no_qcn,
         seed=args.seed,
@@ -292,6 +273,73 @@ def _run(args: argparse.Namespace) -> int:
         realtime_switch=args.switch_scheduling == "realtime",
         inject_stalls=stalls,
         pcap=args.pcap,
+    )
+    return Prepared(sc, backend, why, options, overrides)
+
+
+def _again_conflicts(args: argparse.Namespace) -> list[str]:
+    """What the command line gave of what ``--again`` takes from the results it reruns
+    (giving both is an error: which would win?)."""
+    given = {
+        "a scenario": bool(args.scenario),
+        "--set": bool(args.set),
+        "--duration": args.duration is not None,
+        "--seed": args.seed != DEFAULT_SEED,
+        "--backend": args.backend != "auto",
+        "--no-qcn": args.no_qcn,
+        "--scaled": args.scaled,
+        "--cli": args.cli,
+        "--sample-hz": args.sample_hz != DEFAULT_SAMPLE_HZ,
+        "--switch-scheduling": args.switch_scheduling != "realtime",
+        "--inject-stalls": args.inject_stalls is not None,
+        "--pcap": args.pcap,
+    }
+    return [flag for flag, on in given.items() if on]
+
+
+def _again(args: argparse.Namespace) -> Prepared:
+    """The run whose results are in ``args.again``, as it ran (qcn.core.provenance)."""
+    conflicts = _again_conflicts(args)
+    if conflicts:
+        raise ScenarioError(
+            f"--again takes the scenario and options recorded in {args.again}: give none of "
+            f"{', '.join(conflicts)} with it (or run {args.again}/{provenance.RUN_FILE} as a "
+            "scenario with your own)"
+        )
+    sc, recorded = provenance.read(args.again)
+    backend = recorded.get("backend")
+    if backend not in backends.BACKENDS:
+        raise ScenarioError(f"{args.again}/{provenance.PROVENANCE_FILE}: no known backend")
+    _backend, why = backends.choose_backend(backend)
+    try:
+        options = backends.RunOptions.from_recorded(recorded["run"])
+    except TypeError as e:
+        raise ScenarioError(f"{args.again}/{provenance.PROVENANCE_FILE}: {e}") from None
+    why += f"; again, as {args.again} ran: seed {options.seed}"
+    return Prepared(sc, backend, why, options, dict(recorded.get("overrides") or {}))
+
+
+def _execute(args: argparse.Namespace, run: Prepared, out: Path) -> int:
+    """Run ``run`` into ``out``, whole or not at all, and say what it found."""
+    sc, backend = run.sc, run.backend
+    staged = prepare_out(out, sc.name, force=args.force)
+    print(f"qcn run: {sc.name} on the {run.why}", flush=True)
+    from qcn.core.noise import verdict_line  # noqa: PLC0415
+    from qcn.core.results import SUMMARY_KEYS, write_csvs  # noqa: PLC0415
+
+    progress = ProgressLine(f"qcn run: {sc.name} simulated", quiet=args.quiet)
+
+    def keep_measured(trace: Trace) -> None:
+        """An interrupted simulation's CSVs, beside its PARTIAL marker: what it measured
+        (only the marker was kept, though the documentation says an interrupted run keeps what
+        it measured)."""
+        try:
+            write_csvs(staged.staging, sc, trace)
+        except Exception as e:  # the interrupt is the one to report
+            print(f"qcn run: the partial results could not be written ({e})", file=sys.stderr)
+
+    options = dataclasses.replace(
+        run.options,
         sim_progress=progress.update if backend == "sim" else None,
         sim_partial=keep_measured,
     )
@@ -300,7 +348,9 @@ def _run(args: argparse.Namespace) -> int:
             trace = backends.run_scenario(sc, backend, staged.staging, options)
         finally:
             progress.close()
-        summary, staged_plots = backends.record(staged.staging, sc, trace, backend, options)
+        summary, staged_plots = backends.record(
+            staged.staging, sc, trace, backend, options, overrides=run.overrides
+        )
         staged.publish()
     except BaseException as e:
         if staged.staging.exists():

@@ -29,7 +29,16 @@ from qcn.core.errors import QcnError
 from qcn.core.results import json_safe
 from qcn.core.scenario import MININET_PATTERNS, Scenario
 from qcn.core.trace import Trace
-from qcn.run import load_scenario, make_results_dir, require_mininet
+from qcn.options import (
+    add_count,
+    add_out,
+    add_scenario,
+    add_set,
+    check_count,
+    make_results_dir,
+    require_mininet,
+    scenario_of,
+)
 
 DEFAULT_OUT = Path("results/schemes")
 
@@ -82,16 +91,17 @@ def run_schemes(
     out: Path,
     keep: list[str],
     say: Callable[[str], None] = print,
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Every (episode, scheme) ``runs`` times; the mean of each figure, by episode and
-    scheme.  Writes the results, the tables and the queue plots into ``out``."""
+    scheme.  Writes the results, the tables and the queue plots into ``out``
+    (``overrides``: the command line's, kept in each run's provenance with the scheme's)."""
     if sc.workload.pattern not in MININET_PATTERNS:
         raise SchemesError(
             f"{sc.name}: the schemes are seed 001's, with real TCP or UDP (workload.pattern "
             "tcp or udp, as tcp-multihop)"
         )
-    if runs < 1:
-        raise SchemesError(f"--runs must be at least 1 (got {runs})")
+    check_count("--runs", runs, SchemesError)
     unknown = [e for e in episodes if e not in EPISODES]
     if unknown:
         raise SchemesError(f"unknown episode {unknown[0]!r} (known: {', '.join(EPISODES)})")
@@ -103,15 +113,17 @@ def run_schemes(
         table[episode] = {}
         traces: dict[str, Trace] = {}
         for scheme in SCHEMES:
-            overrides = {**EPISODES[episode], **scheme.overrides}
-            scaled = sc.with_overrides(overrides).scaled_for_bmv2(keep=[*keep, *overrides])
+            mine = {**EPISODES[episode], **scheme.overrides}
+            scaled = sc.with_overrides(mine).scaled_for_bmv2(keep=[*keep, *mine])
             figures: list[dict[str, float]] = []
             for k in range(1, runs + 1):
                 done += 1
                 say(f"qcn schemes: [{done}/{total}] {episode}, {scheme.name}, run {k}/{runs}")
                 d = out / episode / (scheme.name + (f"-{k}" if runs > 1 else ""))
                 options = backends.RunOptions(qcn=scheme.qcn, seed=k, say=lambda _m: None)
-                trace, summary = backends.run_and_record(scaled, "mininet", d, options)
+                trace, summary = backends.run_and_record(
+                    scaled, "mininet", d, options, overrides={**(overrides or {}), **mine}
+                )
                 figures.append({f: float(summary.get(f) or 0.0) for f in FIGURES})
                 traces.setdefault(scheme.name, trace)
             table[episode][scheme.name] = {
@@ -186,22 +198,29 @@ def register(sub: Any) -> None:
         help="seed 001's four schemes (TCP, +QCN, +PAUSE, QCN+PAUSE) on Mininet/BMv2",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
-    p.add_argument("scenario", nargs="?", default="tcp-multihop", help="a multihop scenario")
-    p.add_argument("--runs", type=int, default=1, help="runs per scheme and episode (default 1)")
+    add_scenario(p, default="tcp-multihop")
+    add_count(p, "--runs", 1, "runs per scheme and episode")
     p.add_argument(
         "--episodes",
         default=",".join(EPISODES),
         help=f"comma-separated, of {', '.join(EPISODES)} (default: all)",
     )
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results directory")
+    add_set(p)
+    add_out(p, DEFAULT_OUT, str(DEFAULT_OUT))
     p.set_defaults(func=_command)
 
 
 def _command(args: argparse.Namespace) -> int:
-    sc, overrides = load_scenario(args.scenario, args.set, None)
+    sc, overrides = scenario_of(args)
     episodes = [e.strip() for e in args.episodes.split(",") if e.strip()]
-    table = run_schemes(sc, runs=args.runs, episodes=episodes, out=args.out, keep=list(overrides))
+    table = run_schemes(
+        sc,
+        runs=args.runs,
+        episodes=episodes,
+        out=args.out,
+        keep=list(overrides),
+        overrides=overrides,
+    )
     print(format_tables(table, sc.bmv2.rate_scale, args.runs))
     print(f"qcn schemes: results in {args.out}/")
     return 0

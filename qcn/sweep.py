@@ -57,6 +57,16 @@ from qcn.core.scenario import Scenario, require_backend
 from qcn.core.signals import interrupts_deferred
 from qcn.core.tomlfile import toml_value
 from qcn.core.trace import Trace
+from qcn.options import (
+    add_count,
+    add_duration,
+    add_out,
+    add_quiet,
+    add_scenario,
+    add_set,
+    check_count,
+    scenario_of,
+)
 
 DEFAULT_OUT = Path("results/sweeps")
 #: The figures plotted against the grid (those a point's summary has).
@@ -289,9 +299,15 @@ class Store:
         *,
         scaled: bool,
         point_plots: bool = True,
+        overrides: dict[str, Any] | None = None,
+        address: str | None = None,
     ) -> None:
         self.out, self.sc, self.grid_keys, self.scaled = out, sc, grid_keys, scaled
         self.point_plots = point_plots
+        self.overrides = dict(overrides or {})
+        """The command line's fixed overrides (each point's provenance keeps them)."""
+        self.address = address
+        """The Dask scheduler whose workers compute the points (None: this machine's)."""
         self.rows: dict[str, dict[str, Any]] = {}
         self.corrupted: list[str] = []
         """Points whose results on disk were damaged (run again)."""
@@ -376,14 +392,25 @@ class Store:
         qcn = with_qcn(dict(p.overrides))[0]
         stage = staging or self.staging(p)
         (stage / PARTIAL_MARKER).write_text("this point's results are being written\n")
+        # The options the point ran with (run_point's), for its provenance.
+        scaled_by = self.sc.bmv2.time_scale if self.scaled and backend == "sim" else None
+        ran_on = None
+        if self.address:
+            ran_on = {
+                **backends.environment(backend),
+                "computed_on": f"a worker of the Dask scheduler at {self.address} (the "
+                "versions and machine above are those of the machine that recorded it)",
+            }
         summary, _plots = backends.record(
             stage,
             sc,
             trace,
             backend,
-            backends.RunOptions(qcn=qcn, seed=p.seed),
+            backends.RunOptions(qcn=qcn, seed=p.seed, scaled_by=scaled_by),
             plots=self.point_plots,
             extra={"sweep_key": p.key, "sweep_overrides": dict(p.overrides)},
+            overrides={**self.overrides, **dict(p.overrides)},
+            ran_on=ran_on,
         )
         (stage / PARTIAL_MARKER).unlink()
         publish.publish(stage, self.point_dir(p), replace=True)
@@ -601,19 +628,19 @@ def sweep(
     quiet: bool = False,
     point_plots: bool = True,
     say: Any = print,
+    overrides: dict[str, Any] | None = None,
 ) -> SweepReport:
-    """Run every point not already done; write the points, the table and the plots."""
-    if seeds < 1:
-        raise SweepError(f"--seeds must be at least 1 (got {seeds})")
-    if workers < 1:
-        raise SweepError(f"--workers must be at least 1 (got {workers})")
+    """Run every point not already done; write the points, the table and the plots
+    (``overrides``: the command line's fixed ones, kept in each point's provenance)."""
+    check_count("--seeds", seeds, SweepError)
+    check_count("--workers", workers, SweepError)
     require_backend(sc, backend, SweepError)
     # A point's key names how it runs: the backend, and scaled for BMv2 or not.
     points = make_points(sc, grids, seeds, f"{backend}-scaled" if scaled else backend)
     # Mininet points run scaled for BMv2, as `qcn run` runs them.
     store = Store(
         out, sc, [k for k, _ in grids], scaled=scaled or backend == "mininet",
-        point_plots=point_plots,
+        point_plots=point_plots, overrides=overrides, address=address,
     )  # fmt: skip
     store.prepare(
         {
@@ -739,7 +766,7 @@ def register(sub: Any) -> None:
         help="run a scenario over a grid of parameters and seeds, in parallel (Dask)",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
-    p.add_argument("scenario", help="a scenario name (qcn run --list) or a TOML file")
+    add_scenario(p)
     p.add_argument(
         "--grid",
         action="append",
@@ -748,17 +775,15 @@ def register(sub: Any) -> None:
         help="a scenario field and its values (TOML), e.g. network.rtt_s=10e-6,200e-6; "
         "repeat for more axes",
     )
-    p.add_argument("--seeds", type=int, default=1, help="random seeds per point (1..N)")
+    add_count(p, "--seeds", 1, "random seeds per point (1..N)")
     p.add_argument("--backend", choices=["sim", "mininet"], default="sim")
     p.add_argument("--scaled", action="store_true", help="sim: the scenario as scaled for BMv2")
-    p.add_argument("--workers", type=int, default=2, help="local cluster: worker processes")
+    add_count(p, "--workers", 2, "local cluster: worker processes")
     p.add_argument("--address", help="join this Dask scheduler (tcp://HOST:PORT) instead")
-    p.add_argument("--out", type=Path, help="results directory (default results/sweeps/NAME)")
-    p.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="a fixed override"
-    )
-    p.add_argument("--duration", type=float, help="override the scenario's duration, s")
-    p.add_argument("--quiet", action="store_true", help="no progress line")
+    add_out(p, None, f"{DEFAULT_OUT}/SCENARIO")
+    add_set(p, "a fixed override of a scenario field, for every point (TOML value)")
+    add_duration(p)
+    add_quiet(p)
     p.add_argument(
         "--no-point-plots",
         action="store_true",
@@ -768,9 +793,7 @@ def register(sub: Any) -> None:
 
 
 def _command(args: argparse.Namespace) -> int:
-    from qcn.run import load_scenario  # noqa: PLC0415
-
-    sc, overrides = load_scenario(args.scenario, args.set, args.duration)
+    sc, overrides = scenario_of(args)
     if not args.grid:
         raise SweepError("give at least one --grid KEY=V1,V2,...")
     grids = [parse_grid(g) for g in args.grid]
@@ -792,6 +815,7 @@ def _command(args: argparse.Namespace) -> int:
         scaled=args.scaled,
         quiet=args.quiet,
         point_plots=not args.no_point_plots,
+        overrides=overrides,
     )
     print(
         f"qcn sweep: {report.ran} points run, {report.skipped} already done, "

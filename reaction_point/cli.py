@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from qcn.core.errors import QcnError
-from qcn.core.params import ParamError, Preset, QcnParams
+from qcn.core.params import ParamError, QcnParams, RpScheme, scheme_names
 from reaction_point.daemon import (
     DEFAULT_MAX_LIMITERS,
     DEFAULT_STATUS_DIR,
@@ -43,7 +43,12 @@ def register(sub: Any) -> None:
     st = cmds.add_parser("start", help="run the daemon on an interface (foreground)")
     st.add_argument("--iface", required=True, help="the host interface, e.g. h1-eth0")
     st.add_argument("--params", type=Path, help="TOML parameter file (its [rp] table)")
-    st.add_argument("--preset", choices=[p.value for p in Preset], default=Preset.QCN.value)
+    st.add_argument(
+        "--preset",
+        choices=scheme_names(),
+        default=RpScheme.QCN.value,
+        help="the scheme whose parameter set --params overrides (default: %(default)s)",
+    )
     st.add_argument("--line-rate-bps", type=float, help="override rp.line_rate_bps")
     st.add_argument("--per-flow", action="store_true", help="one limiter per IPv4 flow")
     st.add_argument(

@@ -4,22 +4,28 @@ One :class:`RateLimiterRules` is one rate limiter's state machine.  It owns no c
 randomness: the caller injects ``clock()`` (seconds, monotonic) and ``uniform()`` (a float in
 [0, 1)), and calls
 
-- :meth:`on_cnm` for every CNM addressed to this limiter (``positive=True`` for an ECM CP's
-  message with Fb > 0; with ``RpParams.positive_reinforcement``, three-point QCN, a QntzFb
-  of 0 is a reflection point's "no congestion" and advances the limiter instead),
-- :meth:`on_transmit` for every frame the limiter sent,
-- :meth:`on_timer` when :attr:`timer_deadline` has passed (or :meth:`advance` to fire all
-  expired timer cycles at once).
+- :meth:`~RateLimiterRules.on_cnm` for every CNM addressed to this limiter
+  (``positive=True`` for an ECM CP's message with Fb > 0; with
+  ``RpParams.positive_reinforcement``, three-point QCN, a QntzFb of 0 is a reflection
+  point's "no congestion" and advances the limiter instead),
+- :meth:`~RateLimiterRules.on_transmit` for every frame the limiter sent,
+- :meth:`~RateLimiterRules.on_timer` when ``timer_deadline`` has passed (or
+  :meth:`~RateLimiterRules.advance` to fire all expired timer cycles at once).
 
-The daemon, the simulator and the tests all drive this same class, for every scheme of
-``RpParams.scheme`` (``docs/schemes.md``):
+The daemon, the simulator and the tests all construct ``RateLimiterRules(params, clock,
+uniform)``, and get the class of the scheme ``params.scheme`` names: each scheme is one
+subclass, registered under its name (``class EcmRules(RateLimiterRules, scheme="ecm")``),
+so that no rule asks which scheme it runs (``docs/schemes.md``, ``docs/extending.md``):
 
-- ``qcn``: the byte counter, plus the timer and HAI where the parameters enable them;
-- ``2-qcn``: the byte counter alone (seed 000);
-- ``timer-qcn``: the timer alone clocks FR, AI and HAI (seed 004);
-- ``ecm``: AIMD on the signed feedback, a drift increase every Td (seed 004).
+- ``qcn`` (:class:`QcnRules`): the byte counter, plus the timer and HAI where the
+  parameters enable them;
+- ``2-qcn`` (:class:`TwoQcnRules`): the byte counter alone (seed 000);
+- ``timer-qcn`` (:class:`TimerQcnRules`): the timer alone clocks FR, AI and HAI (seed 004);
+- ``ecm`` (:class:`EcmRules`): AIMD on the signed feedback, a drift increase every Td.
 
-Seed 004's adaptive timer (``RpParams.adaptive_timer``) works with every timer-clocked scheme.
+The QCN schemes' variants are parts chosen once, when a limiter is made: Fb-hat's cycle
+lengths (:class:`FbHatCycles`, seed 000) and seed 004's adaptive timer
+(:class:`AdaptiveTimer`) work with every QCN scheme they apply to.
 """
 
 from __future__ import annotations
@@ -27,8 +33,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any, ClassVar
 
-from qcn.core.params import QNTZ_FB_MAX, RpParams, RpScheme
+from qcn.core.params import QNTZ_FB_MAX, EcmParams, RpParams, RpScheme, SchemeName, scheme_def
 
 #: Fb-hat is a 5-bit saturating counter (seed 000).
 FB_HAT_MAX = 31
@@ -57,8 +64,50 @@ class RateSnapshot:
     time_stage: int
 
 
+#: The rules class of every scheme, by name (filled by subclassing RateLimiterRules).
+RULES: dict[SchemeName, type[RateLimiterRules]] = {}
+
+
+def rules_class(name: SchemeName) -> type[RateLimiterRules]:
+    """The rules of the scheme ``name``."""
+    try:
+        return RULES[str(name)]
+    except KeyError:
+        raise ValueError(f"no rate rules for the scheme {name!r} (known: {list(RULES)})") from None
+
+
 class RateLimiterRules:
-    """The RP algorithm of one rate limiter (CR, TR, byte counter, timer)."""
+    """One rate limiter's state (CR, TR, the clocks' stages) and the events it takes.
+
+    ``RateLimiterRules(params, clock, uniform)`` builds the rules of ``params.scheme``: the
+    subclass registered under that name.  A subclass names its scheme as a class keyword
+    (``scheme="ecm"``), which must be a scheme of :data:`qcn.core.params.SCHEMES`, and
+    overrides the events its scheme handles its own way: :meth:`_feedback` (a CNM),
+    :meth:`on_transmit` and :meth:`_end_timer_cycle`, and :meth:`_setup` to take what it
+    needs of its parameters.
+    """
+
+    scheme: ClassVar[SchemeName] = ""
+    """The scheme these rules are (set by the class keyword)."""
+
+    def __init_subclass__(cls, scheme: SchemeName = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not scheme:
+            return
+        scheme_def(scheme)  # defined in qcn.core.params first: its name and parameters
+        if scheme in RULES:
+            raise ValueError(f"the scheme {scheme!r} has its rules already ({RULES[scheme]})")
+        cls.scheme = scheme
+        RULES[scheme] = cls
+
+    def __new__(
+        cls, params: RpParams | None = None, *_args: object, **_kwargs: object
+    ) -> RateLimiterRules:
+        """The rules of ``params.scheme`` (constructed as any class: the caller needs no
+        table of schemes).  Without ``params`` (copy and pickle make an instance so) the
+        class is the one asked for."""
+        kind = rules_class(params.scheme) if cls is RateLimiterRules and params else cls
+        return super().__new__(kind)
 
     def __init__(
         self,
@@ -69,15 +118,6 @@ class RateLimiterRules:
         self.p = params
         self._clock = clock
         self._uniform = uniform
-        scheme = params.scheme
-        self._byte_clocked = scheme in (RpScheme.QCN, RpScheme.TWO_QCN)
-        """The byte counter clocks increases (QCN and 2-QCN)."""
-        self._timer_clocked = scheme is RpScheme.TIMER_QCN or (
-            scheme is RpScheme.QCN and params.timer_enabled
-        )
-        """The QCN timer clocks increases (full QCN and timer-only QCN)."""
-        self._ecm = scheme is RpScheme.ECM
-        self._hai = params.hai_enabled and scheme in (RpScheme.QCN, RpScheme.TIMER_QCN)
         self.timer_period_s = params.timer_s
         """T: the timer's base period (it moves only with the adaptive timer)."""
         self.current_rate_bps = params.line_rate_bps
@@ -89,24 +129,32 @@ class RateLimiterRules:
         self.timer_deadline: float | None = None
         """When the current timer cycle ends (None: no timer running)."""
         self.frames_since_cnm = 0
-        self.fb_hat = 0
-        self._frames_since_fb_hat_halving = 0
         self.cnms = 0
         """Congestion CNMs taken (positive reinforcements not counted)."""
         self.reinforcements = 0
         """Three-point QCN: CNMs with QntzFb 0 that advanced the limiter."""
+        self._setup(params)
+
+    def _setup(self, params: RpParams) -> None:
+        """What the scheme takes from its parameters, once, when a limiter is made (the
+        shared state above is set by then)."""
 
     # -- state -----------------------------------------------------------------------------
 
     @property
     def stage(self) -> Stage:
-        """FR/AI/HAI (ECM has no stages: it always reports FR)."""
+        """FR/AI/HAI (a scheme without stages, as ECM, always reports FR)."""
         th = self.p.fast_recovery_th
         if self._hyper_active():
             return Stage.HYPER_ACTIVE_INCREASE
         if self.byte_stage > th or self.time_stage > th:
             return Stage.ACTIVE_INCREASE
         return Stage.FAST_RECOVERY
+
+    @property
+    def fb_hat(self) -> int:
+        """Seed 000's Fb-hat counter (0 where the scheme keeps none)."""
+        return 0
 
     @property
     def at_line_rate(self) -> bool:
@@ -121,86 +169,22 @@ class RateLimiterRules:
     # -- events ----------------------------------------------------------------------------
 
     def on_cnm(self, qntz_fb: int, positive: bool = False) -> None:
-        """A CNM carrying QntzFb (0..63): QCN's multiplicative decrease, or ECM's AIMD step
-        (``positive``: the ECM CP's Fb > 0; QCN schemes ignore such a message)."""
-        p = self.p
+        """A CNM carrying QntzFb (0..63); ``positive``: an ECM CP's message with Fb > 0."""
         if not 0 <= qntz_fb <= QNTZ_FB_MAX:
             raise ValueError(f"QntzFb must be in [0, {QNTZ_FB_MAX}], got {qntz_fb}")
-        if self._ecm:
-            self._ecm_feedback(qntz_fb, positive)
-            return
-        if positive:
-            return  # QCN has no positive feedback
-        if qntz_fb == 0 and p.positive_reinforcement:
-            self._reinforce()
-            return
-        if p.adaptive_timer and self.timer_deadline is not None:
-            # Dinged before the timer expired: a longer period (seed 004, "T + b or T * d").
-            self._set_timer_period(self.timer_period_s * p.timer_cnm_factor + p.timer_cnm_step_s)
-        self.cnms += 1
-        # Extra fast recovery: a CNM during the first FR cycle keeps TR.
-        if self.byte_stage != 0:
-            self.target_rate_bps = self.current_rate_bps
-        self.current_rate_bps = max(p.min_rate_bps, self.current_rate_bps * (1 - p.gd * qntz_fb))
-        self.byte_stage = 0
-        self.time_stage = 0
-        self.frames_since_cnm = 0
-        if p.fb_hat:
-            self.fb_hat = min(FB_HAT_MAX, self.fb_hat + qntz_fb)
-        self.bytes_left = self._byte_cycle()
-        if self._timer_clocked:
-            self.timer_deadline = self._clock() + self._timer_cycle()
+        self._feedback(qntz_fb, positive)
 
-    def _reinforce(self) -> None:
-        """Three-point QCN's positive reinforcement (seed 003): the cycles running end now,
-        as if they had expired, with one increase step (docs/qcn.md, "QntzFb 0").
-        A limiter never cut has nothing to recover."""
-        if self.cnms == 0:
-            return
-        self.reinforcements += 1
-        if self._byte_clocked:
-            self.byte_stage += 1
-            self.bytes_left = self._byte_cycle()
-        if self._timer_clocked:
-            self.time_stage += 1
-            self.timer_deadline = self._clock() + self._timer_cycle()
-        self._increase()
+    def _feedback(self, qntz_fb: int, positive: bool) -> None:
+        """The scheme's answer to a CNM (QntzFb already checked)."""
+        raise NotImplementedError
 
-    def _ecm_feedback(self, qntz_fb: int, positive: bool) -> None:
-        """ECM: r += Gi * Fb * Ru on Fb > 0, r *= 1 - Gd * |Fb| on Fb < 0, in seed 004's
-        units (QntzFb back to pages by ``ecm_fb_max``); each message restarts the drift."""
-        p = self.p
-        fb = qntz_fb * p.ecm_fb_max / QNTZ_FB_MAX
-        if positive:
-            if self.cnms == 0:
-                return  # never throttled: nothing to increase
-            rate = self.current_rate_bps + p.ecm_gi * fb * p.ecm_ru_bps
-        else:
-            rate = self.current_rate_bps * (1 - p.ecm_gd * fb)
-        self.cnms += 1
-        self.current_rate_bps = min(p.line_rate_bps, max(p.min_rate_bps, rate))
-        self.target_rate_bps = self.current_rate_bps
-        self.frames_since_cnm = 0
-        self.timer_deadline = self._clock() + p.ecm_td_s
-
-    def on_transmit(self, nbytes: int, frames: int = 1) -> None:
-        """Count ``frames`` sent frames of ``nbytes`` in all; may end a byte-counter cycle."""
+    def on_transmit(self, nbytes: int, frames: int = 1) -> None:  # noqa: ARG002
+        """Count ``frames`` sent frames of ``nbytes`` in all (a scheme with a byte counter
+        counts the bytes too, and may end its cycle)."""
         self.frames_since_cnm += frames
-        if self.p.fb_hat:
-            self._frames_since_fb_hat_halving += frames
-            while self._frames_since_fb_hat_halving >= FB_HAT_HALVING_FRAMES:
-                self._frames_since_fb_hat_halving -= FB_HAT_HALVING_FRAMES
-                self.fb_hat >>= 1
-        if self.cnms == 0 or not self._byte_clocked:
-            return  # never throttled, or no byte counter: no cycles to clock
-        self.bytes_left -= nbytes
-        if self.bytes_left < 0:
-            self.byte_stage += 1
-            self.bytes_left = self._byte_cycle()
-            self._increase()
 
     def on_timer(self) -> None:
-        """The timer cycle ended: one more timer stage, then increase."""
+        """The timer cycle ended: the scheme's timer step."""
         if self.timer_deadline is None:
             return
         self._end_timer_cycle(next_starts=self._clock())
@@ -214,35 +198,180 @@ class RateLimiterRules:
         return fired
 
     def _end_timer_cycle(self, next_starts: float) -> None:
-        """One more timer stage; the next cycle (shorter after FR) starts at ``next_starts``.
-        ECM: one drift step of Rd."""
+        """The timer cycle ended; the next one starts at ``next_starts``."""
+        raise NotImplementedError
+
+    def _hyper_active(self) -> bool:
+        return False
+
+    def _jitter(self) -> float:
+        j = self.p.jitter
+        return 1.0 - j + 2.0 * j * self._uniform()
+
+
+# -- the QCN schemes' variable parts --------------------------------------------------------
+
+
+class ByteCycles:
+    """Byte-counter cycles of BC_LIMIT bytes (the spec's)."""
+
+    fb_hat = 0
+
+    def __init__(self, params: RpParams) -> None:
+        self.limit_bytes = float(params.bc_limit_bytes)
+
+    def on_cnm(self, qntz_fb: int) -> None:
+        """A cut of ``qntz_fb`` (nothing to count here)."""
+
+    def sent(self, frames: int) -> None:
+        """``frames`` more frames sent (nothing to count here)."""
+
+    def cycle_bytes(self) -> float:
+        return self.limit_bytes
+
+
+class FbHatCycles(ByteCycles):
+    """Seed 000's Fb-hat: cycles of 50 frames while the recent feedback is small, else 100.
+    Fb-hat adds each CNM's QntzFb (saturating at 31) and halves every 50 frames sent."""
+
+    def __init__(self, params: RpParams) -> None:
+        super().__init__(params)
+        self.frame_bytes = params.frame_bytes
+        self.fb_hat = 0
+        self._frames_since_halving = 0
+
+    def on_cnm(self, qntz_fb: int) -> None:
+        self.fb_hat = min(FB_HAT_MAX, self.fb_hat + qntz_fb)
+
+    def sent(self, frames: int) -> None:
+        self._frames_since_halving += frames
+        while self._frames_since_halving >= FB_HAT_HALVING_FRAMES:
+            self._frames_since_halving -= FB_HAT_HALVING_FRAMES
+            self.fb_hat >>= 1
+
+    def cycle_bytes(self) -> float:
+        frames = 50 if self.fb_hat <= FB_HAT_SHORT_CYCLE_MAX else 100
+        return float(frames * self.frame_bytes)
+
+
+class FixedTimer:
+    """The timer's period T stays what the parameters say."""
+
+    def after_expiry(self, period_s: float) -> float:
+        return period_s
+
+    def after_cnm(self, period_s: float) -> float:
+        return period_s
+
+
+class AdaptiveTimer(FixedTimer):
+    """Seed 004's adaptive timer: T * c - a after an expiry, T * d + b after a CNM that came
+    before expiry, within [T0 / span, T0 * span] (``docs/schemes.md``)."""
+
+    def __init__(self, params: RpParams) -> None:
+        self.p = params
+
+    def after_expiry(self, period_s: float) -> float:
+        return self._bounded(period_s * self.p.timer_expiry_factor - self.p.timer_expiry_step_s)
+
+    def after_cnm(self, period_s: float) -> float:
+        return self._bounded(period_s * self.p.timer_cnm_factor + self.p.timer_cnm_step_s)
+
+    def _bounded(self, period_s: float) -> float:
+        span = self.p.adaptive_timer_span
+        return min(self.p.timer_s * span, max(self.p.timer_s / span, period_s))
+
+
+# -- the schemes ------------------------------------------------------------------------------
+
+
+class QcnRules(RateLimiterRules, scheme=RpScheme.QCN):
+    """802.1Qau QCN: a CNM cuts CR by Gd * QntzFb; the byte counter, and the timer where
+    ``rp.timer_enabled``, clock fast recovery, active increase and (``rp.hai_enabled``)
+    hyper-active increase."""
+
+    def _setup(self, params: RpParams) -> None:
+        """The variants this limiter runs, chosen once."""
+        self._cycles = FbHatCycles(params) if params.fb_hat else ByteCycles(params)
+        self._period = AdaptiveTimer(params) if params.adaptive_timer else FixedTimer()
+        self._reinforces = params.positive_reinforcement
+        self._hai = params.hai_enabled
+
+    @property
+    def fb_hat(self) -> int:
+        return self._cycles.fb_hat
+
+    def _timer_runs(self) -> bool:
+        """Whether the timer clocks increases (full QCN: where the parameters enable it)."""
+        return self.p.timer_enabled
+
+    def _feedback(self, qntz_fb: int, positive: bool) -> None:
+        """QCN's multiplicative decrease (a positive message is not QCN's: ignored)."""
         p = self.p
-        if self._ecm:
-            self.current_rate_bps = min(p.line_rate_bps, self.current_rate_bps + p.ecm_rd_bps)
-            self.target_rate_bps = self.current_rate_bps
-            self.timer_deadline = next_starts + p.ecm_td_s
+        if positive:
+            return  # QCN has no positive feedback
+        if qntz_fb == 0 and self._reinforces:
+            self._reinforce()
             return
-        if p.adaptive_timer:
-            # Expired without a CNM: a shorter period (seed 004, "T - a or T * c").
-            self._set_timer_period(
-                self.timer_period_s * p.timer_expiry_factor - p.timer_expiry_step_s
-            )
+        if self.timer_deadline is not None:
+            # Dinged before the timer expired (seed 004's adaptive timer: T + b or T * d).
+            self.timer_period_s = self._period.after_cnm(self.timer_period_s)
+        self.cnms += 1
+        # Extra fast recovery: a CNM during the first FR cycle keeps TR.
+        if self.byte_stage != 0:
+            self.target_rate_bps = self.current_rate_bps
+        self.current_rate_bps = max(p.min_rate_bps, self.current_rate_bps * (1 - p.gd * qntz_fb))
+        self.byte_stage = 0
+        self.time_stage = 0
+        self.frames_since_cnm = 0
+        self._cycles.on_cnm(qntz_fb)
+        self.bytes_left = self._byte_cycle()
+        if self._timer_runs():
+            self.timer_deadline = self._clock() + self._timer_cycle()
+
+    def _reinforce(self) -> None:
+        """Three-point QCN's positive reinforcement (seed 003): the cycles running end now,
+        as if they had expired, with one increase step (docs/qcn.md, "QntzFb 0").
+        A limiter never cut has nothing to recover."""
+        if self.cnms == 0:
+            return
+        self.reinforcements += 1
+        self._restart_byte_counter()
+        if self._timer_runs():
+            self.time_stage += 1
+            self.timer_deadline = self._clock() + self._timer_cycle()
+        self._increase()
+
+    def _restart_byte_counter(self) -> None:
+        """One more byte-counter stage, a new cycle (a reinforcement's, as an expiry's)."""
+        self.byte_stage += 1
+        self.bytes_left = self._byte_cycle()
+
+    def on_transmit(self, nbytes: int, frames: int = 1) -> None:
+        """Count ``frames`` sent frames of ``nbytes`` in all; may end a byte-counter cycle."""
+        self.frames_since_cnm += frames
+        self._cycles.sent(frames)
+        if self.cnms == 0:
+            return  # never throttled: no cycles to clock
+        self.bytes_left -= nbytes
+        if self.bytes_left < 0:
+            self.byte_stage += 1
+            self.bytes_left = self._byte_cycle()
+            self._increase()
+
+    def _end_timer_cycle(self, next_starts: float) -> None:
+        """One more timer stage; the next cycle (shorter after FR) starts at ``next_starts``."""
+        # Expired without a CNM (seed 004's adaptive timer: T - a or T * c).
+        self.timer_period_s = self._period.after_expiry(self.timer_period_s)
         self.time_stage += 1
         self.timer_deadline = next_starts + self._timer_cycle()
         self._increase()
-
-    def _set_timer_period(self, period_s: float) -> None:
-        span = self.p.adaptive_timer_span
-        self.timer_period_s = min(self.p.timer_s * span, max(self.p.timer_s / span, period_s))
 
     # -- the rules -------------------------------------------------------------------------
 
     @property
     def _hai_stages(self) -> int:
-        """The stage count HAI goes by: the lower of the two clocks' (timer-only QCN: the
-        timer stands for both)."""
-        if not self._byte_clocked:
-            return self.time_stage
+        """The stage count HAI goes by: the lower of the two clocks'."""
         return min(self.byte_stage, self.time_stage)
 
     def _hyper_active(self) -> bool:
@@ -269,17 +398,9 @@ class RateLimiterRules:
             (self.current_rate_bps + self.target_rate_bps) / 2, p.line_rate_bps
         )
 
-    def _jitter(self) -> float:
-        j = self.p.jitter
-        return 1.0 - j + 2.0 * j * self._uniform()
-
     def _byte_cycle(self) -> float:
         p = self.p
-        if p.fb_hat:
-            frames = 50 if self.fb_hat <= FB_HAT_SHORT_CYCLE_MAX else 100
-            limit = float(frames * p.frame_bytes)
-        else:
-            limit = float(p.bc_limit_bytes)
+        limit = self._cycles.cycle_bytes()
         if p.shorten_cycles_after_fr and self.byte_stage >= p.fast_recovery_th:
             limit /= 2
         return limit * self._jitter()
@@ -290,3 +411,65 @@ class RateLimiterRules:
         if p.shorten_cycles_after_fr and self.time_stage >= p.fast_recovery_th:
             period /= 2
         return period * self._jitter()
+
+
+class TwoQcnRules(QcnRules, scheme=RpScheme.TWO_QCN):
+    """Seed 000's 2-QCN: the byte counter alone clocks FR and AI; no timer, no HAI."""
+
+    def _timer_runs(self) -> bool:
+        return False
+
+    def _hyper_active(self) -> bool:
+        return False
+
+
+class TimerQcnRules(QcnRules, scheme=RpScheme.TIMER_QCN):
+    """Seed 004's timer-only QCN: the timer alone clocks FR, AI and HAI; the byte counter
+    does not count (``docs/schemes.md``, "Timer-only QCN")."""
+
+    def _timer_runs(self) -> bool:
+        return True
+
+    def _restart_byte_counter(self) -> None:
+        """No byte counter: a reinforcement steps the timer alone."""
+
+    def on_transmit(self, nbytes: int, frames: int = 1) -> None:
+        """Frames are counted (for HAI and Fb-hat), bytes not."""
+        RateLimiterRules.on_transmit(self, nbytes, frames)
+        self._cycles.sent(frames)
+
+    @property
+    def _hai_stages(self) -> int:
+        """With one clock, the timer stands for both."""
+        return self.time_stage
+
+
+class EcmRules(RateLimiterRules, scheme=RpScheme.ECM):
+    """ECM, BCN's successor (seed 004): r += Gi * Fb * Ru on Fb > 0, r *= 1 - Gd * |Fb| on
+    Fb < 0, and a drift of Rd every Td without a message (``docs/schemes.md``, "ECM")."""
+
+    def _setup(self, params: RpParams) -> None:
+        self.ecm = params.own(EcmParams)
+
+    def _feedback(self, qntz_fb: int, positive: bool) -> None:
+        """AIMD in seed 004's units (QntzFb back to pages by ``fb_max``); each message
+        restarts the drift."""
+        p, ecm = self.p, self.ecm
+        fb = qntz_fb * ecm.fb_max / QNTZ_FB_MAX
+        if positive:
+            if self.cnms == 0:
+                return  # never throttled: nothing to increase
+            rate = self.current_rate_bps + ecm.gi * fb * ecm.ru_bps
+        else:
+            rate = self.current_rate_bps * (1 - ecm.gd * fb)
+        self.cnms += 1
+        self.current_rate_bps = min(p.line_rate_bps, max(p.min_rate_bps, rate))
+        self.target_rate_bps = self.current_rate_bps
+        self.frames_since_cnm = 0
+        self.timer_deadline = self._clock() + ecm.td_s
+
+    def _end_timer_cycle(self, next_starts: float) -> None:
+        """One drift step of Rd."""
+        self.current_rate_bps = min(self.p.line_rate_bps, self.current_rate_bps + self.ecm.rd_bps)
+        self.target_rate_bps = self.current_rate_bps
+        self.timer_deadline = next_starts + self.ecm.td_s

@@ -622,8 +622,9 @@ class LimiterWriter:
     pyroute2 builds HTB's two 256-entry rate tables in Python for every class it makes or
     changes, 0.47 ms a call measured here; with ten daemons following every CNM that was
     ~300 changes a second on a 2-core machine, and the uncongested queue grew with them
-    (README, "On BMv2"); and a new limiter (a class and its u32 filters through pyroute2)
-    cost more still, so limiter churn was slow (issue 28).  The kernel reads no rate table
+    (docs/experiments.md, "The queue while uncongested"); and a new limiter (a class and
+    its u32 filters through pyroute2) cost more still, so limiter churn was slow
+    (docs/benchmarks.md).  The kernel reads no rate table
     for a rate whose link layer is given (Ethernet), so a class is sent as its parameters
     only, with the burst pyroute2 would compute (rate / HZ + MTU bytes); the kernel keeps a
     class's tokens across a change.  A limiter's class and filters go in one datagram.

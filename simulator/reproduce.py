@@ -47,7 +47,7 @@ def og_hotspot_label(rate_bps: float) -> str:
 #: Seed 004's ECM on the robustness scenario: the ECM preset, its CP sampling (the scenario
 #: chose QCN's byte table for itself, so it is named again here).
 ECM = {"qcn_preset": "ecm", "qcn.cp.sampling": "bernoulli"}
-ECM_STABLE = {**ECM, "qcn.rp.ecm_gi": ECM_GI_STABLE}
+ECM_STABLE = {**ECM, "qcn.rp.ecm.gi": ECM_GI_STABLE}
 TIMER_QCN = {"qcn_preset": "timer-qcn"}
 ADAPTIVE = {"qcn_preset": "qcn", "qcn.rp.adaptive_timer": True}
 RTT_200 = {"network.rtt_s": 200e-6}
@@ -56,7 +56,7 @@ BURST_PERIODS_S = (20e-3, 10e-3, 5e-3)
 BURSTY_SCHEMES: dict[str, dict[str, Any]] = {
     "QCN": {},
     "ECM standard Gi": {"qcn_preset": "ecm"},
-    "ECM stability-adjusted Gi": {"qcn_preset": "ecm", "qcn.rp.ecm_gi": ECM_GI_STABLE},
+    "ECM stability-adjusted Gi": {"qcn_preset": "ecm", "qcn.rp.ecm.gi": ECM_GI_STABLE},
 }
 BURSTY_METRICS = ("utilization", "queue_mean_pkts", "queue_std_pkts", "drops")
 

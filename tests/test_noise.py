@@ -286,9 +286,9 @@ def reporting_run(silent_from_s: float, silent_to_s: float, run_s: float = 150.0
 
 
 def test_a_sink_that_stops_reporting_makes_the_run_noisy() -> None:
-    """The field's case (README, three-point transient with a core taken): the sink stopped
-    reporting 25 s before the end while the switch's queue kept moving; the run carried
-    "0.47 of its load" by its measurement and its verdict said ok."""
+    """The field's case (docs/experiments.md, three-point transient with a core taken): the
+    sink stopped reporting 25 s before the end while the switch's queue kept moving; the run
+    carried "0.47 of its load" by its measurement and its verdict said ok."""
     sc = transient_on_bmv2()
     ok = noise.report(sc, reporting_run(200.0, 200.0), QUIET)
     assert ok["verdict"] == "ok", ok["reasons"]

@@ -52,7 +52,7 @@ def test_ecm_increase_is_gi_times_fb_times_ru() -> None:
     before = rp.current_rate_bps
     rp.on_cnm(21, positive=True)  # +0.53333 * 625 * 1 Mb/s = 333.33125 Mb/s
     assert rp.current_rate_bps - before == pytest.approx(333.33125e6, rel=1e-12)
-    stable, _ = make(replace(ECM, ecm_gi=0.0053333))
+    stable, _ = make(ECM.with_own(gi=0.0053333))
     stable.on_cnm(63)
     low = stable.current_rate_bps
     stable.on_cnm(63, positive=True)  # +0.0053333 * 1875 * 1 Mb/s

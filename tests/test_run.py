@@ -13,7 +13,8 @@ import pytest
 
 from qcn.core.publish import PARTIAL_MARKER, old_path, staging_path
 from qcn.core.scenario import ScenarioError
-from qcn.run import StagedResults, load_scenario, overrides_from, parse_stalls, prepare_out
+from qcn.options import load_scenario, overrides_from
+from qcn.run import StagedResults, parse_stalls, prepare_out
 
 
 def test_overrides_are_toml_values_and_text_otherwise() -> None:

@@ -215,9 +215,10 @@ def test_scaling_for_bmv2_scales_rates_times_and_bytes() -> None:
     assert b.duration_s == pytest.approx(sc.duration_s * tau)
     assert b.params.rp.timer_s == pytest.approx(sc.params.rp.timer_s * tau)
     # ECM's rate units and drift period, and the adaptive timer's steps, scale too.
-    assert b.params.rp.ecm_ru_bps == pytest.approx(sc.params.rp.ecm_ru_bps * k)
-    assert b.params.rp.ecm_rd_bps == pytest.approx(sc.params.rp.ecm_rd_bps * k)
-    assert b.params.rp.ecm_td_s == pytest.approx(sc.params.rp.ecm_td_s * tau)
+    ecm, ecm0 = b.params.to_dict()["rp"]["ecm"], sc.params.to_dict()["rp"]["ecm"]
+    assert ecm["ru_bps"] == pytest.approx(ecm0["ru_bps"] * k)
+    assert ecm["rd_bps"] == pytest.approx(ecm0["rd_bps"] * k)
+    assert ecm["td_s"] == pytest.approx(ecm0["td_s"] * tau)
     assert [c.at_s for c in b.schedule] == pytest.approx([c.at_s * tau for c in sc.schedule])
     assert [c.bottleneck_rate_bps for c in b.schedule] == pytest.approx(
         [c.bottleneck_rate_bps * k for c in sc.schedule]

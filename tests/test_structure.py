@@ -96,6 +96,7 @@ def test_the_front_door_is_the_only_one_above_everything() -> None:
         "qcn.schemes",
         "qcn.backends",
         "qcn.net",
+        "qcn.options",
     }
 
 

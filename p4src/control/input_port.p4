@@ -1,5 +1,5 @@
 // Ingress: what an input port asks of each unicast frame, in one lookup (BMv2 costs ~18k
-// instructions per table a frame meets, even one that misses: README, "Benchmarks").
+// instructions per table a frame meets, even one that misses: docs/benchmarks.md).
 //   PAUSE (control/pause.p4): the frame is counted into its input's buffer partition or
 //     dropped, and past the high watermark its I2E clone becomes a PAUSE out of the input.
 //   Three-point QCN (control/three_point.p4): a data frame from a host gets an Fb tag.

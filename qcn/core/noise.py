@@ -21,7 +21,8 @@ turns the measurement into figures and a verdict:
 - **the measurement's own reporters**: the sink's longest silence (it reports every sample
   interval; what arrives while it is not run is counted late, or at the run's end never),
   and how many senders wrote their report.  A run whose sink stopped reporting for its last
-  25 s carried "0.47 of its load" by its measurement, and was judged ok (README; issue 42).
+  25 s carried "0.47 of its load" by its measurement, and was judged ok (docs/experiments.md,
+  the three-point transients with a core taken).
 
 The thresholds are the scenario's own where it has one (the tolerable stall) and stated
 constants otherwise; docs/bmv2.md gives their reasons.

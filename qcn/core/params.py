@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import difflib
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 import tomli_w
 
@@ -96,16 +97,37 @@ class QueueUnit(StrEnum):
 
 
 class RpScheme(StrEnum):
-    """How a reaction point reacts to feedback and clocks its increases (``docs/schemes.md``)."""
+    """The names of the reaction point's built-in schemes (``docs/schemes.md``): each is
+    defined once, in :data:`SCHEMES`, and its rules are one class of
+    ``reaction_point/rules.py``."""
 
     QCN = "qcn"
-    """802.1Qau QCN: byte counter, plus the timer and HAI where enabled (seeds 002, 004)."""
     TWO_QCN = "2-qcn"
-    """Seed 000's 2-QCN: the byte counter alone clocks FR and AI (no timer, no HAI)."""
     TIMER_QCN = "timer-qcn"
-    """Seed 004's timer-only QCN: the timer alone clocks FR, AI and HAI."""
     ECM = "ecm"
-    """ECM, BCN's successor (seed 004): AIMD on signed feedback, drift increase every Td."""
+
+
+#: A scheme's name as a parameter file, a scenario and the command line spell it
+#: (``rp.scheme``, ``qcn_preset``, ``--preset``): a key of :data:`SCHEMES`.
+SchemeName: TypeAlias = str
+
+
+@dataclass(frozen=True)
+class SchemeParams:
+    """The parameters a scheme has of its own, beside the reaction point's shared ones.
+
+    A subclass is a frozen dataclass of numbers, whole numbers and booleans; a parameter
+    file holds it as the table ``[rp.NAME]`` and a scenario override spells a field
+    ``qcn.rp.NAME.FIELD``.  Kept apart from :class:`RpParams`' flat fields so that a new
+    scheme brings its parameters with it instead of adding fields every other scheme
+    ignores (ECM's six were flat ``ecm_*`` fields)."""
+
+    def validate(self, where: str, rp: RpParams) -> None:
+        """Raise :class:`ParamError` naming ``where.FIELD`` for a value out of range
+        (``rp``: the reaction point's shared parameters, for bounds that depend on them)."""
+
+
+P = TypeVar("P", bound=SchemeParams)
 
 
 @dataclass(frozen=True)
@@ -259,8 +281,8 @@ class RpParams:
     positive_reinforcement: bool = False
     """Seed 003's three-point QCN: a CNM with QntzFb 0 (a reflection point saw Fb = 0)
     ends the current cycles at once, one increase step, instead of a zero-size cut."""
-    scheme: RpScheme = RpScheme.QCN
-    """The reaction point's scheme (qcn, 2-qcn, timer-qcn, ecm)."""
+    scheme: SchemeName = RpScheme.QCN
+    """The reaction point's scheme: a name of :data:`SCHEMES` (qcn, 2-qcn, timer-qcn, ecm)."""
     adaptive_timer: bool = False
     """Seed 004's adaptive timer: the timer period T moves with the feedback (below)."""
     timer_expiry_factor: float = 0.9
@@ -273,20 +295,34 @@ class RpParams:
     """Adaptive timer, the b of seed 004 (seconds)."""
     adaptive_timer_span: float = 4.0
     """Adaptive timer: T stays within [timer_s / span, timer_s * span]."""
-    ecm_gi: float = 0.53333
-    """ECM Gi: r += Gi * Fb * Ru on Fb > 0 (seed 004; 0.0053333 stability-adjusted)."""
-    ecm_gd: float = 0.00026667
-    """ECM Gd: r *= 1 - Gd * |Fb| on Fb < 0 (Gd * ecm_fb_max = 1/2, as QCN's largest cut)."""
-    ecm_ru_bps: float = 1e6
-    """ECM Ru: the rate unit of the increase on Fb > 0."""
-    ecm_rd_bps: float = 1e6
-    """ECM Rd: the drift, added every Td without a message."""
-    ecm_td_s: float = 1e-3
-    """ECM Td: the drift period."""
-    ecm_fb_max: float = 1875.0
-    """ECM: the |Fb| that QntzFb 63 stands for, in seed 004's queue unit (64-byte pages):
-    (2W + 1) * Qeq = 5 * 375.  The CP quantises in its own unit; this turns QntzFb back
-    into the seed's Fb, so Gi and Gd keep seed 004's values."""
+    scheme_params: tuple[SchemeParams, ...] = ()
+    """The schemes' own parameters (:class:`SchemeParams`) that differ from their defaults,
+    at most one set per scheme; read them with :meth:`own`.  In TOML each scheme's set is
+    its table ``[rp.NAME]``."""
+
+    def __post_init__(self) -> None:
+        # One canonical form, so that equal parameters compare equal however they were
+        # built: a scheme's defaults are not stored, the rest in a fixed order.
+        kept = {type(x): x for x in self.scheme_params if x != type(x)()}
+        ordered = tuple(kept[k] for k in sorted(kept, key=lambda k: k.__qualname__))
+        object.__setattr__(self, "scheme_params", ordered)
+
+    def own(self, kind: type[P]) -> P:
+        """The parameters of type ``kind`` (a scheme's :class:`SchemeParams`) in force."""
+        for x in self.scheme_params:
+            if type(x) is kind:
+                return x
+        return kind()
+
+    def with_own(self, **changes: Any) -> RpParams:
+        """These parameters with fields of the selected scheme's own ones changed
+        (``ecm.with_own(gi=0.0053333)``)."""
+        kind = scheme_def(self.scheme).params
+        if kind is None:
+            raise ParamError(f"rp.{self.scheme}", "this scheme has no parameters of its own")
+        mine = replace(self.own(kind), **changes)
+        others = tuple(x for x in self.scheme_params if type(x) is not kind)
+        return replace(self, scheme_params=(*others, mine))
 
     def validate(self) -> None:
         _check_range("rp.line_rate_bps", self.line_rate_bps, 1e3, 1e13)
@@ -311,58 +347,112 @@ class RpParams:
             if not isinstance(getattr(self, name), bool):
                 raise ParamError(f"rp.{name}", "must be true or false")
         _check_int("rp.frame_bytes", self.frame_bytes, 60, 9216)
-        if not isinstance(self.scheme, RpScheme):
-            raise ParamError("rp.scheme", f"must be one of {[m.value for m in RpScheme]}")
-        if self.scheme is RpScheme.TWO_QCN:
-            for name in ("timer_enabled", "hai_enabled", "shorten_cycles_after_fr"):
-                if getattr(self, name):
-                    raise ParamError(
-                        f"rp.{name}",
-                        '2-qcn has no timer, HAI or shortened cycles; set rp.scheme = "qcn" '
-                        "to add them",
-                    )
-        if self.positive_reinforcement and self.scheme is RpScheme.ECM:
-            raise ParamError(
-                "rp.positive_reinforcement", "is three-point QCN's; ECM has no Fb = 0 message"
-            )
-        if self.scheme is RpScheme.TIMER_QCN and not self.timer_enabled:
-            raise ParamError("rp.timer_enabled", "timer-qcn is clocked by the timer alone")
+        scheme = scheme_def(self.scheme)
         _check_range("rp.timer_expiry_factor", self.timer_expiry_factor, 0.01, 1.0)
         _check_range("rp.timer_cnm_factor", self.timer_cnm_factor, 1.0, 100.0)
         _check_range("rp.timer_expiry_step_s", self.timer_expiry_step_s, 0.0, self.timer_s)
         _check_range("rp.timer_cnm_step_s", self.timer_cnm_step_s, 0.0, 60.0)
         _check_range("rp.adaptive_timer_span", self.adaptive_timer_span, 1.0, 1000.0)
-        _check_range("rp.ecm_gi", self.ecm_gi, 0.0, 100.0)
-        _check_range("rp.ecm_fb_max", self.ecm_fb_max, 1.0, 1e9)
-        _check_range("rp.ecm_gd", self.ecm_gd, 0.0, 1.0 / self.ecm_fb_max, low_open=True)
-        _check_range("rp.ecm_ru_bps", self.ecm_ru_bps, 0.0, self.line_rate_bps)
-        _check_range("rp.ecm_rd_bps", self.ecm_rd_bps, 0.0, self.line_rate_bps)
-        _check_range("rp.ecm_td_s", self.ecm_td_s, 1e-6, 60.0)
-
-
-class Preset(StrEnum):
-    """Named parameter sets the seeds used."""
-
-    QCN = "qcn"
-    """Full QCN (seeds 002, 004): byte counter + timer, AI and HAI."""
-    TWO_QCN = "2-qcn"
-    """The earlier 2-QCN of seed 000: byte counter only, 100-frame cycles, AI 25 Mb/s."""
-    TIMER_QCN = "timer-qcn"
-    """Seed 004's timer-only QCN: full QCN's parameters, the timer alone clocking."""
-    ECM = "ecm"
-    """Seed 004's ECM with its standard Gi: Qeq 375 pages (24 KB = 16 frames), W 2,
-    positive and negative feedback, Rmin 1 Mb/s."""
+        if scheme.check is not None:
+            scheme.check(self)
+        for other in SCHEMES.values():
+            if other.params is not None:
+                self.own(other.params).validate(f"rp.{other.name}", self)
 
 
 #: Seed 004's ECM queue unit: 64-byte pages (``docs/schemes.md``).
 ECM_PAGE_BYTES = 64
 #: Seed 004's ECM Qeq, in pages.
 ECM_Q_EQ_PAGES = 375
-#: Seed 004's stability-adjusted ECM Gi (its standard Gi is RpParams.ecm_gi's default).
+#: Seed 004's stability-adjusted ECM Gi (its standard Gi is EcmParams.gi's default).
 ECM_GI_STABLE = 0.0053333
 #: The ECM CP's sampling probability, flat in Fb: seed 004 gives none; its two ECM
 #: recoveries (3 ms, 214 ms) each imply about 5 % (docs/schemes.md, "Sampling").
 ECM_SAMPLE_PROBABILITY = 0.05
+
+
+@dataclass(frozen=True)
+class EcmParams(SchemeParams):
+    """ECM's own parameters (seed 004; ``[rp.ecm]``)."""
+
+    gi: float = 0.53333
+    """Gi: r += Gi * Fb * Ru on Fb > 0 (seed 004; 0.0053333 stability-adjusted)."""
+    gd: float = 0.00026667
+    """Gd: r *= 1 - Gd * |Fb| on Fb < 0 (Gd * fb_max = 1/2, as QCN's largest cut)."""
+    ru_bps: float = 1e6
+    """Ru: the rate unit of the increase on Fb > 0."""
+    rd_bps: float = 1e6
+    """Rd: the drift, added every Td without a message."""
+    td_s: float = 1e-3
+    """Td: the drift period."""
+    fb_max: float = 1875.0
+    """The |Fb| that QntzFb 63 stands for, in seed 004's queue unit (64-byte pages):
+    (2W + 1) * Qeq = 5 * 375.  The CP quantises in its own unit; this turns QntzFb back
+    into the seed's Fb, so Gi and Gd keep seed 004's values."""
+
+    def validate(self, where: str, rp: RpParams) -> None:
+        _check_range(f"{where}.gi", self.gi, 0.0, 100.0)
+        _check_range(f"{where}.fb_max", self.fb_max, 1.0, 1e9)
+        _check_range(f"{where}.gd", self.gd, 0.0, 1.0 / self.fb_max, low_open=True)
+        _check_range(f"{where}.ru_bps", self.ru_bps, 0.0, rp.line_rate_bps)
+        _check_range(f"{where}.rd_bps", self.rd_bps, 0.0, rp.line_rate_bps)
+        _check_range(f"{where}.td_s", self.td_s, 1e-6, 60.0)
+
+
+@dataclass(frozen=True)
+class SchemeDef:
+    """One reaction-point scheme, defined once: its name (what ``rp.scheme``, a scenario's
+    ``qcn_preset``, ``qcn params --preset`` and ``qcn rp start --preset`` all say), its
+    own parameters, its whole parameter set and the rules it adds between the shared
+    fields.  Its rate rules are the class of ``reaction_point/rules.py`` registered under
+    the same name (``docs/extending.md``)."""
+
+    name: SchemeName
+    summary: str
+    """One line: what the scheme is and whose it is."""
+    params: type[SchemeParams] | None = None
+    """Its own parameters (the table ``[rp.NAME]``), if it has any."""
+    preset: Callable[[], QcnParams] | None = None
+    """Its whole parameter set, CP included; None: the spec's defaults with this scheme."""
+    check: Callable[[RpParams], None] | None = None
+    """Raise :class:`ParamError` where the shared fields contradict the scheme."""
+
+    def parameter_set(self) -> QcnParams:
+        if self.preset is not None:
+            return self.preset()
+        return QcnParams(rp=RpParams(scheme=self.name))
+
+
+#: Every scheme by name, in the order they are listed.
+SCHEMES: dict[SchemeName, SchemeDef] = {}
+
+
+def register_scheme(scheme: SchemeDef) -> SchemeDef:
+    """Add ``scheme`` to :data:`SCHEMES` (a name or a parameter type may be taken once)."""
+    if scheme.name in SCHEMES:
+        raise ValueError(f"a scheme named {scheme.name!r} is defined already")
+    if scheme.name in {f.name for f in fields(RpParams)}:
+        raise ValueError(f"{scheme.name!r} is a field of RpParams: its table would hide it")
+    if scheme.params is not None and any(s.params is scheme.params for s in SCHEMES.values()):
+        raise ValueError(f"{scheme.params.__name__} belongs to another scheme already")
+    SCHEMES[scheme.name] = scheme
+    return scheme
+
+
+def scheme_def(name: SchemeName, where: str = "rp.scheme") -> SchemeDef:
+    """The scheme named ``name``; a ParamError naming ``where`` if there is none."""
+    scheme = SCHEMES.get(str(name))
+    if scheme is None:
+        raise ParamError(where, f"must be one of {list(SCHEMES)} (got {name!r})")
+    return scheme
+
+
+def scheme_names() -> list[SchemeName]:
+    return list(SCHEMES)
+
+
+#: Preset names are scheme names: one list (``qcn params --preset``, ``qcn_preset``).
+Preset = RpScheme
 
 
 @dataclass(frozen=True)
@@ -373,35 +463,9 @@ class QcnParams:
     rp: RpParams = field(default_factory=RpParams)
 
     @classmethod
-    def preset(cls, name: Preset | str) -> QcnParams:
-        try:
-            preset = Preset(name)
-        except ValueError:
-            raise ParamError("preset", f"must be one of {[p.value for p in Preset]}") from None
-        if preset is Preset.TWO_QCN:
-            return cls(
-                rp=RpParams(
-                    scheme=RpScheme.TWO_QCN,
-                    timer_enabled=False,
-                    hai_enabled=False,
-                    shorten_cycles_after_fr=False,
-                    r_ai_bps=25e6,
-                )
-            )
-        if preset is Preset.TIMER_QCN:
-            return cls(rp=RpParams(scheme=RpScheme.TIMER_QCN))
-        if preset is Preset.ECM:
-            return cls(
-                cp=CpParams(
-                    q_eq_pkts=ECM_Q_EQ_PAGES * ECM_PAGE_BYTES // SEED_FRAME_BYTES,
-                    positive_feedback=True,
-                    sampling=SamplingMode.BERNOULLI,
-                    p_base=ECM_SAMPLE_PROBABILITY,
-                    p_scale=0.0,
-                ),
-                rp=RpParams(scheme=RpScheme.ECM, min_rate_bps=1e6, rate_unit_bps=1e6),
-            )
-        return cls()
+    def preset(cls, name: SchemeName) -> QcnParams:
+        """The scheme ``name``'s whole parameter set (:attr:`SchemeDef.preset`)."""
+        return scheme_def(name, "preset").parameter_set()
 
     def validate(self) -> QcnParams:
         """Raise ParamError for the first invalid field; return self for chaining."""
@@ -410,12 +474,17 @@ class QcnParams:
         return self
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field, the schemes' own parameters each as its table (``rp.ecm``)."""
         d = asdict(self)
         d["cp"]["sampling"] = self.cp.sampling.value
         d["cp"]["depth_at"] = self.cp.depth_at.value
         d["cp"]["queue_unit"] = self.cp.queue_unit.value
-        d["rp"]["scheme"] = self.rp.scheme.value
+        d["rp"]["scheme"] = str(self.rp.scheme)
         d["cp"]["sample_intervals_bytes"] = list(self.cp.sample_intervals_bytes)
+        del d["rp"]["scheme_params"]
+        for scheme in SCHEMES.values():
+            if scheme.params is not None:
+                d["rp"][scheme.name] = asdict(self.rp.own(scheme.params))
         return d
 
     @classmethod
@@ -426,8 +495,7 @@ class QcnParams:
         cp_in = _section(data, "cp")
         rp_in = _section(data, "rp")
         cp = replace(base.cp, **_coerce(CpParams, "cp", cp_in))
-        rp = replace(base.rp, **_coerce(RpParams, "rp", rp_in))
-        return cls(cp=cp, rp=rp).validate()
+        return cls(cp=cp, rp=_rp_from_dict(rp_in, base.rp)).validate()
 
     def dumps(self) -> str:
         return tomli_w.dumps(self.to_dict())
@@ -448,6 +516,86 @@ class QcnParams:
             return cls.from_dict(data, base)
         except ParamError as e:
             raise ParamError(f"{path}: {e.field}", str(e).split(": ", 1)[1]) from None
+
+
+def _two_qcn_check(rp: RpParams) -> None:
+    for name in ("timer_enabled", "hai_enabled", "shorten_cycles_after_fr"):
+        if getattr(rp, name):
+            raise ParamError(
+                f"rp.{name}",
+                '2-qcn has no timer, HAI or shortened cycles; set rp.scheme = "qcn" to add them',
+            )
+
+
+def _timer_qcn_check(rp: RpParams) -> None:
+    if not rp.timer_enabled:
+        raise ParamError("rp.timer_enabled", "timer-qcn is clocked by the timer alone")
+
+
+def _ecm_check(rp: RpParams) -> None:
+    if rp.positive_reinforcement:
+        raise ParamError(
+            "rp.positive_reinforcement", "is three-point QCN's; ECM has no Fb = 0 message"
+        )
+
+
+def _two_qcn_preset() -> QcnParams:
+    return QcnParams(
+        rp=RpParams(
+            scheme=RpScheme.TWO_QCN,
+            timer_enabled=False,
+            hai_enabled=False,
+            shorten_cycles_after_fr=False,
+            r_ai_bps=25e6,
+        )
+    )
+
+
+def _ecm_preset() -> QcnParams:
+    return QcnParams(
+        cp=CpParams(
+            q_eq_pkts=ECM_Q_EQ_PAGES * ECM_PAGE_BYTES // SEED_FRAME_BYTES,
+            positive_feedback=True,
+            sampling=SamplingMode.BERNOULLI,
+            p_base=ECM_SAMPLE_PROBABILITY,
+            p_scale=0.0,
+        ),
+        rp=RpParams(scheme=RpScheme.ECM, min_rate_bps=1e6, rate_unit_bps=1e6),
+    )
+
+
+register_scheme(
+    SchemeDef(
+        RpScheme.QCN,
+        "full QCN (seeds 002, 004): byte counter + timer, AI and HAI; Fb-hat, the adaptive "
+        "timer and positive reinforcement as its parameters",
+    )
+)
+register_scheme(
+    SchemeDef(
+        RpScheme.TWO_QCN,
+        "seed 000's 2-QCN: the byte counter alone, 100-frame cycles, AI 25 Mb/s",
+        preset=_two_qcn_preset,
+        check=_two_qcn_check,
+    )
+)
+register_scheme(
+    SchemeDef(
+        RpScheme.TIMER_QCN,
+        "seed 004's timer-only QCN: full QCN's parameters, the timer alone clocking",
+        check=_timer_qcn_check,
+    )
+)
+register_scheme(
+    SchemeDef(
+        RpScheme.ECM,
+        "seed 004's ECM (BCN's successor): AIMD on signed feedback, a drift every Td; "
+        "Qeq 375 pages, Rmin 1 Mb/s",
+        params=EcmParams,
+        preset=_ecm_preset,
+        check=_ecm_check,
+    )
+)
 
 
 # Data-plane fixed-point formats.  The controller encodes parameters with these, the P4
@@ -483,12 +631,46 @@ def _reject_unknown(prefix: str, data: dict[str, Any], known: list[str]) -> None
             raise ParamError(f"{prefix}{key}", f"unknown parameter{did}")
 
 
+#: ECM's parameters as they were spelled before they became its own (``rp.ecm_gi`` is now
+#: ``rp.ecm.gi``): still read, with their old meaning, so older files keep loading.  Where
+#: both are given the old spelling wins: a scenario's ``--set qcn.rp.ecm_gi=...`` lands
+#: beside the ``ecm`` table the scenario already holds, and is the later word.
+LEGACY_RP_FIELDS: dict[str, tuple[SchemeName, str]] = {
+    f"ecm_{name}": (RpScheme.ECM, name)
+    for name in ("gi", "gd", "ru_bps", "rd_bps", "td_s", "fb_max")
+}
+
+
+def _rp_from_dict(values: dict[str, Any], base: RpParams) -> RpParams:
+    """The ``[rp]`` table over ``base``: its shared fields, and each scheme's own table."""
+    values = dict(values)
+    tables: dict[SchemeName, dict[str, Any]] = {}
+    for scheme in SCHEMES.values():
+        if scheme.params is not None and scheme.name in values:
+            table = values.pop(scheme.name)
+            if not isinstance(table, dict):
+                raise ParamError(f"rp.{scheme.name}", "must be a table")
+            tables[scheme.name] = dict(table)
+    for old, (name, key) in LEGACY_RP_FIELDS.items():
+        if old in values:
+            tables.setdefault(name, {})[key] = values.pop(old)
+    shared = [f.name for f in fields(RpParams) if f.name != "scheme_params"]
+    known = shared + [s.name for s in SCHEMES.values() if s.params is not None]
+    _reject_unknown("rp.", values, known)
+    rp = replace(base, **_coerce(RpParams, "rp", values))
+    own = {type(x): x for x in base.scheme_params}
+    for name, table in tables.items():
+        kind = SCHEMES[name].params
+        assert kind is not None
+        own[kind] = replace(base.own(kind), **_coerce(kind, f"rp.{name}", table))
+    return replace(rp, scheme_params=tuple(own.values()))
+
+
 #: Parameter fields whose TOML value is an enum's value, by annotation.
 ENUM_FIELD_TYPES: dict[str, type[StrEnum]] = {
     "SamplingMode": SamplingMode,
     "QueueDepth": QueueDepth,
     "QueueUnit": QueueUnit,
-    "RpScheme": RpScheme,
 }
 
 
@@ -512,6 +694,12 @@ def _coerce(cls: type, section: str, values: dict[str, Any]) -> dict[str, Any]:
             if not isinstance(value, bool):
                 raise ParamError(name, f"must be true or false (got {value!r})")
             out[key] = value
+        elif kind == "SchemeName":
+            # A built-in scheme's name is its RpScheme; a scheme added later, its own.
+            scheme = scheme_def(value, name) if isinstance(value, str) else None
+            if scheme is None:
+                raise ParamError(name, f"must be one of {list(SCHEMES)} (got {value!r})")
+            out[key] = RpScheme(scheme.name) if scheme.name in set(RpScheme) else scheme.name
         elif kind in ENUM_FIELD_TYPES:
             enum = ENUM_FIELD_TYPES[kind]
             try:

@@ -252,8 +252,8 @@ RATE_FIELDS = (
     "qcn.rp.rate_unit_bps",
     "qcn.rp.r_ai_bps",
     "qcn.rp.r_hai_bps",
-    "qcn.rp.ecm_ru_bps",
-    "qcn.rp.ecm_rd_bps",
+    "qcn.rp.ecm.ru_bps",
+    "qcn.rp.ecm.rd_bps",
 )
 TIME_FIELDS = (
     "duration_s",
@@ -269,7 +269,7 @@ TIME_FIELDS = (
     "qcn.rp.timer_s",
     "qcn.rp.timer_expiry_step_s",
     "qcn.rp.timer_cnm_step_s",
-    "qcn.rp.ecm_td_s",
+    "qcn.rp.ecm.td_s",
 )
 BYTE_FIELDS = ("qcn.rp.bc_limit_bytes", "qcn.rp.hai_min_frames")
 """Byte and frame counts: they scale by rate_scale * time_scale."""

@@ -1,0 +1,118 @@
+"""The options the front door's commands share, defined once: the scenario and its
+overrides (``--set``, ``--duration``), where results go (``--out``), how many runs or seeds
+(``--runs``, ``--seeds``), and their checks.
+
+`qcn run`, `qcn compare`, `qcn sweep` and `qcn schemes` each used to register these with
+their own help and their own copy of the checks.  Here each option is registered by one
+function and checked by one function; a check takes the command's own error class
+(``CompareError``, ``SweepError``, ``SchemesError``), so each command keeps its one-line
+messages under its own name while the words are the same everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from qcn import backends
+from qcn.core import scenario as scenarios
+from qcn.core.errors import QcnError
+from qcn.core.scenario import ScenarioError
+from qcn.core.tomlfile import toml_value
+
+SET_HELP = "override a scenario field, e.g. qcn.rp.fb_hat=true (TOML value); repeatable"
+
+
+def add_scenario(
+    p: argparse.ArgumentParser, *, default: str | None = None, optional: bool = False
+) -> None:
+    """The scenario positional: a name (``qcn run --list``) or a TOML file; ``optional``
+    (or with a ``default``) where the command runs without one."""
+    what = "a scenario name (qcn run --list) or a TOML file"
+    if default is not None:
+        p.add_argument("scenario", nargs="?", default=default, help=f"{what} (default {default})")
+    elif optional:
+        p.add_argument("scenario", nargs="?", help=what)
+    else:
+        p.add_argument("scenario", help=what)
+
+
+def add_set(p: argparse.ArgumentParser, help_text: str = SET_HELP) -> None:
+    """``--set KEY=VALUE``, repeatable: :func:`overrides_from` reads them."""
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=help_text)
+
+
+def add_duration(p: argparse.ArgumentParser) -> None:
+    """``--duration S``: the scenario's ``duration_s`` (:func:`load_scenario`)."""
+    p.add_argument("--duration", type=float, help="override the scenario's duration, s")
+
+
+def add_out(p: argparse.ArgumentParser, default: Path | None, where: str) -> None:
+    """``--out DIR``; ``where`` says what the default is when it depends on the scenario."""
+    p.add_argument("--out", type=Path, default=default, help=f"results directory (default {where})")
+
+
+def add_count(p: argparse.ArgumentParser, flag: str, default: int, what: str) -> None:
+    """A count of at least one (``--runs``, ``--seeds``, ``--workers``: :func:`check_count`)."""
+    p.add_argument(flag, type=int, default=default, help=f"{what} (default {default})")
+
+
+def add_quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+
+
+def check_count(flag: str, value: int, error: type[QcnError]) -> None:
+    """A count option must be at least 1: ``error`` says so, naming ``flag``."""
+    if value < 1:
+        raise error(f"{flag} must be at least 1 (got {value})")
+
+
+def overrides_from(pairs: list[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` pairs as overrides (TOML values; anything else as text)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ScenarioError(f"--set {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = toml_value(value, ScenarioError, f"--set {key.strip()}")
+    return out
+
+
+def load_scenario(
+    name: str, sets: list[str], duration_s: float | None
+) -> tuple[scenarios.Scenario, dict[str, Any]]:
+    """A scenario with the command line's ``--set`` and ``--duration`` applied, and those
+    overrides."""
+    sc = scenarios.load(name)
+    overrides = overrides_from(sets)
+    if duration_s is not None:
+        if "duration_s" in overrides:
+            # Which one was meant?  --duration used to win without a word (sweep refuses
+            # a --grid and a --set of one key the same way).
+            raise ScenarioError(
+                "duration_s: given by --set and by --duration; one would win silently: keep one"
+            )
+        overrides["duration_s"] = duration_s
+    return (sc.with_overrides(overrides) if overrides else sc), overrides
+
+
+def scenario_of(args: argparse.Namespace) -> tuple[scenarios.Scenario, dict[str, Any]]:
+    """The scenario the shared options name (:func:`add_scenario`, :func:`add_set`, and
+    :func:`add_duration` where the command has it), and the overrides given."""
+    return load_scenario(args.scenario, args.set, getattr(args, "duration", None))
+
+
+def make_results_dir(out: Path, error: type[QcnError]) -> None:
+    """Create ``out`` for a command's results, or fail with ``error`` before any run."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise error(f"--out {out}: cannot write results there ({e.strerror})") from None
+
+
+def require_mininet(command: str, error: type[QcnError]) -> None:
+    """Fail with ``error`` when the Mininet backend cannot run here (``command`` needs it)."""
+    missing = backends.mininet_missing()
+    if missing:
+        raise error(f"{command} needs the Mininet backend, which cannot run here: {missing}")

@@ -1,0 +1,129 @@
+"""docs/extending.md's worked examples, built as the page writes them: its code blocks are
+run here as they stand, then what they add runs on the simulator through qcn.backends."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import qcn.core.params as params_module
+import reaction_point.rules as rules_module
+from qcn import backends
+from qcn.core import scenario as scenarios
+from qcn.core.params import SCHEMES, QcnParams
+from qcn.core.provenance import RUN_FILE
+from qcn.core.scenario import Scenario
+from reaction_point.rules import RULES, RateLimiterRules
+
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "extending.md"
+
+
+def section(title: str) -> str:
+    text = PAGE.read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else len(text)]
+
+
+def blocks(title: str, language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", section(title), flags=re.DOTALL)
+
+
+@pytest.fixture
+def toy_scheme(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The page's toy scheme, defined as its two code blocks say (step 1 in
+    qcn/core/params.py's namespace, step 2 in reaction_point/rules.py's), and removed
+    again afterwards."""
+    define, rules = blocks("Adding a scheme", "python")
+    # Copies of the two registries for the test's while (their functions read them by
+    # their module's global names, so registering fills the copies).
+    monkeypatch.setattr(params_module, "SCHEMES", dict(SCHEMES))
+    monkeypatch.setattr(rules_module, "RULES", dict(RULES))
+    in_params = dict(vars(params_module))
+    exec(define, in_params)  # the page's own code
+    monkeypatch.setattr(params_module, "AimdParams", in_params["AimdParams"], raising=False)
+    in_rules = dict(vars(rules_module))
+    in_rules["AimdParams"] = in_params["AimdParams"]
+    exec(rules, in_rules)
+    return {"params": in_params["AimdParams"], "rules": in_rules["AimdRules"]}
+
+
+def hot_spot(sc: Scenario, **overrides: Any) -> Scenario:
+    """``sc`` shortened to a 0.3 s run with a hot spot from 0.1 s on."""
+    return sc.with_overrides(
+        {"duration_s": 0.3, "schedule": [{"at_s": 0.1, "bottleneck_rate_bps": 0.5e9}],
+         **overrides}
+    )  # fmt: skip
+
+
+def run_sim(sc: Scenario, out: Path) -> dict[str, Any]:
+    """A short `qcn run --backend sim`, through the one seam every command uses."""
+    out.mkdir()
+    options = backends.RunOptions(seed=1)
+    _trace, summary = backends.run_and_record(sc, "sim", out, options, plots=False)
+    return summary
+
+
+def test_a_toy_scheme_added_as_documented_runs_on_the_simulator(
+    toy_scheme: dict[str, Any], tmp_path: Path
+) -> None:
+    aimd = toy_scheme["params"]
+    # Step 1: a name known everywhere, its parameters in their own table.
+    assert "aimd" in params_module.SCHEMES
+    p = QcnParams.from_dict({"rp": {"scheme": "aimd", "aimd": {"beta": 0.25}}})
+    assert p.rp.own(aimd).beta == 0.25
+    assert "[rp.aimd]" in QcnParams.preset("aimd").dumps()
+    with pytest.raises(params_module.ParamError, match=r"rp\.aimd\.beta: must be in"):
+        QcnParams.from_dict({"rp": {"scheme": "aimd", "aimd": {"beta": 0.0}}})
+    # Step 2: the daemon's and the simulator's constructor builds its rules.
+    rules = RateLimiterRules(p.rp, lambda: 0.0, lambda: 0.5)
+    assert type(rules) is toy_scheme["rules"]
+    rules.on_cnm(1)
+    assert rules.current_rate_bps == 10e9 * 0.75
+    assert rules.advance(3.5e-3) == 3
+    assert rules.current_rate_bps == 10e9 * 0.75 + 3 * 50e6
+    # Step 3: selected by name, as a scenario override, it runs on the simulator.
+    base = scenarios.load("transient")
+    toy = run_sim(hot_spot(base, **{"qcn.rp.scheme": "aimd"}), tmp_path / "toy")
+    qcn = run_sim(hot_spot(base), tmp_path / "qcn")
+    assert toy["cnms"] > 0
+    assert toy["queue_mean_episode_pkts"] != qcn["queue_mean_episode_pkts"]
+    gentle = run_sim(
+        hot_spot(base, **{"qcn_preset": "aimd", "qcn.rp.aimd.beta": 0.1}), tmp_path / "gentle"
+    )
+    assert gentle["queue_mean_episode_pkts"] != toy["queue_mean_episode_pkts"]
+    recorded = (tmp_path / "gentle" / RUN_FILE).read_text()
+    assert 'scheme = "aimd"' in recorded
+    assert "[qcn.rp.aimd]\nbeta = 0.1\n" in recorded
+
+
+def test_a_toy_workload_added_as_documented_runs_on_the_simulator(tmp_path: Path) -> None:
+    (cdf,) = blocks("Adding a workload", "text")
+    path = tmp_path / "toy.cdf"
+    path.write_text(cdf)
+    sc = scenarios.load("fct").with_overrides(
+        {"workload.flow_sizes": str(path), "duration_s": 0.02}
+    )
+    summary = run_sim(sc, tmp_path / "run")
+    assert summary["flows"]["started"] > 0
+    with (tmp_path / "run" / "flows.csv").open() as f:
+        sizes = [int(row["size_bytes"]) for row in csv.DictReader(f)]
+    assert sizes
+    assert max(sizes) <= 1_000_000
+    below = sum(s <= 10_000 for s in sizes) / len(sizes)
+    assert 0.3 < below < 0.7  # half the toy's flows are under 10 KB
+    inputs = json.loads((tmp_path / "run" / "provenance.json").read_text())["inputs"]
+    assert inputs["workload.flow_sizes"]["path"] == str(path)
+
+
+def test_the_topology_section_points_at_the_tested_generator_example() -> None:
+    text = section("Adding a topology")
+    assert "(topology.md#adding-a-generator)" in text
+    generator = (PAGE.parent / "topology.md").read_text()
+    assert "## Adding a generator" in generator
+    assert "tests/test_topology.py" in generator

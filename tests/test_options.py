@@ -1,0 +1,46 @@
+"""The options the front door's commands share are one definition (qcn/options.py): the
+same option reads the same in every command, and its check speaks in the command's own
+error class with the same words."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from qcn.cli import build_parser
+from qcn.compare import CompareError
+from qcn.core.errors import QcnError
+from qcn.options import check_count
+from qcn.schemes import SchemesError
+from qcn.sweep import SweepError
+
+SHARED = ("--set", "--out")
+COMMANDS = ("run", "compare", "sweep", "schemes")
+
+
+def option(command: str, flag: str) -> argparse.Action:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    commands: dict[str, argparse.ArgumentParser] = sub.choices
+    return next(a for a in commands[command]._actions if flag in a.option_strings)
+
+
+@pytest.mark.parametrize("flag", SHARED)
+def test_a_shared_option_is_the_same_option_everywhere(flag: str) -> None:
+    actions = [option(c, flag) for c in COMMANDS]
+    assert {(type(a), a.metavar, a.nargs, a.type) for a in actions} == {
+        (type(actions[0]), actions[0].metavar, actions[0].nargs, actions[0].type)
+    }
+
+
+@pytest.mark.parametrize(
+    ("flag", "error"),
+    [("--runs", CompareError), ("--runs", SchemesError), ("--seeds", SweepError)],
+)
+def test_a_counts_check_speaks_in_the_commands_error_class(
+    flag: str, error: type[QcnError]
+) -> None:
+    with pytest.raises(error, match=rf"^{flag} must be at least 1 \(got 0\)$"):
+        check_count(flag, 0, error)
+    check_count(flag, 1, error)
