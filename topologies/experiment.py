@@ -127,7 +127,9 @@ class Experiment:
         seed: int = 1,
     ) -> None:
         require_backend(sc, "mininet", ExperimentError)
-        self.sc, self.out, self.qcn, self.cli, self.progress = sc, out, qcn, cli, progress
+        self.sc, self.qcn, self.cli, self.progress = sc, qcn, cli, progress
+        # Absolute: the processes on the hosts run elsewhere and are handed paths in it.
+        self.out = out.resolve()
         self.seed = seed
         """What random draws the run makes (the flows workload's flows) come from it."""
         self.emulation = emulation or Emulation()
@@ -376,7 +378,10 @@ class StreamExperiment(Experiment):
     def start_receivers(self, tb: Testbed) -> None:
         for host in self.destinations():
             name = self.receiver_name(host)
-            proc = tb.popen(name, host, self.sink_command(host), capture=True)
+            # The sink is the measurement's clock for what arrived: it runs in real time
+            # beside a real-time switch, or a busy machine starves it (its reports late).
+            command = [*tb.instrument_scheduling(), *self.sink_command(host)]
+            proc = tb.popen(name, host, command, capture=True)
             if proc.stdout is None or not proc.stdout.readline():
                 raise ExperimentError(f"the {name} did not start: {tb.last_log_line(name)}")
             rows = self._sink_rows.setdefault(host, [])

@@ -364,6 +364,14 @@ class Testbed:
             if proc.poll() not in (None, 0):
                 raise ExperimentError(f"{name} failed: {self.last_log_line(name)}")
 
+    def instrument_scheduling(self) -> list[str]:
+        """A command prefix for what must keep time beside a real-time switch (the
+        reaction points, the sinks that report what arrived): SCHED_FIFO below the
+        switches, above every ordinary process; nothing where the switches have none."""
+        from topologies.mininet_bmv2 import RP_REALTIME_PRIORITY  # noqa: PLC0415
+
+        return ["chrt", "-f", str(RP_REALTIME_PRIORITY)] if self.switch_priority else []
+
     def start_reaction_points(
         self, hosts: list[str], params: QcnParams, *, per_flow: bool = False
     ) -> None:
@@ -375,7 +383,7 @@ class Testbed:
         status_dir.mkdir(exist_ok=True)
         from topologies.mininet_bmv2 import RP_REALTIME_PRIORITY  # noqa: PLC0415
 
-        realtime = ["chrt", "-f", str(RP_REALTIME_PRIORITY)] if self.switch_priority else []
+        realtime = self.instrument_scheduling()
         self.rp_scheduling = f"SCHED_FIFO {RP_REALTIME_PRIORITY}" if realtime else "default"
         for name in hosts:
             self.popen(
