@@ -1,10 +1,13 @@
-"""Max-min fair shares by water filling (qcn.core.fairness)."""
+"""Max-min fair shares by water filling (qcn.core.fairness), and the parking lot's figures
+that rest on them (qcn.core.results)."""
 
 from __future__ import annotations
 
 import pytest
 
+from qcn.core import scenario as scenarios
 from qcn.core.fairness import FairnessError, max_min_fair
+from qcn.core.results import fair_shares_bps, long_flow
 
 
 def test_the_parking_lot_gives_every_flow_half_a_hop() -> None:
@@ -39,3 +42,16 @@ def test_what_cannot_be_shared_is_an_error() -> None:
         max_min_fair([["x"]], {})
     with pytest.raises(FairnessError, match="2 flows but 1 demands"):
         max_min_fair([["l"], ["l"]], {"l": 1.0}, demands=[1.0])
+
+
+def test_a_scenarios_fair_shares_follow_its_topology() -> None:
+    base = scenarios.load("transient").with_overrides({"schedule": []})
+    lot = base.with_overrides({"network.topology": "parking-lot:3"})
+    # Sources offer 0.85 Gb/s: below half a hop, so each gets its demand.
+    assert fair_shares_bps(lot, 10e9) == [0.85e9] * 4
+    # The schedule's rate is the bottleneck's (the first hop) alone.
+    assert fair_shares_bps(lot, 1e9) == [0.5e9, 0.5e9, 0.85e9, 0.85e9]
+    assert long_flow(lot)
+    single = base  # ten sources into one 10 Gb/s sink: 1 Gb/s each, 0.85 wanted
+    assert fair_shares_bps(single, 5e9) == pytest.approx([0.5e9] * 10)
+    assert not long_flow(single)
