@@ -18,6 +18,8 @@ from simulator.engine import Simulation
 from simulator.reproduce import (
     FCT_ROWS,
     FULL_QCN_FB_HAT,
+    LEAF_SPINE_ROWS,
+    PARKING_LOT_ROWS,
     PAUSE_ROWS,
     ROWS,
     SCHEME_ROWS,
@@ -26,6 +28,9 @@ from simulator.reproduce import (
     ecm_checks,
     fct_checks,
     fct_table,
+    hops_table,
+    network_checks,
+    parking_lot_table,
     pause_checks,
     run_rows,
     three_point,
@@ -181,6 +186,17 @@ def test_seed_003_dynamic_flows_reproduced() -> None:
     assert not failed, failed
     table = fct_table(results)
     assert table.count("\n") == 1 + len(FCT_ROWS)
+
+
+def test_network_rows_reproduced() -> None:
+    """make reproduce's network rows (issue 40), one random seed: the parking lot's long
+    flow is beaten down under two-point QCN, QCN keeps the leaf-spine's short flows' tail
+    below no QCN's, and the flows finish."""
+    results = run_rows([1], progress=lambda _: None, rows=PARKING_LOT_ROWS + LEAF_SPINE_ROWS)
+    failed = [text for text, ok in network_checks(results) if not ok]
+    assert not failed, failed
+    assert parking_lot_table(results).count("\n") == 1 + len(PARKING_LOT_ROWS)
+    assert hops_table(results, LEAF_SPINE_ROWS).count("\n") == 1 + len(LEAF_SPINE_ROWS)
 
 
 def test_three_point_reflects_fb_zero_at_p0_and_carries_unreflected_fb_to_the_end() -> None:
