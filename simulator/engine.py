@@ -177,6 +177,10 @@ class Source:
     """A PAUSE quantum (512 bit times) on its host link."""
     routes: tuple[Route, ...] = ()
     """Its route to each of its destinations (``SourceHost.destinations``)."""
+    bernoulli: bool = False
+    onoff: bool = False
+    load: float = 0.0
+    """Bernoulli: the probability that a slot carries a frame (offered / line rate)."""
     backlog: int = 0
     next_arrival: float = math.inf
     on_until: float = math.inf
@@ -220,8 +224,8 @@ class Port:
     """Three-point: the reflection draws of its CP and of its end reflection point."""
     queue: deque[Frame] = field(default_factory=deque)
     queue_bytes: int = 0
-    next_depart: float = math.inf
-    """When the frame in service leaves (inf: the port is not sending)."""
+    sending: bool = False
+    """One of its frames is in service: its departure is scheduled."""
     paused_until: float = 0.0
     """PAUSE from downstream: it starts no frame before this time."""
     resume_at: float = -math.inf
@@ -342,8 +346,6 @@ class Simulation:
         self._heap: list[tuple[float, int, int, int, int]] = []
         self.next_depart = math.inf
         """The earliest departure at any port (inf: no port is sending) ..."""
-        self.next_port = 0
-        """... and its port."""
         self._dheap: list[tuple[float, int]] = []
         """(departure time, port index) of every other port sending a frame: the earliest
         is kept out of the heap, so that a network with one busy port (the single
@@ -378,6 +380,8 @@ class Simulation:
             self.ports.append(port)
             self.port_by_ref[ref] = port
         self.bottleneck = self.port_by_ref[bottleneck]
+        self.next_port = self.bottleneck
+        """... and its port."""
         self.measured = [
             self.port_by_ref[r] for r in topo.port_refs() if r in cp_ports or r == bottleneck
         ]
@@ -398,6 +402,9 @@ class Simulation:
                     PAUSE_QUANTUM_BITS / rate,
                 )
             )
+        for s in self.sources:
+            s.bernoulli, s.onoff = s.pattern == "bernoulli", s.pattern == "onoff"
+            s.load = s.offered_bps * s.slot_s / self.frame_bits
         self.inputs: list[Input] = []
         self._switch_inputs: dict[PortRef, Input] = {}
         for s, host in zip(self.sources, scenario.sources, strict=True):
@@ -486,14 +493,13 @@ class Simulation:
 
     def _arrivals_until(self, s: Source, t: float) -> None:
         """Move the frames the source offered up to ``t`` into its adapter queue."""
-        wl = self.sc.workload
         slot_s = s.slot_s
         # Bernoulli: frame slots at line rate, each busy with probability offered / line rate.
-        bernoulli = s.pattern == "bernoulli"
-        load = s.offered_bps * slot_s / self.frame_bits
+        bernoulli, load = s.bernoulli, s.load
         random = self.rng.random
         while s.next_arrival <= t:
-            if s.pattern == "onoff" and s.next_arrival > s.on_until:
+            if s.onoff and s.next_arrival > s.on_until:
+                wl = self.sc.workload
                 off = self.rng.expovariate(1 / wl.mean_off_s)
                 start = s.on_until + off
                 s.on_until = start + self.rng.expovariate(1 / wl.mean_on_s)
@@ -576,11 +582,12 @@ class Simulation:
             frame = (target, q, frame_bytes, flow, index, route, hop, tag)
         queue.append(frame)
         port.queue_bytes += frame_bytes
-        if port.next_depart == math.inf:
+        if not port.sending:
             if self.next_depart == math.inf and port.paused_until <= self.now:
                 # No port is sending (the single bottleneck's idle link): _start, inline.
-                port.next_depart = self.next_depart = self.now + 8 * queue[0][2] / port.rate_bps
-                self.next_port = port.index
+                port.sending = True
+                self.next_depart = self.now + 8 * queue[0][2] / port.rate_bps
+                self.next_port = port
             else:
                 self._start(port)
 
@@ -597,12 +604,13 @@ class Simulation:
                 port.resume_at = port.paused_until
                 self._push(port.paused_until, RESUME, port.index)
             return
-        port.next_depart = depart = now + 8 * port.queue[0][2] / port.rate_bps
+        port.sending = True
+        depart = now + 8 * port.queue[0][2] / port.rate_bps
         first = self.next_depart
-        if depart < first or (depart == first and port.index < self.next_port):
+        if depart < first or (depart == first and port.index < self.next_port.index):
             if first != math.inf:
-                heappush(self._dheap, (first, self.next_port))
-            self.next_depart, self.next_port = depart, port.index
+                heappush(self._dheap, (first, self.next_port.index))
+            self.next_depart, self.next_port = depart, port
         else:
             heappush(self._dheap, (depart, port.index))
 
@@ -658,7 +666,7 @@ class Simulation:
             port.paused_until = self.now + quanta * quantum_s
             return
         port.paused_until = self.now
-        if port.next_depart == math.inf and port.queue:
+        if not port.sending and port.queue:
             self._start(port)
 
     def _congestion_point(self, port: Port, target: int, delay_s: float, q: int) -> None:
@@ -999,8 +1007,7 @@ class Simulation:
                     break
                 self.now = depart
                 events += 1
-                index = self.next_port
-                port = ports[index]
+                port = self.next_port
                 queue = port.queue
                 frame = queue.popleft()
                 target, q, frame_bytes, flow, number, route, hop, tag = frame
@@ -1014,15 +1021,17 @@ class Simulation:
                     )
                 # The port's next departure first: the frame's next hop may push more.
                 if queue and port.paused_until <= depart:
-                    port.next_depart = then = depart + 8 * queue[0][2] / port.rate_bps
-                    if dheap and dheap[0] < (then, index):
-                        self.next_depart, self.next_port = heapreplace(dheap, (then, index))
+                    then = depart + 8 * queue[0][2] / port.rate_bps
+                    if dheap and dheap[0] < (then, port.index):
+                        self.next_depart, index = heapreplace(dheap, (then, port.index))
+                        self.next_port = ports[index]
                     else:
                         self.next_depart = then
                 else:
-                    port.next_depart = math.inf
+                    port.sending = False
                     if dheap:
-                        self.next_depart, self.next_port = heappop(dheap)
+                        self.next_depart, index = heappop(dheap)
+                        self.next_port = ports[index]
                     else:
                         self.next_depart = math.inf
                     if queue:
@@ -1076,7 +1085,7 @@ class Simulation:
                     self._pause_port(inp.upstream, version, inp.quantum_s)
             elif kind == RESUME:
                 port = ports[src]
-                if port.next_depart == math.inf and port.queue:
+                if not port.sending and port.queue:
                     self._start(port)
             elif kind == FLOW:
                 self._flow_arrives(version)

@@ -271,7 +271,7 @@ def test_two_point_each_cp_on_the_path_sends_its_own_cnm() -> None:
     for hop in (0, 1):
         port = route.ports[hop]
         port.queue.extend([frame_at(route, hop)] * 40)  # q = 40 > q_eq: Fb < 0
-        port.next_depart = 1.0  # (sending: no departure is scheduled here)
+        port.sending = True  # (as if: no departure is scheduled here)
         sim._arrive(port, frame_at(route, hop))
     cnms = sorted((e[0], e[2]) for e in sim._heap if e[1] == CNM)
     assert cnms == [(route.cnm_delay_s[0], 0), (route.cnm_delay_s[1], 0)]
