@@ -1,50 +1,72 @@
 """A packet-level discrete-event simulator of a scenario, at full (unscaled) rates.
 
 It runs the project's own code for both ends of the loop, imported, not rewritten:
-:class:`qcn.core.cp_model.CongestionPoint` at the bottleneck and one
-:class:`reaction_point.rules.RateLimiterRules` per source.
+:class:`qcn.core.cp_model.CongestionPoint` at every congestion point and one
+:class:`reaction_point.rules.RateLimiterRules` per source (per flow with flows).
 
-Model (the seeds' single-bottleneck experiments):
+Model (docs/topology.md, "The simulator's network"): the scenario's network
+(``Scenario.topology``) of output-queued switches.
 
-- Source i offers frames (Bernoulli slots at line rate, constant rate, or exponential
-  on/off) into an unbounded adapter queue; its rate limiter sends them paced at CR.  A
-  source's frames reach the bottleneck as they leave it: the whole round trip is put on the
-  CNM's way back, which leaves the loop's delay and dynamics unchanged.
-- The bottleneck is a FIFO with a buffer in packets and a service rate that follows the
-  schedule; a frame finding the buffer full is dropped.  The CP sees each accepted frame
-  on arrival with q = what the buffer holds, in bytes or frames (``queue_unit``): the
+- Source i (``Scenario.sources[i]``) offers frames (Bernoulli slots at its link's rate,
+  constant rate, or exponential on/off) into an unbounded adapter queue; its rate limiter
+  sends them paced at CR, to its destination over the topology's path.
+- Every switch egress port on a frame's path is a FIFO served at its link's rate (the
+  bottleneck port's rate follows the schedule), with its link's buffer in packets; a
+  frame finding the buffer full is dropped.  Where the port is in ``topology.cp_ports``
+  it runs its own CP, with its own random stream.  The CP sees each accepted frame on
+  arrival with q = what the port's buffer holds, in bytes or frames (``queue_unit``): the
   seeds' CP, and BMv2's (``depth_at = "arrival"``, the pipeline counting its queue).
   Modelling BMv2's departure CP (``cp_at_departure`` with ``depth_at`` "enqueue" or
   "dequeue"), it sees each frame as it leaves, with q = the frames it found (BMv2's
   enq_qdepth) or the frames it leaves behind (deq_qdepth).
-- A CNM reaches its source one RTT after the CP sent it (an ECM CP's positive message
-  too, as ``CNM_POSITIVE``).
-- Three-point QCN (``cp.three_point``, seed 003): each frame carries an Fb tag, fresh
-  (Fb = 0) from its source.  The CP overwrites it on a sample with Fb < 0 and reflects it
-  itself with its reflection probability (a CNM one RTT later), else the tag travels on;
-  as the frame leaves the bottleneck, the end reflection point reflects an unreflected
-  Fb < 0 with that probability and Fb = 0 with P0, one RTT later too (the whole round
-  trip is on the way back here as well).  The same model functions as the pipeline's
+- Delays.  The seeds' single-bottleneck model put a source's whole round trip on the
+  CNM's way back; generalised, a frame reaches its first switch as it leaves its source,
+  and then travels each link's one-way delay: to the next switch, and from its last port
+  to its destination.  Whatever goes back to a source (a CNM, an ECM CP's positive
+  message as ``CNM_POSITIVE``, a PAUSE from its first switch) takes twice the source's
+  access-link delay plus the inter-switch delays from its first switch to the sender's
+  switch, so that source -> CP -> source is the wire's round trip.  A PAUSE between two
+  switches takes that link's delay.  On the single bottleneck every link is rtt_s / 2
+  long: a CNM takes rtt_s, a frame reaches its receiver rtt_s / 2 after leaving the
+  bottleneck, as before.
+- Two-point QCN: each CP on a path samples on its own and sends its own CNMs, to the
+  sampled frame's source (with flows, its flow).
+- Three-point QCN (``cp.three_point``, seed 003): each frame carries one Fb tag, fresh
+  (Fb = 0) from its source.  Each CP on the path overwrites it when its own sampled Fb is
+  more negative, and then reflects it itself with its reflection probability (an
+  intermediate reflection point: its CNM goes back as any CNM from that CP); else the
+  tag travels on.  As the frame leaves its last egress port, the end reflection point
+  there reflects an unreflected Fb < 0 with that probability and Fb = 0 with P0, its CNM
+  taking the way back from that port.  The same model functions as the pipeline's
   (qcn.core.cp_model.overwrite_fb_tag, end_reflection).
-- With ``network.pause`` (seed 001's switch), the buffer is partitioned per input: each
-  source may hold ``buffer_pkts`` frames at the bottleneck, and there is no output queue
-  limit.  When a source's bytes there pass ``pause_hi_bytes``, the bottleneck sends it an
-  802.3x PAUSE (one RTT to take effect, like a CNM) for as long as the queue ahead takes to
-  drain (at most 65535 quanta of 512 bit times), again whenever the last one runs out
-  while the input is still above; below ``pause_lo_bytes`` it sends a pause of 0 (resume).
-  A paused source sends nothing; what it had in flight still arrives.
+- With ``network.pause`` (seed 001's switch, hop by hop), a switch's memory is
+  partitioned per input: each input port may hold its link's ``buffer_pkts`` frames in
+  the switch, in whichever output queues, and there is no output queue limit.  When an
+  input's bytes pass ``pause_hi_bytes``, the switch sends an 802.3x PAUSE upstream (to the
+  source, or to the upstream switch's egress port on that link) for as long as the queue
+  the frame joined takes to drain (at most 65535 quanta of 512 bit times at the link's
+  rate), again whenever the last one runs out while the input is still above; below
+  ``pause_lo_bytes`` it sends a pause of 0 (resume).  A paused source or port sends
+  nothing new (a frame already being sent finishes); what was in flight still arrives.
 - The ``flows`` workload (seed 003's dynamic flows, docs/fct.md): each source starts flows
-  as a Poisson process, their sizes from the workload's distribution, each cut into frames
-  of at most ``frame_bytes`` (qcn.core.flows.flow_frames).  As in seed 003, every flow
-  has its own reaction point, which starts at line rate; a CNM goes to the sampled frame's
-  flow.  A source's flows share its host link: the flows its limiters let send take turns,
-  a frame each, at line rate.  A frame reaches the receiver half an RTT after it leaves
-  the bottleneck; a dropped frame is sent again ``rto_s`` after it was sent (its
-  acknowledgement never came), in its flow's next turn.  A flow finishes when its last
-  frame has reached the receiver; its limiter goes with it.
+  as a Poisson process, their sizes from the workload's distribution, each to its own
+  destination (``Scenario.flow_destination``) and cut into frames of at most
+  ``frame_bytes`` (qcn.core.flows.flow_frames).  As in seed 003, every flow has its own
+  reaction point, which starts at line rate; a CNM goes to the sampled frame's flow.  A
+  source's flows share its host link: the flows its limiters let send take turns, a frame
+  each, at its link's rate.  A dropped frame is sent again ``rto_s`` after it was sent
+  (its acknowledgement never came), in its flow's next turn.  With PAUSE, where a frame
+  may be held for long, every frame whose acknowledgement (the wire's round trip after it
+  was delivered) has not come ``rto_s`` after it was sent is sent again, lost or not; a
+  copy arriving after another is ignored.  A flow finishes when its last frame has
+  reached the receiver; its limiter goes with it.
 
-Events are (time, sequence, kind, source, version) tuples in a heap; a source's pending
-send or timer event is cancelled by bumping its version.
+Events are (time, kind, source, sequence, version) tuples in a heap; a source's pending
+send or timer event is cancelled by bumping its version.  Port departures are kept apart,
+in a heap of (time, port) with one entry per busy port, and handled before any other
+event of the same time but a rate change.  The state is plain per-port, per-input and
+per-source records (:class:`Port`, :class:`Input`, :class:`Source`) and frames are
+tuples, so that the event core ports to compiled code as it stands.
 """
 
 from __future__ import annotations
@@ -55,14 +77,16 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from heapq import heappop, heappush
-from typing import Any
+from heapq import heappop, heappush, heapreplace
+from itertools import pairwise
+from typing import Any, TypeAlias
 
 from qcn.core.cp_model import (
     CongestionPoint,
     CpDecision,
     CpPortConfig,
     FbTag,
+    RandomInt,
     end_reflection,
     overwrite_fb_tag,
 )
@@ -75,6 +99,7 @@ from qcn.core.flows import (
 from qcn.core.frames import PAUSE_QUANTA_MAX, PAUSE_QUANTUM_BITS
 from qcn.core.params import QueueDepth, QueueUnit
 from qcn.core.scenario import Scenario, require_backend
+from qcn.core.topology import PortRef, Topology
 from qcn.core.trace import Trace
 from reaction_point.rules import RateLimiterRules
 from reaction_point.sources import empty_slots_before_frame
@@ -82,7 +107,21 @@ from reaction_point.sources import empty_slots_before_frame
 # Event kinds, in the order simultaneous events are handled (then by source): the
 # bottleneck's rate changes and departures first, so a frame arriving at the instant one
 # leaves finds it gone; the results never depend on the order events were scheduled in.
-RATE, DEPART, CNM, CNM_POSITIVE, PAUSE, TIMER, RETRANSMIT, FLOW, SEND, SAMPLE = range(10)
+# DEPART is never in the heap (departures have their own, see the module doc).
+RATE, DEPART, ARRIVE, CNM, CNM_POSITIVE, PAUSE, RESUME, TIMER, RETRANSMIT, FLOW, SEND, SAMPLE = (
+    range(12)
+)
+
+FRESH_TAG = FbTag()
+"""The Fb tag a frame leaves its source with (Fb = 0); without three-point QCN it rides
+along untouched."""
+
+Frame: TypeAlias = "tuple[int, int, int, ActiveFlow | None, int, Route, int, FbTag]"
+"""A frame in a queue or on a link: (CNM target, the frames it found in the queue it is
+in, its bytes, its flow or None, its index in its flow, its route, the hop it is at, its
+Fb tag).  The target is its source's index, or with flows its flow's id.  The frames it
+found are kept only where a departure CP reads them (else 0): a frame is one tuple from
+its source to its first queue."""
 
 
 @dataclass(slots=True, eq=False)
@@ -94,6 +133,7 @@ class ActiveFlow:
     frames: int
     last_frame_bytes: int
     rules: RateLimiterRules | None
+    route: Route
     next_frame: int = 0
     """The next frame never sent."""
     resend: list[int] = field(default_factory=list)
@@ -105,6 +145,10 @@ class ActiveFlow:
     """When its limiter lets it send its next frame."""
     timer_version: int = 0
     timer_at: float | None = None
+    acked_at: list[float] | None = None
+    """With PAUSE: when each frame's acknowledgement reaches the source (inf: not yet
+    delivered), so that a timeout tells a held frame from an acknowledged one and a later
+    copy is not counted twice."""
 
     @property
     def index(self) -> int:
@@ -125,6 +169,18 @@ class Source:
     rules: RateLimiterRules | None
     offered_bps: float
     pattern: str
+    line_rate_bps: float
+    """Its host link's rate: it never sends faster."""
+    slot_s: float
+    """A frame's time on its host link (a Bernoulli slot, the gap at line rate)."""
+    quantum_s: float
+    """A PAUSE quantum (512 bit times) on its host link."""
+    routes: tuple[Route, ...] = ()
+    """Its route to each of its destinations (``SourceHost.destinations``)."""
+    bernoulli: bool = False
+    onoff: bool = False
+    load: float = 0.0
+    """Bernoulli: the probability that a slot carries a frame (offered / line rate)."""
     backlog: int = 0
     next_arrival: float = math.inf
     on_until: float = math.inf
@@ -134,13 +190,10 @@ class Source:
     timer_at: float | None = None
     sent_frames: int = 0
     window_bytes: int = 0
-    buffered_bytes: int = 0
-    """PAUSE: the source's frames in the bottleneck's buffer (its input's partition)."""
+    delivered_window_bytes: int = 0
+    """Bytes of its that reached their destination in this sample interval."""
     paused_until: float = 0.0
     """PAUSE: the source sends nothing before this time."""
-    pause_holds_until: float = -math.inf
-    """PAUSE, the bottleneck's view: until when the last PAUSE it sent this source holds."""
-    pauses: int = 0
     flows: deque[ActiveFlow] = field(default_factory=deque)
     """flows: the active flows with a frame to send, in turn order."""
     link_free_at: float = 0.0
@@ -149,6 +202,83 @@ class Source:
     @property
     def rate_bps(self) -> float:
         return self.rules.current_rate_bps if self.rules else math.inf
+
+
+@dataclass(slots=True, eq=False)
+class Port:
+    """A switch egress port: its FIFO, its link, its CP."""
+
+    index: int
+    name: str
+    """``str(PortRef)``: how the trace names it."""
+    rate_bps: float
+    """Its service rate: its link's (the bottleneck's follows the schedule)."""
+    buffer_pkts: int
+    delay_s: float
+    """Its link's one-way delay, to the next switch or the destination."""
+    cp: CongestionPoint | None
+    """Its CP (None: none, or QCN off)."""
+    arrival_cp: CongestionPoint | None
+    """Its CP if it judges frames as they arrive (the seeds'; else as they leave)."""
+    reflect_rand: RandomInt
+    """Three-point: the reflection draws of its CP and of its end reflection point."""
+    queue: deque[Frame] = field(default_factory=deque)
+    queue_bytes: int = 0
+    sending: bool = False
+    """One of its frames is in service: its departure is scheduled."""
+    paused_until: float = 0.0
+    """PAUSE from downstream: it starts no frame before this time."""
+    resume_at: float = -math.inf
+    """PAUSE: when its pending RESUME event is due (so one is pushed per pause)."""
+    pipe: deque[Frame] = field(default_factory=deque)
+    """Frames on its link to the next switch, in order (each with an ARRIVE event)."""
+    window_bytes: int = 0
+    drops: int = 0
+    cnms: int = 0
+    cp_reflections: int = 0
+    fb_reflections: int = 0
+    p0_reflections: int = 0
+
+
+@dataclass(slots=True, eq=False)
+class Input:
+    """A switch's input port under PAUSE: its partition of the switch's memory, and whom
+    its PAUSE stops (a source, or the upstream switch's egress port on the link)."""
+
+    index: int
+    """Sources' inputs first, numbered as the sources; PAUSE events name inputs by it."""
+    name: str
+    partition_bytes: int
+    delay_s: float
+    """How long its PAUSE takes to reach the upstream transmitter."""
+    quantum_s: float
+    source: Source | None = None
+    upstream: Port | None = None
+    buffered_bytes: int = 0
+    """Bytes of the frames that entered by it and are still in its switch."""
+    holds_until: float = -math.inf
+    """Until when the last PAUSE it sent holds."""
+    pauses: int = 0
+
+
+@dataclass(slots=True, eq=False)
+class Route:
+    """A source's way to one destination: the egress ports in order, and per hop the input
+    it enters the switch by and how long a CNM from there takes back to the source."""
+
+    source: Source
+    ports: tuple[Port, ...]
+    inputs: tuple[Input, ...]
+    cnm_delay_s: tuple[float, ...]
+    last: int
+    """The last hop's index (its port faces the destination)."""
+    ideal_rate_bps: float
+    """The slowest link on the way, the host link included (the bottleneck at its
+    initial rate): a lone flow's rate."""
+    one_way_s: float
+    """From leaving the source to reaching the destination, in the model's convention."""
+    ack_after_depart_s: float
+    """From leaving the last port until the acknowledgement reaches the source."""
 
 
 def fast_randint(rng: random.Random) -> Callable[[int, int], int]:
@@ -169,6 +299,14 @@ def fast_randint(rng: random.Random) -> Callable[[int, int], int]:
         return lo + r
 
     return randint
+
+
+def port_stream_names(seed: int, port: PortRef, bottleneck: PortRef) -> tuple[str, str]:
+    """The seeds of a port's CP and reflection streams: the bottleneck keeps the single
+    bottleneck's (``cp-SEED``, ``reflect-SEED``), so its runs are as before."""
+    if port == bottleneck:
+        return f"cp-{seed}", f"reflect-{seed}"
+    return f"cp-{seed}-{port}", f"reflect-{seed}-{port}"
 
 
 class Simulation:
@@ -192,72 +330,157 @@ class Simulation:
         """Told (simulated time, duration) at each sample, for a progress line."""
         self.now = 0.0
         net, wl = scenario.network, scenario.workload
+        topo = scenario.topology
+        self.topology: Topology = topo
         self.frame_bytes = net.frame_bytes
         self.frame_bits = 8 * net.frame_bytes
-        self.slot_s = self.frame_bits / net.line_rate_bps
-        self.line_rate_bps = net.line_rate_bps
-        self.line_gap_s = self.frame_bits / net.line_rate_bps
-        self.buffer_pkts = net.buffer_pkts
-        self.rtt_s = net.rtt_s
-        self.capacity = net.bottleneck_rate_bps
-        self.queue: deque[tuple[int, int, int, ActiveFlow | None, int]] = deque()
-        """(source, frames it found on arrival, its bytes, its flow and frame index or
-        (None, 0)) of each frame in the buffer."""
-        self.queue_bytes = 0
         cp_params = scenario.params.cp
         # Only a departure CP judges departing frames; the arrival CP is the same everywhere.
         self.cp_at_departure = cp_at_departure and cp_params.depth_at is not QueueDepth.ARRIVAL
         self.q_unit = net.frame_bytes if cp_params.queue_unit is QueueUnit.BYTES else 1
         """What one frame in the buffer adds to q (every frame has the scenario's size)."""
         self.pause = net.pause
-        self.partition_bytes = net.buffer_pkts * net.frame_bytes
-        self.quantum_s = PAUSE_QUANTUM_BITS / net.line_rate_bps
+        self.pause_hi_bytes = net.pause_hi_bytes
+        self.pause_lo_bytes = net.pause_lo_bytes
         self.depth_left_behind = cp_params.depth_at is QueueDepth.DEQUEUE
-        self.next_depart = math.inf
-        """When the frame in service leaves (inf: the link is idle).  Kept out of the heap:
-        one departure is pending at a time, and a frame's two heap operations fewer count."""
-        self.window_bytes = 0
         self._heap: list[tuple[float, int, int, int, int]] = []
+        self.next_depart = math.inf
+        """The earliest departure at any port (inf: no port is sending) ..."""
+        self._dheap: list[tuple[float, int]] = []
+        """(departure time, port index) of every other port sending a frame: the earliest
+        is kept out of the heap, so that a network with one busy port (the single
+        bottleneck) never touches it."""
         self._seq = 0
-        # The CP draws from its own generator, so where it samples does not change the
-        # traffic the sources offer.
-        self.cp = (
-            CongestionPoint(
-                CpPortConfig.from_params(scenario.params.cp),
-                fast_randint(random.Random(f"cp-{seed}")),
-            )
-            if qcn
-            else None
-        )
         self.three_point = qcn and cp_params.three_point
-        self.tags: deque[FbTag] = deque()
-        """Three-point: the Fb tag of each frame in the buffer, in step with ``queue``."""
-        self.reflect_rand = fast_randint(random.Random(f"reflect-{seed}"))
-        """Three-point: the reflection draws, apart from the CP's sampling draws."""
-        self.arrival_cp = None if self.cp_at_departure else self.cp
-        """The CP when it judges frames as they arrive (in ``_send``; else in the loop)."""
-        self.sources = [
-            Source(
-                i,
-                RateLimiterRules(scenario.params.rp, self._clock, self.rng.random) if qcn else None,
-                wl.max_rate_bps,
-                "onoff" if i in wl.onoff_sources else wl.pattern,
+        self.cp_cfg = CpPortConfig.from_params(cp_params)
+        self.ports: list[Port] = []
+        self.port_by_ref: dict[PortRef, Port] = {}
+        bottleneck = scenario.bottleneck_port
+        cp_ports = set(topo.cp_ports)
+        for ref in topo.port_refs():
+            link = topo.link_at(ref)
+            cp_stream, reflect_stream = port_stream_names(seed, ref, bottleneck)
+            # Each CP draws from its own generator, so where it samples does not change
+            # the traffic the sources offer, nor another port's draws.
+            cp = (
+                CongestionPoint(self.cp_cfg, fast_randint(random.Random(cp_stream)))
+                if qcn and ref in cp_ports
+                else None
             )
-            for i in range(net.sources)
+            port = Port(
+                len(self.ports),
+                str(ref),
+                link.rate_bps,
+                link.buffer_pkts,
+                link.delay_s,
+                cp,
+                None if self.cp_at_departure else cp,
+                fast_randint(random.Random(reflect_stream)),
+            )
+            self.ports.append(port)
+            self.port_by_ref[ref] = port
+        self.bottleneck = self.port_by_ref[bottleneck]
+        self.next_port = self.bottleneck
+        """... and its port."""
+        self.measured = [
+            self.port_by_ref[r] for r in topo.port_refs() if r in cp_ports or r == bottleneck
         ]
+        """The ports the trace follows: the bottleneck and every CP port (with QCN or not)."""
+        self.sources: list[Source] = []
+        for i, host in enumerate(scenario.sources):
+            rate = topo.access_link(host.host).rate_bps
+            self.sources.append(
+                Source(
+                    i,
+                    RateLimiterRules(scenario.params.rp, self._clock, self.rng.random)
+                    if qcn
+                    else None,
+                    wl.max_rate_bps,
+                    "onoff" if i in wl.onoff_sources else wl.pattern,
+                    rate,
+                    self.frame_bits / rate,
+                    PAUSE_QUANTUM_BITS / rate,
+                )
+            )
+        for s in self.sources:
+            s.bernoulli, s.onoff = s.pattern == "bernoulli", s.pattern == "onoff"
+            s.load = s.offered_bps * s.slot_s / self.frame_bits
+        self.inputs: list[Input] = []
+        self._switch_inputs: dict[PortRef, Input] = {}
+        for s, host in zip(self.sources, scenario.sources, strict=True):
+            access = topo.access_link(host.host)
+            self.inputs.append(
+                Input(
+                    s.index,
+                    f"{topo.attachment(host.host)}",
+                    access.buffer_pkts * net.frame_bytes,
+                    2 * access.delay_s,
+                    s.quantum_s,
+                    source=s,
+                )
+            )
+        for s, host in zip(self.sources, scenario.sources, strict=True):
+            s.routes = tuple(self._route(s, host.host, dst) for dst in host.destinations)
         self.trace = Trace()
         self.flow_mode = wl.pattern == "flows"
         self.flow_records: list[FlowRecord] = []
         self._lost: dict[int, tuple[ActiveFlow, int]] = {}
-        """flows: lost frames by retransmission event token."""
+        """flows: frames due again by retransmission event token (with PAUSE: every frame
+        sent, until its timeout)."""
         self.active: dict[int, ActiveFlow] = {}
         """flows: the unfinished flows by id (CNMs and timers of finished ones are void)."""
         self.arrivals: list[FlowArrival] = []
         """flows: every flow to start, in order (``arrivals``, else drawn from the seed)."""
         if self.flow_mode:
             self.arrivals = arrivals if arrivals is not None else scenario.draw_flows(seed)
-            self.one_way_s = net.rtt_s / 2
-            self.ideal_rate_bps = min(net.line_rate_bps, net.bottleneck_rate_bps)
+
+    def _route(self, s: Source, src: str, dst: str) -> Route:
+        topo = self.topology
+        refs = topo.path(src, dst)
+        access = topo.access_link(src)
+        ports = tuple(self.port_by_ref[r] for r in refs)
+        inputs = [self.inputs[s.index]]
+        cnm_delay = [2 * access.delay_s]
+        for before, _ in pairwise(refs):
+            far = topo.far_end(before)
+            entry = PortRef(far.node, far.port)
+            inp = self._switch_inputs.get(entry)
+            if inp is None:
+                link = topo.link_at(before)
+                inp = Input(
+                    len(self.inputs),
+                    str(entry),
+                    link.buffer_pkts * self.frame_bytes,
+                    link.delay_s,
+                    PAUSE_QUANTUM_BITS / link.rate_bps,
+                    upstream=self.port_by_ref[before],
+                )
+                self.inputs.append(inp)
+                self._switch_inputs[entry] = inp
+            inputs.append(inp)
+            cnm_delay.append(cnm_delay[-1] + topo.link_at(before).delay_s)
+        one_way = sum(p.delay_s for p in ports)
+        return Route(
+            s,
+            ports,
+            tuple(inputs),
+            tuple(cnm_delay),
+            len(ports) - 1,
+            min([access.rate_bps, *(topo.link_at(r).rate_bps for r in refs)]),
+            one_way,
+            cnm_delay[-1] + 2 * ports[-1].delay_s,
+        )
+
+    # Single-bottleneck views, as the model had before networks (tests and tools use them).
+    @property
+    def cp(self) -> CongestionPoint | None:
+        """The bottleneck port's CP."""
+        return self.bottleneck.cp
+
+    @property
+    def queue(self) -> deque[Frame]:
+        """The bottleneck port's queue."""
+        return self.bottleneck.queue
 
     def _clock(self) -> float:
         return self.now
@@ -270,14 +493,13 @@ class Simulation:
 
     def _arrivals_until(self, s: Source, t: float) -> None:
         """Move the frames the source offered up to ``t`` into its adapter queue."""
-        wl = self.sc.workload
-        slot_s = self.slot_s
+        slot_s = s.slot_s
         # Bernoulli: frame slots at line rate, each busy with probability offered / line rate.
-        bernoulli = s.pattern == "bernoulli"
-        load = s.offered_bps * slot_s / self.frame_bits
+        bernoulli, load = s.bernoulli, s.load
         random = self.rng.random
         while s.next_arrival <= t:
-            if s.pattern == "onoff" and s.next_arrival > s.on_until:
+            if s.onoff and s.next_arrival > s.on_until:
+                wl = self.sc.workload
                 off = self.rng.expovariate(1 / wl.mean_off_s)
                 start = s.on_until + off
                 s.on_until = start + self.rng.expovariate(1 / wl.mean_on_s)
@@ -312,10 +534,11 @@ class Simulation:
             if rules.timer_deadline != s.timer_at:
                 self._schedule_timer(s)
             rate = rules.current_rate_bps
-            gap = self.frame_bits / rate if rate < self.line_rate_bps else self.line_gap_s
+            gap = self.frame_bits / rate if rate < s.line_rate_bps else s.slot_s
         else:
-            gap = self.line_gap_s
-        self._reach_bottleneck(s, s.index, frame_bytes)
+            gap = s.slot_s
+        route = s.routes[0]
+        self._arrive(route.ports[0], (s.index, 0, frame_bytes, None, 0, route, 0, FRESH_TAG))
         # With nothing left to send, the next send is when the next frame is offered: one
         # event where waking at now + gap only to find the adapter empty would take two.
         due = now + gap
@@ -324,78 +547,134 @@ class Simulation:
         self._seq += 1
         heappush(self._heap, (due, SEND, s.index, self._seq, s.send_version))
 
-    def _reach_bottleneck(
-        self,
-        s: Source,
-        target: int,
-        frame_bytes: int,
-        flow: ActiveFlow | None = None,
-        index: int = 0,
-    ) -> None:
-        """A frame of source ``s`` reaches the bottleneck: dropped, or judged by an arrival
-        CP and queued.  ``target`` is whom its CNMs go to: the source's limiter, or with
-        the flows workload its flow's (the flow id)."""
-        queue = self.queue
+    def _arrive(self, port: Port, frame: Frame) -> None:
+        """A frame reaches ``port`` (its hop): dropped, or judged by an arrival CP and
+        queued.  Its target is whom its CNMs go to: the source's limiter, or with the
+        flows workload its flow's (the flow id)."""
+        target, _, frame_bytes, flow, index, route, hop, tag = frame
+        queue = port.queue
         q = len(queue)
-        if (
-            s.buffered_bytes + frame_bytes > self.partition_bytes
-            if self.pause
-            else q >= self.buffer_pkts
-        ):
-            self.trace.drops += 1
-            if flow is not None:
-                self._lose(flow, index, s.index)
-            return
         if self.pause:
-            s.buffered_bytes += frame_bytes
-            if s.buffered_bytes > self.sc.network.pause_hi_bytes:
-                self._send_pause(s)
-        depth = q if self.q_unit == 1 else self.queue_bytes
-        if self.three_point:
-            self.tags.append(self._three_point_cp(target, depth, frame_bytes))
-        elif self.arrival_cp is not None:
-            decision = self.arrival_cp.sample(depth, frame_bytes)
-            if decision is not None:  # stage 1 let it through (a tenth of the frames)
-                self._feedback(decision, target)
-        queue.append((target, q, frame_bytes, flow, index))
-        self.queue_bytes += frame_bytes
-        if self.next_depart == math.inf:
-            self.next_depart = self.now + 8 * frame_bytes / self.capacity
-
-    def _left_partition(self, s: Source, frame_bytes: int) -> None:
-        """One of the source's frames left: below lo, a paused input is resumed."""
-        s.buffered_bytes -= frame_bytes
-        if s.buffered_bytes < self.sc.network.pause_lo_bytes and s.pause_holds_until > self.now:
-            s.pause_holds_until = self.now
-            self._push(self.now + self.rtt_s, PAUSE, s.index, 0)
-
-    def _send_pause(self, s: Source) -> None:
-        """The source's input is above hi: a PAUSE, unless the last one still holds when
-        this one would arrive."""
-        arrives = self.now + self.rtt_s
-        if arrives < s.pause_holds_until:
+            inp = route.inputs[hop]
+            if inp.buffered_bytes + frame_bytes > inp.partition_bytes:
+                self._drop(port)
+                return
+            inp.buffered_bytes += frame_bytes
+            if inp.buffered_bytes > self.pause_hi_bytes:
+                self._send_pause(inp, port)
+        elif q >= port.buffer_pkts:
+            self._drop(port)
+            if flow is not None:
+                self._lose(flow, index, route.source.index)
             return
-        drain_s = 8 * self.queue_bytes / self.capacity
-        quanta = min(PAUSE_QUANTA_MAX, max(1, math.ceil(drain_s / self.quantum_s)))
-        s.pause_holds_until = arrives + quanta * self.quantum_s
-        s.pauses += 1
-        self._push(arrives, PAUSE, s.index, quanta)
+        cp = port.arrival_cp
+        if cp is not None:
+            depth = q if self.q_unit == 1 else port.queue_bytes
+            if self.three_point:
+                new = self._three_point_cp(port, cp, depth, frame)
+                if new is not tag:
+                    frame = (target, q, frame_bytes, flow, index, route, hop, new)
+            else:
+                decision = cp.sample(depth, frame_bytes)
+                if decision is not None:  # stage 1 let it through (a tenth of the frames)
+                    self._feedback(decision, target, port, route.cnm_delay_s[hop])
+        elif self.cp_at_departure:
+            frame = (target, q, frame_bytes, flow, index, route, hop, tag)
+        queue.append(frame)
+        port.queue_bytes += frame_bytes
+        if not port.sending:
+            if self.next_depart == math.inf and port.paused_until <= self.now:
+                # No port is sending (the single bottleneck's idle link): _start, inline.
+                port.sending = True
+                self.next_depart = self.now + 8 * queue[0][2] / port.rate_bps
+                self.next_port = port
+            else:
+                self._start(port)
+
+    def _drop(self, port: Port) -> None:
+        self.trace.drops += 1
+        port.drops += 1
+
+    def _start(self, port: Port) -> None:
+        """A port with frames and none in service starts sending its first, unless a
+        PAUSE holds it (then it looks again when the pause ends)."""
+        now = self.now
+        if port.paused_until > now:
+            if port.resume_at != port.paused_until:
+                port.resume_at = port.paused_until
+                self._push(port.paused_until, RESUME, port.index)
+            return
+        port.sending = True
+        depart = now + 8 * port.queue[0][2] / port.rate_bps
+        first = self.next_depart
+        if depart < first or (depart == first and port.index < self.next_port.index):
+            if first != math.inf:
+                heappush(self._dheap, (first, self.next_port.index))
+            self.next_depart, self.next_port = depart, port
+        else:
+            heappush(self._dheap, (depart, port.index))
+
+    def _forward(self, port: Port, frame: Frame) -> None:
+        """A frame left ``port`` for the next switch: on the link, or there at once."""
+        if port.delay_s:
+            port.pipe.append(frame)
+            self._push(self.now + port.delay_s, ARRIVE, port.index)
+        else:
+            self._next_hop(frame)
+
+    def _next_hop(self, frame: Frame) -> None:
+        """A frame reaches the next switch on its route."""
+        target, _, frame_bytes, flow, index, route, hop, tag = frame
+        self._arrive(
+            route.ports[hop + 1], (target, 0, frame_bytes, flow, index, route, hop + 1, tag)
+        )
+
+    def _left_partition(self, inp: Input, frame_bytes: int) -> None:
+        """One of the input's frames left the switch: below lo, a paused upstream
+        transmitter is resumed."""
+        inp.buffered_bytes -= frame_bytes
+        if inp.buffered_bytes < self.pause_lo_bytes and inp.holds_until > self.now:
+            inp.holds_until = self.now
+            self._push(self.now + inp.delay_s, PAUSE, inp.index, 0)
+
+    def _send_pause(self, inp: Input, port: Port) -> None:
+        """The input is above hi: a PAUSE upstream, unless the last one still holds when
+        this one would arrive.  It lasts as long as ``port``'s queue (the one the frame
+        joined) takes to drain."""
+        arrives = self.now + inp.delay_s
+        if arrives < inp.holds_until:
+            return
+        drain_s = 8 * port.queue_bytes / port.rate_bps
+        quanta = min(PAUSE_QUANTA_MAX, max(1, math.ceil(drain_s / inp.quantum_s)))
+        inp.holds_until = arrives + quanta * inp.quantum_s
+        inp.pauses += 1
+        self._push(arrives, PAUSE, inp.index, quanta)
 
     def _on_pause(self, s: Source, quanta: int) -> None:
         """A PAUSE reaches the source: stop for ``quanta``; a pause of 0 resumes."""
         if quanta:
-            s.paused_until = self.now + quanta * self.quantum_s
+            s.paused_until = self.now + quanta * s.quantum_s
             return
         s.paused_until = self.now
         s.send_version += 1
         self._push(self.now, SEND, s.index, s.send_version)
 
-    def _congestion_point(self, src: int, q: int) -> None:
-        """The departure CP judges a frame of source ``src`` as it leaves."""
-        assert self.cp is not None
-        decision = self.cp.sample(q, self.frame_bytes)
+    def _pause_port(self, port: Port, quanta: int, quantum_s: float) -> None:
+        """A PAUSE reaches a switch's egress port: it starts no frame for ``quanta``; a
+        pause of 0 lets it send at once."""
+        if quanta:
+            port.paused_until = self.now + quanta * quantum_s
+            return
+        port.paused_until = self.now
+        if not port.sending and port.queue:
+            self._start(port)
+
+    def _congestion_point(self, port: Port, target: int, delay_s: float, q: int) -> None:
+        """The departure CP judges a frame as it leaves."""
+        assert port.cp is not None
+        decision = port.cp.sample(q, self.frame_bytes)
         if decision is not None:
-            self._feedback(decision, src)
+            self._feedback(decision, target, port, delay_s)
 
     # -- flows -------------------------------------------------------------------------------
 
@@ -404,21 +683,25 @@ class Simulation:
         net = self.sc.network
         arrival = self.arrivals[number]
         s = self.sources[arrival.source]
+        route = s.routes[arrival.destination]
         size = arrival.size_bytes
         frames, last = flow_frames(size, net.frame_bytes)
         record = FlowRecord(
             flow_id=number,
             source=s.index,
-            destination=0,
+            destination=arrival.destination,
             size_bytes=size,
             start_s=self.now,
-            ideal_fct_s=ideal_fct_s(size, net.frame_bytes, self.ideal_rate_bps, self.one_way_s),
+            ideal_fct_s=ideal_fct_s(size, net.frame_bytes, route.ideal_rate_bps, route.one_way_s),
+            hops=route.last + 1,
         )
         self.flow_records.append(record)
         rules = (
             RateLimiterRules(self.sc.params.rp, self._clock, self.rng.random) if self.qcn else None
         )
-        flow = ActiveFlow(record, frames, last, rules, next_eligible=self.now)
+        flow = ActiveFlow(record, frames, last, rules, route, next_eligible=self.now)
+        if self.pause:
+            flow.acked_at = [math.inf] * frames
         self.active[flow.index] = flow
         s.flows.append(flow)
         self._kick(s)
@@ -429,6 +712,9 @@ class Simulation:
         """Source ``s``'s host link is free: the next of its flows in turn that its limiter
         lets send sends a frame."""
         now, flows = self.now, s.flows
+        if now < s.paused_until:
+            self._push(s.paused_until, SEND, s.index, s.send_version)
+            return
         for _ in range(len(flows)):
             if flows[0].next_eligible <= now:
                 break
@@ -449,7 +735,7 @@ class Simulation:
         frame_bits = 8 * frame_bytes
         s.sent_frames += 1
         s.window_bytes += frame_bytes
-        rate = self.line_rate_bps
+        rate = s.line_rate_bps
         rules = flow.rules
         if rules is not None:
             rules.on_transmit(frame_bytes)
@@ -458,8 +744,11 @@ class Simulation:
             rate = min(rate, rules.current_rate_bps)
         flow.last_send, flow.last_bits = now, frame_bits
         flow.next_eligible = now + frame_bits / rate
-        s.link_free_at = now + frame_bits / self.line_rate_bps
-        self._reach_bottleneck(s, flow.index, frame_bytes, flow, index)
+        s.link_free_at = now + frame_bits / s.line_rate_bps
+        if self.pause:
+            self._await_ack(flow, index, s.index)
+        route = flow.route
+        self._arrive(route.ports[0], (flow.index, 0, frame_bytes, flow, index, route, 0, FRESH_TAG))
         self._push(s.link_free_at, SEND, s.index, s.send_version)
 
     def _kick(self, s: Source) -> None:
@@ -482,62 +771,96 @@ class Simulation:
             (self.now + self.sc.workload.rto_s, RETRANSMIT, src, self._seq, self._seq),
         )
 
+    def _await_ack(self, flow: ActiveFlow, index: int, src: int) -> None:
+        """With PAUSE: the frame just sent is due again at its timeout unless its
+        acknowledgement has come by then (:meth:`_retransmit` looks)."""
+        self._lose(flow, index, src)
+
     def _retransmit(self, s: Source, token: int) -> None:
         flow, index = self._lost.pop(token)
+        if flow.acked_at is not None and (
+            flow.index not in self.active or flow.acked_at[index] <= self.now
+        ):
+            return  # PAUSE: acknowledged in time (or the flow is done)
         flow.record.retransmitted_frames += 1
         if not flow.has_frames:
             s.flows.append(flow)  # it had left the turns with nothing more to send
         flow.resend.append(index)
         self._kick(s)
 
-    def _delivered(self, flow: ActiveFlow, at: float) -> None:
+    def _delivered(
+        self, flow: ActiveFlow, index: int, frame_bytes: int, at: float, tag: FbTag
+    ) -> None:
+        """A flow's frame left its last port at ``at``: it reaches the receiver one link
+        later (a later copy of a frame already there counts for nothing)."""
+        route = flow.route
+        if self.three_point:
+            self._end_reflection(route.ports[-1], flow.index, route.cnm_delay_s[-1], tag)
+        if flow.acked_at is not None:
+            if flow.acked_at[index] != math.inf:
+                return
+            flow.acked_at[index] = at + route.ack_after_depart_s
+        route.source.delivered_window_bytes += frame_bytes
         flow.delivered += 1
         if flow.delivered == flow.frames:
-            flow.record.finish_s = at + self.one_way_s
+            flow.record.finish_s = at + route.ports[-1].delay_s
             del self.active[flow.index]
 
-    def _feedback(self, decision: CpDecision, src: int) -> None:
-        """A CNM (or ECM's positive message) reaches source ``src`` one RTT later."""
+    def _feedback(self, decision: CpDecision, target: int, port: Port, delay_s: float) -> None:
+        """A CNM (or ECM's positive message) from ``port`` reaches its source ``delay_s``
+        later."""
         if decision.cnm:
-            self._send_cnm(src, decision.qntz_fb, CNM_POSITIVE if decision.positive else CNM)
+            self._send_cnm(
+                target, decision.qntz_fb, port, delay_s, CNM_POSITIVE if decision.positive else CNM
+            )
 
-    def _send_cnm(self, src: int, qntz_fb: int, kind: int = CNM) -> None:
-        """A message to source ``src``, which reaches it one RTT later."""
+    def _send_cnm(
+        self, target: int, qntz_fb: int, port: Port, delay_s: float, kind: int = CNM
+    ) -> None:
+        """A message from ``port`` to ``target``, which reaches it ``delay_s`` later."""
         self.trace.cnms += 1
-        self._push(self.now + self.rtt_s, kind, src, qntz_fb)
+        port.cnms += 1
+        self._push(self.now + delay_s, kind, target, qntz_fb)
 
-    def _three_point_cp(self, src: int, q: int, frame_bytes: int) -> FbTag:
-        """The three-point CP judges an arriving frame: the tag it leaves with."""
-        assert self.cp is not None
-        tag = FbTag()
-        decision = self.cp.sample(q, frame_bytes)
-        if decision is not None:
-            tag = overwrite_fb_tag(decision, tag, self.cp.cfg, 0, self.reflect_rand)
-            if tag.reflected:
-                self._send_cnm(src, tag.qntz_fb)
-        return tag
+    def _three_point_cp(self, port: Port, cp: CongestionPoint, q: int, frame: Frame) -> FbTag:
+        """A three-point CP judges an arriving frame: the tag it leaves with
+        (:func:`overwrite_fb_tag`); a CP that takes the tag over may reflect it."""
+        target, _, frame_bytes, _, _, route, hop, tag = frame
+        decision = cp.sample(q, frame_bytes)
+        if decision is None:
+            return tag
+        new = overwrite_fb_tag(decision, tag, cp.cfg, port.index, port.reflect_rand)
+        if new is not tag and new.reflected:
+            port.cp_reflections += 1
+            self._send_cnm(target, new.qntz_fb, port, route.cnm_delay_s[hop])
+        return new
 
-    def _end_reflection(self, src: int, tag: FbTag) -> None:
-        """A frame of ``src`` leaves the bottleneck for the end reflection point."""
-        assert self.cp is not None
-        reflected = end_reflection(tag, self.cp.cfg, 0, self.reflect_rand)
+    def _end_reflection(self, port: Port, target: int, delay_s: float, tag: FbTag) -> None:
+        """A frame leaves its last port, for the end reflection point."""
+        reflected = end_reflection(tag, self.cp_cfg, port.index, port.reflect_rand)
         if reflected is not None:
             extra = self.trace.extra
-            key = "fb_reflections" if reflected.qntz_fb else "p0_reflections"
+            if reflected.qntz_fb:
+                key = "fb_reflections"
+                port.fb_reflections += 1
+            else:
+                key = "p0_reflections"
+                port.p0_reflections += 1
             extra[key] = extra.get(key, 0) + 1
-            self._send_cnm(src, reflected.qntz_fb)
+            self._send_cnm(target, reflected.qntz_fb, port, delay_s)
 
     def _rate_changed(self, lim: Source | ActiveFlow) -> None:
         """CR changed: re-pace the source's next send (a flow's: when its limiter lets it
         send again, its host looking again once its link is free)."""
         if isinstance(lim, ActiveFlow):
             assert lim.rules is not None
-            rate = min(lim.rules.current_rate_bps, self.line_rate_bps)
+            s = lim.route.source
+            rate = min(lim.rules.current_rate_bps, s.line_rate_bps)
             lim.next_eligible = lim.last_send + lim.last_bits / rate
-            self._kick(self.sources[lim.record.source])
+            self._kick(s)
             return
         lim.send_version += 1
-        gap = self.frame_bits / min(lim.rate_bps, self.line_rate_bps)
+        gap = self.frame_bits / min(lim.rate_bps, lim.line_rate_bps)
         self._push(max(self.now, lim.last_send + gap), SEND, lim.index, lim.send_version)
 
     def _schedule_timer(self, s: Source | ActiveFlow) -> None:
@@ -550,37 +873,93 @@ class Simulation:
 
     def _sample(self) -> None:
         tr, dt = self.trace, self.sample_interval_s
+        b = self.bottleneck
         tr.times_s.append(self.now)
-        tr.queue_pkts.append(len(self.queue))
+        tr.queue_pkts.append(len(b.queue))
         tr.drops_so_far.append(tr.drops)
-        tr.throughput_bps.append(8 * self.window_bytes / dt)
-        tr.capacity_bps.append(self.capacity)
+        tr.throughput_bps.append(8 * b.window_bytes / dt)
+        tr.capacity_bps.append(b.rate_bps)
         tr.source_current_rate_bps.append([self._current_rate_bps(s) for s in self.sources])
         tr.source_target_rate_bps.append(
             [s.rules.target_rate_bps if s.rules else math.nan for s in self.sources]
         )
         tr.source_throughput_bps.append([8 * s.window_bytes / dt for s in self.sources])
-        self.window_bytes = 0
+        tr.source_delivered_bps.append([8 * s.delivered_window_bytes / dt for s in self.sources])
+        for p in self.measured:
+            tr.port_queue_pkts[p.name].append(len(p.queue))
+            tr.port_throughput_bps[p.name].append(8 * p.window_bytes / dt)
+            tr.port_drops_so_far[p.name].append(p.drops)
+            tr.port_cnms_so_far[p.name].append(p.cnms)
+        for p in self.ports:
+            p.window_bytes = 0
         for s in self.sources:
             s.window_bytes = 0
+            s.delivered_window_bytes = 0
 
     def _current_rate_bps(self, s: Source) -> float:
         """A source's CR; with the flows workload, its slowest active flow's."""
-        line = self.line_rate_bps
+        line = s.line_rate_bps
         if self.flow_mode:
             return min((f.rules.current_rate_bps for f in s.flows if f.rules), default=line)
         return min(s.rate_bps, line)
 
+    def _finish_trace(self, events: int, started: float) -> Trace:
+        tr = self.trace
+        tr.events = events
+        tr.flows = self.flow_records
+        tr.frames_in = sum(s.sent_frames for s in self.sources)
+        if self.pause:
+            tr.extra["pauses"] = sum(i.pauses for i in self.inputs)
+            tr.extra["pauses_per_source_max"] = max(
+                self.inputs[s.index].pauses for s in self.sources
+            )
+            if len(self.inputs) > len(self.sources):
+                tr.extra["pauses_between_switches"] = sum(
+                    i.pauses for i in self.inputs[len(self.sources) :]
+                )
+        measured = {p.name for p in self.measured}
+        tr.port_counts = {
+            p.name: {
+                "drops": p.drops,
+                "cnms": p.cnms,
+                **(
+                    {
+                        "cp_reflections": p.cp_reflections,
+                        "fb_reflections": p.fb_reflections,
+                        "p0_reflections": p.p0_reflections,
+                    }
+                    if self.three_point
+                    else {}
+                ),
+            }
+            for p in self.ports
+            if p.name in measured or p.drops or p.fb_reflections or p.p0_reflections
+        }
+        if self.pause:
+            for inp in self.inputs:
+                if inp.upstream is not None and inp.pauses:
+                    tr.port_counts.setdefault(inp.upstream.name, {})["paused"] = inp.pauses
+        tr.wall_s = time.perf_counter() - started
+        return tr
+
     def partial_trace(self) -> Trace:
         """The trace as far as the run got, for a run cut short (Ctrl-C): its samples taken
-        whole (one cut in the middle of its row is left out) and the flows started so far,
-        so that what was measured is kept (``qcn run`` writes its CSVs)."""
+        whole (one cut in the middle of its row is left out; the ports' series too) and the
+        flows started so far, so that what was measured is kept (``qcn run`` writes its
+        CSVs)."""
         tr = self.trace
         rows: list[list[Any]] = [
             tr.times_s, tr.queue_pkts, tr.throughput_bps, tr.capacity_bps,
             tr.source_current_rate_bps, tr.source_target_rate_bps, tr.source_throughput_bps,
-            tr.drops_so_far,
+            tr.drops_so_far, tr.source_delivered_bps,
         ]  # fmt: skip
+        for series in (
+            tr.port_queue_pkts,
+            tr.port_throughput_bps,
+            tr.port_drops_so_far,
+            tr.port_cnms_so_far,
+        ):
+            rows += series.values()
         whole = min(len(r) for r in rows)
         for r in rows:
             del r[whole:]
@@ -592,6 +971,14 @@ class Simulation:
     def run(self) -> Trace:
         started = time.perf_counter()
         wl = self.sc.workload
+        for p in self.measured:
+            for series in (
+                self.trace.port_queue_pkts,
+                self.trace.port_throughput_bps,
+                self.trace.port_drops_so_far,
+                self.trace.port_cnms_so_far,
+            ):
+                series[p.name] = []
         for s in self.sources:
             start = s.index * wl.stagger_s
             s.next_arrival = start
@@ -606,31 +993,57 @@ class Simulation:
         self._push(self.sample_interval_s, SAMPLE)
         rates = [c.bottleneck_rate_bps for c in self.sc.schedule]
         end = self.sc.duration_s
-        heap, sources, queue = self._heap, self.sources, self.queue
-        cp_at_departure = self.cp_at_departure and self.cp is not None
-        flow_mode = self.flow_mode
+        heap, dheap, sources, ports = self._heap, self._dheap, self.sources, self.ports
+        inputs = self.inputs
+        flow_mode, pause, three_point = self.flow_mode, self.pause, self.three_point
+        cp_at_departure, left_behind = self.cp_at_departure, self.depth_left_behind
         events = 0
         while heap:
             depart = self.next_depart
             head = heap[0]
             if depart < head[0] or (depart == head[0] and head[1] > DEPART):
-                # The frame in service leaves the bottleneck.
+                # The frame in service at a port leaves it.
                 if depart > end:
                     break
                 self.now = depart
                 events += 1
-                src, q, frame_bytes, flow, _index = queue.popleft()
-                self.queue_bytes -= frame_bytes
-                if self.pause:
-                    self._left_partition(sources[src], frame_bytes)
-                if cp_at_departure:
-                    self._congestion_point(src, len(queue) if self.depth_left_behind else q)
-                elif self.three_point:
-                    self._end_reflection(src, self.tags.popleft())
-                if flow is not None:
-                    self._delivered(flow, depart)
-                self.window_bytes += frame_bytes
-                self.next_depart = depart + 8 * queue[0][2] / self.capacity if queue else math.inf
+                port = self.next_port
+                queue = port.queue
+                frame = queue.popleft()
+                target, q, frame_bytes, flow, number, route, hop, tag = frame
+                port.queue_bytes -= frame_bytes
+                port.window_bytes += frame_bytes
+                if pause:
+                    self._left_partition(route.inputs[hop], frame_bytes)
+                if cp_at_departure and port.cp is not None:
+                    self._congestion_point(
+                        port, target, route.cnm_delay_s[hop], len(queue) if left_behind else q
+                    )
+                # The port's next departure first: the frame's next hop may push more.
+                if queue and port.paused_until <= depart:
+                    then = depart + 8 * queue[0][2] / port.rate_bps
+                    if dheap and dheap[0] < (then, port.index):
+                        self.next_depart, index = heapreplace(dheap, (then, port.index))
+                        self.next_port = ports[index]
+                    else:
+                        self.next_depart = then
+                else:
+                    port.sending = False
+                    if dheap:
+                        self.next_depart, index = heappop(dheap)
+                        self.next_port = ports[index]
+                    else:
+                        self.next_depart = math.inf
+                    if queue:
+                        self._start(port)
+                if hop != route.last:
+                    self._forward(port, frame)
+                elif flow is not None:
+                    self._delivered(flow, number, frame_bytes, depart, tag)
+                else:
+                    route.source.delivered_window_bytes += frame_bytes
+                    if three_point:
+                        self._end_reflection(port, target, route.cnm_delay_s[hop], tag)
                 continue
             t, kind, src, _, version = heappop(heap)
             if t > end:
@@ -644,6 +1057,8 @@ class Simulation:
                         self._send_flows(s)
                     else:
                         self._send(s)
+            elif kind == ARRIVE:
+                self._next_hop(ports[src].pipe.popleft())
             elif kind in (CNM, CNM_POSITIVE):
                 lim = self._limiter(src)
                 if lim is None:  # the flow finished while the CNM was on its way
@@ -662,23 +1077,25 @@ class Simulation:
                         self._rate_changed(lim)
                     self._schedule_timer(lim)
             elif kind == PAUSE:
-                self._on_pause(sources[src], version)
+                inp = inputs[src]
+                if inp.source is not None:
+                    self._on_pause(inp.source, version)
+                else:
+                    assert inp.upstream is not None
+                    self._pause_port(inp.upstream, version, inp.quantum_s)
+            elif kind == RESUME:
+                port = ports[src]
+                if not port.sending and port.queue:
+                    self._start(port)
             elif kind == FLOW:
                 self._flow_arrives(version)
             elif kind == RETRANSMIT:
                 self._retransmit(sources[src], version)
             elif kind == RATE:
-                self.capacity = rates.pop(0)
+                self.bottleneck.rate_bps = rates.pop(0)
             elif kind == SAMPLE:
                 self._sample()
                 self._push(t + self.sample_interval_s, SAMPLE)
                 if self.progress is not None:
                     self.progress(t, end)
-        self.trace.events = events
-        self.trace.flows = self.flow_records
-        self.trace.frames_in = sum(s.sent_frames for s in sources)
-        if self.pause:
-            self.trace.extra["pauses"] = sum(s.pauses for s in sources)
-            self.trace.extra["pauses_per_source_max"] = max(s.pauses for s in sources)
-        self.trace.wall_s = time.perf_counter() - started
-        return self.trace
+        return self._finish_trace(events, started)

@@ -33,6 +33,8 @@ class Row:
     metric: str
     seed_value: float | str | None
     """The seed's published figure, or its words where it shows a plot (None: nothing)."""
+    digits: int = 0
+    """Decimals of the metric in the progress lines (a ratio needs some)."""
 
 
 #: Seed 002's three service rates of the hot spot (10 ms to 90 ms), and its restore.
@@ -227,6 +229,49 @@ BURSTY_ROWS = [
 ]
 
 
+#: Seed 003's multi-CP paths (issue 40): the parking lot's long flow under two-point QCN,
+#: where each CP on its path cuts it, and three-point QCN, where the frame carries the worst
+#: Fb of its path (docs/topology.md).
+REFLECT_BY_FB = {"qcn.cp.reflect_p_base": 0.0, "qcn.cp.reflect_p_scale": 1 / 63}
+PARKING_LOT_ROWS = [
+    Row("parking lot, 2-point", "parking-lot", {}, "long_flow_fair_ratio", None, 2),
+    Row(
+        "parking lot, 3-point, CPs reflect every sample",
+        "parking-lot",
+        three_point(0.0),
+        "long_flow_fair_ratio",
+        None,
+        2,
+    ),
+    Row(
+        "parking lot, 3-point, reflection QntzFb/63, P0 2.5%",
+        "parking-lot",
+        {**three_point(0.025), **REFLECT_BY_FB},
+        "long_flow_fair_ratio",
+        None,
+        2,
+    ),
+]
+#: A run without QCN as a row: the CPs never sample (every limiter stays at line rate).
+NO_QCN = {"qcn.cp.sampling": "bernoulli", "qcn.cp.p_base": 0.0, "qcn.cp.p_scale": 0.0}
+PAUSE_ON = {"network.pause": True}
+INCAST = {"workload.traffic": "incast", "workload.load": 0.9}
+#: Web-search flows over a leaf-spine, and an incast, with QCN, without, and with PAUSE hop
+#: by hop (seed 001's congestion spreading, over three hops).
+LEAF_SPINE_ROWS = [
+    Row(f"leaf-spine, {label}", "leaf-spine-fct", overrides, "slowdown_short_p99", None, 1)
+    for label, overrides in (
+        ("web-search, QCN", {}),
+        ("web-search, no QCN", NO_QCN),
+        ("web-search, QCN + PAUSE", PAUSE_ON),
+        ("web-search, PAUSE", {**NO_QCN, **PAUSE_ON}),
+        ("incast, QCN", INCAST),
+        ("incast, no QCN", {**INCAST, **NO_QCN}),
+        ("incast, QCN + PAUSE", {**INCAST, **PAUSE_ON}),
+    )
+]
+
+
 def run_rows(
     seeds: list[int],
     progress: Callable[[str], None] = print,
@@ -251,8 +296,9 @@ def run_rows(
                 mean[key] = sum(r[key] for r in runs) / len(runs)
         mean["per_seed"] = [r[row.metric] for r in runs]
         out[row.label] = mean
-        per = ", ".join(f"{v:.0f}" for v in mean["per_seed"])
-        progress(f"  {row.label}: {row.metric} = {mean[row.metric]:.0f} (seeds: {per})")
+        d = row.digits
+        per = ", ".join(f"{v:.{d}f}" for v in mean["per_seed"])
+        progress(f"  {row.label}: {row.metric} = {mean[row.metric]:.{d}f} (seeds: {per})")
     return out
 
 
@@ -384,17 +430,19 @@ def three_point_checks(results: dict[str, dict[str, Any]]) -> list[tuple[str, bo
     ]
 
 
-def fct_table(results: dict[str, dict[str, Any]]) -> str:
+def fct_table(
+    results: dict[str, dict[str, Any]], rows: list[Row] = FCT_ROWS, prefix: str = "fct, "
+) -> str:
     """Seed 003's dynamic flows: slowdown of short (< 100 KB) and long flows, and drops."""
     lines = [
         "| scheme | short mean | short p50 | short p99 | long mean | long p50 | long p99 | drops "
         "| unfinished |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for row in FCT_ROWS:
+    for row in rows:
         r = results[row.label]
         cells = " | ".join(f"{r[m]:.1f}" if "slowdown" in m else f"{r[m]:.0f}" for m in FCT_METRICS)
-        lines.append(f"| {row.label.removeprefix('fct, ')} | {cells} |")
+        lines.append(f"| {row.label.removeprefix(prefix)} | {cells} |")
     return "\n".join(lines)
 
 
@@ -419,6 +467,81 @@ def fct_checks(results: dict[str, dict[str, Any]]) -> list[tuple[str, bool]]:
             f"fct: flows finish, the unfinished counted (at most {unfinished:.0f} of "
             f"{started:.0f} started)",
             unfinished <= 0.01 * started,
+        ),
+    ]
+
+
+def parking_lot_table(results: dict[str, dict[str, Any]]) -> str:
+    """The parking lot: the long flow's delivered throughput over its max-min fair share,
+    Jain over every flow's, drops, CNMs, and the reflections (by the CPs, at the end)."""
+    lines = [
+        "| scheme | long flow / fair share | Jain (of fair shares) | delivered Gb/s (first seed) "
+        "| drops | CNMs | CP reflections (first seed) | end reflections (first seed) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in PARKING_LOT_ROWS:
+        r = results[row.label]
+        ports = r["ports"].values()  # (the first random seed's)
+        cp = sum(p.get("cp_reflections", 0) for p in ports)
+        end = sum(p.get("fb_reflections", 0) + p.get("p0_reflections", 0) for p in ports)
+        delivered = ", ".join(f"{b / 1e9:.1f}" for b in r["delivered_bps"])
+        lines.append(
+            f"| {row.label.removeprefix('parking lot, ')} | {r['long_flow_fair_ratio']:.2f} | "
+            f"{r['jain_fair_share']:.3f} | {delivered} | {r['drops']:.0f} | {r['cnms']:.0f} | "
+            f"{cp} | {end} |"
+        )
+    return "\n".join(lines)
+
+
+def hops_table(results: dict[str, dict[str, Any]], rows: list[Row]) -> str:
+    """Mean slowdown by path length (the first random seed's), and PAUSE frames sent."""
+    lines = [
+        "| scheme | 1 hop, same leaf (first seed) | 3 hops (first seed) | PAUSE frames "
+        "| of them between switches |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        r = results[row.label]
+        bins = r["flows"]["bins_by_hops"]
+        cells = [f"{bins[h]['mean']:.1f}" if h in bins else "—" for h in ("1", "3")]
+        cells += [f"{r[k]:.0f}" if k in r else "—" for k in ("pauses", "pauses_between_switches")]
+        lines.append(f"| {row.label.removeprefix('leaf-spine, ')} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+BEATEN_DOWN = 0.8
+"""The parking lot's long flow is beaten down below this share of its fair rate."""
+UNFINISHED_SHARE = 0.1
+"""Web-search flows reach 30 MB (24 ms at 10 Gb/s, a fifth of the drain time): a few of a
+few hundred may still run at the end."""
+
+
+def network_checks(results: dict[str, dict[str, Any]]) -> list[tuple[str, bool]]:
+    """The parking lot under two-point QCN shows the beat-down the literature reports;
+    QCN keeps the leaf-spine's short web-search flows well below no QCN's tail; every
+    flow is accounted for."""
+    two = results["parking lot, 2-point"]["long_flow_fair_ratio"]
+    with_qcn = results["leaf-spine, web-search, QCN"]["slowdown_short_p99"]
+    without = results["leaf-spine, web-search, no QCN"]["slowdown_short_p99"]
+    unfinished = max(
+        results[row.label]["flows_unfinished"] / results[row.label]["flows"]["started"]
+        for row in LEAF_SPINE_ROWS
+    )
+    return [
+        (
+            f"parking lot, 2-point: the long flow is beaten down (delivered {two:.2f} of its "
+            f"fair share < {BEATEN_DOWN})",
+            two < BEATEN_DOWN,
+        ),
+        (
+            f"leaf-spine, web-search: QCN keeps the short flows' p99 slowdown ({with_qcn:.1f}) "
+            f"below no QCN's ({without:.1f})",
+            with_qcn < without,
+        ),
+        (
+            f"leaf-spine: flows finish, the unfinished counted (at most {unfinished:.1%} of "
+            f"a row's, <= {UNFINISHED_SHARE:.0%})",
+            unfinished <= UNFINISHED_SHARE,
         ),
     ]
 
@@ -533,6 +656,9 @@ def main(argv: list[str] | None = None) -> int:
     print("seed 004's benchmark 5 (bursty):", flush=True)
     traces: dict[str, tuple[Scenario, Trace]] = {}
     results |= run_rows(seeds, say, BURSTY_ROWS, keep_traces=traces)
+    print("seed 003's multi-CP paths and seed 001's spreading, over networks:", flush=True)
+    results |= run_rows(seeds, say, PARKING_LOT_ROWS)
+    results |= run_rows(seeds, say, LEAF_SPINE_ROWS)
     print()
     print(table(results))
     print()
@@ -545,6 +671,12 @@ def main(argv: list[str] | None = None) -> int:
     print(fct_table(results))
     print()
     print(bursty_table(results))
+    print()
+    print(parking_lot_table(results))
+    print()
+    print(fct_table(results, LEAF_SPINE_ROWS, "leaf-spine, "))
+    print()
+    print(hops_table(results, LEAF_SPINE_ROWS))
     print()
     try:
         plots = plot_bursty(args.out, traces)
@@ -561,6 +693,7 @@ def main(argv: list[str] | None = None) -> int:
         *three_point_checks(results),
         *fct_checks(results),
         *bursty_checks(results),
+        *network_checks(results),
     ]:
         print(f"{'ok  ' if ok else 'FAIL'} {text}")
         failed += not ok

@@ -18,6 +18,8 @@ from simulator.engine import Simulation
 from simulator.reproduce import (
     FCT_ROWS,
     FULL_QCN_FB_HAT,
+    LEAF_SPINE_ROWS,
+    PARKING_LOT_ROWS,
     PAUSE_ROWS,
     ROWS,
     SCHEME_ROWS,
@@ -26,6 +28,9 @@ from simulator.reproduce import (
     ecm_checks,
     fct_checks,
     fct_table,
+    hops_table,
+    network_checks,
+    parking_lot_table,
     pause_checks,
     run_rows,
     three_point,
@@ -183,6 +188,17 @@ def test_seed_003_dynamic_flows_reproduced() -> None:
     assert table.count("\n") == 1 + len(FCT_ROWS)
 
 
+def test_network_rows_reproduced() -> None:
+    """make reproduce's network rows (issue 40), one random seed: the parking lot's long
+    flow is beaten down under two-point QCN, QCN keeps the leaf-spine's short flows' tail
+    below no QCN's, and the flows finish."""
+    results = run_rows([1], progress=lambda _: None, rows=PARKING_LOT_ROWS + LEAF_SPINE_ROWS)
+    failed = [text for text, ok in network_checks(results) if not ok]
+    assert not failed, failed
+    assert parking_lot_table(results).count("\n") == 1 + len(PARKING_LOT_ROWS)
+    assert hops_table(results, LEAF_SPINE_ROWS).count("\n") == 1 + len(LEAF_SPINE_ROWS)
+
+
 def test_three_point_reflects_fb_zero_at_p0_and_carries_unreflected_fb_to_the_end() -> None:
     """The simulator's three-point architecture: P0 of the delivered frames come back as
     Fb = 0 CNMs; a negative Fb the CP does not reflect may be reflected at the end."""
@@ -334,6 +350,113 @@ def test_a_users_set_wins_over_the_scenarios_bmv2_set() -> None:
     kept = sc.scaled_for_bmv2(keep={"qcn.cp.p_base"}).params
     assert kept.cp.p_base == 0.02
     assert kept.cp.p_scale == pytest.approx(0.04 / 7)  # the rest of [bmv2.set] still applies
+
+
+#: Short runs of the single bottleneck, as the simulator gave them before it ran networks
+#: (commit c5d2759, seed 3): a network engine must give the seeds' scenarios exactly these.
+SINGLE_BOTTLENECK_CASES: dict[str, tuple[str, dict[str, object], dict[str, bool]]] = {
+    "transient": ("transient", {"duration_s": 0.2}, {}),
+    "transient-3pt": (
+        "transient",
+        {
+            "duration_s": 0.2,
+            "qcn.cp.three_point": True,
+            "qcn.cp.reflect_p0": 0.05,
+            "qcn.rp.positive_reinforcement": True,
+            "qcn.cp.reflect_p_base": 0.0,
+            "qcn.cp.reflect_p_scale": 1 / 63,
+        },
+        {},
+    ),
+    "transient-pause": (
+        "transient",
+        {
+            "duration_s": 0.2,
+            "network.pause": True,
+            "workload.max_rate_bps": 2e9,
+            "schedule": [
+                {"at_s": 0.05, "bottleneck_rate_bps": 0.5e9},
+                {"at_s": 0.15, "bottleneck_rate_bps": 10e9},
+            ],
+        },
+        {"qcn": False},
+    ),
+    "robustness-departure": (
+        "robustness",
+        {"duration_s": 0.05, "qcn.cp.depth_at": "enqueue", "qcn.cp.queue_unit": "packets"},
+        {"cp_at_departure": True},
+    ),
+    "fct": ("fct", {"duration_s": 0.05}, {}),
+}
+SINGLE_BOTTLENECK_PINS: dict[str, dict[str, float]] = {
+    "transient": {
+        "events": 284970,
+        "drops": 0,
+        "cnms": 65,
+        "queue_mean_pkts": 2.8833333333333333,
+        "queue_max_pkts": 19,
+        "jain_fairness": 0.9996949639279987,
+        "utilization": 0.8540020100502512,
+    },
+    "transient-3pt": {
+        "events": 306089,
+        "drops": 0,
+        "cnms": 7193,
+        "queue_mean_pkts": 2.8444444444444446,
+        "queue_max_pkts": 16,
+        "jain_fairness": 0.9998106372132263,
+        "utilization": 0.853411055276382,
+        "fb_reflections": 4,
+        "p0_reflections": 7183,
+    },
+    "transient-pause": {
+        "events": 357184,
+        "drops": 171140,
+        "cnms": 0,
+        "queue_mean_pkts": 962.1333333333333,
+        "queue_max_pkts": 1000,
+        "jain_fairness": 0.7333289631579657,
+        "utilization": 0.9999230769230769,
+        "pauses": 2588,
+        "pauses_per_source_max": 282,
+    },
+    "robustness-departure": {
+        "events": 82164,
+        "drops": 29,
+        "cnms": 112,
+        "queue_mean_pkts": 22.022727272727273,
+        "queue_max_pkts": 30,
+        "jain_fairness": 0.6129990628400056,
+        "utilization": 0.9806448979591836,
+    },
+    "fct": {
+        "events": 80307,
+        "drops": 2880,
+        "cnms": 1714,
+        "queue_mean_pkts": 31.727272727272727,
+        "queue_max_pkts": 100,
+        "jain_fairness": 0.7599593321369068,
+        "utilization": 0.6460838857142858,
+        "flows_unfinished": 4,
+        "slowdown_short_mean": 7.759893137490073,
+        "slowdown_long_p99": 128.60934814658427,
+    },
+}
+
+
+@pytest.mark.parametrize("case", SINGLE_BOTTLENECK_CASES)
+def test_the_single_bottleneck_gives_what_it_gave_before_networks(case: str) -> None:
+    """make reproduce's figures stay the same: short runs of each model path (two- and
+    three-point QCN, PAUSE, BMv2's departure CP, flows) pinned, every figure exact."""
+    name, overrides, options = SINGLE_BOTTLENECK_CASES[case]
+    sc = scenarios.load(name).with_overrides(overrides)
+    qcn = options.get("qcn", True)
+    tr = Simulation(
+        sc, seed=3, qcn=qcn, cp_at_departure=options.get("cp_at_departure", False)
+    ).run()
+    summary = summarize(sc, tr, qcn=qcn, backend="sim", seed=3)
+    pinned = SINGLE_BOTTLENECK_PINS[case]
+    assert {k: summary[k] for k in pinned} == pinned
 
 
 def test_fast_randint_draws_what_randint_draws() -> None:

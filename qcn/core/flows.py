@@ -389,12 +389,16 @@ class FlowRecord:
     flow_id: int
     source: int
     destination: int
+    """Which of its source's destinations it went to (qcn.core.scenario.SourceHost):
+    0 for a source with one."""
     size_bytes: int
     start_s: float
     ideal_fct_s: float
     finish_s: float = math.nan
     """When its last byte reached the receiver (NaN: it did not finish)."""
     retransmitted_frames: int = 0
+    hops: int = 1
+    """Switches on its path."""
 
     @property
     def finished(self) -> bool:
@@ -421,6 +425,8 @@ FLOW_CSV_COLUMNS = (
     "retransmitted_frames",
     "finished",
 )
+HOPS_COLUMN = "hops"
+"""flows.csv's last column in a network of several switches: each flow's path length."""
 
 
 def records_from_logs(
@@ -460,10 +466,13 @@ def records_from_logs(
     ]
 
 
-def write_flows_csv(path: Path, records: Sequence[FlowRecord]) -> None:
+def write_flows_csv(path: Path, records: Sequence[FlowRecord], *, hops: bool = False) -> None:
+    """One row per flow; with ``hops`` (a network of several switches) also its path's
+    length, as a last column (a single switch's flows all have one hop, and its flows.csv
+    stays as it always was)."""
     with path.open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(FLOW_CSV_COLUMNS)
+        w.writerow([*FLOW_CSV_COLUMNS, *([HOPS_COLUMN] if hops else [])])
         for r in records:
             done = r.finished
             w.writerow(
@@ -478,6 +487,7 @@ def write_flows_csv(path: Path, records: Sequence[FlowRecord]) -> None:
                     f"{r.slowdown:.4f}" if done else "",
                     r.retransmitted_frames,
                     int(done),
+                    *([r.hops] if hops else []),
                 ]
             )
 
@@ -505,9 +515,28 @@ def slowdown_bins(records: Sequence[FlowRecord]) -> list[dict[str, Any]]:
     return out
 
 
-def summarize_flows(records: Sequence[FlowRecord], short_bytes: float) -> dict[str, Any]:
+def slowdown_by_hops(records: Sequence[FlowRecord]) -> dict[str, dict[str, Any]]:
+    """The finished flows by their path's length (hops, as a string: a JSON key): each
+    hop count's slowdown figures, short and long flows together, and its flows' sizes (a
+    longer path's flows may be a different mix)."""
+    done = [r for r in records if r.finished]
+    out: dict[str, dict[str, Any]] = {}
+    for hops in sorted({r.hops for r in done}):
+        part = [r for r in done if r.hops == hops]
+        out[str(hops)] = {
+            **slowdown_figures(part),
+            "size_mean_bytes": _mean([float(r.size_bytes) for r in part]),
+        }
+    return out
+
+
+def summarize_flows(
+    records: Sequence[FlowRecord], short_bytes: float, *, by_hops: bool = False
+) -> dict[str, Any]:
     """summary.json's ``flows``: flows started, finished and not, slowdown of short
-    (< ``short_bytes``) and long flows and of all, and the per-bin table."""
+    (< ``short_bytes``) and long flows and of all, and the per-bin table; with
+    ``by_hops`` (a network of several switches) also ``bins_by_hops``
+    (:func:`slowdown_by_hops`)."""
     done = [r for r in records if r.finished]
     unfinished = [r for r in records if not r.finished]
     return {
@@ -523,6 +552,7 @@ def summarize_flows(records: Sequence[FlowRecord], short_bytes: float) -> dict[s
         "fct_short_mean_s": _mean([r.fct_s for r in done if r.size_bytes < short_bytes]),
         "fct_long_mean_s": _mean([r.fct_s for r in done if r.size_bytes >= short_bytes]),
         "bins": slowdown_bins(done),
+        **({"bins_by_hops": slowdown_by_hops(done)} if by_hops else {}),
     }
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from qcn.core import noise
+from qcn.core.fairness import max_min_fair
 from qcn.core.flows import SHORT_FLOW_BYTES, plot_slowdown, summarize_flows, write_flows_csv
 from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
@@ -53,7 +54,7 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
     # The sample at fair_to already reports the capacity restored then: left out.
     episode = [i for i, t in enumerate(times) if fair_from < t < fair_to]
     per_source = [
-        sum(tr.source_throughput_bps[k][i] for k in episode) for i in range(sc.network.sources)
+        sum(tr.source_throughput_bps[k][i] for k in episode) for i in range(len(sc.sources))
     ]
     episode_capacity = sum(tr.capacity_bps[k] for k in episode)
     phases = phase_figures(sc, tr)
@@ -121,8 +122,103 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         ),
         **({"captures": tr.captures} if tr.captures else {}),
         **(flow_figures(flow_summary(sc, tr)) if sc.workload.pattern == "flows" else {}),
+        **(network_figures(sc, tr, warm, episode) if network_run(tr) else {}),
         **tr.extra,
     }
+
+
+def network_run(tr: Trace) -> bool:
+    """Whether the run followed several ports (a network with more than one CP port):
+    then it has ports.csv and the network's figures (:func:`network_figures`)."""
+    return len(tr.port_queue_pkts) > 1
+
+
+def multi_switch(sc: Scenario) -> bool:
+    """A network of several switches: its flows' paths differ in length."""
+    return len(sc.topology.switches) > 1
+
+
+def network_figures(sc: Scenario, tr: Trace, warm: int, episode: list[int]) -> dict[str, Any]:
+    """A network run's figures: per port (:func:`port_figures`) and, for streams, how the
+    sources fared against their max-min fair shares (:func:`share_figures`)."""
+    out: dict[str, Any] = {"ports": port_figures(tr, warm)}
+    if sc.workload.pattern != "flows":
+        out |= share_figures(sc, tr, episode)
+    return out
+
+
+def port_figures(tr: Trace, warm: int) -> dict[str, dict[str, Any]]:
+    """Per followed port, its queue after the warm-up (mean, max) and its totals (drops,
+    CNMs, and what else the backend counted: reflections, pauses); then the ports that
+    were not followed but counted something (a drop, an end reflection)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, series in tr.port_queue_pkts.items():
+        queue = series[warm:] or [0]
+        drops = tr.port_drops_so_far.get(name) or [0]
+        cnms = tr.port_cnms_so_far.get(name) or [0]
+        out[name] = {
+            "queue_mean_pkts": sum(queue) / len(queue),
+            "queue_max_pkts": max(series or [0]),
+            "drops": drops[-1],
+            "cnms": cnms[-1],
+        }
+    for name, counts in tr.port_counts.items():
+        out.setdefault(name, {}).update(counts)
+    return out
+
+
+def share_figures(sc: Scenario, tr: Trace, episode: list[int]) -> dict[str, Any]:
+    """Each source's delivered throughput over the fairness window, its max-min fair share
+    there (:func:`fair_shares_bps`), Jain's index over delivered / fair share, and where
+    source 0 is the long flow (the parking lot's), its delivered / fair share: below 1,
+    it is beaten down."""
+    if not episode or not tr.source_delivered_bps:
+        return {}
+    n = len(sc.sources)
+    delivered = [
+        sum(tr.source_delivered_bps[k][i] for k in episode) / len(episode) for i in range(n)
+    ]
+    fair_from, fair_to = fairness_window_s(sc)
+    fair = fair_shares_bps(sc, sc.capacity_at((fair_from + fair_to) / 2))
+    ratios = [d / f if f else math.nan for d, f in zip(delivered, fair, strict=True)]
+    out: dict[str, Any] = {
+        "delivered_bps": delivered,
+        "fair_share_bps": fair,
+        "jain_fair_share": jain(ratios),
+    }
+    if long_flow(sc):
+        out["long_flow_fair_ratio"] = ratios[0]
+    return out
+
+
+def fair_shares_bps(sc: Scenario, bottleneck_bps: float) -> list[float]:
+    """The sources' max-min fair rates (qcn.core.fairness.max_min_fair): each source's
+    stream crosses its host link and every egress port on its path, each at its link's
+    rate (the bottleneck port at ``bottleneck_bps``), and wants its offered rate."""
+    topo, bottleneck = sc.topology, sc.bottleneck_port
+    capacity: dict[Any, float] = {}
+    paths: list[list[Any]] = []
+    for src in sc.sources:
+        uplink = ("host link", src.host)
+        capacity[uplink] = topo.access_link(src.host).rate_bps
+        path: list[Any] = [uplink]
+        for ref in topo.path(src.host, src.destinations[0]):
+            capacity[ref] = bottleneck_bps if ref == bottleneck else topo.link_at(ref).rate_bps
+            path.append(ref)
+        paths.append(path)
+    return max_min_fair(paths, capacity, [sc.workload.max_rate_bps] * len(paths))
+
+
+def long_flow(sc: Scenario) -> bool:
+    """Source 0 crosses more congestion points than any other source: the parking lot's
+    long flow."""
+    cps = set(sc.topology.cp_ports)
+
+    def crossed(i: int) -> int:
+        src = sc.sources[i]
+        return sum(ref in cps for ref in sc.topology.path(src.host, src.destinations[0]))
+
+    return len(sc.sources) > 1 and all(crossed(0) > crossed(i) for i in range(1, len(sc.sources)))
 
 
 FLOW_KEYS = (
@@ -153,7 +249,9 @@ def flow_figures(flows: dict[str, Any]) -> dict[str, Any]:
 def flow_summary(sc: Scenario, tr: Trace) -> dict[str, Any]:
     """summary.json's ``flows`` (qcn.core.flows.summarize_flows), short flows below 100 KB
     times the scenario's size scale."""
-    return summarize_flows(tr.flows, SHORT_FLOW_BYTES * sc.workload.flow_size_scale)
+    return summarize_flows(
+        tr.flows, SHORT_FLOW_BYTES * sc.workload.flow_size_scale, by_hops=multi_switch(sc)
+    )
 
 
 def phase_rows(sc: Scenario, tr: Trace) -> list[tuple[float, float, list[int]]]:
@@ -262,7 +360,7 @@ def recovery_ms(sc: Scenario, tr: Trace) -> float | None:
     if restore is None:
         return None
     target = RECOVERY_FRACTION * min(
-        sc.capacity_at(restore), sc.network.sources * sc.workload.max_rate_bps
+        sc.capacity_at(restore), len(sc.sources) * sc.workload.max_rate_bps
     )
     for t, bps in zip(tr.times_s, tr.throughput_bps, strict=True):
         # A sample at t covers the window (t - dt, t]; the first full window after restore.
@@ -272,9 +370,12 @@ def recovery_ms(sc: Scenario, tr: Trace) -> float | None:
 
 
 def write_csvs(out: Path, sc: Scenario, tr: Trace) -> None:
-    """queue.csv, sources.csv and (flows workload) flows.csv: what was measured, as it
-    stands (an interrupted run writes these alone, beside its PARTIAL marker)."""
+    """queue.csv, sources.csv, (flows workload) flows.csv and (a network run) ports.csv:
+    what was measured, as it stands (an interrupted run writes these alone, beside its
+    PARTIAL marker).  A network run's sources.csv also has each source's delivered
+    throughput, and a network of several switches' flows.csv each flow's hops."""
     out.mkdir(parents=True, exist_ok=True)
+    network = network_run(tr) and len(tr.source_delivered_bps) == len(tr.times_s)
     with (out / "queue.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["time_s", "queue_pkts", "throughput_bps", "capacity_bps"])
@@ -282,18 +383,40 @@ def write_csvs(out: Path, sc: Scenario, tr: Trace) -> None:
             w.writerow([f"{row[0]:.6f}", row[1], f"{row[2]:.0f}", f"{row[3]:.0f}"])
     with (out / "sources.csv").open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["time_s", "source", "current_rate_bps", "target_rate_bps", "throughput_bps"])
-        for t, crs, trs, tps in zip(
+        w.writerow(
+            ["time_s", "source", "current_rate_bps", "target_rate_bps", "throughput_bps"]
+            + (["delivered_bps"] if network else [])
+        )
+        delivered = tr.source_delivered_bps if network else [[]] * len(tr.times_s)
+        for t, crs, trs, tps, dls in zip(
             tr.times_s,
             tr.source_current_rate_bps,
             tr.source_target_rate_bps,
             tr.source_throughput_bps,
+            delivered,
             strict=True,
         ):
             for i, (cr, target, tp) in enumerate(zip(crs, trs, tps, strict=True)):
-                w.writerow([f"{t:.6f}", i, f"{cr:.0f}", f"{target:.0f}", f"{tp:.0f}"])
+                cells = [f"{t:.6f}", i, f"{cr:.0f}", f"{target:.0f}", f"{tp:.0f}"]
+                w.writerow(cells + ([f"{dls[i]:.0f}"] if network else []))
     if sc.workload.pattern == "flows":
-        write_flows_csv(out / "flows.csv", tr.flows)
+        write_flows_csv(out / "flows.csv", tr.flows, hops=multi_switch(sc))
+    if network_run(tr):
+        write_ports_csv(out / "ports.csv", tr)
+
+
+def write_ports_csv(path: Path, tr: Trace) -> None:
+    """ports.csv: per sample and followed port (the bottleneck and every CP port), its
+    queue, throughput, and drops and CNMs so far."""
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["time_s", "port", "queue_pkts", "throughput_bps", "drops", "cnms"])
+        for name, queue in tr.port_queue_pkts.items():
+            rate = tr.port_throughput_bps.get(name) or [math.nan] * len(queue)
+            drops = tr.port_drops_so_far.get(name) or [0] * len(queue)
+            cnms = tr.port_cnms_so_far.get(name) or [0] * len(queue)
+            for row in zip(tr.times_s, queue, rate, drops, cnms, strict=True):
+                w.writerow([f"{row[0]:.6f}", name, row[1], f"{row[2]:.0f}", row[3], row[4]])
 
 
 def write(
@@ -337,7 +460,7 @@ def plot(out: Path, sc: Scenario, tr: Trace) -> list[Path]:
 
     rates = out / "rates.png"
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    for i in range(sc.network.sources):
+    for i in range(len(sc.sources)):
         ax.plot(
             tr.times_s,
             [row[i] / 1e9 for row in tr.source_current_rate_bps],
@@ -346,7 +469,7 @@ def plot(out: Path, sc: Scenario, tr: Trace) -> list[Path]:
         )
     ax.plot(tr.times_s, [c / 1e9 for c in tr.capacity_bps], "k--", lw=1, label="capacity")
     ax.set(xlabel="time (s)", ylabel="rate (Gb/s)", title=f"{sc.title}: source rates (CR)")
-    if sc.network.sources <= 12:
+    if len(sc.sources) <= 12:
         ax.legend(fontsize=7, ncol=2, loc="upper right")
     fig.tight_layout()
     fig.savefig(rates, dpi=120)

@@ -164,10 +164,10 @@ class Network:
     file_time_scale: float = 1.0
     """A topology file's link delays are multiplied by this (BMv2's scaling sets it)."""
     pause: bool = False
-    """802.3x PAUSE at the bottleneck, as seed 001's switch (simulator): memory partitioned
-    per input port (each source may hold ``buffer_pkts`` frames there; no output queue
-    limit), an input above ``pause_hi_bytes`` pauses its source, below ``pause_lo_bytes``
-    resumes it."""
+    """802.3x PAUSE hop by hop, as seed 001's switch: memory partitioned per input port
+    (each input may hold its link's ``buffer_pkts`` frames in the switch; no output queue
+    limit), an input above ``pause_hi_bytes`` pauses its upstream sender (a source or a
+    switch port), below ``pause_lo_bytes`` resumes it (simulator: docs/topology.md)."""
     pause_hi_bytes: int = 130_000
     pause_lo_bytes: int = 110_000
 
@@ -802,10 +802,9 @@ def _validate(s: Scenario) -> None:
 
 def _validate_flows(s: Scenario) -> None:
     """The ``flows`` workload: a size distribution that loads, and a timeout that never
-    fires for a frame that was delivered (docs/fct.md, "Transport")."""
-    n, w = s.network, s.workload
-    if n.pause:
-        raise ScenarioError("workload.pattern: flows run without network.pause")
+    fires for a frame that was delivered without PAUSE (docs/fct.md, "Transport"; with
+    PAUSE a held frame may time out, and is sent again: docs/topology.md)."""
+    w = s.workload
     try:
         sizes = size_distribution(w.flow_sizes, w.ipc_fraction)
     except FlowSizeError as e:

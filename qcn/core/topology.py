@@ -150,6 +150,9 @@ class Topology:
     bottleneck: PortRef | None = None
     """The port a scenario's schedule changes and whose queue is "the" queue (single,
     multihop: the sink's port; otherwise the first CP port unless a file names one)."""
+    bottleneck_chosen: bool = False
+    """A file named no bottleneck: it is the first CP port, chosen again when the traffic
+    or the CP ports change (a scenario's incast may not cross the first one of before)."""
     emulate_delays: bool = False
     """BMv2 emulates the links' delays (netem) where true: a file's latencies are the
     user's; a generator's delays model the scenario's RTT, which the emulation has of its
@@ -352,17 +355,19 @@ class Topology:
 
     def with_traffic(self, pairs: Sequence[tuple[str, str]]) -> Topology:
         """The same network carrying ``pairs`` (empty: any host to any other)."""
-        return replace(self, pairs=tuple(pairs))
+        return _with_default_bottleneck(replace(self, pairs=tuple(pairs)))
 
     def with_overrides(
         self, *, cp_mode: CpMode | None = None, cp_on: Iterable[PortRef] = (),
         cp_off: Iterable[PortRef] = (),
     ) -> Topology:  # fmt: skip
-        return replace(
-            self,
-            cp_mode=cp_mode or self.cp_mode,
-            cp_on=self.cp_on | frozenset(cp_on),
-            cp_off=self.cp_off | frozenset(cp_off),
+        return _with_default_bottleneck(
+            replace(
+                self,
+                cp_mode=cp_mode or self.cp_mode,
+                cp_on=self.cp_on | frozenset(cp_on),
+                cp_off=self.cp_off | frozenset(cp_off),
+            )
         )
 
     def scaled(self, rate_scale: float, time_scale: float) -> Topology:
@@ -967,9 +972,12 @@ def _tutorials_latency(where: str, x: Any) -> float:
 
 
 def _with_default_bottleneck(t: Topology) -> Topology:
-    if t.bottleneck is None and t.cp_ports:
-        return replace(t, bottleneck=t.cp_ports[0])
-    return t
+    """A file's topology without a named bottleneck: its first CP port (none without)."""
+    if t.bottleneck is not None and not t.bottleneck_chosen:
+        return t  # named (a file's, or a generator's own)
+    if t.bottleneck is None and not t.cp_ports:
+        return t
+    return replace(t, bottleneck=t.cp_ports[0] if t.cp_ports else None, bottleneck_chosen=True)
 
 
 def _check_pairs(t: Topology) -> None:

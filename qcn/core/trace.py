@@ -24,7 +24,22 @@ class Trace:
     source_target_rate_bps: list[list[float]] = field(default_factory=list)
     source_throughput_bps: list[list[float]] = field(default_factory=list)
     drops_so_far: list[int] = field(default_factory=list)
-    """Drops up to each sample."""
+    """Drops up to each sample (every port's)."""
+    source_delivered_bps: list[list[float]] = field(default_factory=list)
+    """Per source, the bytes of its that reached their destination in each interval (as
+    ``source_throughput_bps`` counts what it sent)."""
+    port_queue_pkts: dict[str, list[int]] = field(default_factory=dict)
+    """Per port (``str(PortRef)``: the bottleneck and every CP port), its queue at each
+    sample; ``queue_pkts`` is the bottleneck's."""
+    port_throughput_bps: dict[str, list[float]] = field(default_factory=dict)
+    port_drops_so_far: dict[str, list[int]] = field(default_factory=dict)
+    port_cnms_so_far: dict[str, list[int]] = field(default_factory=dict)
+    """Per port, the CNMs it sent up to each sample (intermediate and end reflections
+    included)."""
+    port_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per port, its totals: drops, cnms, and with three-point QCN its reflections
+    (cp_reflections as an intermediate reflection point, fb_ and p0_reflections as the
+    end reflection point); with PAUSE, how often it was paused (``paused``)."""
     drops: int = 0
     cnms: int = 0
     frames_in: int = 0

@@ -1,0 +1,328 @@
+"""The simulator over any topology: every generator and file format runs, frames are
+conserved, CPs on one path act on their own (two-point) or through one Fb tag
+(three-point), PAUSE works hop by hop, and flows with PAUSE time out held frames."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qcn.core import scenario as scenarios
+from qcn.core.cp_model import FbTag
+from qcn.core.results import summarize, write_csvs
+from qcn.core.scenario import Scenario
+from qcn.core.trace import Trace
+from simulator.engine import CNM, FRESH_TAG, Frame, Route, Simulation
+
+STREAMS = {"workload.max_rate_bps": 10e9, "schedule": []}
+"""The transient's sources at line rate, no schedule: every topology congests at once."""
+
+
+def network(
+    topology: str, overrides: dict[str, Any] | None = None, duration: float = 0.005
+) -> Scenario:
+    return scenarios.load("transient").with_overrides(
+        {"duration_s": duration, "network.topology": topology, **STREAMS, **(overrides or {})}
+    )
+
+
+def delivered_frames(sim: Simulation, tr: Trace) -> int:
+    """Frames of the stream sources that reached their destination (each one frame_bytes
+    long): the sampled windows and what the last, unsampled one holds."""
+    dt = sim.sample_interval_s
+    sampled = sum(round(bps * dt / 8) for row in tr.source_delivered_bps for bps in row)
+    return (sampled + sum(s.delivered_window_bytes for s in sim.sources)) // sim.frame_bytes
+
+
+def held_frames(sim: Simulation) -> int:
+    return sum(len(p.queue) + len(p.pipe) for p in sim.ports)
+
+
+def run_and_check(sc: Scenario, **kwargs: Any) -> tuple[Simulation, Trace]:
+    """Run ``sc``; every frame sent was delivered, dropped, or is still in the network."""
+    sim = Simulation(sc, seed=2, **kwargs)
+    tr = sim.run()
+    assert tr.frames_in > 0
+    assert delivered_frames(sim, tr) > 0
+    assert tr.frames_in == delivered_frames(sim, tr) + tr.drops + held_frames(sim)
+    assert tr.drops == sum(p.drops for p in sim.ports)
+    assert tr.cnms == sum(p.cnms for p in sim.ports)
+    return sim, tr
+
+
+CHAIN_TOML = """
+bottleneck = "s2:2"
+traffic = [["h1", "h3"], ["h2", "h3"]]
+[defaults]
+rate_bps = 10e9
+delay_s = 1e-6
+buffer_pkts = 100
+[[switch]]
+name = "s1"
+[[switch]]
+name = "s2"
+[[host]]
+name = "h1"
+[[host]]
+name = "h2"
+[[host]]
+name = "h3"
+[[link]]
+a = "h1"
+b = "s1"
+[[link]]
+a = "h2"
+b = "s1"
+[[link]]
+a = "s1"
+b = "s2"
+[[link]]
+a = "s2"
+b = "h3"
+rate_bps = 1e9
+"""
+"""Two switches in a row: h1 and h2 on s1 send to h3 on s2, whose 1 Gb/s link is the
+bottleneck (s2:2); s1's 10 Gb/s uplink (s1:3) congests too (two 10 Gb/s inputs)."""
+
+TUTORIALS_JSON = {
+    "hosts": {
+        "h1": {
+            "ip": "10.0.1.1/24",
+            "mac": "08:00:00:00:01:11",
+            "commands": ["route add default gw 10.0.1.10 dev eth0"],
+        },
+        "h2": {"ip": "10.0.2.2/24", "mac": "08:00:00:00:02:22"},
+        "h3": {"ip": "10.0.3.3/24", "mac": "08:00:00:00:03:33"},
+    },
+    "switches": {"s1": {}, "s2": {}, "s3": {}},
+    "links": [
+        ["h1", "s1-p1"],
+        ["h2", "s2-p1"],
+        ["s1-p2", "s2-p2", "0.1ms", 10],
+        ["s1-p3", "s3-p2", 0, 10],
+        ["s3-p3", "s2-p3"],
+        ["h3", "s3-p1", "0.2ms", 10],
+    ],
+}
+"""p4lang/tutorials' triangle (basic's pod topology, shortened): a loop, links with and
+without latency (0: frames go on at once), the tutorials' 10 Mb/s."""
+
+
+@pytest.mark.parametrize(
+    ("topology", "overrides"),
+    [
+        ("single", {}),
+        ("multihop", {"network.sources": 3, "network.innocent_sources": 2}),
+        ("parking-lot:3", {}),
+        (
+            "leaf-spine:2,2,2",
+            {"workload.traffic": "permutation", "network.fabric_rate_bps": 5e9},
+        ),
+        ("leaf-spine:2,2,2", {"workload.traffic": "incast"}),
+    ],
+)
+def test_every_generator_runs_on_the_simulator(topology: str, overrides: dict[str, Any]) -> None:
+    sc = network(topology, overrides)
+    _, tr = run_and_check(sc)
+    assert set(tr.port_queue_pkts) >= {str(r) for r in sc.topology.cp_ports}
+    assert tr.queue_pkts == tr.port_queue_pkts[str(sc.bottleneck_port)]
+    assert len(tr.source_delivered_bps) == len(tr.times_s)
+    assert all(len(row) == len(sc.sources) for row in tr.source_delivered_bps)
+    if len(sc.topology.cp_ports) > 1:
+        summary = summarize(sc, tr, qcn=True, backend="sim", seed=2)
+        assert set(summary["ports"]) >= set(tr.port_queue_pkts)
+        assert len(summary["fair_share_bps"]) == len(sc.sources)
+
+
+def test_flows_run_over_a_leaf_spine_with_their_hops(tmp_path: Path) -> None:
+    sc = scenarios.load("fct").with_overrides(
+        {
+            "duration_s": 0.01,
+            "network.topology": "leaf-spine:2,2,2",
+            "workload.traffic": "all-to-all",
+            "workload.drain_fraction": 0.5,
+        }
+    )
+    tr = Simulation(sc, seed=1).run()
+    assert {f.hops for f in tr.flows} == {1, 3}  # same leaf, or up to a spine and down
+    for f in tr.flows:
+        topo, src = sc.topology, sc.sources[f.source]
+        assert f.hops == topo.hops(src.host, src.destinations[f.destination])
+    assert sum(f.finished for f in tr.flows) > 0.9 * len(tr.flows)
+    summary = summarize(sc, tr, qcn=True, backend="sim", seed=1)
+    assert set(summary["flows"]["bins_by_hops"]) == {"1", "3"}
+    write_csvs(tmp_path, sc, tr)
+    header = (tmp_path / "flows.csv").read_text().splitlines()[0]
+    assert header.endswith(",finished,hops")
+    assert (tmp_path / "ports.csv").read_text().startswith("time_s,port,queue_pkts")
+    assert "delivered_bps" in (tmp_path / "sources.csv").read_text().splitlines()[0]
+
+
+def test_a_flows_ideal_fct_takes_its_own_path() -> None:
+    """The slowest link and the one-way delay (first switch to destination) of its path."""
+    sc = scenarios.load("fct").with_overrides(
+        {"network.topology": "leaf-spine:2,2,2", "workload.traffic": "all-to-all"}
+    )
+    sim = Simulation(sc)
+    topo = sc.topology
+    for s, host in zip(sim.sources, sc.sources, strict=True):
+        for route, dst in zip(s.routes, host.destinations, strict=True):
+            assert route.last + 1 == topo.hops(host.host, dst)
+            wire = topo.one_way_delay_s(host.host, dst) - topo.access_link(host.host).delay_s
+            assert route.one_way_s == pytest.approx(wire)
+            assert route.ideal_rate_bps == sc.network.line_rate_bps
+
+
+def test_a_topology_file_and_a_tutorials_json_run(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.toml"
+    chain.write_text(CHAIN_TOML)
+    sc = network(str(chain))
+    assert [str(r) for r in sc.topology.cp_ports] == ["s1:3", "s2:2"]
+    _, tr = run_and_check(sc)
+    assert tr.capacity_bps[-1] == 1e9
+    triangle = tmp_path / "triangle.json"
+    triangle.write_text(json.dumps(TUTORIALS_JSON))
+    sc = network(str(triangle), {"workload.traffic": "incast"}, duration=0.05)
+    sim, tr = run_and_check(sc)
+    assert str(sc.bottleneck_port) == "s3:1"  # h1 and h2 into h3
+    assert sim.sources[0].line_rate_bps == 10e6  # a source sends no faster than its link
+
+
+def test_cnm_delays_follow_the_path() -> None:
+    """A CNM from the k-th switch takes twice the source's link and the links from its
+    first switch to that switch: the wire's round trip, less the way the frame came."""
+    sc = network("parking-lot:3", {"network.rtt_s": 40e-6})
+    sim = Simulation(sc)
+    route = sim.sources[0].routes[0]  # the long flow: s1, s2, s3, s4
+    assert route.cnm_delay_s == pytest.approx((40e-6, 60e-6, 80e-6, 100e-6))
+    assert route.one_way_s == pytest.approx(4 * 20e-6)
+
+
+def lowest(lo: int, _hi: int) -> int:
+    """A draw below every threshold: always sampled, always reflected."""
+    return lo
+
+
+def highest(_lo: int, hi: int) -> int:
+    """A draw above every threshold: never reflected."""
+    return hi
+
+
+def force_samples(route: Route) -> None:
+    """Every frame the route's CPs see is sampled; no port reflects anything."""
+    for port in route.ports:
+        if port.cp is not None:
+            port.cp._rand = lowest
+        port.reflect_rand = highest
+
+
+def frame_at(route: Route, hop: int, tag: FbTag = FRESH_TAG) -> Frame:
+    return (0, 0, 1500, None, 0, route, hop, tag)
+
+
+@pytest.mark.parametrize("worse_first", [False, True])
+def test_three_point_the_frame_carries_the_worst_fb_of_its_path(worse_first: bool) -> None:
+    sc = network(
+        "parking-lot:2",
+        {
+            "qcn.cp.three_point": True,
+            "qcn.cp.queue_unit": "packets",
+            "qcn.cp.reflect_p_base": 0.0,
+            "qcn.cp.reflect_p_scale": 1 / 63,
+        },
+    )
+    sim = Simulation(sc)
+    route = sim.sources[0].routes[0]
+    first, second, end = route.ports
+    assert first.cp is not None
+    assert second.cp is not None
+    assert end.cp is None
+    force_samples(route)
+    mild, severe = 30, 60  # q_eq is 22 packets: both congested, one more
+    tag = sim._three_point_cp(first, first.cp, severe if worse_first else mild, frame_at(route, 0))
+    after_first = tag.qntz_fb
+    tag = sim._three_point_cp(
+        second, second.cp, mild if worse_first else severe, frame_at(route, 1, tag)
+    )
+    worse = first if worse_first else second
+    assert tag.qntz_fb == max(after_first, tag.qntz_fb) > 0
+    assert tag.cpid == worse.index  # the worse CP wrote it, the other left it
+    assert not tag.reflected  # the CPs reflected nothing
+    assert sim.trace.cnms == 0
+    # The end reflection point (the last port, no CP) reflects it: one CNM, the worst Fb,
+    # from the end of the path.
+    end.reflect_rand = lowest
+    sim._end_reflection(end, 0, route.cnm_delay_s[-1], tag)
+    cnms = [e for e in sim._heap if e[1] == CNM]
+    assert [(e[0], e[4]) for e in cnms] == [(route.cnm_delay_s[-1], tag.qntz_fb)]
+    assert sim.trace.extra["fb_reflections"] == 1
+    assert end.fb_reflections == 1
+
+
+def test_two_point_each_cp_on_the_path_sends_its_own_cnm() -> None:
+    sc = network("parking-lot:2", {"qcn.cp.queue_unit": "packets"})
+    sim = Simulation(sc)
+    route = sim.sources[0].routes[0]
+    force_samples(route)
+    for hop in (0, 1):
+        port = route.ports[hop]
+        port.queue.extend([frame_at(route, hop)] * 40)  # q = 40 > q_eq: Fb < 0
+        port.sending = True  # (as if: no departure is scheduled here)
+        sim._arrive(port, frame_at(route, hop))
+    cnms = sorted((e[0], e[2]) for e in sim._heap if e[1] == CNM)
+    assert cnms == [(route.cnm_delay_s[0], 0), (route.cnm_delay_s[1], 0)]
+    assert [p.cnms for p in route.ports] == [1, 1, 0]
+
+
+def test_pause_works_hop_by_hop_on_a_chain(tmp_path: Path) -> None:
+    """Two 5 Gb/s sources through s1 and s2 into a 1 Gb/s link, no QCN: without PAUSE
+    s2's port drops; with it s2's input from s1 pauses s1's uplink, whose queue then
+    fills s1's inputs, which pause the sources: nothing is lost, and the bottleneck
+    stays busy."""
+    chain = tmp_path / "chain.toml"
+    chain.write_text(CHAIN_TOML)
+    base = {"workload.max_rate_bps": 5e9, "workload.pattern": "constant"}
+    plain = Simulation(network(str(chain), base, duration=0.02), qcn=False).run()
+    assert plain.port_counts["s2:2"]["drops"] > 0
+    sc = network(str(chain), {**base, "network.pause": True}, duration=0.02)
+    _, tr = run_and_check(sc, qcn=False)
+    assert tr.drops == 0
+    assert tr.extra["pauses_between_switches"] > 0
+    assert tr.port_counts["s1:3"]["paused"] > 0  # s2 paused s1's uplink ...
+    assert tr.extra["pauses_per_source_max"] > 0  # ... and s1 the sources
+    assert max(tr.port_queue_pkts["s1:3"]) > 0.5 * sc.network.buffer_pkts  # held at s1
+    assert min(tr.throughput_bps[5:]) > 0.95e9
+
+
+def test_flows_with_pause_send_held_frames_again_and_count_each_frame_once() -> None:
+    """A 1.5 Gb/s bottleneck with PAUSE: the ten inputs' partitions hold far more than
+    the rto's worth, so frames time out while held and are sent again beside the lost
+    ones; every finished flow got each of its frames once."""
+    sc = scenarios.load("fct").with_overrides(
+        {"duration_s": 0.03, "network.pause": True, "network.bottleneck_rate_bps": 1.5e9}
+    )
+    sim = Simulation(sc, seed=1, qcn=False)
+    tr = sim.run()
+    retransmitted = sum(f.retransmitted_frames for f in tr.flows)
+    assert retransmitted > tr.drops  # held frames too, not only the lost ones
+    assert any(f.finished for f in tr.flows)
+    for f in tr.flows:
+        assert f.finished == (f.flow_id not in sim.active)
+        if f.finished:
+            assert f.fct_s > 0
+            assert not math.isnan(f.slowdown)
+
+
+def test_the_single_bottlenecks_streams_keep_their_names() -> None:
+    """The bottleneck port keeps the single bottleneck's random streams; others their own."""
+    from simulator.engine import port_stream_names  # noqa: PLC0415
+
+    sc = network("parking-lot:2")
+    b = sc.bottleneck_port
+    assert port_stream_names(7, b, b) == ("cp-7", "reflect-7")
+    other = next(r for r in sc.topology.cp_ports if r != b)
+    assert port_stream_names(7, other, b) == (f"cp-7-{other}", f"reflect-7-{other}")
