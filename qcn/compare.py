@@ -18,6 +18,10 @@ run drawing the same flows on both backends (seed k): p50 slowdown of short and 
 flows within 1.5x of the simulator's, their p99 within 2x (a tail of timeouts), drops and
 unfinished flows shown.
 
+Streams over a network of several CPs (the ``parking-lot`` scenario): the CP ports' mean
+queue within 25 %, Jain over the sources' delivered / max-min fair rates within 0.1, the
+long flow's delivered / fair rate (the beat-down) within 0.15; drops and CNMs shown.
+
 Results: ``OUT/sim-K/`` and ``OUT/bmv2-K/`` as `qcn run` writes them, ``OUT/compare.json``.
 """
 
@@ -89,9 +93,26 @@ FLOW_FIGURES = (
 )
 
 
+NETWORK_FIGURES = (
+    Figure("cp_queue_mean_pkts", "queue mean over the CP ports", "ratio", 0.75, 1.25),
+    Figure("jain_fair_share", "Jain over fair shares", "diff", 0.0, 0.1),
+    Figure("long_flow_fair_ratio", "long flow / its fair share", "diff", 0.0, 0.15),
+    Figure("drops", "drops", "info", 0.0, 0.0),
+    Figure("cnms", "CNMs", "info", 0.0, 0.0),
+)
+"""Streams over a network of several CPs (the parking lot): the queues the CPs hold, how
+fairly the sources share (each against its max-min fair rate), and the long flow's share
+(the beat-down); drops and CNMs shown."""
+
+
 def figures_for(sc: Scenario) -> tuple[Figure, ...]:
-    """What is compared for ``sc``: the flows' figures for the flows workload."""
-    return FLOW_FIGURES if sc.workload.pattern == "flows" else FIGURES
+    """What is compared for ``sc``: the flows' figures for the flows workload; a stream
+    network's over several CP ports; else the single bottleneck's."""
+    if sc.workload.pattern == "flows":
+        return FLOW_FIGURES
+    if len(sc.topology.cp_ports) > 1:
+        return NETWORK_FIGURES
+    return FIGURES
 
 
 def figures_of(summary: dict[str, Any], figures: tuple[Figure, ...] = FIGURES) -> dict[str, float]:
@@ -100,6 +121,10 @@ def figures_of(summary: dict[str, Any], figures: tuple[Figure, ...] = FIGURES) -
     for f in figures:
         if f.key == "onset_drops":
             value = summary["drops"] - summary["drops_settled"]
+        elif f.key == "cp_queue_mean_pkts":
+            queues = [p["queue_mean_pkts"] for p in summary.get("ports", {}).values()
+                      if "queue_mean_pkts" in p]  # fmt: skip
+            value = statistics.fmean(queues) if queues else None
         else:
             value = summary.get(f.key)
         out[f.key] = float(value) if isinstance(value, int | float) else math.nan

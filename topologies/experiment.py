@@ -51,7 +51,7 @@ from topologies.errors import ExperimentError
 from topologies.measurement import Hooks, Recording
 from topologies.network import network_config
 from topologies.testbed import Emulation, Testbed, missing_requirements
-from topologies.traces import read_limiter_logs, sink_trace
+from topologies.traces import grid, read_limiter_logs, sink_trace
 
 __all__ = [
     "DEFAULT_SAMPLE_HZ",
@@ -229,6 +229,7 @@ class Experiment:
         self.after_teardown()
         self._gather()
         trace = self.trace()
+        self._port_series(trace)
         if self.qcn and sc.params.cp.three_point:
             # The host-facing ports are the end reflection points: their CNMs count as
             # the simulator's do.
@@ -280,6 +281,29 @@ class Experiment:
 
     def trace(self) -> Trace:
         raise NotImplementedError
+
+    def _port_series(self, trace: Trace) -> None:
+        """Every sampled port's queue on the run's grid, and each port's totals from the
+        pipeline's counters (drops, CNMs; with three-point QCN the end reflection point's):
+        what the simulator records per port, for a network run's ports.csv and summary."""
+        for name, rows in self.rec.ports.items():
+            times = [t for t, _ in rows]
+            series = []
+            for _elapsed, t in grid(self.rec, self.sc.duration_s, self.sample_interval_s):
+                i = bisect.bisect_right(times, t) - 1
+                series.append(rows[i][1] if i >= 0 else 0)
+            trace.port_queue_pkts[name] = series
+        for ref, c in self.port_counters.items():
+            counts = {
+                "drops": c["tail_drops"] + c["pause_drops"],
+                "cnms": (c["cp_cnms"] + c["fb_reflections"] + c["p0_reflections"])
+                if self.qcn
+                else 0,
+            }
+            if self.qcn and self.sc.params.cp.three_point and self.topo.is_edge(ref):
+                counts |= {k: c[k] for k in REFLECTION_COUNTERS}
+            if any(counts.values()) or str(ref) in trace.port_queue_pkts:
+                trace.port_counts[str(ref)] = counts
 
     # -- shared by the subclasses ------------------------------------------------------------
 
@@ -354,7 +378,7 @@ class StreamExperiment(Experiment):
             any(self.bottleneck in self.topo.path(s.host, d) for d in s.destinations)
             for s in self.sc.sources
         ]
-        return sink_trace(
+        trace = sink_trace(
             self.sc,
             self.rec,
             self.sample_interval_s,
@@ -362,6 +386,9 @@ class StreamExperiment(Experiment):
             source_ips=[self.host_ip(h) for h in self.sources],
             at_bottleneck=crossing,
         )
+        # What the sinks count is what arrived: each source's delivered throughput.
+        trace.source_delivered_bps = trace.source_throughput_bps
+        return trace
 
     # -- receivers and senders ---------------------------------------------------------------
 

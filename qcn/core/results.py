@@ -412,9 +412,12 @@ def write_ports_csv(path: Path, tr: Trace) -> None:
         w = csv.writer(f)
         w.writerow(["time_s", "port", "queue_pkts", "throughput_bps", "drops", "cnms"])
         for name, queue in tr.port_queue_pkts.items():
+            # (A backend that counts a port's drops and CNMs only at the end leaves them
+            # blank here: summary.json's ports have the totals.)
             rate = tr.port_throughput_bps.get(name) or [math.nan] * len(queue)
-            drops = tr.port_drops_so_far.get(name) or [0] * len(queue)
-            cnms = tr.port_cnms_so_far.get(name) or [0] * len(queue)
+            blank: list[int | str] = [""] * len(queue)
+            drops: list[int | str] = [*tr.port_drops_so_far.get(name, [])] or blank
+            cnms: list[int | str] = [*tr.port_cnms_so_far.get(name, [])] or blank
             for row in zip(tr.times_s, queue, rate, drops, cnms, strict=True):
                 w.writerow([f"{row[0]:.6f}", name, row[1], f"{row[2]:.0f}", row[3], row[4]])
 
