@@ -1,0 +1,341 @@
+"""The simulator on its compiled event core (``simulator._core``, docs/simulator.md).
+
+:class:`CompiledSimulation` is :class:`simulator.engine.Simulation` with the event loop in
+C++: the Python engine's own constructor builds the run (its topology, routes, inputs,
+sources, the CP and reflection streams, the flows drawn), the core takes that state over
+and runs the same events in the same order, drawing the same random numbers, and the Python
+engine's own code makes the trace of what the core measured (``_finish_trace``,
+``partial_trace``).  The core re-implements the CP (:mod:`qcn.core.cp_model`) and the RP
+rules of the four built-in schemes (:mod:`reaction_point.rules`); tests/test_sim_core.py
+holds both to those definitions, field by field, over random event sequences.
+
+:func:`make_simulation` chooses the engine: ``QCN_SIM_ENGINE=python`` the Python engine
+(the reference), ``compiled`` the core (an error where it cannot run), unset or ``auto``
+the core where it is built and knows the scenario's scheme, else the Python engine, with
+one line on stderr saying why.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import fields
+from typing import Any, Protocol
+
+from qcn.core.flows import FlowArrival, FlowRecord, flow_frames, ideal_fct_s
+from qcn.core.params import EcmParams, RpParams
+from qcn.core.scenario import Scenario
+from qcn.core.trace import Trace
+from reaction_point.rules import EcmRules, QcnRules, TimerQcnRules, TwoQcnRules, rules_class
+from simulator.engine import Route, Simulation, port_stream_names
+
+try:
+    from simulator import _core  # type: ignore[attr-defined]
+except ImportError as e:  # not built (no compiler, no Python headers): the Python engine runs
+    _core = None
+    CORE_MISSING: str | None = f"{e}"
+else:
+    CORE_MISSING = None
+
+ENGINE_ENV = "QCN_SIM_ENGINE"
+ENGINES = ("auto", "compiled", "python")
+
+#: The schemes whose rules the core re-implements: each class exactly (a subclass a user
+#: adds may change any rule, so it runs on the Python engine).
+CORE_RULES = (QcnRules, TwoQcnRules, TimerQcnRules, EcmRules)
+
+
+class Runnable(Protocol):
+    """What a caller of either engine uses."""
+
+    def run(self) -> Trace: ...
+
+    def partial_trace(self) -> Trace: ...
+
+
+_said: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    if message not in _said:
+        _said.add(message)
+        print(message, file=sys.stderr, flush=True)
+
+
+def core_status() -> str:
+    """One line: whether the compiled core is here."""
+    if CORE_MISSING is None:
+        return "simulator: compiled core built (simulator/_core.cpp)"
+    return (
+        f"simulator: no compiled core ({CORE_MISSING}): the Python engine runs, about 20x "
+        "slower ('make venv' builds the core with g++ and python3-dev; docs/simulator.md)"
+    )
+
+
+def unsupported(scenario: Scenario) -> str | None:
+    """Why the core cannot run ``scenario`` (None: it can)."""
+    rp = scenario.params.rp
+    try:
+        kind = rules_class(rp.scheme)
+    except ValueError as e:
+        return str(e)
+    if kind not in CORE_RULES:
+        return f"the scheme {rp.scheme!r} has rules of its own ({kind.__name__})"
+    return None
+
+
+def engine_choice() -> str:
+    choice = os.environ.get(ENGINE_ENV, "auto").strip().lower() or "auto"
+    if choice not in ENGINES:
+        raise ValueError(f"{ENGINE_ENV}={choice!r}: one of {', '.join(ENGINES)}")
+    return choice
+
+
+def make_simulation(
+    scenario: Scenario,
+    *,
+    seed: int = 1,
+    qcn: bool = True,
+    sample_interval_s: float = 1e-3,
+    cp_at_departure: bool = False,
+    progress: Callable[[float, float], None] | None = None,
+    arrivals: list[FlowArrival] | None = None,
+    engine: str | None = None,
+) -> Runnable:
+    """The simulation of ``scenario`` on the engine ``engine`` (default: ``QCN_SIM_ENGINE``,
+    else ``auto``)."""
+    choice = engine or engine_choice()
+    kwargs: dict[str, Any] = {
+        "seed": seed,
+        "qcn": qcn,
+        "sample_interval_s": sample_interval_s,
+        "cp_at_departure": cp_at_departure,
+        "progress": progress,
+        "arrivals": arrivals,
+    }
+    if choice == "python":
+        return Simulation(scenario, **kwargs)
+    why = core_status() if CORE_MISSING is not None else unsupported(scenario)
+    if why is None:
+        return CompiledSimulation(scenario, **kwargs)
+    if choice == "compiled":
+        raise RuntimeError(f"{ENGINE_ENV}=compiled: {why}")
+    if CORE_MISSING is None:
+        _say_once(f"simulator: the Python engine runs this scenario: {why}")
+    else:
+        _say_once(why)
+    return Simulation(scenario, **kwargs)
+
+
+def rp_params(rp: RpParams) -> dict[str, Any]:
+    """The RP parameters the core's rules read."""
+    out: dict[str, Any] = {f.name: getattr(rp, f.name) for f in fields(rp)}
+    del out["scheme_params"]
+    out["scheme"] = str(rp.scheme)
+    ecm = rp.own(EcmParams)
+    for name in ("gi", "gd", "ru_bps", "rd_bps", "td_s", "fb_max"):
+        out[f"ecm_{name}"] = getattr(ecm, name)
+    return out
+
+
+def random_state(rng: random.Random) -> tuple[Any, ...]:
+    return rng.getstate()
+
+
+class CompiledSimulation:
+    """:class:`simulator.engine.Simulation`'s run on the compiled core (same arguments)."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        seed: int = 1,
+        qcn: bool = True,
+        sample_interval_s: float = 1e-3,
+        cp_at_departure: bool = False,
+        progress: Callable[[float, float], None] | None = None,
+        arrivals: list[FlowArrival] | None = None,
+    ) -> None:
+        if _core is None:
+            raise RuntimeError(core_status())
+        why = unsupported(scenario)
+        if why is not None:
+            raise ValueError(f"the compiled core cannot run this scenario: {why}")
+        # The Python engine's constructor builds the run; its loop never runs.
+        self.ref = ref = Simulation(
+            scenario,
+            seed=seed,
+            qcn=qcn,
+            sample_interval_s=sample_interval_s,
+            cp_at_departure=cp_at_departure,
+            arrivals=arrivals,
+        )
+        self.progress = progress
+        self.core = core = _core.Core()
+        sc, net, wl = scenario, scenario.network, scenario.workload
+        core.configure(
+            {
+                "end": sc.duration_s,
+                "sample_interval_s": sample_interval_s,
+                "frame_bytes": ref.frame_bytes,
+                "q_unit": ref.q_unit,
+                "qcn": qcn,
+                "pause": ref.pause,
+                "three_point": ref.three_point,
+                "flow_mode": ref.flow_mode,
+                "cp_at_departure": ref.cp_at_departure,
+                "left_behind": ref.depth_left_behind,
+                "pause_hi_bytes": net.pause_hi_bytes,
+                "pause_lo_bytes": net.pause_lo_bytes,
+                "stagger_s": wl.stagger_s,
+                "mean_on_s": wl.mean_on_s,
+                "mean_off_s": wl.mean_off_s,
+                "rto_s": wl.rto_s,
+                "rate_times": [c.at_s for c in sc.schedule],
+                "rates": [c.bottleneck_rate_bps for c in sc.schedule],
+                "bottleneck": ref.bottleneck.index,
+                "measured": [p.index for p in ref.measured],
+                "cp_config": ref.cp_cfg,
+                "rp": rp_params(sc.params.rp),
+                "rng_state": random_state(ref.rng),
+            }
+        )
+        bottleneck = sc.bottleneck_port
+        for port_ref, port in ref.port_by_ref.items():
+            cp_stream, reflect_stream = port_stream_names(seed, port_ref, bottleneck)
+            core.add_port(
+                port.rate_bps,
+                port.buffer_pkts,
+                port.delay_s,
+                port.cp is not None,
+                port.arrival_cp is not None,
+                random_state(random.Random(cp_stream)),
+                random_state(random.Random(reflect_stream)),
+            )
+        for inp in ref.inputs:
+            core.add_input(
+                inp.partition_bytes,
+                inp.delay_s,
+                inp.quantum_s,
+                -1 if inp.source is None else inp.source.index,
+                -1 if inp.upstream is None else inp.upstream.index,
+            )
+        route_ids: dict[int, int] = {}
+        self.routes: list[Route] = []
+        for s in ref.sources:
+            for route in s.routes:
+                route_ids[id(route)] = len(self.routes)
+                self.routes.append(route)
+                core.add_route(
+                    route.source.index,
+                    [p.index for p in route.ports],
+                    [i.index for i in route.inputs],
+                    list(route.cnm_delay_s),
+                    route.ack_after_depart_s,
+                )
+        for s in ref.sources:
+            core.add_source(
+                s.rules is not None,
+                s.offered_bps,
+                s.line_rate_bps,
+                s.slot_s,
+                s.quantum_s,
+                s.bernoulli,
+                s.onoff,
+                s.load,
+                [route_ids[id(r)] for r in s.routes],
+            )
+        if ref.arrivals:
+            shapes = [flow_frames(a.size_bytes, net.frame_bytes) for a in ref.arrivals]
+            core.set_arrivals(
+                [a.start_s for a in ref.arrivals],
+                [a.source for a in ref.arrivals],
+                [a.destination for a in ref.arrivals],
+                [a.size_bytes for a in ref.arrivals],
+                [frames for frames, _ in shapes],
+                [last for _, last in shapes],
+            )
+        core.finish_setup()
+
+    # Single-bottleneck views, as the Python engine's.
+    @property
+    def sources(self) -> list[Any]:
+        return self.ref.sources
+
+    def run(self) -> Trace:
+        started = time.perf_counter()
+        self.core.run(self.progress)
+        self._collect()
+        return self.ref._finish_trace(self.core.events, started)
+
+    def partial_trace(self) -> Trace:
+        """The trace as far as the run got (Ctrl-C), as the Python engine's."""
+        self._collect()
+        return self.ref.partial_trace()
+
+    def _collect(self) -> None:
+        """What the core measured, into the Python engine's trace and records."""
+        ref, core = self.ref, self.core
+        tr = ref.trace
+        got = core.samples()
+        rows = len(got["times_s"])
+        n = len(ref.sources)
+        tr.times_s = got["times_s"]
+        tr.queue_pkts = got["queue_pkts"]
+        tr.drops_so_far = got["drops_so_far"]
+        tr.throughput_bps = got["throughput_bps"]
+        tr.capacity_bps = got["capacity_bps"]
+        for name in (
+            "source_current_rate_bps",
+            "source_target_rate_bps",
+            "source_throughput_bps",
+            "source_delivered_bps",
+        ):
+            flat = got[name]
+            setattr(tr, name, [flat[k * n : (k + 1) * n] for k in range(rows)])
+        for k, port in enumerate(ref.measured):
+            tr.port_queue_pkts[port.name] = got["port_queue_pkts"][k]
+            tr.port_throughput_bps[port.name] = got["port_throughput_bps"][k]
+            tr.port_drops_so_far[port.name] = got["port_drops_so_far"][k]
+            tr.port_cnms_so_far[port.name] = got["port_cnms_so_far"][k]
+        tr.drops = core.drops
+        tr.cnms = core.cnms
+        for key, count in core.extra:
+            tr.extra[key] = count
+        for port, counts in zip(ref.ports, core.port_counts(), strict=True):
+            (port.drops, port.cnms, port.cp_reflections, port.fb_reflections) = counts[:4]
+            port.p0_reflections = counts[4]
+        for inp, pauses in zip(ref.inputs, core.input_pauses(), strict=True):
+            inp.pauses = pauses
+        for s, sent in zip(ref.sources, core.sent_frames(), strict=True):
+            s.sent_frames = sent
+        self._flow_records()
+
+    def _flow_records(self) -> None:
+        ref = self.ref
+        start, finish, retransmitted = self.core.flow_results()
+        frame_bytes = ref.sc.network.frame_bytes
+        records = ref.flow_records
+        for number in range(len(records), len(start)):
+            arrival = ref.arrivals[number]
+            route = ref.sources[arrival.source].routes[arrival.destination]
+            size = arrival.size_bytes
+            records.append(
+                FlowRecord(
+                    flow_id=number,
+                    source=arrival.source,
+                    destination=arrival.destination,
+                    size_bytes=size,
+                    start_s=start[number],
+                    ideal_fct_s=ideal_fct_s(
+                        size, frame_bytes, route.ideal_rate_bps, route.one_way_s
+                    ),
+                    hops=route.last + 1,
+                )
+            )
+        for record, fin, retx in zip(records, finish, retransmitted, strict=True):
+            record.finish_s = fin
+            record.retransmitted_frames = retx
