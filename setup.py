@@ -20,7 +20,7 @@ else:
             ["simulator/_core.cpp"],
             cxx_std=17,
             # The same floats as Python's: no fused multiply-add, no fast-math.
-            extra_compile_args=["-O2", "-ffp-contract=off", "-fno-fast-math"],
+            extra_compile_args=["-O3", "-ffp-contract=off", "-fno-fast-math"],
             optional=True,
         )
     ]

@@ -131,9 +131,9 @@ def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions)
         )
         trace: Trace = experiment.run()
         return trace
-    from simulator.engine import Simulation  # noqa: PLC0415
+    from simulator.compiled import make_simulation  # noqa: PLC0415
 
-    simulation = Simulation(
+    simulation = make_simulation(
         sc,
         seed=options.seed,
         qcn=options.qcn,

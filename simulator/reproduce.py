@@ -22,7 +22,7 @@ from qcn.core.params import ECM_GI_STABLE
 from qcn.core.results import FLOW_KEYS, summarize
 from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
-from simulator.engine import Simulation
+from simulator.compiled import make_simulation
 
 
 @dataclass(frozen=True)
@@ -283,7 +283,7 @@ def run_rows(
     out = {}
     for row in rows:
         sc = scenarios.load(row.scenario).with_overrides(row.overrides)
-        traces = [Simulation(sc, seed=seed).run() for seed in seeds]
+        traces = [make_simulation(sc, seed=seed).run() for seed in seeds]
         runs = [
             summarize(sc, tr, qcn=True, backend="sim", seed=seed)
             for seed, tr in zip(seeds, traces, strict=True)
