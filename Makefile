@@ -22,11 +22,15 @@ sysdeps:  ## install the Debian packages the project uses (mininet, iperf3, ...)
 deps: sysdeps  ## also try the p4lang toolchain (p4c, BMv2, PI) from p4lang's packages
 	@scripts/install-deps.sh p4lang
 
-$(VENV)/.installed: pyproject.toml
+# The install builds the simulator's compiled core (setup.py: simulator/_core.cpp, with g++
+# and python3-dev from sysdeps and pybind11 from PyPI), again whenever its source changes;
+# a machine that cannot build it says so in one line and runs the Python engine.
+$(VENV)/.installed: pyproject.toml setup.py simulator/_core.cpp
 	@echo "==> virtual environment $(VENV) ($(PYTHON_BASE))"
 	@[ -x $(PY) ] || $(PYTHON_BASE) -m venv --system-site-packages $(VENV)
 	@$(PY) -m pip install -q --upgrade pip
 	@$(PY) -m pip install -q -e '.[dev]'
+	@$(PY) -c 'from simulator.compiled import core_status; print(core_status())'
 	@touch $@
 
 venv: sysdeps $(VENV)/.installed  ## create the virtual environment and install the project
@@ -87,4 +91,4 @@ robustness-map: venv  ## seed 004's robustness claim as a map: QCN and ECM over 
 	done
 
 clean:  ## remove build outputs and the virtual environment
-	rm -rf $(BUILD) $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(BUILD) $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis simulator/_core*.so

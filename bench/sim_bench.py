@@ -1,24 +1,46 @@
-"""Simulator benchmark: the full 6-second transient scenario (10 sources at 10 Gb/s).
+"""Simulator benchmark: the compiled core, its bare event loop, and the Python engine.
 
-    python -m bench.sim_bench
+    python -m bench.sim_bench [--repeat N]
 
-Prints simulated events per second and the wall time, against a baseline measured in the
-same run: the bare event loop (heap push/pop of the same number of events, no model), so
-the ratio is the share of the loop's speed the model keeps; and the wall time against the
-simulated time (target: faster than real time, on one core).
+All in the same run, on one core:
+
+1. the transient (seed 000's: 10 sources at 10 Gb/s, a 100-packet buffer, the bottleneck
+   at 0.5 Gb/s from 2 to 4 s, 6 s simulated) on the compiled core, N times: events/s and
+   wall per simulated second, the median with the spread of the N runs (the machine's
+   noise, with the load average before and after: the machine is shared);
+2. the fct scenario (seed 003's dynamic flows) run long enough for 10,000 flows: the same;
+3. the bare event loop in the core's language (``simulator._core.bare_loop``: the same
+   heap of the same events, popped and pushed as often, no model): the share of its speed
+   the model keeps;
+4. the Python engine, the reference (``QCN_SIM_ENGINE=python``), on the first simulated
+   second of the transient and the first 50 ms of the fct run, beside the core on the same:
+   the core's speed over the Python engine's (and, as before, the Python engine's share of
+   a bare Python heap loop).
 """
 
 from __future__ import annotations
 
+import argparse
 import heapq
+import os
+import statistics
 import sys
 import time
 
 from qcn.core import scenario
+from qcn.core.scenario import Scenario
+from qcn.core.trace import Trace
+from simulator import compiled
 from simulator.engine import Simulation
 
+FLOWS = 10_000
+"""The fct run's flows (the issue's 10,000-flow run)."""
+PYTHON_TRANSIENT_S = 1.0
+PYTHON_FCT_S = 0.05
 
-def bare_loop(events: int) -> float:
+
+def python_bare_loop(events: int) -> float:
+    """The Python engine's own baseline: heapq push/pop of ``events`` events."""
     heap: list[tuple[float, int]] = []
     started = time.perf_counter()
     t = 0.0
@@ -30,17 +52,102 @@ def bare_loop(events: int) -> float:
     return events / (time.perf_counter() - started)
 
 
-def main() -> int:
-    sc = scenario.load("transient")
-    trace = Simulation(sc, seed=1).run()
-    rate = trace.events / trace.wall_s
-    base = bare_loop(trace.events)
-    print(
-        f"sim: transient ({sc.duration_s:g} s, 10 x 10 Gb/s) took {trace.wall_s:.1f} s wall: "
-        f"{sc.duration_s / trace.wall_s:.2f}x real time (target > 1)"
+def core_bare_loop(events: int) -> float:
+    """The same in C++: the core's heap and event records, no model."""
+    assert compiled._core is not None
+    started = time.perf_counter()
+    compiled._core.bare_loop(events)
+    return events / (time.perf_counter() - started)
+
+
+def fct_for(flows: int) -> Scenario:
+    """The fct scenario, long enough that at least ``flows`` flows start."""
+    sc = scenario.load("fct")
+    drawn = len(sc.draw_flows(1))
+    duration = round(sc.duration_s * flows / drawn * 1.02, 2)
+    while len(sc.with_overrides({"duration_s": duration}).draw_flows(1)) < flows:
+        duration += 0.01
+    return sc.with_overrides({"duration_s": duration})
+
+
+def spread(values: list[float]) -> str:
+    med = statistics.median(values)
+    return (
+        f"{med:,.0f} (min {min(values):,.0f}, max {max(values):,.0f}; "
+        f"spread {(max(values) - min(values)) / med:.0%})"
     )
+
+
+def measure(sc: Scenario, repeat: int) -> tuple[list[float], list[float], Trace]:
+    """events/s and wall per simulated second of ``repeat`` core runs."""
+    rates, walls = [], []
+    trace = Trace()
+    for _ in range(repeat):
+        trace = compiled.CompiledSimulation(sc, seed=1).run()
+        rates.append(trace.events / trace.wall_s)
+        walls.append(trace.wall_s / sc.duration_s)
+    return rates, walls, trace
+
+
+def against_python(sc: Scenario, seconds: float) -> tuple[float, float, float]:
+    """(the core's events/s, the Python engine's, the Python engine's share of a bare
+    Python heap loop) on the first ``seconds`` of ``sc``."""
+    short = sc.with_overrides({"duration_s": seconds})
+    core = compiled.CompiledSimulation(short, seed=1).run()
+    py = Simulation(short, seed=1).run()
+    assert core.events == py.events
+    py_rate = py.events / py.wall_s
+    return core.events / core.wall_s, py_rate, py_rate / python_bare_loop(py.events)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeat", type=int, default=5, help="core runs of each scenario")
+    args = parser.parse_args(argv)
+    if compiled.CORE_MISSING is not None:
+        print(compiled.core_status())
+        return 1
+    load_before = os.getloadavg()
+    transient = scenario.load("transient")
+    fct = fct_for(FLOWS)
+
+    rates, walls, trace = measure(transient, args.repeat)
+    bare = [core_bare_loop(trace.events) for _ in range(args.repeat)]
+    ratio = statistics.median(rates) / statistics.median(bare)
     print(
-        f"sim: {rate:,.0f} events/s; bare heap loop {base:,.0f} events/s; ratio {rate / base:.2f}"
+        f"sim: transient ({transient.duration_s:g} s simulated, 10 x 10 Gb/s, "
+        f"{trace.events:,} events), compiled core, {args.repeat} runs:\n"
+        f"  events/s {spread(rates)}\n"
+        f"  wall per simulated second {statistics.median(walls):.3f} s "
+        f"(min {min(walls):.3f}, max {max(walls):.3f}): "
+        f"{1 / statistics.median(walls):.1f}x real time\n"
+        f"  bare C++ event loop {spread(bare)} events/s: the core keeps {ratio:.2f} of it"
+    )
+    f_rates, f_walls, f_trace = measure(fct, max(1, args.repeat // 2))
+    f_bare = core_bare_loop(f_trace.events)
+    print(
+        f"sim: fct, {len(f_trace.flows):,} flows ({fct.duration_s:g} s simulated, "
+        f"{f_trace.events:,} events), compiled core, {len(f_rates)} runs:\n"
+        f"  events/s {spread(f_rates)}\n"
+        f"  wall per simulated second {statistics.median(f_walls):.3f} s; "
+        f"bare C++ event loop {f_bare:,.0f} events/s: the core keeps "
+        f"{statistics.median(f_rates) / f_bare:.2f} of it"
+    )
+    for name, sc, seconds in (
+        ("transient", transient, PYTHON_TRANSIENT_S),
+        ("fct", fct, PYTHON_FCT_S),
+    ):
+        core_rate, py_rate, py_share = against_python(sc, seconds)
+        print(
+            f"sim: {name}'s first {seconds:g} s on both engines: compiled core "
+            f"{core_rate:,.0f} events/s, Python engine {py_rate:,.0f} events/s "
+            f"({py_share:.2f} of a bare Python heap loop): the core is "
+            f"{core_rate / py_rate:.0f}x the Python engine"
+        )
+    load_after = os.getloadavg()
+    print(
+        f"sim: load average (1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} after, "
+        f"on {os.cpu_count()} CPUs (the machine is shared: the spread above is its noise)"
     )
     return 0
 

@@ -7,7 +7,8 @@
 # Safe to run any number of times: it installs only what is missing.
 set -euo pipefail
 
-SYSTEM_PACKAGES=(mininet iperf3 iputils-ping ethtool iproute2 tcpdump tshark python3-venv python3-pip)
+# g++ and python3-dev build the simulator's compiled core (simulator/_core.cpp).
+SYSTEM_PACKAGES=(mininet iperf3 iputils-ping ethtool iproute2 tcpdump tshark python3-venv python3-pip g++ python3-dev)
 P4LANG_TOOLS=(p4c simple_switch_grpc)
 P4LANG_PACKAGES=(p4lang-p4c p4lang-bmv2 p4lang-pi)
 

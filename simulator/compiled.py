@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import fields
+from types import ModuleType
 from typing import Any, Protocol
 
 from qcn.core.flows import FlowArrival, FlowRecord, flow_frames, ideal_fct_s
@@ -32,11 +33,12 @@ from qcn.core.trace import Trace
 from reaction_point.rules import EcmRules, QcnRules, TimerQcnRules, TwoQcnRules, rules_class
 from simulator.engine import Route, Simulation, port_stream_names
 
+_core: ModuleType | None
+CORE_MISSING: str | None
 try:
-    from simulator import _core  # type: ignore[attr-defined]
+    from simulator import _core
 except ImportError as e:  # not built (no compiler, no Python headers): the Python engine runs
-    _core = None
-    CORE_MISSING: str | None = f"{e}"
+    _core, CORE_MISSING = None, f"{e}"
 else:
     CORE_MISSING = None
 

@@ -1,0 +1,317 @@
+"""The simulator's compiled core held to the Python definitions (docs/simulator.md).
+
+- Its random numbers: Python's random.Random, bit for bit (MT19937 from the same state).
+- Its CP: qcn.core.cp_model's CongestionPoint, overwrite_fb_tag and end_reflection, every
+  decision and every state field after every frame, over random frame sequences.
+- Its RP rules: reaction_point.rules, every state field after every event, over random
+  event sequences, for every scheme and variant (QCN, 2-QCN, Fb-hat, timer-only, adaptive
+  timer, ECM, positive reinforcement).
+- Its runs: the Python engine's traces, every field, on every path make reproduce takes
+  (short runs; ``python -m simulator.identity`` runs them whole).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from qcn.core import scenario as scenarios
+from qcn.core.cp_model import (
+    CongestionPoint,
+    CpPortConfig,
+    FbTag,
+    end_reflection,
+    overwrite_fb_tag,
+)
+from qcn.core.params import CpParams, RpParams, SamplingMode
+from qcn.core.trace import Trace
+from reaction_point.rules import RateLimiterRules
+from simulator import compiled
+from simulator.compiled import CompiledSimulation, make_simulation, rp_params
+from simulator.engine import Simulation, fast_randint
+from simulator.identity import Case, cases, run_case, same, trace_fields
+
+if compiled.CORE_MISSING is not None and os.environ.get("CI"):
+    pytest.fail(f"CI must build the simulator's compiled core: {compiled.CORE_MISSING}")
+core = pytest.importorskip("simulator._core", reason=compiled.core_status())
+
+
+# -- random numbers ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 2**40 + 3, "cp-1", "reflect-3-s1:2", "ÿ-seed"])
+def test_the_core_draws_pythons_random_numbers(seed: int | str) -> None:
+    state = random.Random(seed).getstate()
+    rng = random.Random(seed)
+    assert core.random_stream(state, 2000) == [rng.random() for _ in range(2000)]
+    for lo, hi in [(0, (1 << 24) - 1), (0, 0), (5, 17), (0, 1499), (0, (1 << 40) + 5)]:
+        rng = random.Random(seed)
+        fast = fast_randint(rng)
+        assert core.randint_stream(state, lo, hi, 500) == [fast(lo, hi) for _ in range(500)]
+    rng = random.Random(seed)
+    assert core.expovariate_stream(state, 1 / 0.02, 500) == [
+        rng.expovariate(1 / 0.02) for _ in range(500)
+    ]
+
+
+# -- the CP --------------------------------------------------------------------------------------
+
+CP_VARIANTS: dict[str, CpParams] = {
+    "bytes table": CpParams(),
+    "bernoulli": CpParams(sampling=SamplingMode.BERNOULLI, p_base=0.01, p_scale=0.24 / 63),
+    "ecm positive": CpParams(
+        sampling=SamplingMode.BERNOULLI, p_base=0.05, p_scale=0.0, positive_feedback=True
+    ),
+    "three-point": CpParams(
+        sampling=SamplingMode.BERNOULLI,
+        p_base=0.02,
+        p_scale=0.3 / 63,
+        three_point=True,
+        reflect_p0=0.05,
+        reflect_p_base=0.0,
+        reflect_p_scale=1 / 63,
+    ),
+    "three-point, bytes": CpParams(three_point=True, reflect_p0=0.025),
+}
+
+
+def decision_tuple(d: Any) -> tuple[Any, ...] | None:
+    return None if d is None else (d.q, d.qoff, d.qdelta, d.fb_fp, d.qntz_fb, d.sampled, d.positive)
+
+
+def tag_tuple(t: FbTag) -> tuple[Any, ...]:
+    return (t.reflected, t.qntz_fb, t.cpid, t.qoff, t.qdelta)
+
+
+@pytest.mark.parametrize("variant", CP_VARIANTS)
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_cores_cp_is_the_cp_model(variant: str, seed: int) -> None:
+    """Every frame's decision (or stage 1's None) and the registers after it, sample() and
+    on_frame() alike, and the three-point tag a CP and the end reflection point leave."""
+    cfg = CpPortConfig.from_params(CP_VARIANTS[variant])
+    draw = random.Random(seed)
+    names = (f"cp-{seed}", f"reflect-{seed}")
+    model = CongestionPoint(cfg, fast_randint(random.Random(names[0])))
+    reflect = fast_randint(random.Random(names[1]))
+    mine = core.CpModel(cfg, random.Random(names[0]).getstate(), random.Random(names[1]).getstate())
+    q_max = 4 * cfg.q_eq
+    tag = FbTag()
+    for _ in range(3000):
+        q = min(q_max, max(0, int(draw.gauss(cfg.q_eq, cfg.q_eq))))
+        frame_bytes = draw.choice([64, 1500, 1500, 9000])
+        if draw.random() < 0.1:
+            assert mine.on_frame(q, frame_bytes) == decision_tuple(model.on_frame(q, frame_bytes))
+        elif cfg.three_point:
+            cpid = draw.randrange(8)
+            decision = model.sample(q, frame_bytes)
+            new = tag if decision is None else overwrite_fb_tag(decision, tag, cfg, cpid, reflect)
+            got_decision, got_tag = mine.three_point(q, frame_bytes, tag_tuple(tag), cpid)
+            assert (got_decision, tuple(got_tag)) == (decision_tuple(decision), tag_tuple(new))
+            tag = new if draw.random() < 0.7 else FbTag()
+            end = end_reflection(tag, cfg, cpid, reflect)
+            got = mine.end_reflection(tag_tuple(tag), cpid)
+            assert (None if got is None else tuple(got)) == (
+                None if end is None else tag_tuple(end)
+            )
+        else:
+            assert mine.sample(q, frame_bytes) == decision_tuple(model.sample(q, frame_bytes))
+        assert mine.state() == {"q_old": model.q_old, "bytes_to_sample": model.bytes_to_sample}
+
+
+# -- the RP rules --------------------------------------------------------------------------------
+
+FULL_QCN = {
+    "qcn.rp.scheme": "qcn",
+    "qcn.rp.timer_enabled": True,
+    "qcn.rp.hai_enabled": True,
+    "qcn.rp.shorten_cycles_after_fr": True,
+}
+REINFORCED = {"qcn.cp.three_point": True, "qcn.rp.positive_reinforcement": True}
+RP_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "2-qcn": ("transient", {}),
+    "2-qcn + fb-hat": ("transient", {"qcn.rp.fb_hat": True}),
+    "qcn (timer + hai)": ("transient", FULL_QCN),
+    "qcn + fb-hat": ("transient", {**FULL_QCN, "qcn.rp.fb_hat": True}),
+    "qcn, timer without hai": ("transient", {**FULL_QCN, "qcn.rp.hai_enabled": False}),
+    "timer-only": ("robustness", {"qcn_preset": "timer-qcn"}),
+    "adaptive timer": ("robustness", {"qcn_preset": "qcn", "qcn.rp.adaptive_timer": True}),
+    "adaptive timer-only": (
+        "robustness",
+        {"qcn_preset": "timer-qcn", "qcn.rp.adaptive_timer": True},
+    ),
+    "ecm": ("robustness", {"qcn_preset": "ecm", "qcn.cp.sampling": "bernoulli"}),
+    "ecm, stable gi": (
+        "robustness",
+        {"qcn_preset": "ecm", "qcn.cp.sampling": "bernoulli", "qcn.rp.ecm.gi": 0.0053333},
+    ),
+    "2-qcn, positive reinforcement": ("transient", REINFORCED),
+    "qcn, positive reinforcement": ("transient", {**FULL_QCN, **REINFORCED}),
+    "timer-only, positive reinforcement": (
+        "robustness",
+        {"qcn_preset": "timer-qcn", **REINFORCED},
+    ),
+}
+
+RP_FIELDS = (
+    "timer_period_s",
+    "current_rate_bps",
+    "target_rate_bps",
+    "byte_stage",
+    "time_stage",
+    "bytes_left",
+    "timer_deadline",
+    "frames_since_cnm",
+    "cnms",
+    "reinforcements",
+    "fb_hat",
+)
+
+
+def rp_state(rules: RateLimiterRules) -> dict[str, Any]:
+    return {name: getattr(rules, name) for name in RP_FIELDS}
+
+
+def variant_params(variant: str) -> RpParams:
+    name, overrides = RP_VARIANTS[variant]
+    return scenarios.load(name).with_overrides(overrides).params.rp
+
+
+def test_the_variants_are_the_schemes_the_issue_names() -> None:
+    schemes = {str(variant_params(v).scheme) for v in RP_VARIANTS}
+    assert schemes == {"qcn", "2-qcn", "timer-qcn", "ecm"}
+    assert any(variant_params(v).fb_hat for v in RP_VARIANTS)
+    assert any(variant_params(v).adaptive_timer for v in RP_VARIANTS)
+    assert any(variant_params(v).positive_reinforcement for v in RP_VARIANTS)
+
+
+@pytest.mark.parametrize("variant", RP_VARIANTS)
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_the_cores_rp_rules_are_the_rules(variant: str, seed: int) -> None:
+    """Random CNMs (every QntzFb, positive ones, bursts of them), frames sent, timer
+    expiries (advance and on_timer): every field equal after every event."""
+    params = variant_params(variant)
+    if seed == 4:  # no jitter, short cycles: the stages and HAI reached often
+        params = replace(params, jitter=0.0, bc_limit_bytes=3000, hai_min_frames=5)
+    now = [0.0]
+    rules = RateLimiterRules(params, lambda: now[0], random.Random(seed).random)
+    mine = core.RpModel(rp_params(params), random.Random(seed).getstate())
+    draw = random.Random(100 + seed)
+    assert mine.state() == rp_state(rules)
+    for step in range(4000):
+        now[0] += draw.expovariate(1 / 2e-4)
+        event = draw.random()
+        if event < 0.15:
+            qntz_fb = draw.choice([0, 0, 1, 2, 7, 31, 63, draw.randrange(64)])
+            positive = draw.random() < 0.3
+            rules.on_cnm(qntz_fb, positive=positive)
+            mine.on_cnm(qntz_fb, positive, now[0])
+        elif event < 0.85:
+            frames = draw.choice([1, 1, 1, 2, 60])
+            nbytes = frames * draw.choice([64, 1500, 1500])
+            rules.on_transmit(nbytes, frames)
+            mine.on_transmit(nbytes, frames)
+        elif event < 0.97:
+            if rules.timer_deadline is not None and draw.random() < 0.8:
+                now[0] = max(now[0], rules.timer_deadline + draw.random() * 0.05)
+            assert mine.advance(now[0]) == rules.advance(now[0])
+        else:
+            rules.on_timer()
+            mine.on_timer(now[0])
+        assert mine.state() == rp_state(rules), f"after event {step}"
+
+
+# -- whole runs ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", cases(), ids=lambda c: c.label)
+def test_a_short_run_is_the_python_engines_run(case: Case) -> None:
+    """Every make reproduce row, and the paths it leaves out: 20 ms, every trace field."""
+    diff, *_ = run_case(case, seed=2, duration=0.02)
+    assert diff == []
+
+
+def test_a_scaled_run_is_the_python_engines_run() -> None:
+    """--scaled: the scenario as scaled for BMv2, its departure CP and sample interval."""
+    from simulator.identity import scaled  # noqa: PLC0415
+
+    for case in cases()[:2]:
+        diff, *_ = run_case(scaled(case), seed=1, duration=0.2)
+        assert diff == []
+
+
+def test_progress_and_ctrl_c_keep_what_was_measured() -> None:
+    """The progress callback is told each sample; an exception from it (Ctrl-C) stops the
+    run with its samples whole and its flows so far, as on the Python engine."""
+    sc = scenarios.load("fct").with_overrides({"duration_s": 0.05})
+
+    def stop_at(seen: list[float]) -> Any:
+        def progress(t: float, end: float) -> None:
+            assert end == 0.05
+            seen.append(t)
+            if t >= 0.02:
+                raise KeyboardInterrupt
+
+        return progress
+
+    partial: list[Trace] = []
+    for kind in (Simulation, CompiledSimulation):
+        seen: list[float] = []
+        sim = kind(sc, seed=1, progress=stop_at(seen))
+        with pytest.raises(KeyboardInterrupt):
+            sim.run()
+        partial.append(sim.partial_trace())
+        assert len(seen) == 20
+    py, cc = (trace_fields(t) for t in partial)
+    assert len(partial[1].times_s) == 20
+    assert partial[1].flows  # the flows started so far
+    assert [k for k in py if not same(py[k], cc[k])] == []
+
+
+def test_the_engine_is_chosen_by_qcn_sim_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    sc = scenarios.load("transient").with_overrides({"duration_s": 0.01})
+    monkeypatch.setenv("QCN_SIM_ENGINE", "python")
+    assert type(make_simulation(sc)) is Simulation
+    monkeypatch.setenv("QCN_SIM_ENGINE", "compiled")
+    assert type(make_simulation(sc)) is CompiledSimulation
+    monkeypatch.delenv("QCN_SIM_ENGINE")
+    assert type(make_simulation(sc)) is CompiledSimulation
+    monkeypatch.setenv("QCN_SIM_ENGINE", "fast")
+    with pytest.raises(ValueError, match="QCN_SIM_ENGINE='fast'"):
+        make_simulation(sc)
+
+
+def test_without_the_core_one_line_and_the_python_engine(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sc = scenarios.load("transient").with_overrides({"duration_s": 0.01})
+    monkeypatch.setattr(compiled, "CORE_MISSING", "No module named 'simulator._core'")
+    monkeypatch.setattr(compiled, "_said", set())
+    assert type(make_simulation(sc)) is Simulation
+    assert type(make_simulation(sc)) is Simulation
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "no compiled core" in err
+    assert "Python engine runs" in err
+    monkeypatch.setenv("QCN_SIM_ENGINE", "compiled")
+    with pytest.raises(RuntimeError, match="no compiled core"):
+        make_simulation(sc)
+
+
+def test_a_scheme_the_core_does_not_know_runs_on_the_python_engine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from reaction_point.rules import RULES, rules_class  # noqa: PLC0415
+
+    sc = scenarios.load("transient").with_overrides({"duration_s": 0.01})
+    scheme = sc.params.rp.scheme
+
+    class Mine(rules_class(scheme)):  # type: ignore[misc]
+        pass
+
+    monkeypatch.setitem(RULES, scheme, Mine)
+    assert compiled.unsupported(sc) == f"the scheme {scheme!r} has rules of its own (Mine)"
+    assert type(make_simulation(sc)) is Simulation
