@@ -408,7 +408,17 @@ HOST_FLOW_COLUMNS = ("flow", "start_s", "size_bytes")
 
 def _host_flow(path: Path, line: int, row: dict[str, str]) -> HostFlow:
     try:
-        flow = HostFlow(int(row["flow"]), float(row["start_s"]), int(row["size_bytes"]))
+        dst = row.get("dst") or ""
+        flow = HostFlow(
+            int(row["flow"]),
+            float(row["start_s"]),
+            int(row["size_bytes"]),
+            str(ipaddress.IPv4Address(dst)) if dst else "",
+        )
+    except ipaddress.AddressValueError:
+        raise FlowFieldError(
+            f"{path}:{line}: dst {row.get('dst')!r} is not an IPv4 address"
+        ) from None
     except (TypeError, ValueError):
         raise FlowFieldError(
             f"{path}:{line}: expected a whole flow id, a start time in s and a whole size in "
@@ -431,7 +441,7 @@ def write_host_flows(path: Path, flows: list[HostFlow]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("flows", type=Path, help="CSV of flow,start_s,size_bytes")
+    ap.add_argument("flows", type=Path, help="CSV of flow,start_s,size_bytes[,dst]")
     ap.add_argument(
         "--dst", default="", help="the receiver's IPv4 address (for rows without a dst)"
     )
@@ -444,10 +454,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         check_transport(frame_bytes=args.frame_bytes, rto_s=args.rto, port=args.port)
-        dst = str(ipaddress.IPv4Address(args.dst))
+        dst = str(ipaddress.IPv4Address(args.dst)) if args.dst else ""
         if args.origin is not None and not math.isfinite(args.origin):
             raise FlowFieldError(f"--origin must be a finite time (got {args.origin})")
         arrivals = read_host_flows(args.flows)
+        if not dst and any(not a.dst for a in arrivals):
+            raise FlowFieldError(f"{args.flows}: a flow has no dst column and no --dst is given")
     except (FlowFieldError, ipaddress.AddressValueError) as e:
         print(f"flow sender: error: {e}", file=sys.stderr)
         return 2

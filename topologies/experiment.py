@@ -539,7 +539,6 @@ class FlowsExperiment(StreamExperiment):
         ]
 
     def _records(self, sender_lines: list[dict[str, Any]]) -> list[FlowRecord]:
-        net = self.sc.network
         receiver_lines = [
             line for host in self.destinations() for line in _json_lines(self._receiver_log(host))
         ]
@@ -548,9 +547,8 @@ class FlowsExperiment(StreamExperiment):
             sender_lines,
             receiver_lines,
             origin=self.origin,
-            frame_bytes=net.frame_bytes,
-            rate_bps=min(net.line_rate_bps, net.bottleneck_rate_bps),
-            one_way_s=net.rtt_s / 2,
+            frame_bytes=self.sc.network.frame_bytes,
+            path=self.sc.flow_path,
         )
 
     def trace(self) -> Trace:
