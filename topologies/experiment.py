@@ -230,6 +230,11 @@ class Experiment:
         self._gather()
         trace = self.trace()
         self._port_series(trace)
+        # What the pipelines dropped, every port (tail drops and PAUSE partitions): exact,
+        # where the receivers' counts are estimates (docs/fct.md, "Drops on BMv2").
+        trace.extra["switch_drops"] = sum(
+            c["tail_drops"] + c["pause_drops"] for c in self.port_counters.values()
+        )
         if self.qcn and sc.params.cp.three_point:
             # The host-facing ports are the end reflection points: their CNMs count as
             # the simulator's do.
