@@ -89,6 +89,11 @@ SEED003_DATA_SHAPE = 2.0
 """Seed 003's data flows: Pareto, shape 2, mean 100 KB (so the smallest is 50 KB)."""
 
 
+SO_RCVBUFFORCE = 33
+"""Linux's SO_RCVBUFFORCE (Python's socket module has no name for it): SO_RCVBUF beyond
+rmem_max, for CAP_NET_ADMIN (the sinks' and the acknowledgement channel's buffers)."""
+
+
 class FlowSizeError(QcnError, ValueError):
     """A flow size distribution that cannot be used: the message names the file and line."""
 
