@@ -61,6 +61,7 @@ from qcn.core.flows import (
     FLAG_ACK,
     FLOW_HEADER,
     MAX_COPIES,
+    SO_RCVBUFFORCE,
     TRANSPORTS,
     FlowFieldError,
     check_host_flow,
@@ -138,6 +139,7 @@ class FlowSender:
         log: IO[str],
         clock: Callable[[], float] = time.monotonic,
         transport: str = "frames",
+        ack_socket: Path | None = None,
     ) -> None:
         self.pending = deque(sorted(arrivals, key=lambda a: a.start_s))
         self.tcp = transport == "tcp"
@@ -155,6 +157,11 @@ class FlowSender:
         """How many times a due flow found the host out of ports (or sockets) and waited."""
         self._retry_at = 0.0
         """While out of ports: when to try again if no flow of ours ends first."""
+        self.acks: socket.socket | None = None
+        """``ack_socket``: where the receivers' acknowledgements come, out of band."""
+        if ack_socket is not None:
+            self.acks = ack_channel(ack_socket)
+            self.selector.register(self.acks, selectors.EVENT_READ, None)
 
     @property
     def done(self) -> bool:
@@ -272,18 +279,28 @@ class FlowSender:
             if self._send_one(flow, now) and flow.has_frames:
                 self.turns.append(flow)
 
-    def _acknowledged(self, flow: SendingFlow) -> None:
+    def _acknowledged(self, sock: socket.socket, flow: SendingFlow | None = None) -> None:
+        """Take every acknowledgement waiting in ``sock``: a flow's own socket (in band,
+        only its own flow's count) or the out-of-band channel (any flow's)."""
         while True:
             try:
-                data = flow.sock.recv(64)
+                data = sock.recv(64)
             except (BlockingIOError, ConnectionRefusedError):
                 return
             if len(data) < FLOW_HEADER.size:
                 continue
             flow_id, frame, _size, flags = FLOW_HEADER.unpack_from(data)
-            if flags & FLAG_ACK and flow_id == flow.flow_id and frame in flow.unacked:
-                flow.unacked.discard(frame)
-                flow.acked += 1
+            acked = self.active.get(flow_id) if flow is None else flow
+            if (
+                flags & FLAG_ACK
+                and acked is not None
+                and flow_id == acked.flow_id
+                and frame in acked.unacked
+            ):
+                acked.unacked.discard(frame)
+                acked.acked += 1
+                if flow is None:
+                    self._finish_if_done(acked)
         # (A frame that timed out and was acknowledged late is still sent again: its
         # duplicate is counted by the receiver.)
 
@@ -320,6 +337,10 @@ class FlowSender:
             wait = max(0.0, min(due))
         for key, events in self.selector.select(wait):
             flow = key.data
+            if flow is None:  # the out-of-band acknowledgements
+                assert self.acks is not None
+                self._acknowledged(self.acks)
+                continue
             if self.tcp:
                 self._on_stream(flow, events)
                 continue
@@ -328,7 +349,7 @@ class FlowSender:
                 if flow.has_frames:
                     self.turns.append(flow)
             if events & selectors.EVENT_READ:
-                self._acknowledged(flow)
+                self._acknowledged(flow.sock, flow)
                 self._finish_if_done(flow)
 
     def _on_stream(self, flow: SendingFlow, events: int) -> None:
@@ -385,6 +406,36 @@ def max_active_flows() -> int:
     return max(1, min(MAX_ACTIVE_FLOWS, soft - 64))  # (room for the log, the selector...)
 
 
+ACK_BUFFER_BYTES = 16 << 20
+"""The out-of-band channel's receive buffer: room for the acknowledgements of everything in
+flight while the sender waits for the CPU (an acknowledgement lost there is a spurious
+retransmission)."""
+
+
+DGRAM_QLEN = Path("/proc/sys/net/unix/max_dgram_qlen")
+ACK_QUEUE_DATAGRAMS = 65536
+
+
+def ack_channel(path: Path) -> socket.socket:
+    """The sender's end of the out-of-band acknowledgements: a Unix datagram socket at
+    ``path`` (docs/fct.md, "Transport"), which the receivers on other hosts reach through
+    the file system every Mininet host shares."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    # A Unix datagram socket queues at most net.unix.max_dgram_qlen datagrams (10 by
+    # default; a socket takes its namespace's value when it is made), and a receiver that
+    # finds it full drops the acknowledgement: a spurious retransmission.  As root, in a
+    # Mininet host's own network namespace, the sender raises it there.
+    with contextlib.suppress(OSError):
+        DGRAM_QLEN.write_text(str(ACK_QUEUE_DATAGRAMS))
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, ACK_BUFFER_BYTES)
+    sock.bind(str(path))
+    sock.setblocking(False)
+    return sock
+
+
 def read_host_flows(path: Path) -> list[HostFlow]:
     """A host's flows: CSV rows ``flow,start_s,size_bytes`` (with that header), each checked
     (:func:`qcn.core.flows.check_host_flow`).  Raises FlowFieldError naming the file and
@@ -408,7 +459,17 @@ HOST_FLOW_COLUMNS = ("flow", "start_s", "size_bytes")
 
 def _host_flow(path: Path, line: int, row: dict[str, str]) -> HostFlow:
     try:
-        flow = HostFlow(int(row["flow"]), float(row["start_s"]), int(row["size_bytes"]))
+        dst = row.get("dst") or ""
+        flow = HostFlow(
+            int(row["flow"]),
+            float(row["start_s"]),
+            int(row["size_bytes"]),
+            str(ipaddress.IPv4Address(dst)) if dst else "",
+        )
+    except ipaddress.AddressValueError:
+        raise FlowFieldError(
+            f"{path}:{line}: dst {row.get('dst')!r} is not an IPv4 address"
+        ) from None
     except (TypeError, ValueError):
         raise FlowFieldError(
             f"{path}:{line}: expected a whole flow id, a start time in s and a whole size in "
@@ -431,7 +492,7 @@ def write_host_flows(path: Path, flows: list[HostFlow]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("flows", type=Path, help="CSV of flow,start_s,size_bytes")
+    ap.add_argument("flows", type=Path, help="CSV of flow,start_s,size_bytes[,dst]")
     ap.add_argument(
         "--dst", default="", help="the receiver's IPv4 address (for rows without a dst)"
     )
@@ -441,13 +502,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--origin", type=float, help="monotonic time of start_s 0 (default: now)")
     ap.add_argument("--log", type=Path, required=True, help="where the JSON lines go")
     ap.add_argument("--transport", choices=TRANSPORTS, default=TRANSPORTS[0])
+    ap.add_argument(
+        "--ack-socket",
+        type=Path,
+        help="frames: take the receivers' acknowledgements on this Unix socket, out of band",
+    )
     args = ap.parse_args(argv)
     try:
         check_transport(frame_bytes=args.frame_bytes, rto_s=args.rto, port=args.port)
-        dst = str(ipaddress.IPv4Address(args.dst))
+        dst = str(ipaddress.IPv4Address(args.dst)) if args.dst else ""
         if args.origin is not None and not math.isfinite(args.origin):
             raise FlowFieldError(f"--origin must be a finite time (got {args.origin})")
         arrivals = read_host_flows(args.flows)
+        if not dst and any(not a.dst for a in arrivals):
+            raise FlowFieldError(f"{args.flows}: a flow has no dst column and no --dst is given")
     except (FlowFieldError, ipaddress.AddressValueError) as e:
         print(f"flow sender: error: {e}", file=sys.stderr)
         return 2
@@ -464,6 +532,7 @@ def main(argv: list[str] | None = None) -> int:
                 origin=args.origin if args.origin is not None else time.monotonic(),
                 log=log,
                 transport=args.transport,
+                ack_socket=args.ack_socket,
             )
             print(json.dumps({"flows": len(arrivals)}), flush=True)  # ready
             try:

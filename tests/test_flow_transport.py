@@ -57,11 +57,13 @@ def in_ns(ns: str, *args: str) -> list[str]:
     return ["ip", "netns", "exec", ns, sys.executable, "-m", *args]
 
 
-def start_receiver(rx: str, log: Path, transport: str = "frames") -> subprocess.Popen[str]:
+def start_receiver(
+    rx: str, log: Path, transport: str = "frames", extra: tuple[str, ...] = ()
+) -> subprocess.Popen[str]:
     """The receiver, reporting only when it stops (see :func:`stop`)."""
     command = in_ns(
         rx, "topologies.flow_receiver", "--log", str(log), "--interval", "1000",
-        "--transport", transport,
+        "--transport", transport, *extra,
     )  # fmt: skip
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
@@ -79,16 +81,57 @@ def stop(proc: subprocess.Popen[str]) -> dict[str, list[int]]:
 
 
 def send(
-    tx: str, tmp: Path, host_flows: list[HostFlow], rto_s: float, transport: str = "frames"
+    tx: str,
+    tmp: Path,
+    host_flows: list[HostFlow],
+    rto_s: float,
+    transport: str = "frames",
+    *,
+    extra: tuple[str, ...] = (),
 ) -> Path:
     table, log = tmp / "flows.csv", tmp / "sender.jsonl"
     write_host_flows(table, host_flows)
     subprocess.run(
         in_ns(tx, "reaction_point.flow_sender", str(table), "--dst", RECEIVER_IP,
-              "--rto", str(rto_s), "--log", str(log), "--transport", transport),
+              "--rto", str(rto_s), "--log", str(log), "--transport", transport, *extra),
         check=True, timeout=60, capture_output=True,
     )  # fmt: skip
     return log
+
+
+def test_acknowledgements_out_of_band_never_cross_the_link(
+    pair: tuple[str, str], tmp_path: Path
+) -> None:
+    """With --ack-dir/--ack-socket the receiver acknowledges through a Unix socket in the
+    shared file system: the flows finish, nothing is sent again, and the link back carries
+    no acknowledgement (docs/fct.md, "Transport")."""
+    tx, rx = pair
+    acks = tmp_path / "acks"
+    acks.mkdir()
+    host_flows = flows(20, seed=2, max_bytes=30_000, gap_s=0.01)
+    back = sent_back(rx)
+    receiver = start_receiver(rx, tmp_path / "receiver.jsonl", extra=("--ack-dir", str(acks)))
+    try:
+        log = send(
+            tx, tmp_path, host_flows, rto_s=0.5,
+            extra=("--ack-socket", str(acks / f"{SENDER_IP}.sock")),
+        )  # fmt: skip
+    finally:
+        stop(receiver)
+    acked = {r["flow"]: r for r in lines(log) if "acked" in r}
+    assert set(acked) == {f.flow_id for f in host_flows}
+    assert all(r["retransmitted"] == 0 for r in acked.values())
+    frames = sum(flow_frames(f.size_bytes, 1500)[0] for f in host_flows)
+    assert sent_back(rx) - back < 0.05 * frames  # (ARP and the like; not one per frame)
+
+
+def sent_back(rx: str) -> int:
+    """Frames the receiver's side of the link has sent."""
+    out = subprocess.run(
+        ["ip", "netns", "exec", rx, "cat", "/sys/class/net/ft-r/statistics/tx_packets"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return int(out.stdout)
 
 
 @pytest.mark.parametrize("transport", ["frames", "tcp"])

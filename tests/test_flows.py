@@ -26,6 +26,7 @@ from qcn.core.flows import (
     EmpiricalCdf,
     FlowArrival,
     FlowFieldError,
+    FlowPath,
     FlowRecord,
     FlowSizeError,
     Seed003Mix,
@@ -285,8 +286,9 @@ def test_logs_join_into_records_and_every_flow_is_accounted_for() -> None:
     ]  # flow 2 never started: the run stopped first
     receiver = [{"src": "10.0.0.1", "flow": 0, "finish": 100.55, "size": 1000, "duplicates": 0}]
     first, second, third = records_from_logs(
-        arrivals, sender, receiver, origin=origin, frame_bytes=FRAME, rate_bps=RATE, one_way_s=0.0
-    )
+        arrivals, sender, receiver, origin=origin, frame_bytes=FRAME,
+        path=lambda _a: FlowPath(RATE, 0.0),
+    )  # fmt: skip
     assert first.finished
     assert first.fct_s == pytest.approx(0.05)
     assert first.retransmitted_frames == 2
@@ -465,6 +467,8 @@ def assert_tool_error(r: subprocess.CompletedProcess[str], who: str, *expected: 
         ("flow,start_s,size_bytes\n1,0,99999999999\n", (), ("size_bytes must be in",)),
         ("flow,start\n1,0\n", (), ("no column start_s, size_bytes",)),
         ("flow,start_s,size_bytes\n1,0,1\n", ("--dst", "not.an.ip"), ("not.an.ip",)),
+        ("flow,start_s,size_bytes,dst\n1,0,1,10.0.0.300\n", (), ("flows.csv:2", "not an IPv4")),
+        ("flow,start_s,size_bytes,dst\n1,0,1,\n", ("--dst", ""), ("no dst column and no --dst",)),
         ("flow,start_s,size_bytes\n1,0,1\n", ("--port", "-1"), ("--port must be in",)),
         ("flow,start_s,size_bytes\n1,0,1\n", ("--port", "70000"), ("--port must be in",)),
         ("flow,start_s,size_bytes\n1,0,1\n", ("--port", "0"), ("--port must be in",)),

@@ -13,6 +13,7 @@ import pytest
 
 from qcn.core import scenario as scenarios
 from qcn.core.cp_model import FbTag
+from qcn.core.flows import ideal_fct_s
 from qcn.core.results import summarize, write_csvs
 from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
@@ -326,3 +327,19 @@ def test_the_single_bottlenecks_streams_keep_their_names() -> None:
     assert port_stream_names(7, b, b) == ("cp-7", "reflect-7")
     other = next(r for r in sc.topology.cp_ports if r != b)
     assert port_stream_names(7, other, b) == (f"cp-7-{other}", f"reflect-7-{other}")
+
+
+def test_a_flows_ideal_is_the_same_on_both_backends() -> None:
+    """The simulator's per-flow ideal completion (its routes) and the Mininet backend's
+    (Scenario.flow_path, from the same topology) agree for every flow and hop count."""
+    sc = scenarios.load("leaf-spine-fct").with_overrides({"duration_s": 0.01})
+    trace = Simulation(sc, seed=1).run()
+    arrivals = sc.draw_flows(1)
+    assert trace.flows
+    for record in trace.flows:
+        a = arrivals[record.flow_id]
+        path = sc.flow_path(a)
+        assert record.hops == path.hops
+        assert record.ideal_fct_s == ideal_fct_s(
+            a.size_bytes, sc.network.frame_bytes, path.rate_bps, path.one_way_s
+        )

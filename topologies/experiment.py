@@ -29,7 +29,9 @@ import bisect
 import itertools
 import json
 import math
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -230,6 +232,11 @@ class Experiment:
         self._gather()
         trace = self.trace()
         self._port_series(trace)
+        # What the pipelines dropped, every port (tail drops and PAUSE partitions): exact,
+        # where the receivers' counts are estimates (docs/fct.md, "Drops on BMv2").
+        trace.extra["switch_drops"] = sum(
+            c["tail_drops"] + c["pause_drops"] for c in self.port_counters.values()
+        )
         if self.qcn and sc.params.cp.three_point:
             # The host-facing ports are the end reflection points: their CNMs count as
             # the simulator's do.
@@ -485,6 +492,8 @@ class FlowsExperiment(StreamExperiment):
 
     def setup(self) -> None:
         super().setup()
+        self.ack_dir: Path | None = None
+        """frames: where the senders take their acknowledgements, out of band."""
         self.arrivals = self.sc.draw_flows(self.seed)
         self.origin = math.nan
         """Monotonic time of the run's start: the flows' start times count from it."""
@@ -505,7 +514,21 @@ class FlowsExperiment(StreamExperiment):
                 f"--log={self._receiver_log(host)}",
             ),
             f"--transport={self.sc.workload.transport}",
+            *([f"--ack-dir={self.ack_dir}"] if self.ack_dir else []),
         ]
+
+    def start_receivers(self, tb: Testbed) -> None:
+        if self.sc.workload.transport == "frames":
+            # The acknowledgements go out of band, as the simulator has them (docs/fct.md,
+            # "Transport"): in band, each 64-byte one cost a whole frame's turn in BMv2's
+            # queues, which are shaped in frames per second.  A short path: a Unix
+            # socket's name has room for 107 bytes.
+            self.ack_dir = Path(tempfile.mkdtemp(prefix="qcn-acks-"))
+        super().start_receivers(tb)
+
+    def after_teardown(self) -> None:
+        if self.ack_dir is not None:
+            shutil.rmtree(self.ack_dir, ignore_errors=True)
 
     def start_traffic(self, tb: Testbed, start: float) -> None:
         self.origin = start
@@ -529,6 +552,11 @@ class FlowsExperiment(StreamExperiment):
                     *("--rto", repr(self.sc.workload.rto_s), "--origin", repr(start)),
                     *("--log", str(self._log(f"flows-{host}.jsonl"))),
                     *("--transport", self.sc.workload.transport),
+                    *(
+                        ("--ack-socket", str(self.ack_dir / f"{self.host_ip(host)}.sock"))
+                        if self.ack_dir
+                        else ()
+                    ),
                 ],
                 sender=True,
             )
@@ -539,7 +567,6 @@ class FlowsExperiment(StreamExperiment):
         ]
 
     def _records(self, sender_lines: list[dict[str, Any]]) -> list[FlowRecord]:
-        net = self.sc.network
         receiver_lines = [
             line for host in self.destinations() for line in _json_lines(self._receiver_log(host))
         ]
@@ -548,9 +575,8 @@ class FlowsExperiment(StreamExperiment):
             sender_lines,
             receiver_lines,
             origin=self.origin,
-            frame_bytes=net.frame_bytes,
-            rate_bps=min(net.line_rate_bps, net.bottleneck_rate_bps),
-            one_way_s=net.rtt_s / 2,
+            frame_bytes=self.sc.network.frame_bytes,
+            path=self.sc.flow_path,
         )
 
     def trace(self) -> Trace:

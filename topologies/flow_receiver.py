@@ -90,10 +90,18 @@ class FlowReceiver:
         port: int,
         frame_bytes: int,
         log: IO[str],
+        *,
         clock: Callable[[], float] = time.monotonic,
         transport: str = "frames",
+        ack_dir: Path | None = None,
     ) -> None:
         self.frame_bytes, self.log, self.clock = frame_bytes, log, clock
+        self.ack_dir = ack_dir
+        """frames: acknowledge out of band, to ``ack_dir/SENDER_IP.sock`` where the sender
+        listens (else in band, to the frame's own source)."""
+        self.acks = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) if ack_dir else None
+        if self.acks is not None:
+            self.acks.setblocking(False)
         self.selector = selectors.DefaultSelector()
         if transport == "tcp":
             self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -164,6 +172,20 @@ class FlowReceiver:
         self.selector.unregister(c.sock)
         c.sock.close()
 
+    def _acknowledge(self, ack: bytes, addr: tuple[str, int]) -> None:
+        """Out of band where the sender listens there, else back in band; one that cannot
+        go is not retried (the sender sends the frame again after its timeout)."""
+        if self.acks is not None and self.ack_dir is not None:
+            try:
+                self.acks.sendto(ack, str(self.ack_dir / f"{addr[0]}.sock"))
+                return
+            except (FileNotFoundError, ConnectionRefusedError):
+                pass  # (that sender takes them in band)
+            except OSError:
+                return
+        with contextlib.suppress(OSError):
+            self.sock.sendto(ack, addr)
+
     def drain(self) -> None:
         """Acknowledge and count every frame waiting in the socket."""
         while True:
@@ -182,8 +204,7 @@ class FlowReceiver:
             if flags & FLAG_ACK or flags & ~KNOWN_FLAGS:
                 self.malformed += 1
                 continue
-            with contextlib.suppress(OSError):  # (the sender sends it again after its timeout)
-                self.sock.sendto(FLOW_HEADER.pack(flow_id, frame, size, FLAG_ACK), addr)
+            self._acknowledge(FLOW_HEADER.pack(flow_id, frame, size, FLAG_ACK), addr)
             key = (addr[0], flow_id)
             flow = self.flows.get(key)
             if flow is None:
@@ -206,6 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log", type=Path, required=True, help="where the JSON lines go")
     ap.add_argument("--interval", type=float, default=0.01, help="seconds between reports")
     ap.add_argument("--transport", choices=TRANSPORTS, default=TRANSPORTS[0])
+    ap.add_argument(
+        "--ack-dir",
+        type=Path,
+        help="frames: acknowledge out of band, to DIR/SENDER_IP.sock (the senders' --ack-socket)",
+    )
     args = ap.parse_args(argv)
     try:
         check_transport(frame_bytes=args.frame_bytes, port=args.port, interval_s=args.interval)
@@ -215,7 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with args.log.open("a") as log:
             try:
-                receiver = FlowReceiver(args.port, args.frame_bytes, log, transport=args.transport)
+                receiver = FlowReceiver(
+                    args.port, args.frame_bytes, log, transport=args.transport,
+                    ack_dir=args.ack_dir,
+                )  # fmt: skip
             except OSError as e:
                 print(f"flow receiver: error: cannot listen on {args.transport} port "
                       f"{args.port}: {e.strerror or e}", file=sys.stderr)  # fmt: skip

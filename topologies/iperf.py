@@ -110,8 +110,6 @@ class IperfExperiment(Experiment):
         self._pending_flows: list[tuple[tuple[float, float], int, int]] = []
         """(window, source, the source's flow number) of each flow not started yet."""
         self.pause_counts: dict[str, dict[str, int]] = {}
-        self.switch_drops = 0
-        """Frames the pipelines dropped (tail drops and PAUSE partitions), all ports."""
         self.kernel_drops: dict[str, dict[str, int]] = {}
         """The kernel's drop counters of every switch interface at the end."""
         self._balance_start: dict[str, int] = {}
@@ -238,7 +236,6 @@ class IperfExperiment(Experiment):
             # Once drained: a PAUSE one switch sent at the end is counted at the other too.
             self.port_counters = self.read_port_counters()
         for ref, c in self.port_counters.items():
-            self.switch_drops += c["tail_drops"] + c["pause_drops"]
             self.kernel_drops[ref.interface] = {
                 k: interface_counter(ref.interface, k) for k in ("rx_dropped", "tx_dropped")
             }
@@ -422,7 +419,6 @@ class IperfExperiment(Experiment):
             "hotspot_ideal_bps": min(capacity, self.hot.count(True) * sc.workload.max_rate_bps),
             "innocent_throughput_bps": sum(innocent_bps[k] for k in rows) / len(rows),
             "innocent_ideal_bps": min(innocent * sc.workload.max_rate_bps, innocent_capacity),
-            "switch_drops": self.switch_drops,
             **(
                 {"pause_frames_sent": sum(c["pause_sent"] for c in self.pause_counts.values())}
                 if self.pause_counts

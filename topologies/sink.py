@@ -22,12 +22,11 @@ import threading
 import time
 from collections.abc import Callable
 
+from qcn.core.flows import SO_RCVBUFFORCE
 from qcn.core.signals import stop_on_signals
 from reaction_point.sources import ETH_IP_UDP_HEADERS, SEQUENCE
 
 RECEIVE_BUFFER_BYTES = 256 << 20
-SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
-"""Linux's SO_RCVBUFFORCE (33): SO_RCVBUF beyond rmem_max, for CAP_NET_ADMIN."""
 
 
 def receiving_socket(port: int) -> socket.socket:

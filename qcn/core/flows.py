@@ -89,6 +89,11 @@ SEED003_DATA_SHAPE = 2.0
 """Seed 003's data flows: Pareto, shape 2, mean 100 KB (so the smallest is 50 KB)."""
 
 
+SO_RCVBUFFORCE = 33
+"""Linux's SO_RCVBUFFORCE (Python's socket module has no name for it): SO_RCVBUF beyond
+rmem_max, for CAP_NET_ADMIN (the sinks' and the acknowledgement channel's buffers)."""
+
+
 class FlowSizeError(QcnError, ValueError):
     """A flow size distribution that cannot be used: the message names the file and line."""
 
@@ -429,6 +434,16 @@ HOPS_COLUMN = "hops"
 """flows.csv's last column in a network of several switches: each flow's path length."""
 
 
+@dataclass(frozen=True)
+class FlowPath:
+    """What a flow's ideal completion depends on: its path's slowest link (the source's
+    own included), its one-way delay in the model's convention, its switches."""
+
+    rate_bps: float
+    one_way_s: float
+    hops: int = 1
+
+
 def records_from_logs(
     arrivals: Sequence[FlowArrival],
     sender_lines: Iterable[dict[str, Any]],
@@ -436,13 +451,13 @@ def records_from_logs(
     *,
     origin: float,
     frame_bytes: int,
-    rate_bps: float,
-    one_way_s: float,
+    path: Callable[[FlowArrival], FlowPath],
 ) -> list[FlowRecord]:
     """Every flow of ``arrivals`` (flow id: its index) as a record, from what the senders
-    and the receiver logged (reaction_point.flow_sender, topologies.flow_receiver), times
-    taken from ``origin``.  A flow with no start record never started (its sender was
-    stopped first): it keeps its due time and is unfinished, like one with no finish."""
+    and the receivers logged (reaction_point.flow_sender, topologies.flow_receiver), times
+    taken from ``origin``, its ideal from its ``path``.  A flow with no start record never
+    started (its sender was stopped first): it keeps its due time and is unfinished, like
+    one with no finish."""
     started: dict[int, float] = {}
     retransmitted: dict[int, int] = {}
     for line in sender_lines:
@@ -451,19 +466,23 @@ def records_from_logs(
         if "retransmitted" in line:
             retransmitted[line["flow"]] = line["retransmitted"]
     finished = {line["flow"]: line["finish"] - origin for line in receiver_lines}
-    return [
-        FlowRecord(
-            flow_id=i,
-            source=a.source,
-            destination=0,
-            size_bytes=a.size_bytes,
-            start_s=started.get(i, a.start_s),
-            ideal_fct_s=ideal_fct_s(a.size_bytes, frame_bytes, rate_bps, one_way_s),
-            finish_s=finished.get(i, math.nan) if i in started else math.nan,
-            retransmitted_frames=retransmitted.get(i, 0),
+    out = []
+    for i, a in enumerate(arrivals):
+        way = path(a)
+        out.append(
+            FlowRecord(
+                flow_id=i,
+                source=a.source,
+                destination=a.destination,
+                size_bytes=a.size_bytes,
+                start_s=started.get(i, a.start_s),
+                ideal_fct_s=ideal_fct_s(a.size_bytes, frame_bytes, way.rate_bps, way.one_way_s),
+                finish_s=finished.get(i, math.nan) if i in started else math.nan,
+                retransmitted_frames=retransmitted.get(i, 0),
+                hops=way.hops,
+            )
         )
-        for i, a in enumerate(arrivals)
-    ]
+    return out
 
 
 def write_flows_csv(path: Path, records: Sequence[FlowRecord], *, hops: bool = False) -> None:

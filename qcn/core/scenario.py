@@ -102,6 +102,7 @@ from qcn.core.flows import (
     MAX_FLOWS,
     TRANSPORTS,
     FlowArrival,
+    FlowPath,
     FlowSizeError,
     draw_arrivals,
     draw_destinations,
@@ -376,6 +377,19 @@ class Scenario:
         topo = self.topology
         destinations = {d for s in self.sources for d in s.destinations}
         return sum(topo.access_link(d).rate_bps for d in sorted(destinations))
+
+    def flow_path(self, arrival: FlowArrival) -> FlowPath:
+        """What ``arrival``'s ideal completion time depends on (qcn.core.flows.FlowPath):
+        the slowest link from its source to its destination (the bottleneck at its initial
+        rate), the delay of every link after its source's own (the model's convention,
+        docs/topology.md), and the switches it crosses."""
+        topo, src = self.topology, self.sources[arrival.source].host
+        refs = topo.path(src, self.flow_destination(arrival))
+        return FlowPath(
+            min([topo.access_link(src).rate_bps, *(topo.link_at(r).rate_bps for r in refs)]),
+            sum(topo.link_at(r).delay_s for r in refs),
+            len(refs),
+        )
 
     def flow_destination(self, arrival: FlowArrival) -> str:
         """The host ``arrival``'s flow goes to."""
