@@ -110,6 +110,12 @@ def mininet_experiment(pattern: str) -> Any:
 def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions) -> Trace:
     """Run ``sc`` on ``backend``; a Mininet run keeps its logs and captures in ``out``."""
     require_backend(sc, backend)
+    if backend == "mininet" and sc.network.port_service != "frames":
+        raise ScenarioError(
+            f"network.port_service {sc.network.port_service}: BMv2 shapes its queues in "
+            "frames per second, every frame a full one's time (port_service frames; the "
+            "simulator serves either)"
+        )
     if backend == "mininet":
         from topologies.experiment import Emulation  # noqa: PLC0415
 

@@ -667,6 +667,8 @@ struct Core {
   // configuration
   double end = 0, sample_interval_s = 1e-3;
   int64_t frame_bytes = 1500, frame_bits = 12000, q_unit = 1;
+  int64_t service_bits = 0;  // network.port_service "frames": every frame a full one's time
+  int64_t bits_of(int64_t bytes) const { return service_bits ? service_bits : 8 * bytes; }
   bool qcn = true, pause = false, three_point = false, flow_mode = false;
   bool cp_at_departure = false, left_behind = false;
   int64_t pause_hi_bytes = 0, pause_lo_bytes = 0;
@@ -823,7 +825,7 @@ struct Core {
     if (!port.sending) {
       if (next_depart == INF && port.paused_until <= now) {
         port.sending = true;
-        next_depart = now + 8 * port.queue.front().bytes / port.rate_bps;
+        next_depart = now + bits_of(port.queue.front().bytes) / port.rate_bps;
         next_port = pi;
       } else {
         start(pi);
@@ -846,7 +848,7 @@ struct Core {
       return;
     }
     port.sending = true;
-    double depart = now + 8 * port.queue.front().bytes / port.rate_bps;
+    double depart = now + bits_of(port.queue.front().bytes) / port.rate_bps;
     double first = next_depart;
     if (depart < first || (depart == first && pi < next_port)) {
       if (first != INF) dheap.push(Dep{first, next_port});
@@ -887,7 +889,9 @@ struct Core {
     Port& port = ports[pi];
     double arrives = now + inp.delay_s;
     if (arrives < inp.holds_until) return;
-    double drain_s = 8 * port.queue_bytes / port.rate_bps;
+    double drain_s =
+        (service_bits ? static_cast<int64_t>(port.queue.size()) * service_bits : 8 * port.queue_bytes) /
+        port.rate_bps;
     double ceil_ = std::ceil(drain_s / inp.quantum_s);
     int64_t quanta = ceil_ >= 65535.0 ? 65535 : std::max<int64_t>(1, static_cast<int64_t>(ceil_));
     inp.holds_until = arrives + quanta * inp.quantum_s;
@@ -1206,7 +1210,7 @@ struct Core {
           }
         }
         if (!port.queue.empty() && port.paused_until <= depart) {
-          double then = depart + 8 * port.queue.front().bytes / port.rate_bps;
+          double then = depart + bits_of(port.queue.front().bytes) / port.rate_bps;
           Dep mine{then, pi};
           if (!dheap.empty() && dheap.top() < mine) {
             Dep d = dheap.pop();
@@ -1519,6 +1523,7 @@ PYBIND11_MODULE(_core, m) {
              c.sample_interval_s = get<double>(d, "sample_interval_s");
              c.frame_bytes = get<int64_t>(d, "frame_bytes");
              c.frame_bits = 8 * c.frame_bytes;
+             c.service_bits = get<int64_t>(d, "service_bits");
              c.q_unit = get<int64_t>(d, "q_unit");
              c.qcn = get<bool>(d, "qcn");
              c.pause = get<bool>(d, "pause");

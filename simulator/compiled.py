@@ -183,6 +183,7 @@ class CompiledSimulation:
                 "end": sc.duration_s,
                 "sample_interval_s": sample_interval_s,
                 "frame_bytes": ref.frame_bytes,
+                "service_bits": ref.service_bits,
                 "q_unit": ref.q_unit,
                 "qcn": qcn,
                 "pause": ref.pause,

@@ -334,6 +334,9 @@ class Simulation:
         self.topology: Topology = topo
         self.frame_bytes = net.frame_bytes
         self.frame_bits = 8 * net.frame_bytes
+        self.service_bits = self.frame_bits if net.port_service == "frames" else 0
+        """A frame's service time in bits at a port: its own length (0 here), or, as BMv2's
+        queues shaped in frames per second serve them, every frame a full one's."""
         cp_params = scenario.params.cp
         # Only a departure CP judges departing frames; the arrival CP is the same everywhere.
         self.cp_at_departure = cp_at_departure and cp_params.depth_at is not QueueDepth.ARRIVAL
@@ -586,7 +589,7 @@ class Simulation:
             if self.next_depart == math.inf and port.paused_until <= self.now:
                 # No port is sending (the single bottleneck's idle link): _start, inline.
                 port.sending = True
-                self.next_depart = self.now + 8 * queue[0][2] / port.rate_bps
+                self.next_depart = self.now + (self.service_bits or 8 * queue[0][2]) / port.rate_bps
                 self.next_port = port
             else:
                 self._start(port)
@@ -605,7 +608,7 @@ class Simulation:
                 self._push(port.paused_until, RESUME, port.index)
             return
         port.sending = True
-        depart = now + 8 * port.queue[0][2] / port.rate_bps
+        depart = now + (self.service_bits or 8 * port.queue[0][2]) / port.rate_bps
         first = self.next_depart
         if depart < first or (depart == first and port.index < self.next_port.index):
             if first != math.inf:
@@ -644,7 +647,7 @@ class Simulation:
         arrives = self.now + inp.delay_s
         if arrives < inp.holds_until:
             return
-        drain_s = 8 * port.queue_bytes / port.rate_bps
+        drain_s = (len(port.queue) * self.service_bits or 8 * port.queue_bytes) / port.rate_bps
         quanta = min(PAUSE_QUANTA_MAX, max(1, math.ceil(drain_s / inp.quantum_s)))
         inp.holds_until = arrives + quanta * inp.quantum_s
         inp.pauses += 1
@@ -1021,7 +1024,7 @@ class Simulation:
                     )
                 # The port's next departure first: the frame's next hop may push more.
                 if queue and port.paused_until <= depart:
-                    then = depart + 8 * queue[0][2] / port.rate_bps
+                    then = depart + (self.service_bits or 8 * queue[0][2]) / port.rate_bps
                     if dheap and dheap[0] < (then, port.index):
                         self.next_depart, index = heapreplace(dheap, (then, port.index))
                         self.next_port = ports[index]

@@ -77,6 +77,13 @@ def cases() -> list[Case]:
             for depth in ("enqueue", "dequeue")
         ),
         Case("parking lot, 2-point, PAUSE", "parking-lot", {"network.pause": True}),
+        # BMv2's queues: every frame a full one's time (and the PAUSE drain counted so).
+        Case("fct, frames served as BMv2's", "fct", {"network.port_service": "frames"}),
+        Case(
+            "parking lot, PAUSE, frames served as BMv2's",
+            "parking-lot",
+            {"network.pause": True, "network.port_service": "frames"},
+        ),
     ]
     return out
 

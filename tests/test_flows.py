@@ -301,6 +301,26 @@ def test_logs_join_into_records_and_every_flow_is_accounted_for() -> None:
     assert summarize_flows([first, second, third], 100_000)["unfinished"] == 2
 
 
+def test_served_as_bmv2_serves_them_every_frame_takes_a_full_ones_time() -> None:
+    """network.port_service "frames": BMv2's queues, shaped in frames per second, give the
+    short last frame a whole frame's time at the port; "bytes" its own length's."""
+    size = 10 * PAYLOAD + 7
+    _, last = flow_frames(size, FRAME)
+    arrival = [FlowArrival(1e-3, 0, size)]
+    (as_bytes,) = run(network(), arrival)
+    (as_frames,) = run(network(**{"network.port_service": "frames"}), arrival)
+    assert as_frames.ideal_fct_s == as_bytes.ideal_fct_s  # the ideal is the flow's bytes
+    assert as_frames.fct_s - as_bytes.fct_s == pytest.approx(8 * (FRAME - last) / RATE, rel=1e-9)
+
+
+def test_scaling_for_bmv2_serves_frames_unless_told_otherwise() -> None:
+    sc = scenarios.load("fct")
+    assert sc.network.port_service == "bytes"
+    assert sc.scaled_for_bmv2().network.port_service == "frames"
+    kept = sc.with_overrides({"network.port_service": "bytes"})
+    assert kept.scaled_for_bmv2(keep=["network.port_service"]).network.port_service == "bytes"
+
+
 # -- the scenario and the command line --------------------------------------------------------
 
 
@@ -318,6 +338,7 @@ def test_bmv2_scaling_scales_flow_sizes_by_k_tau() -> None:
         ({"workload.flow_sizes": "nosuch"}, "no flow size distribution"),
         ({"workload.rto_s": 10e-6}, "workload.rto_s: must exceed"),
         ({"workload.drain_fraction": 1.0}, "workload.drain_fraction"),
+        ({"network.port_service": "cells"}, "network.port_service: must be one of bytes, frames"),
     ],
 )
 def test_flow_settings_are_checked(overrides: dict[str, object], message: str) -> None:

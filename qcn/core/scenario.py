@@ -91,7 +91,7 @@ from collections.abc import Collection
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from qcn.core.errors import QcnError
 from qcn.core.flows import (
@@ -125,6 +125,7 @@ from qcn.core.topology import load as load_topology
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 Pattern = Literal["bernoulli", "constant", "onoff", "tcp", "udp", "flows"]
+PortService = Literal["bytes", "frames"]
 PATTERNS = ("bernoulli", "constant", "onoff", "tcp", "udp", "flows")
 MININET_PATTERNS = ("tcp", "udp")
 """Workloads of real iperf3 flows: the multihop topology, on Mininet only."""
@@ -164,6 +165,10 @@ class Network:
     """A topology file's link rates are multiplied by this (BMv2's scaling sets it)."""
     file_time_scale: float = 1.0
     """A topology file's link delays are multiplied by this (BMv2's scaling sets it)."""
+    port_service: PortService = "bytes"
+    """How long a frame holds a port: its own length at the port's rate ("bytes", an
+    Ethernet port), or a full frame's whatever its length ("frames", BMv2's queues, shaped
+    in frames per second; scaling for BMv2 sets it: docs/fct.md, "BMv2's drops")."""
     pause: bool = False
     """802.3x PAUSE hop by hop, as seed 001's switch: memory partitioned per input port
     (each input may hold its link's ``buffer_pkts`` frames in the switch; no output queue
@@ -474,6 +479,8 @@ class Scenario:
             change["at_s"] *= tau
             change["bottleneck_rate_bps"] *= k
         data["bmv2"] = {"rate_scale": 1.0, "time_scale": 1.0, "set": {}}
+        if "network.port_service" not in keep:
+            data["network"]["port_service"] = "frames"  # BMv2's queues: frames per second
         scaled = parse(data, where=f"{self.name} (scaled for BMv2)")
         compensations = {k: v for k, v in self.bmv2.set.items() if k not in keep}
         return scaled.with_overrides(compensations) if compensations else scaled
@@ -733,6 +740,11 @@ def _validate(s: Scenario) -> None:
             f"must be in [{FRAME_BYTES_MIN}, {FRAME_BYTES_MAX}]",
         ),
         ("workload.pattern", w.pattern in PATTERNS, f"must be one of {', '.join(PATTERNS)}"),
+        (
+            "network.port_service",
+            n.port_service in get_args(PortService),
+            f"must be one of {', '.join(get_args(PortService))}",
+        ),
         ("network.fabric_rate_bps", n.fabric_rate_bps >= 0, "must be >= 0 (0: the default)"),
         (
             "network.file_rate_scale",
