@@ -140,9 +140,12 @@ class FlowSender:
         clock: Callable[[], float] = time.monotonic,
         transport: str = "frames",
         ack_socket: Path | None = None,
+        tcp_congestion: str = "",
     ) -> None:
         self.pending = deque(sorted(arrivals, key=lambda a: a.start_s))
         self.tcp = transport == "tcp"
+        self.tcp_congestion = tcp_congestion.encode()
+        """tcp: every socket's congestion control (empty: the host's default)."""
         self.dst, self.port = dst, port
         self.frame_bytes, self.rto_s = frame_bytes, rto_s
         self.origin, self.log, self.clock = origin, log, clock
@@ -224,6 +227,8 @@ class FlowSender:
         try:
             sock.setblocking(False)
             if self.tcp:
+                if self.tcp_congestion:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.tcp_congestion)
                 code = sock.connect_ex((dst, self.port))
                 if code not in (0, errno.EINPROGRESS):
                     raise OSError(code, os.strerror(code))
@@ -503,6 +508,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log", type=Path, required=True, help="where the JSON lines go")
     ap.add_argument("--transport", choices=TRANSPORTS, default=TRANSPORTS[0])
     ap.add_argument(
+        "--tcp-congestion",
+        default="",
+        help="tcp: each socket's congestion control, e.g. cubic (default: the host's)",
+    )
+    ap.add_argument(
         "--ack-socket",
         type=Path,
         help="frames: take the receivers' acknowledgements on this Unix socket, out of band",
@@ -533,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
                 log=log,
                 transport=args.transport,
                 ack_socket=args.ack_socket,
+                tcp_congestion=args.tcp_congestion,
             )
             print(json.dumps({"flows": len(arrivals)}), flush=True)  # ready
             try:

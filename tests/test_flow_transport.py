@@ -291,3 +291,29 @@ def test_a_full_disk_under_the_logs_is_one_line(pair: tuple[str, str], tmp_path:
         )  # fmt: skip
         assert r.returncode == 2
         assert r.stderr == "flow sender: error: No space left on device\n"
+
+
+def test_tcp_flows_run_the_congestion_control_they_are_given(tmp_path: Path) -> None:
+    """workload.tcp_congestion reaches every flow's socket (TCP_CONGESTION), whatever the
+    host's default; unset, the host's default."""
+    import socket  # noqa: PLC0415
+
+    from reaction_point.flow_sender import FlowSender  # noqa: PLC0415
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    default = socket.socket().getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16)
+    with (tmp_path / "log").open("w") as log:
+        for asked, expected in (("reno", b"reno"), ("", default)):
+            sender = FlowSender(
+                [], dst="127.0.0.1", port=port, frame_bytes=1500, rto_s=0.5, origin=0.0,
+                log=log, transport="tcp", tcp_congestion=asked,
+            )  # fmt: skip
+            sock = sender._connect("127.0.0.1")
+            try:
+                got = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16)
+                assert got.rstrip(b"\0") == expected.rstrip(b"\0")
+            finally:
+                sock.close()
+                sender.close()
+    listener.close()

@@ -339,6 +339,7 @@ def test_bmv2_scaling_scales_flow_sizes_by_k_tau() -> None:
         ({"workload.rto_s": 10e-6}, "workload.rto_s: must exceed"),
         ({"workload.drain_fraction": 1.0}, "workload.drain_fraction"),
         ({"network.port_service": "cells"}, "network.port_service: must be one of bytes, frames"),
+        ({"workload.tcp_congestion": "cubic; rm"}, "workload.tcp_congestion: must be a kernel"),
     ],
 )
 def test_flow_settings_are_checked(overrides: dict[str, object], message: str) -> None:

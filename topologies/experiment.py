@@ -233,10 +233,12 @@ class Experiment:
         trace = self.trace()
         self._port_series(trace)
         # What the pipelines dropped, every port (tail drops and PAUSE partitions): exact,
-        # where the receivers' counts are estimates (docs/fct.md, "Drops on BMv2").
-        trace.extra["switch_drops"] = sum(
-            c["tail_drops"] + c["pause_drops"] for c in self.port_counters.values()
-        )
+        # where the receivers' counts are estimates (docs/fct.md, "BMv2's drops").
+        switch_drops = sum(c["tail_drops"] + c["pause_drops"] for c in self.port_counters.values())
+        trace.extra["switch_drops"] = switch_drops
+        if sc.workload.pattern == "flows" and sc.workload.transport == "tcp":
+            # A TCP receiver sees a stream, not the frames lost: the switch's count is all.
+            trace.drops = switch_drops
         if self.qcn and sc.params.cp.three_point:
             # The host-facing ports are the end reflection points: their CNMs count as
             # the simulator's do.
@@ -492,6 +494,14 @@ class FlowsExperiment(StreamExperiment):
 
     def setup(self) -> None:
         super().setup()
+        wl = self.sc.workload
+        if wl.transport == "tcp":
+            offered = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text()
+            if wl.tcp_congestion not in offered.split():
+                raise ExperimentError(
+                    f"workload.tcp_congestion {wl.tcp_congestion!r}: this kernel offers "
+                    f"{', '.join(offered.split())} (modprobe tcp_NAME loads another)"
+                )
         self.ack_dir: Path | None = None
         """frames: where the senders take their acknowledgements, out of band."""
         self.arrivals = self.sc.draw_flows(self.seed)
@@ -552,6 +562,7 @@ class FlowsExperiment(StreamExperiment):
                     *("--rto", repr(self.sc.workload.rto_s), "--origin", repr(start)),
                     *("--log", str(self._log(f"flows-{host}.jsonl"))),
                     *("--transport", self.sc.workload.transport),
+                    *("--tcp-congestion", self.sc.workload.tcp_congestion),
                     *(
                         ("--ack-socket", str(self.ack_dir / f"{self.host_ip(host)}.sock"))
                         if self.ack_dir

@@ -206,6 +206,9 @@ class Workload:
     transport: str = "frames"
     """flows: "frames", acknowledged datagrams sent again after ``rto_s`` (both backends,
     docs/fct.md); "tcp", one kernel TCP connection per flow (Mininet only)."""
+    tcp_congestion: str = "cubic"
+    """flows over tcp: the kernel's congestion control of every flow's socket
+    (TCP_CONGESTION): Linux's default, whatever the machine's own default is."""
     traffic: str = "topology"
     """Who sends to whom (qcn.core.topology.TRAFFIC): the topology's own pairs, every host
     into one (incast), a random derangement (permutation), or, for flows, each flow to a
@@ -784,6 +787,11 @@ def _validate(s: Scenario) -> None:
         ),
         ("workload.load", 0 < w.load <= 1, "must be in (0, 1]"),
         ("workload.transport", w.transport in TRANSPORTS, f"must be {' or '.join(TRANSPORTS)}"),
+        (
+            "workload.tcp_congestion",
+            re.fullmatch(r"[a-z][a-z0-9_]{0,15}", w.tcp_congestion) is not None,
+            "must be a kernel congestion control's name (cubic, reno, bbr, ...)",
+        ),
         ("workload.ipc_fraction", 0 <= w.ipc_fraction <= 1, "must be in [0, 1]"),
         ("workload.flow_size_scale", 0 < w.flow_size_scale <= 1e6, "must be in (0, 1e6]"),
         (
