@@ -281,7 +281,11 @@ def congested(sc: Scenario, a: float, b: float) -> bool:
 
 def phase_figures(sc: Scenario, tr: Trace) -> list[dict[str, Any]]:
     """Per phase (:func:`phase_rows`): capacity, offered and delivered load, their ratio,
-    whether it was congested (offered above capacity), and its queue."""
+    whether it was congested (offered above capacity), and its queue.  None on a network
+    of several CP ports: its load is not one port's, so no single capacity and offered load
+    describe it (its CP ports' figures are ``ports.csv``'s)."""
+    if len(sc.topology.cp_ports) > 1:
+        return []
     out = []
     for a, b, rows in phase_rows(sc, tr):
         offered = sc.offered_bps(a)
