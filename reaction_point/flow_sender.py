@@ -38,6 +38,7 @@ import argparse
 import contextlib
 import csv
 import errno
+import fcntl
 import heapq
 import ipaddress
 import json
@@ -47,6 +48,7 @@ import resource
 import selectors
 import socket
 import sys
+import termios
 import threading
 import time
 from collections import deque
@@ -156,6 +158,8 @@ class FlowSender:
         self.timeouts: list[tuple[float, int, int]] = []
         """(deadline, flow id, frame) of every frame sent and not yet acknowledged."""
         self.max_active = max_active_flows()
+        self.timeouts_held = 0
+        """Timeouts put off because the flow's frames had not left the host yet."""
         self.waits_for_ports = 0
         """How many times a due flow found the host out of ports (or sockets) and waited."""
         self._retry_at = 0.0
@@ -245,6 +249,13 @@ class FlowSender:
             _, flow_id, frame = heapq.heappop(self.timeouts)
             flow = self.active.get(flow_id)
             if flow is None or frame not in flow.unacked:
+                continue
+            if not self.tcp and unsent_bytes(flow.sock) > 0:
+                # Frames of this flow are still in this host (its limiter holds them): the
+                # timeout counts from leaving the reaction point, as in the simulator, and a
+                # copy sent now would only queue behind them (docs/fct.md, "BMv2's drops").
+                heapq.heappush(self.timeouts, (now + self.rto_s, flow_id, frame))
+                self.timeouts_held += 1
                 continue
             flow.unacked.discard(frame)
             had_frames = flow.has_frames
@@ -391,6 +402,15 @@ class FlowSender:
 TCP_INFO_TOTAL_RETRANS = 100
 """Where Linux's ``struct tcp_info`` keeps ``tcpi_total_retrans`` (a u32): after 8 one-byte
 fields and 23 u32s (include/uapi/linux/tcp.h)."""
+
+
+def unsent_bytes(sock: socket.socket) -> int:
+    """Bytes ``sock`` has sent that have not left the host (SIOCOUTQ: a datagram socket's
+    buffers are freed once the frame leaves the qdiscs for the link)."""
+    try:
+        return int.from_bytes(fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, bytes(4)), "little")
+    except OSError:
+        return 0
 
 
 def tcp_retransmissions(sock: socket.socket) -> int:

@@ -317,3 +317,24 @@ def test_tcp_flows_run_the_congestion_control_they_are_given(tmp_path: Path) -> 
                 sock.close()
                 sender.close()
     listener.close()
+
+
+def test_a_frame_held_in_its_hosts_limiter_is_not_sent_again(
+    pair: tuple[str, str], tmp_path: Path
+) -> None:
+    """A limiter slower than a frame per timeout holds frames in the host past their
+    timeout: they are not lost, and the timeout counts from their leaving the host, as in
+    the simulator; so nothing is sent again (docs/fct.md, "BMv2's drops")."""
+    tx, rx = pair
+    # 100 kb/s: a 1500-byte frame takes 120 ms to leave, over twice the 50 ms timeout.
+    sh("ip", "netns", "exec", tx, "tc", "qdisc", "add", "dev", "ft-s", "root", "tbf",
+       "rate", "100kbit", "burst", "1600", "limit", "100000")  # fmt: skip
+    host_flows = flows(3, seed=3, max_bytes=6_000, gap_s=0.01)
+    receiver = start_receiver(rx, tmp_path / "receiver.jsonl")
+    try:
+        log = send(tx, tmp_path, host_flows, rto_s=0.05)
+    finally:
+        stop(receiver)
+    acked = [r for r in lines(log) if "acked" in r]
+    assert len(acked) == len(host_flows)
+    assert sum(r["retransmitted"] for r in acked) == 0
