@@ -6,7 +6,13 @@ and the simulator says in one line that it runs its Python engine
 (``simulator.compiled.CORE_MISSING``).
 """
 
+import hashlib
+from pathlib import Path
+
 from setuptools import setup
+
+CORE_SOURCE = "simulator/_core.cpp"
+CORE_SHA256 = hashlib.sha256(Path(CORE_SOURCE).read_bytes()).hexdigest()
 
 try:
     from pybind11.setup_helpers import Pybind11Extension
@@ -17,8 +23,10 @@ else:
     ext_modules = [
         Pybind11Extension(
             "simulator._core",
-            ["simulator/_core.cpp"],
+            [CORE_SOURCE],
             cxx_std=17,
+            # The source it was built from, so a stale build is known for one (compiled.py).
+            define_macros=[("QCN_CORE_SOURCE_SHA256", CORE_SHA256)],
             # The same floats as Python's: no fused multiply-add, no fast-math.
             extra_compile_args=["-O3", "-ffp-contract=off", "-fno-fast-math"],
             optional=True,

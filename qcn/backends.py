@@ -110,11 +110,10 @@ def mininet_experiment(pattern: str) -> Any:
 def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions) -> Trace:
     """Run ``sc`` on ``backend``; a Mininet run keeps its logs and captures in ``out``."""
     require_backend(sc, backend)
-    if backend == "mininet" and sc.network.port_service != "frames":
+    if backend == "mininet" and sc.network.port_service != "bmv2":
         raise ScenarioError(
-            f"network.port_service {sc.network.port_service}: BMv2 shapes its queues in "
-            "frames per second, every frame a full one's time (port_service frames; the "
-            "simulator serves either)"
+            f"network.port_service {sc.network.port_service}: BMv2 serves its ports as BMv2 "
+            "does, shaped in frames per second (port_service bmv2; the simulator serves either)"
         )
     if backend == "mininet":
         from topologies.experiment import Emulation  # noqa: PLC0415

@@ -493,6 +493,9 @@ struct Port {
   MT reflect;
   Fifo queue;
   int64_t queue_bytes = 0;
+  bool paced = false;        // served as BMv2 serves (simulator/engine.py: Port.paced)
+  int64_t service_bits = 0;  // paced: a frame's turn (a full frame's, or 0 where unshaped)
+  double last_depart = -INF;  // paced: the previous departure
   bool sending = false;
   double paused_until = 0.0, resume_at = -INF;
   Fifo pipe;
@@ -667,8 +670,14 @@ struct Core {
   // configuration
   double end = 0, sample_interval_s = 1e-3;
   int64_t frame_bytes = 1500, frame_bits = 12000, q_unit = 1;
-  int64_t service_bits = 0;  // network.port_service "frames": every frame a full one's time
-  int64_t bits_of(int64_t bytes) const { return service_bits ? service_bits : 8 * bytes; }
+  static int64_t bits_of(const Port& port, int64_t bytes) {
+    return port.paced ? port.service_bits : 8 * bytes;
+  }
+  /// When the first frame of an idle port leaves (Simulation._first_departure).
+  double first_departure(Port& port) const {
+    if (port.paced) return std::max(now, port.last_depart + port.service_bits / port.rate_bps);
+    return now + 8 * port.queue.front().bytes / port.rate_bps;
+  }
   bool qcn = true, pause = false, three_point = false, flow_mode = false;
   bool cp_at_departure = false, left_behind = false;
   int64_t pause_hi_bytes = 0, pause_lo_bytes = 0;
@@ -825,7 +834,7 @@ struct Core {
     if (!port.sending) {
       if (next_depart == INF && port.paused_until <= now) {
         port.sending = true;
-        next_depart = now + bits_of(port.queue.front().bytes) / port.rate_bps;
+        next_depart = first_departure(port);
         next_port = pi;
       } else {
         start(pi);
@@ -848,7 +857,7 @@ struct Core {
       return;
     }
     port.sending = true;
-    double depart = now + bits_of(port.queue.front().bytes) / port.rate_bps;
+    double depart = first_departure(port);
     double first = next_depart;
     if (depart < first || (depart == first && pi < next_port)) {
       if (first != INF) dheap.push(Dep{first, next_port});
@@ -890,7 +899,8 @@ struct Core {
     double arrives = now + inp.delay_s;
     if (arrives < inp.holds_until) return;
     double drain_s =
-        (service_bits ? static_cast<int64_t>(port.queue.size()) * service_bits : 8 * port.queue_bytes) /
+        (port.paced ? static_cast<int64_t>(port.queue.size()) * port.service_bits
+                    : 8 * port.queue_bytes) /
         port.rate_bps;
     double ceil_ = std::ceil(drain_s / inp.quantum_s);
     int64_t quanta = ceil_ >= 65535.0 ? 65535 : std::max<int64_t>(1, static_cast<int64_t>(ceil_));
@@ -1197,6 +1207,7 @@ struct Core {
         events += 1;
         int32_t pi = next_port;
         Port& port = ports[pi];
+        port.last_depart = depart;
         Frame frame = port.queue.pop_front();
         const Route& route = routes[frame.route];
         port.queue_bytes -= frame.bytes;
@@ -1210,7 +1221,7 @@ struct Core {
           }
         }
         if (!port.queue.empty() && port.paused_until <= depart) {
-          double then = depart + bits_of(port.queue.front().bytes) / port.rate_bps;
+          double then = depart + bits_of(port, port.queue.front().bytes) / port.rate_bps;
           Dep mine{then, pi};
           if (!dheap.empty() && dheap.top() < mine) {
             Dep d = dheap.pop();
@@ -1514,6 +1525,13 @@ double bare_loop(int64_t n, int64_t width) {
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "The simulator's compiled event core (simulator/_core.cpp; docs/simulator.md).";
+#define QCN_STR2(x) #x
+#define QCN_STR(x) QCN_STR2(x)
+#ifdef QCN_CORE_SOURCE_SHA256
+  m.attr("source_sha256") = QCN_STR(QCN_CORE_SOURCE_SHA256);
+#else
+  m.attr("source_sha256") = "";
+#endif
 
   py::class_<Core>(m, "Core")
       .def(py::init<>())
@@ -1523,7 +1541,6 @@ PYBIND11_MODULE(_core, m) {
              c.sample_interval_s = get<double>(d, "sample_interval_s");
              c.frame_bytes = get<int64_t>(d, "frame_bytes");
              c.frame_bits = 8 * c.frame_bytes;
-             c.service_bits = get<int64_t>(d, "service_bits");
              c.q_unit = get<int64_t>(d, "q_unit");
              c.qcn = get<bool>(d, "qcn");
              c.pause = get<bool>(d, "pause");
@@ -1547,7 +1564,8 @@ PYBIND11_MODULE(_core, m) {
            })
       .def("add_port",
            [](Core& c, double rate_bps, int64_t buffer_pkts, double delay_s, bool has_cp,
-              bool arrival_cp, const py::object& cp_state, const py::object& reflect_state) {
+              bool arrival_cp, const py::object& cp_state, const py::object& reflect_state,
+              bool paced, int64_t service_bits) {
              c.ports.emplace_back();
              Port& p = c.ports.back();
              p.rate_bps = rate_bps;
@@ -1555,6 +1573,8 @@ PYBIND11_MODULE(_core, m) {
              p.delay_s = delay_s;
              p.has_cp = has_cp;
              p.arrival_cp = arrival_cp;
+             p.paced = paced;
+             p.service_bits = service_bits;
              if (has_cp) p.cp.rand.set_state(state_of(cp_state));
              p.reflect.set_state(state_of(reflect_state));
            })

@@ -3,6 +3,8 @@
 from collections.abc import Callable
 from typing import Any
 
+source_sha256: str
+
 class Core:
     events: int
     drops: int
@@ -19,6 +21,8 @@ class Core:
         arrival_cp: bool,
         cp_state: tuple[Any, ...],
         reflect_state: tuple[Any, ...],
+        paced: bool,
+        service_bits: int,
     ) -> None: ...
     def add_input(
         self, partition_bytes: int, delay_s: float, quantum_s: float, source: int, upstream: int

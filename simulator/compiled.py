@@ -17,12 +17,14 @@ one line on stderr saying why.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import fields
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -33,14 +35,31 @@ from qcn.core.trace import Trace
 from reaction_point.rules import EcmRules, QcnRules, TimerQcnRules, TwoQcnRules, rules_class
 from simulator.engine import Route, Simulation, port_stream_names
 
+CORE_SOURCE = Path(__file__).with_name("_core.cpp")
+
+
+def _stale(core: ModuleType) -> str | None:
+    """Why ``core`` is not the build of the ``_core.cpp`` beside it (None: it is, or there is
+    no source to compare, as in an installed wheel): a source changed and not rebuilt, or
+    a build that failed and left the old one, must not run in the source's name."""
+    try:
+        source = hashlib.sha256(CORE_SOURCE.read_bytes()).hexdigest()
+    except OSError:
+        return None
+    if getattr(core, "source_sha256", "") == source:
+        return None
+    return "it was built from another simulator/_core.cpp ('make venv' builds it again)"
+
+
 _core: ModuleType | None
 CORE_MISSING: str | None
 try:
-    from simulator import _core
+    from simulator import _core as _built
 except ImportError as e:  # not built (no compiler, no Python headers): the Python engine runs
     _core, CORE_MISSING = None, f"{e}"
 else:
-    CORE_MISSING = None
+    CORE_MISSING = _stale(_built)
+    _core = _built if CORE_MISSING is None else None
 
 ENGINE_ENV = "QCN_SIM_ENGINE"
 ENGINES = ("auto", "compiled", "python")
@@ -183,7 +202,6 @@ class CompiledSimulation:
                 "end": sc.duration_s,
                 "sample_interval_s": sample_interval_s,
                 "frame_bytes": ref.frame_bytes,
-                "service_bits": ref.service_bits,
                 "q_unit": ref.q_unit,
                 "qcn": qcn,
                 "pause": ref.pause,
@@ -217,6 +235,8 @@ class CompiledSimulation:
                 port.arrival_cp is not None,
                 random_state(random.Random(cp_stream)),
                 random_state(random.Random(reflect_stream)),
+                port.paced,
+                port.service_bits,
             )
         for inp in ref.inputs:
             core.add_input(

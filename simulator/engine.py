@@ -222,6 +222,15 @@ class Port:
     """Its CP if it judges frames as they arrive (the seeds'; else as they leave)."""
     reflect_rand: RandomInt
     """Three-point: the reflection draws of its CP and of its end reflection point."""
+    paced: bool = False
+    """Served as BMv2 serves (``network.port_service`` "bmv2"): frames leave at the later of
+    their arrival and the previous departure plus ``service_bits`` at the port's rate, with
+    no time on the wire (else each frame is sent for its own length, then the next)."""
+    service_bits: int = 0
+    """Paced: the bits a frame's turn costs, a full frame's on a port BMv2 shapes in frames
+    per second (the ports whose queue can build), 0 on one it does not shape."""
+    last_depart: float = -math.inf
+    """Paced: the previous departure."""
     queue: deque[Frame] = field(default_factory=deque)
     queue_bytes: int = 0
     sending: bool = False
@@ -334,9 +343,6 @@ class Simulation:
         self.topology: Topology = topo
         self.frame_bytes = net.frame_bytes
         self.frame_bits = 8 * net.frame_bytes
-        self.service_bits = self.frame_bits if net.port_service == "frames" else 0
-        """A frame's service time in bits at a port: its own length (0 here), or, as BMv2's
-        queues shaped in frames per second serve them, every frame a full one's."""
         cp_params = scenario.params.cp
         # Only a departure CP judges departing frames; the arrival CP is the same everywhere.
         self.cp_at_departure = cp_at_departure and cp_params.depth_at is not QueueDepth.ARRIVAL
@@ -360,6 +366,9 @@ class Simulation:
         self.port_by_ref: dict[PortRef, Port] = {}
         bottleneck = scenario.bottleneck_port
         cp_ports = set(topo.cp_ports)
+        # BMv2 shapes only the ports whose queue can build; the others it serves as fast as
+        # it can, which no frame waits for (topologies/network.py).
+        paced, shaped = net.port_service == "bmv2", set(topo.shaped_ports)
         for ref in topo.port_refs():
             link = topo.link_at(ref)
             cp_stream, reflect_stream = port_stream_names(seed, ref, bottleneck)
@@ -379,6 +388,8 @@ class Simulation:
                 cp,
                 None if self.cp_at_departure else cp,
                 fast_randint(random.Random(reflect_stream)),
+                paced,
+                self.frame_bits if paced and ref in shaped else 0,
             )
             self.ports.append(port)
             self.port_by_ref[ref] = port
@@ -589,7 +600,7 @@ class Simulation:
             if self.next_depart == math.inf and port.paused_until <= self.now:
                 # No port is sending (the single bottleneck's idle link): _start, inline.
                 port.sending = True
-                self.next_depart = self.now + (self.service_bits or 8 * queue[0][2]) / port.rate_bps
+                self.next_depart = self._first_departure(port)
                 self.next_port = port
             else:
                 self._start(port)
@@ -597,6 +608,12 @@ class Simulation:
     def _drop(self, port: Port) -> None:
         self.trace.drops += 1
         port.drops += 1
+
+    def _first_departure(self, port: Port) -> float:
+        """When the first frame of an idle port leaves."""
+        if port.paced:
+            return max(self.now, port.last_depart + port.service_bits / port.rate_bps)
+        return self.now + 8 * port.queue[0][2] / port.rate_bps
 
     def _start(self, port: Port) -> None:
         """A port with frames and none in service starts sending its first, unless a
@@ -608,7 +625,7 @@ class Simulation:
                 self._push(port.paused_until, RESUME, port.index)
             return
         port.sending = True
-        depart = now + (self.service_bits or 8 * port.queue[0][2]) / port.rate_bps
+        depart = self._first_departure(port)
         first = self.next_depart
         if depart < first or (depart == first and port.index < self.next_port.index):
             if first != math.inf:
@@ -647,7 +664,8 @@ class Simulation:
         arrives = self.now + inp.delay_s
         if arrives < inp.holds_until:
             return
-        drain_s = (len(port.queue) * self.service_bits or 8 * port.queue_bytes) / port.rate_bps
+        drain_bits = len(port.queue) * port.service_bits if port.paced else 8 * port.queue_bytes
+        drain_s = drain_bits / port.rate_bps
         quanta = min(PAUSE_QUANTA_MAX, max(1, math.ceil(drain_s / inp.quantum_s)))
         inp.holds_until = arrives + quanta * inp.quantum_s
         inp.pauses += 1
@@ -1011,6 +1029,7 @@ class Simulation:
                 self.now = depart
                 events += 1
                 port = self.next_port
+                port.last_depart = depart
                 queue = port.queue
                 frame = queue.popleft()
                 target, q, frame_bytes, flow, number, route, hop, tag = frame
@@ -1024,7 +1043,8 @@ class Simulation:
                     )
                 # The port's next departure first: the frame's next hop may push more.
                 if queue and port.paused_until <= depart:
-                    then = depart + (self.service_bits or 8 * queue[0][2]) / port.rate_bps
+                    bits = port.service_bits if port.paced else 8 * queue[0][2]
+                    then = depart + bits / port.rate_bps
                     if dheap and dheap[0] < (then, port.index):
                         self.next_depart, index = heapreplace(dheap, (then, port.index))
                         self.next_port = ports[index]

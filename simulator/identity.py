@@ -78,11 +78,16 @@ def cases() -> list[Case]:
         ),
         Case("parking lot, 2-point, PAUSE", "parking-lot", {"network.pause": True}),
         # BMv2's queues: every frame a full one's time (and the PAUSE drain counted so).
-        Case("fct, frames served as BMv2's", "fct", {"network.port_service": "frames"}),
+        Case("fct, ports served as BMv2's", "fct", {"network.port_service": "bmv2"}),
         Case(
-            "parking lot, PAUSE, frames served as BMv2's",
+            "parking lot, PAUSE, ports served as BMv2's",
             "parking-lot",
-            {"network.pause": True, "network.port_service": "frames"},
+            {"network.pause": True, "network.port_service": "bmv2"},
+        ),
+        Case(
+            "leaf-spine, ports served as BMv2's (unshaped spines)",
+            "leaf-spine-fct",
+            {"network.port_service": "bmv2"},
         ),
     ]
     return out

@@ -301,22 +301,33 @@ def test_logs_join_into_records_and_every_flow_is_accounted_for() -> None:
     assert summarize_flows([first, second, third], 100_000)["unfinished"] == 2
 
 
-def test_served_as_bmv2_serves_them_every_frame_takes_a_full_ones_time() -> None:
-    """network.port_service "frames": BMv2's queues, shaped in frames per second, give the
-    short last frame a whole frame's time at the port; "bytes" its own length's."""
+def test_a_port_served_as_bmv2s_paces_frames_and_puts_none_on_a_wire() -> None:
+    """network.port_service "bmv2": a shaped port lets a frame leave at the later of its
+    arrival and the previous departure plus a full frame's time (BMv2's queues, shaped in
+    frames per second), so an idle port holds no frame for its length; "bytes" sends each
+    frame for its own length."""
+    bmv2 = network(**{"network.port_service": "bmv2"})
+    # One flow alone: every frame leaves the bottleneck as it arrives (the host paces them).
     size = 10 * PAYLOAD + 7
     _, last = flow_frames(size, FRAME)
-    arrival = [FlowArrival(1e-3, 0, size)]
-    (as_bytes,) = run(network(), arrival)
-    (as_frames,) = run(network(**{"network.port_service": "frames"}), arrival)
-    assert as_frames.ideal_fct_s == as_bytes.ideal_fct_s  # the ideal is the flow's bytes
-    assert as_frames.fct_s - as_bytes.fct_s == pytest.approx(8 * (FRAME - last) / RATE, rel=1e-9)
+    (as_bytes,) = run(network(), [FlowArrival(1e-3, 0, size)])
+    (paced,) = run(bmv2, [FlowArrival(1e-3, 0, size)])
+    assert paced.ideal_fct_s == as_bytes.ideal_fct_s  # the ideal is the flow's bytes
+    assert as_bytes.fct_s == pytest.approx(RTT / 2 + 10 * GAP + 8 * last / RATE, rel=1e-12)
+    assert paced.fct_s == pytest.approx(RTT / 2 + 10 * GAP, rel=1e-12)
+    # Two one-frame flows at once: the second waits a full frame's turn, not its length's.
+    tiny, both = 100, [FlowArrival(1e-3, 0, 100), FlowArrival(1e-3, 1, 100)]
+    _, short = flow_frames(tiny, FRAME)
+    assert [f.fct_s for f in run(bmv2, both)] == pytest.approx([RTT / 2, RTT / 2 + GAP])
+    assert [f.fct_s for f in run(network(), both)] == pytest.approx(
+        [RTT / 2 + 8 * short / RATE, RTT / 2 + 2 * 8 * short / RATE]
+    )
 
 
-def test_scaling_for_bmv2_serves_frames_unless_told_otherwise() -> None:
+def test_scaling_for_bmv2_serves_ports_as_bmv2_unless_told_otherwise() -> None:
     sc = scenarios.load("fct")
     assert sc.network.port_service == "bytes"
-    assert sc.scaled_for_bmv2().network.port_service == "frames"
+    assert sc.scaled_for_bmv2().network.port_service == "bmv2"
     kept = sc.with_overrides({"network.port_service": "bytes"})
     assert kept.scaled_for_bmv2(keep=["network.port_service"]).network.port_service == "bytes"
 
@@ -338,7 +349,7 @@ def test_bmv2_scaling_scales_flow_sizes_by_k_tau() -> None:
         ({"workload.flow_sizes": "nosuch"}, "no flow size distribution"),
         ({"workload.rto_s": 10e-6}, "workload.rto_s: must exceed"),
         ({"workload.drain_fraction": 1.0}, "workload.drain_fraction"),
-        ({"network.port_service": "cells"}, "network.port_service: must be one of bytes, frames"),
+        ({"network.port_service": "cells"}, "network.port_service: must be one of bytes, bmv2"),
         ({"workload.tcp_congestion": "cubic; rm"}, "workload.tcp_congestion: must be a kernel"),
     ],
 )

@@ -37,7 +37,9 @@ from simulator.identity import Case, cases, run_case, same, trace_fields
 
 if compiled.CORE_MISSING is not None and os.environ.get("CI"):
     pytest.fail(f"CI must build the simulator's compiled core: {compiled.CORE_MISSING}")
-core = pytest.importorskip("simulator._core", reason=compiled.core_status())
+if compiled._core is None:  # not built, or built from another source: one line
+    pytest.skip(compiled.core_status(), allow_module_level=True)
+core = compiled._core
 
 
 # -- random numbers ----------------------------------------------------------------------------
@@ -315,3 +317,14 @@ def test_a_scheme_the_core_does_not_know_runs_on_the_python_engine(
     monkeypatch.setitem(RULES, scheme, Mine)
     assert compiled.unsupported(sc) == f"the scheme {scheme!r} has rules of its own (Mine)"
     assert type(make_simulation(sc)) is Simulation
+
+
+def test_a_core_built_from_another_source_is_not_run() -> None:
+    """A stale build (the source changed since, or a failed build left the old one) would
+    run another model in the source's name: it is refused in one line."""
+    import types  # noqa: PLC0415
+
+    built = types.ModuleType("_core")
+    built.source_sha256 = "0" * 64  # type: ignore[attr-defined]
+    assert "built from another simulator/_core.cpp" in (compiled._stale(built) or "")
+    assert compiled._stale(core) is None  # this checkout's build is its source's

@@ -125,7 +125,7 @@ from qcn.core.topology import load as load_topology
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 Pattern = Literal["bernoulli", "constant", "onoff", "tcp", "udp", "flows"]
-PortService = Literal["bytes", "frames"]
+PortService = Literal["bytes", "bmv2"]
 PATTERNS = ("bernoulli", "constant", "onoff", "tcp", "udp", "flows")
 MININET_PATTERNS = ("tcp", "udp")
 """Workloads of real iperf3 flows: the multihop topology, on Mininet only."""
@@ -166,9 +166,11 @@ class Network:
     file_time_scale: float = 1.0
     """A topology file's link delays are multiplied by this (BMv2's scaling sets it)."""
     port_service: PortService = "bytes"
-    """How long a frame holds a port: its own length at the port's rate ("bytes", an
-    Ethernet port), or a full frame's whatever its length ("frames", BMv2's queues, shaped
-    in frames per second; scaling for BMv2 sets it: docs/fct.md, "BMv2's drops")."""
+    """How a port serves its frames: "bytes", as an Ethernet port (each frame on the wire for
+    its own length at the port's rate, then the next); "bmv2", as BMv2's queues, shaped in
+    frames per second: a frame leaves at the later of its arrival and the previous
+    departure plus a full frame's time, whatever its length, and a port BMv2 does not shape
+    passes frames on at once.  Scaling for BMv2 sets "bmv2" (docs/fct.md, "BMv2's drops")."""
     pause: bool = False
     """802.3x PAUSE hop by hop, as seed 001's switch: memory partitioned per input port
     (each input may hold its link's ``buffer_pkts`` frames in the switch; no output queue
@@ -483,7 +485,7 @@ class Scenario:
             change["bottleneck_rate_bps"] *= k
         data["bmv2"] = {"rate_scale": 1.0, "time_scale": 1.0, "set": {}}
         if "network.port_service" not in keep:
-            data["network"]["port_service"] = "frames"  # BMv2's queues: frames per second
+            data["network"]["port_service"] = "bmv2"  # BMv2's queues (Simulation: Port.paced)
         scaled = parse(data, where=f"{self.name} (scaled for BMv2)")
         compensations = {k: v for k, v in self.bmv2.set.items() if k not in keep}
         return scaled.with_overrides(compensations) if compensations else scaled
