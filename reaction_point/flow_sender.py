@@ -394,8 +394,14 @@ class FlowSender:
         even when the log can no longer be written)."""
         now = self.clock()
         for flow in list(self.active.values()):
+            record: dict[str, object] = {"stopped": now, "retransmitted": flow.retransmitted}
+            if self.tcp:
+                # Where the connection was stuck: its state (SYN_SENT, ESTABLISHED, ...) and
+                # how many timeouts in a row it was backing off from.
+                with contextlib.suppress(OSError):
+                    record.update(tcp_where(flow.sock))
             with contextlib.suppress(OSError):
-                self._retire(flow, {"stopped": now, "retransmitted": flow.retransmitted})
+                self._retire(flow, record)
         self.selector.close()
 
 
@@ -417,6 +423,22 @@ def tcp_retransmissions(sock: socket.socket) -> int:
     """The segments TCP sent again on this connection."""
     info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
     return int.from_bytes(info[TCP_INFO_TOTAL_RETRANS:104], sys.byteorder)
+
+
+TCP_STATES = {1: "ESTABLISHED", 2: "SYN_SENT", 4: "FIN_WAIT1", 5: "FIN_WAIT2", 7: "CLOSE"}
+"""The states of include/net/tcp_states.h a sender's connection can be stopped in."""
+
+
+def tcp_where(sock: socket.socket) -> dict[str, object]:
+    """A stopped connection's state, its backoff (``tcpi_backoff``: timeouts in a row) and
+    the segments it sent again (struct tcp_info: state, ca_state, retransmits, probes,
+    backoff are its first bytes)."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    return {
+        "tcp_state": TCP_STATES.get(info[0], str(info[0])),
+        "tcp_backoff": info[4],
+        "retransmitted": int.from_bytes(info[TCP_INFO_TOTAL_RETRANS:104], sys.byteorder),
+    }
 
 
 def max_active_flows() -> int:

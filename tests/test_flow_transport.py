@@ -338,3 +338,20 @@ def test_a_frame_held_in_its_hosts_limiter_is_not_sent_again(
     acked = [r for r in lines(log) if "acked" in r]
     assert len(acked) == len(host_flows)
     assert sum(r["retransmitted"] for r in acked) == 0
+
+
+def test_a_stopped_tcp_flow_says_where_its_connection_was() -> None:
+    """The record of a TCP flow stopped before it finished names its connection's state and
+    backoff (docs/fct.md: where the unfinished TCP flows were stuck)."""
+    import socket  # noqa: PLC0415
+
+    from reaction_point.flow_sender import tcp_where  # noqa: PLC0415
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        sock = socket.create_connection(listener.getsockname())
+        try:
+            assert tcp_where(sock) == {
+                "tcp_state": "ESTABLISHED", "tcp_backoff": 0, "retransmitted": 0,
+            }  # fmt: skip
+        finally:
+            sock.close()
