@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -491,6 +492,7 @@ def test_fct_every_started_flow_finishes_or_is_counted(tmp_path: Path) -> None:
 
 def test_an_interrupted_fct_run_keeps_every_flows_record(tmp_path: Path) -> None:
     command = (*QCN_RUN, "fct", "--backend", "mininet", "--duration", "0.08")  # 20 s
+    ack_dirs = set(Path(tempfile.gettempdir()).glob("qcn-acks-*"))
     proc, seen = run_at_full_strength(tmp_path, command, at_s=6.0)
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=60)
@@ -504,3 +506,5 @@ def test_an_interrupted_fct_run_keeps_every_flows_record(tmp_path: Path) -> None
     assert (tmp_path / "PARTIAL").exists()
     assert leftovers() == ("", "")
     assert host_helpers() == ""
+    # The senders' acknowledgement sockets went with the run.
+    assert set(Path(tempfile.gettempdir()).glob("qcn-acks-*")) <= ack_dirs

@@ -189,9 +189,8 @@ class Experiment:
         except Exception as e:  # the run's own error is the one to report
             self.progress(f"qcn run: the partial results could not be written ({e})")
 
-    def _run(self) -> Trace:
-        started = time.perf_counter()
-        sc = self.sc
+    def _emulate(self, sc: Scenario) -> Testbed:
+        """The network up, programmed, measured, and down again; the testbed it ran on."""
         with self.testbed() as tb:
             tb.start(self.topo)
             self.agents = tb.program(self.network_config())
@@ -228,6 +227,15 @@ class Experiment:
             cp_cnms = sum(self.port_counters[p]["cp_cnms"] for p in self.topo.cp_ports)
             self.rec.cnms = cp_cnms if self.qcn else 0
             self.after_measurement(tb)
+        return tb
+
+    def _run(self) -> Trace:
+        started = time.perf_counter()
+        sc = self.sc
+        try:
+            tb = self._emulate(sc)
+        finally:
+            self.release()
         self.after_teardown()
         self._gather()
         trace = self.trace()
@@ -275,6 +283,10 @@ class Experiment:
 
     def after_teardown(self) -> None:
         """Once every process has stopped (what they write when they stop is there)."""
+
+    def release(self) -> None:
+        """What the run holds outside Mininet, given back however the run ends (an error,
+        Ctrl-C, SIGTERM)."""
 
     def captured_interfaces(self) -> list[str]:
         """The bottleneck port and the first source's port."""
@@ -536,7 +548,7 @@ class FlowsExperiment(StreamExperiment):
             self.ack_dir = Path(tempfile.mkdtemp(prefix="qcn-acks-"))
         super().start_receivers(tb)
 
-    def after_teardown(self) -> None:
+    def release(self) -> None:
         if self.ack_dir is not None:
             shutil.rmtree(self.ack_dir, ignore_errors=True)
 
