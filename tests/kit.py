@@ -23,7 +23,7 @@ from topologies.netns import send_frames
 
 
 def qcn(
-    *args: str, cwd: Path | None = None, timeout_s: float = 60
+    *args: str, cwd: Path | None = None, timeout_s: float = 60, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "qcn.cli", *args],
@@ -32,7 +32,13 @@ def qcn(
         check=False,
         cwd=cwd,
         timeout=timeout_s,
+        env=env,
     )
+
+
+#: A simulation long enough to watch, stop or race: the Python engine's (the compiled core
+#: runs these in a fraction of a second; tests/test_sim_core.py stops the core mid-run).
+SLOW_SIM = {**os.environ, "QCN_SIM_ENGINE": "python"}
 
 
 def assert_one_line_error(r: subprocess.CompletedProcess[str], *expected: str) -> None:

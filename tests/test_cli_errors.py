@@ -17,7 +17,7 @@ import pytest
 from qcn import cli
 from qcn.core.publish import PARTIAL_MARKER
 from qcn.core.scenario import SCENARIO_DIR
-from tests.kit import assert_one_line_error, fill, qcn, small_disk
+from tests.kit import SLOW_SIM, assert_one_line_error, fill, qcn, small_disk
 from tests.toolchain import requires_root
 from topologies.netns import namespaces
 
@@ -313,7 +313,7 @@ def test_unwritable_out_fails_before_the_run() -> None:
 
 def test_sim_run_shows_progress_and_writes_strict_json(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    r = qcn(*RUN, "--duration", "2.5", "--out", str(out))
+    r = qcn(*RUN, "--duration", "2.5", "--out", str(out), env=SLOW_SIM)
     assert r.returncode == 0, r.stderr
     progress = [line for line in r.stderr.splitlines() if "ETA" in line]
     assert progress, r.stderr
@@ -414,7 +414,7 @@ def test_two_runs_to_one_fresh_out_do_not_both_succeed(tmp_path: Path) -> None:
     out = tmp_path / "X"
     slow = subprocess.Popen(
         [sys.executable, "-m", "qcn.cli", *RUN, "--duration", "3", "--quiet", "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=SLOW_SIM,
     )  # fmt: skip
     deadline = time.monotonic() + 30
     while not (tmp_path / f".X.partial-{slow.pid}").exists():
@@ -441,7 +441,7 @@ def test_a_simulation_interrupted_keeps_what_it_measured(tmp_path: Path, scenari
     run = subprocess.Popen(
         [sys.executable, "-m", "qcn.cli", "run", scenario, "--backend", "sim", "--duration",
          "5", "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=SLOW_SIM,
     )  # fmt: skip
     assert run.stderr is not None
     for _ in range(2):  # (two progress lines: the simulation is under way)
