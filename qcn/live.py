@@ -111,7 +111,7 @@ def make_document(feed: LiveFeed) -> Callable[[Any], None]:
     return build
 
 
-def _build(doc: Any, feed: LiveFeed) -> None:  # noqa: PLR0914, PLR0915 - one page, top to bottom
+def _build(doc: Any, feed: LiveFeed) -> None:
     from bokeh.layouts import column, row  # noqa: PLC0415 - Bokeh only for a live run
     from bokeh.models import (  # noqa: PLC0415
         BoxAnnotation,

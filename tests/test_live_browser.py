@@ -123,7 +123,8 @@ def test_a_browser_watches_the_transient_and_moves_q_eq_from_22_to_44_in_the_hot
             browser.get(url)
             # The figures update, at least five times a second.
             wait_for("the run to start", lambda: simulated_time(browser))
-            seen, started = set(), time.monotonic()
+            seen: set[float | None] = set()
+            started = time.monotonic()
             while time.monotonic() - started < 1.0:
                 seen.add(simulated_time(browser))
                 time.sleep(0.02)
