@@ -357,7 +357,7 @@ def _cnm_rates(state: PageState, got: list[LiveRow], cnm_data: Any, rollover: in
             state.cnm_anchor = (r.t_s, total)
             continue
         t0, n0 = state.cnm_anchor
-        if r.t_s - t0 >= CNM_RATE_WINDOW_S:
+        if r.t_s - t0 >= CNM_RATE_WINDOW_S - 1e-9:  # (times summed in floats)
             ts.append(r.t_s)
             rates.append((total - n0) / (r.t_s - t0))
             state.cnm_anchor = (r.t_s, total)

@@ -383,3 +383,69 @@ def test_a_bmv2_row_holds_the_queues_counters_and_rates(tmp_path: Path) -> None:
     if host is not None:
         assert row.current_rate_bps[host] == 5e6
     assert row.qntz_counts == ()
+
+
+# -- the page, without a browser ---------------------------------------------------------------
+
+
+class StubModel:
+    """A simulation that takes any change (the page's tests look at the feed)."""
+
+    def live_row(self) -> LiveRow:
+        raise AssertionError("not asked")
+
+    def set_port_cp(self, port: str, cfg: CpPortConfig) -> None:
+        pass
+
+
+@needs_bokeh
+def test_the_page_streams_new_rows_and_its_knobs_tune_the_run() -> None:
+    from bokeh.document import Document  # noqa: PLC0415
+
+    from qcn.live import knob_name, make_document  # noqa: PLC0415
+
+    sc = transient(1.0)
+    feed = LiveFeed.of_scenario(sc, cp=sc.params.cp, speed=None)
+    live = SimulationLive(feed)
+    doc = Document()
+    make_document(feed)(doc)
+    assert feed.viewer.is_set()
+    (pull,) = doc.session_callbacks
+    n = len(feed.sources)
+    for k in range(1, 31):
+        qntz = tuple(k if q == 5 else 0 for q in range(64))
+        feed.publish(LiveRow(k * 5e-3, (k,), (2 * k,), k // 10, (1e9,) * n, (2e9,) * n, qntz))
+    pull.callback()
+    queue = doc.get_model_by_name("queue data")
+    assert queue.data["t"][-1] == pytest.approx(0.15)
+    assert queue.data["q0"][:3] == [1, 2, 3]
+    assert queue.data["e0"][0] == 22.0
+    cnm_rate = doc.get_model_by_name("cnm data").data["rate"]
+    assert cnm_rate and cnm_rate[0] == pytest.approx(2 / 5e-3)  # 2 CNMs per 5 ms
+    assert doc.get_model_by_name("qntz data").data["cnms"][5] == 30
+    assert "t = 0.150 s" in doc.get_model_by_name("clock").text
+    pull.callback()
+    assert len(queue.data["t"]) == 30  # nothing streamed twice
+
+    port = feed.cp_ports[0]
+    spinner = doc.get_model_by_name(knob_name(port, "q_eq_pkts"))
+    spinner.value = 44
+    live.knobs.apply(StubModel(), 0.2)
+    pull.callback()
+    assert [(c.at_s, c.field, c.new) for c in feed.changes()] == [(0.2, "q_eq_pkts", 44)]
+    assert "q_eq_pkts 22 -> 44 (page)" in doc.get_model_by_name("knob log").text
+    spinner.value = 0  # refused as `qcn ctl set` refuses it, and the knob goes back
+    assert "cp.q_eq_pkts: must be" in doc.get_model_by_name("knob log").text
+    assert spinner.value == 44
+    mode = doc.get_model_by_name(knob_name(port, "positive_feedback"))
+    mode.value = "ecm"
+    live.knobs.apply(StubModel(), 0.3)
+    feed.record(0.4, port, feed.params(port).with_changes({"w": 4.0}), "controller")
+    pull.callback()
+    assert doc.get_model_by_name(knob_name(port, "w")).value == 4.0  # another's change shown
+    assert [(c.field, c.new, c.by) for c in feed.changes()[1:]] == [
+        ("positive_feedback", True, "page"), ("w", 4.0, "controller"),
+    ]  # fmt: skip
+    feed.finished.set()
+    pull.callback()
+    assert "the run is over" in doc.get_model_by_name("clock").text
