@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.cli import FEEDBACK_MODES  # the mode knob's values: `ctl set --feedback`'s
 from qcn.core.errors import QcnError
 from qcn.core.live import (
     KNOB_FIELDS,
@@ -28,7 +29,7 @@ from qcn.core.live import (
     LiveFeed,
     LiveRow,
     demote_this_thread,
-    knob_value,
+    shown,
 )
 from qcn.core.params import CpParams
 
@@ -50,8 +51,6 @@ KNOB_STEPS: dict[str, tuple[float, float, float]] = {
     "p_scale": (0, 1, 0.0005),
 }
 """The number knobs: (low, high, step) of their spinners (the checks are ctl set's)."""
-FEEDBACK_MODES = {"qcn": False, "ecm": True}
-"""The mode knob, as `qcn ctl set --feedback` names its values."""
 PALETTE = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
@@ -76,7 +75,7 @@ def widget_value(cp: CpParams, knob: str) -> Any:
     """A knob's value on the page for the port's parameters."""
     if knob == "positive_feedback":
         return "ecm" if cp.positive_feedback else "qcn"
-    return knob_value(getattr(cp, knob))
+    return shown(getattr(cp, knob))
 
 
 def requested(knob: str, value: Any) -> Any:
