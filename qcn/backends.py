@@ -265,9 +265,12 @@ def network_up(
         say(line.replace("qcn run:", "qcn net:", 1))
 
     cps = params.cp if qcn else params.cp.never_sampling()
-    with NetworkSession(
-        topo, out, cp_params=cps, qcn=params if qcn else None, progress=net_say
-    ) as session, session.live_view(live):
+    with (
+        NetworkSession(
+            topo, out, cp_params=cps, qcn=params if qcn else None, progress=net_say
+        ) as session,
+        session.live_view(live),
+    ):
         if cli:
             session.cli()
         else:

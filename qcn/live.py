@@ -104,8 +104,12 @@ def make_document(feed: LiveFeed) -> Callable[[Any], None]:
     """The Bokeh application's function: builds one page of ``feed``'s run."""
 
     def build(doc: Any) -> None:
+        from bokeh.events import DocumentReady  # noqa: PLC0415
+
         _build(doc, feed)
-        feed.viewer.set()
+        # The page is up once BokehJS has drawn it (not when its HTML was fetched: a
+        # browser takes seconds more, and a run started then would be half over).
+        doc.on_event(DocumentReady, lambda _event: feed.viewer.set())
 
     return build
 
@@ -127,7 +131,7 @@ def _build(doc: Any, feed: LiveFeed) -> None:
     ports, sources = feed.ports, feed.sources
     state = PageState()
     x_range: Any = (
-        Range1d(0, feed.duration_s)
+        Range1d(start=0, end=feed.duration_s)
         if feed.duration_s is not None
         else DataRange1d(follow="end", follow_interval=OPEN_WINDOW_S, range_padding=0)
     )
@@ -154,11 +158,15 @@ def _build(doc: Any, feed: LiveFeed) -> None:
         return fig
 
     queue_data = ColumnDataSource(
-        {"t": [], **{f"q{k}": [] for k in range(len(ports))}, **{f"e{k}": [] for k in range(len(ports))}},
+        {
+            "t": [],
+            **{f"q{k}": [] for k in range(len(ports))},
+            **{f"e{k}": [] for k in range(len(ports))},
+        },
         name="queue data",
     )
     queue = plot("queue at each port (frames) against q_eq and the buffer", "frames")
-    queue.y_range = Range1d(0, max(p.buffer_pkts for p in ports) * 1.05)
+    queue.y_range = Range1d(start=0, end=max(p.buffer_pkts for p in ports) * 1.05)
     for k, p in enumerate(ports):
         color = PALETTE[k % len(PALETTE)]
         queue.line("t", f"q{k}", source=queue_data, color=color, legend_label=f"{p.name} queue")
@@ -172,11 +180,15 @@ def _build(doc: Any, feed: LiveFeed) -> None:
     queue.legend.location = "top_left"
 
     rate_data = ColumnDataSource(
-        {"t": [], **{f"c{i}": [] for i in range(len(sources))}, **{f"r{i}": [] for i in range(len(sources))}},
+        {
+            "t": [],
+            **{f"c{i}": [] for i in range(len(sources))},
+            **{f"r{i}": [] for i in range(len(sources))},
+        },
         name="rate data",
     )
     rates = plot("each source's current rate (solid) and target rate (dashed)", "Gb/s")
-    rates.y_range = Range1d(0, feed.line_rate_bps / 1e9 * 1.05)
+    rates.y_range = Range1d(start=0, end=feed.line_rate_bps / 1e9 * 1.05)
     for i, host in enumerate(sources):
         color = PALETTE[i % len(PALETTE)]
         rates.line("t", f"c{i}", source=rate_data, color=color, legend_label=host)
@@ -206,7 +218,7 @@ def _build(doc: Any, feed: LiveFeed) -> None:
     hist.vbar(x="qntz_fb", top="cnms", width=0.9, source=hist_data, color="steelblue")
 
     # Each knob change is a vertical mark on the queue's and the rates' plots.
-    marks = []
+    marks: list[tuple[Any, float]] = []
     for fig in (queue, rates):
         data = ColumnDataSource({"t": [], "top": [], "text": []}, name=f"knob marks {len(marks)}")
         fig.segment(
@@ -245,22 +257,28 @@ def _build(doc: Any, feed: LiveFeed) -> None:
         knob_rows.append(row(Div(text=f"<b>CP {port}</b>", width=80), *widgets))
 
     title = Div(
-        text=f"<h3>{feed.name}: {feed.title}</h3>"
-        + "<br>".join(p.text() for p in feed.phases)
+        text=f"<h3>{feed.name}: {feed.title}</h3>" + "<br>".join(p.text() for p in feed.phases)
     )
     doc.title = f"qcn live: {feed.name}"
     doc.add_root(
         column(
-            title, clock, *knob_rows, log, queue, rates, row(cnms, hist, sizing_mode="stretch_width"),
-            drops, sizing_mode="stretch_width",
-        )  # fmt: skip
+            title,
+            clock,
+            *knob_rows,
+            log,
+            queue,
+            rates,
+            row(cnms, hist, sizing_mode="stretch_width"),
+            drops,
+            sizing_mode="stretch_width",
+        )
     )
 
     def update() -> None:
         got, q_eqs = feed.rows_since(state.rows)
         if got:
             state.rows += len(got)
-            _stream(got, q_eqs, queue_data, rate_data, drop_data, rollover)
+            _stream(got, q_eqs, queue_data, rate_data, drop_data, rollover=rollover)
             _cnm_rates(state, got, cnm_data, rollover)
             if got[-1].qntz_counts:
                 hist_data.data["cnms"] = list(got[-1].qntz_counts)
@@ -293,17 +311,24 @@ def _on_knob(
     def changed(_attr: str, old: Any, new: Any) -> None:
         if state.syncing or new == old:
             return
+        if new is None:  # an emptied field: the port keeps what it has
+            _revert(state, port, knob, old)
+            return
         try:
             feed.tune(port, {knob: requested(knob, new)})
         except QcnError as e:
             log.text = f"<span style='color:firebrick'>{e}</span>"
-            state.syncing = True
-            try:
-                state.knobs[(port, knob)].value = old
-            finally:
-                state.syncing = False
+            _revert(state, port, knob, old)
 
     return changed
+
+
+def _revert(state: PageState, port: str, knob: str, value: Any) -> None:
+    state.syncing = True
+    try:
+        state.knobs[(port, knob)].value = value
+    finally:
+        state.syncing = False
 
 
 def _sync_knobs(feed: LiveFeed, state: PageState) -> None:
@@ -324,6 +349,7 @@ def _stream(
     queue: Any,
     rates: Any,
     drops: Any,
+    *,
     rollover: int | None,
 ) -> None:
     t = [r.t_s for r in got]
@@ -474,4 +500,3 @@ def serving(feed: LiveFeed, port: int = 0, say: Callable[[str], None] = print) -
     finally:
         feed.finished.set()
         server.stop()
-

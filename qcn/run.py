@@ -353,7 +353,9 @@ def live_feed(args: argparse.Namespace, run: Prepared) -> LiveFeed | None:
     if run.backend != "sim" and args.live_speed != DEFAULT_LIVE_SPEED:
         raise ScenarioError("--live-speed paces the simulator; BMv2 runs in real time")
     if not 0 < args.live_speed <= MAX_LIVE_SPEED:
-        raise ScenarioError(f"--live-speed must be in (0, {MAX_LIVE_SPEED:g}] (got {args.live_speed:g})")
+        raise ScenarioError(
+            f"--live-speed must be in (0, {MAX_LIVE_SPEED:g}] (got {args.live_speed:g})"
+        )
     if not 0 <= args.live_port <= 65535:
         raise ScenarioError(f"--live-port must be a TCP port, 1-65535 (got {args.live_port})")
     if args.cli:

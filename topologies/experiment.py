@@ -231,7 +231,7 @@ class Experiment:
                 progress_detail=self.progress_detail,
                 check=tb.check_processes,
             )
-            with self._live_view(tb):
+            with self._live_view():
                 self.rec = tb.measure_or_cli(
                     sc, self.agents, self.sampled_ports(), self.sample_interval_s, hooks,
                     cli=self.cli, rec=self.rec,
@@ -267,7 +267,7 @@ class Experiment:
             self.note_noise(trace)
         return trace
 
-    def _live_view(self, tb: Testbed) -> contextlib.AbstractContextManager[Any]:
+    def _live_view(self) -> contextlib.AbstractContextManager[Any]:
         """While the run measures: the live view's rows and knobs (docs/live.md), and the
         network file a shell's `qcn ctl` reaches the switches with."""
         if self.live is None:

@@ -176,7 +176,7 @@ class ThriftDepths:
         self._thrifts: dict[str, Any] = {}
 
     def __call__(self) -> dict[str, int]:
-        out = {}
+        out: dict[str, int] = {}
         for switch in sorted({p.switch for p in self.feed.ports}):
             ports = [p for p in self.feed.ports if p.switch == switch]
             if switch not in self._thrifts:
@@ -200,4 +200,3 @@ def run_clock(start: Callable[[], float]) -> Callable[[], float]:
         return max(0.0, time.monotonic() - began) if began else 0.0
 
     return clock
-

@@ -39,9 +39,9 @@ QNTZ_LEVELS = 64
 KNOB_FIELDS = ("q_eq_pkts", "w", "p_base", "p_scale", "positive_feedback")
 """The CpParams fields the page turns (positive_feedback: the CP's mode, qcn or ecm)."""
 
-PUBLISH_INTERVAL_S = 5e-3
-"""The simulator publishes a row per 5 ms simulated: 200 rows a second of a run watched
-in real time, which the page draws at 10 frames a second."""
+PUBLISH_INTERVAL_S = 0.01
+"""The simulator publishes a row per 10 ms simulated: 100 rows a second of a run watched
+in real time, which the page draws ten times a second."""
 
 
 class LiveError(QcnError):
