@@ -36,18 +36,24 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >/dev/null
 }
 
-system() {
-  command -v dpkg-query >/dev/null || { say "not a Debian/Ubuntu system: install ${SYSTEM_PACKAGES[*]} yourself"; return 0; }
-  mapfile -t miss < <(missing_packages "${SYSTEM_PACKAGES[@]}")
+# Installs those of the Debian packages named after $1 that are missing; $1 says what
+# happens without them, in the one line printed where they cannot be installed.
+install_packages() {
+  local without=$1
+  shift
+  command -v dpkg-query >/dev/null || { say "not a Debian/Ubuntu system: install $* yourself"; return 0; }
+  mapfile -t miss < <(missing_packages "$@")
   [ ${#miss[@]} -eq 0 ] && return 0
   if ! can_apt; then
-    say "missing Debian packages: ${miss[*]} (run as root, or: sudo apt-get install ${miss[*]}); the tests that need them will skip"
+    say "missing Debian packages: ${miss[*]} (run as root, or: sudo apt-get install ${miss[*]}); $without"
     return 0
   fi
   say "installing Debian packages: ${miss[*]}"
   apt-get update -q >/dev/null
   apt_install "${miss[@]}"
 }
+
+system() { install_packages "the tests that need them will skip" "${SYSTEM_PACKAGES[@]}"; }
 
 status() {
   mapfile -t miss < <(missing_tools)
@@ -58,18 +64,7 @@ status() {
   fi
 }
 
-browser() {
-  command -v dpkg-query >/dev/null || { say "not a Debian/Ubuntu system: install ${BROWSER_PACKAGES[*]} yourself for the browser test"; return 0; }
-  mapfile -t miss < <(missing_packages "${BROWSER_PACKAGES[@]}")
-  [ ${#miss[@]} -eq 0 ] && return 0
-  if ! can_apt; then
-    say "missing ${miss[*]}: the live view's browser test skips ('make deps' as root installs them)"
-    return 0
-  fi
-  say "installing Debian packages: ${miss[*]}"
-  apt-get update -q >/dev/null
-  apt_install "${miss[@]}"
-}
+browser() { install_packages "the live view's browser test skips" "${BROWSER_PACKAGES[@]}"; }
 
 # p4lang publishes Debian/Ubuntu packages on the openSUSE Build Service.
 p4lang_repo() {
