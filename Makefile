@@ -19,8 +19,9 @@ help:  ## list the targets
 sysdeps:  ## install the Debian packages the project uses (mininet, iperf3, ...)
 	@scripts/install-deps.sh system
 
-deps: sysdeps  ## also try the p4lang toolchain (p4c, BMv2, PI) from p4lang's packages
+deps: sysdeps  ## also the p4lang toolchain (p4c, BMv2, PI) and Chromium for the browser test
 	@scripts/install-deps.sh p4lang
+	@scripts/install-deps.sh browser
 
 # The install builds the simulator's compiled core (setup.py: simulator/_core.cpp, with g++
 # and python3-dev from sysdeps and pybind11 from PyPI), again whenever its source changes;

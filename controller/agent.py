@@ -335,9 +335,7 @@ class SwitchAgent:
         edge = self.read_edge(port) if p.edge else None
         if edge is not None:
             base = replace(base, **edge)
-        if "q_eq_pkts" in changes and "q_eq_bytes" not in changes:
-            changes = {**changes, "q_eq_bytes": 0}  # bytes mode follows the new frame count
-        new = QcnParams.from_dict({"cp": changes}, QcnParams(cp=base)).cp  # raises ParamError
+        new = base.with_changes(changes)  # raises ParamError (the live view's check too)
         if not p.cp and not new.three_point and changes.keys() - {"three_point"}:
             # A two-point host port's entry holds no probabilities: they would be lost.
             raise ConfigError(

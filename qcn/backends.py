@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from qcn.core import provenance
+from qcn.core.live import LiveFeed, SimulationLive
 from qcn.core.params import QcnParams
 from qcn.core.scenario import Scenario, ScenarioError, require_backend
 from qcn.core.topology import Topology
@@ -58,6 +59,9 @@ class RunOptions:
     sim_partial: Callable[[Trace], None] | None = None
     """sim: given the trace as far as it got when the run is interrupted or fails (a Mininet
     experiment writes its own partial CSVs)."""
+    live: LiveFeed | None = None
+    """Both: the feed of a live view (qcn.core.live), which the run fills as it measures
+    and whose knobs it applies (sim: paced to the feed's speed)."""
 
     def recorded(self) -> dict[str, Any]:
         """The options that decide a run's result, as its provenance.json keeps them."""
@@ -133,25 +137,47 @@ def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions)
             progress=options.say,
             emulation=emulation,
             seed=options.seed,
+            live=options.live,
         )
         trace: Trace = experiment.run()
         return trace
-    from simulator.compiled import make_simulation  # noqa: PLC0415
+    from simulator.compiled import Runnable, make_simulation  # noqa: PLC0415
 
+    progress = options.sim_progress
+    running: list[Runnable] = []  # (the hook is made before the simulation it watches)
+    if options.live is not None:
+        progress = live_progress(SimulationLive(options.live), progress, running)
     simulation = make_simulation(
         sc,
         seed=options.seed,
         qcn=options.qcn,
         sample_interval_s=SIM_SAMPLE_INTERVAL_S * (options.scaled_by or 1.0),
         cp_at_departure=options.scaled_by is not None,
-        progress=options.sim_progress,
+        progress=progress,
     )
+    running.append(simulation)
     try:
         return simulation.run()
     except BaseException:
         if options.sim_partial is not None:
             options.sim_partial(simulation.partial_trace())
         raise
+
+
+def live_progress(
+    live: SimulationLive,
+    told: Callable[[float, float], None] | None,
+    running: list[Any],
+) -> Callable[[float, float], None]:
+    """A simulation's progress hook that also feeds a live view (``running[0]``: the
+    simulation, once made)."""
+
+    def progress(now: float, end: float) -> None:
+        if told is not None:
+            told(now, end)
+        live.on_sample(running[0], now)
+
+    return progress
 
 
 def environment(backend: Backend) -> dict[str, Any]:
@@ -223,10 +249,12 @@ def network_up(
     qcn: bool = True,
     cli: bool = False,
     say: Callable[[str], None] = print,
+    live: LiveFeed | None = None,
 ) -> None:
     """``qcn net up``: ``topo`` on Mininet and BMv2 with QCN running (``params``: its CPs'
     and reaction points'), handed to Mininet's CLI or kept until Ctrl-C or ``qcn net down``;
-    everything is torn down on the way out."""
+    everything is torn down on the way out.  ``live``: a live view's feed, filled while the
+    network runs."""
     missing = mininet_missing()
     if missing:
         raise ScenarioError(f"qcn net needs the Mininet backend, which cannot run here: {missing}")
@@ -236,9 +264,12 @@ def network_up(
         say(line.replace("qcn run:", "qcn net:", 1))
 
     cps = params.cp if qcn else params.cp.never_sampling()
-    with NetworkSession(
-        topo, out, cp_params=cps, qcn=params if qcn else None, progress=net_say
-    ) as session:
+    with (
+        NetworkSession(
+            topo, out, cp_params=cps, qcn=params if qcn else None, progress=net_say
+        ) as session,
+        session.live_view(live),
+    ):
         if cli:
             session.cli()
         else:

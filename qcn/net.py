@@ -17,12 +17,14 @@ live.
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 from typing import Any
 
 from qcn import backends
 from qcn.core.errors import QcnError
-from qcn.core.params import Preset, QcnParams
+from qcn.core.live import LiveFeed
+from qcn.core.params import SEED_FRAME_BYTES, Preset, QcnParams
 from qcn.core.scenario import scaled_params
 from qcn.core.topology import LinkDefaults, PortRef, Topology, is_generator_spec
 from qcn.core.topology import load as load_topology
@@ -58,6 +60,15 @@ def register(sub: Any) -> None:
     )
     up.add_argument(
         "--params", type=Path, help="QCN parameters (TOML, in the network's units) to use"
+    )
+    up.add_argument(
+        "--live",
+        action="store_true",
+        help="serve a live view on 127.0.0.1 (its URL is printed): the CP ports' queues, "
+        "the hosts' rates, CNMs, drops, and the CPs' knobs (docs/live.md)",
+    )
+    up.add_argument(
+        "--live-port", type=int, default=0, metavar="PORT", help="--live: the port to serve on"
     )
     up.set_defaults(func=_up)
 
@@ -121,7 +132,24 @@ def _up(args: argparse.Namespace) -> int:
     params = net_params(topo, args.params)
     if args.out.exists() and not args.out.is_dir():
         raise NetError(f"--out {args.out}: not a directory")
-    backends.network_up(topo, args.out, params, qcn=not args.no_qcn, cli=args.cli, say=print)
+    if args.live_port and not args.live:
+        raise NetError("--live-port needs --live")
+    if not 0 <= args.live_port <= 65535:
+        raise NetError(f"--live-port must be a TCP port, 1-65535 (got {args.live_port})")
+    feed = None
+    with contextlib.ExitStack() as view:
+        if args.live:
+            from qcn.live import serving  # noqa: PLC0415 - Bokeh only for a live network
+
+            feed = LiveFeed.of_network(
+                topo, cp=None if args.no_qcn else params.cp, frame_bytes=SEED_FRAME_BYTES
+            )
+            view.enter_context(
+                serving(feed, args.live_port, lambda url: print(f"qcn net: live view at {url}"))
+            )
+        backends.network_up(
+            topo, args.out, params, qcn=not args.no_qcn, cli=args.cli, say=print, live=feed
+        )
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -15,6 +16,7 @@ from typing import Any
 from qcn import backends
 from qcn.core import provenance, publish
 from qcn.core import scenario as scenarios
+from qcn.core.live import KNOBS_FILE, LiveFeed, write_knobs
 from qcn.core.progress import ProgressLine
 from qcn.core.publish import PARTIAL_MARKER
 from qcn.core.scenario import ScenarioError
@@ -32,6 +34,8 @@ from qcn.options import (
 DEFAULT_OUT = Path("results")
 DEFAULT_SEED = 1
 DEFAULT_SAMPLE_HZ = 100.0
+DEFAULT_LIVE_SPEED = 1.0
+MAX_LIVE_SPEED = 1000.0
 AGAIN_SUFFIX = "-again"
 """``qcn run --again DIR`` writes to DIR-again unless --out says otherwise."""
 
@@ -104,6 +108,27 @@ def register(sub: Any) -> None:
         action="store_true",
         help="mininet: capture the CP port and the first source's port into DIR/captures/ "
         "(ring buffers, 128-byte snap length; read CNMs with 'qcn wireshark')",
+    )
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="serve a live view of the run on 127.0.0.1 (its URL is printed): the queues, "
+        "rates, CNMs and drops as they are measured, and the CPs' knobs (docs/live.md); sim: "
+        "the run starts when the page opens",
+    )
+    p.add_argument(
+        "--live-speed",
+        type=float,
+        default=DEFAULT_LIVE_SPEED,
+        metavar="X",
+        help="sim with --live: simulated seconds per second (default 1: real time)",
+    )
+    p.add_argument(
+        "--live-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="--live: the port to serve on (default: a free one)",
     )
     add_set(p, SET_HELP + "; it also wins over the scenario's [bmv2.set]")
     p.set_defaults(func=_run)
@@ -319,11 +344,59 @@ def _again(args: argparse.Namespace) -> Prepared:
     return Prepared(sc, backend, why, options, dict(recorded.get("overrides") or {}))
 
 
+def live_feed(args: argparse.Namespace, run: Prepared) -> LiveFeed | None:
+    """The feed of ``--live``'s view (None without it), its options checked."""
+    if not args.live:
+        if args.live_speed != DEFAULT_LIVE_SPEED or args.live_port:
+            raise ScenarioError("--live-speed and --live-port need --live")
+        return None
+    if run.backend != "sim" and args.live_speed != DEFAULT_LIVE_SPEED:
+        raise ScenarioError("--live-speed paces the simulator; BMv2 runs in real time")
+    if not 0 < args.live_speed <= MAX_LIVE_SPEED:
+        raise ScenarioError(
+            f"--live-speed must be in (0, {MAX_LIVE_SPEED:g}] (got {args.live_speed:g})"
+        )
+    if not 0 <= args.live_port <= 65535:
+        raise ScenarioError(f"--live-port must be a TCP port, 1-65535 (got {args.live_port})")
+    if args.cli:
+        raise ScenarioError("--live and --cli: the Mininet CLI takes the run over; choose one")
+    return LiveFeed.of_scenario(
+        run.sc,
+        cp=run.sc.params.cp if run.options.qcn else None,
+        speed=args.live_speed if run.backend == "sim" else None,
+    )
+
+
 def _execute(args: argparse.Namespace, run: Prepared, out: Path) -> int:
     """Run ``run`` into ``out``, whole or not at all, and say what it found."""
+    feed = live_feed(args, run)
+    with contextlib.ExitStack() as view:
+        if feed is not None:
+            from qcn.live import serving  # noqa: PLC0415 - Bokeh only for a live run
+
+            view.enter_context(
+                serving(feed, args.live_port, lambda url: _say_live(url, run.backend))
+            )
+        return _execute_run(args, dataclasses.replace(run, options=dataclasses.replace(
+            run.options, live=feed)), out)  # fmt: skip
+
+
+def _say_live(url: str, backend: str) -> None:
+    when = "the simulation starts when the page opens" if backend == "sim" else "live now"
+    print(f"qcn run: live view at {url} ({when}; Ctrl-C stops the run)", flush=True)
+
+
+def _execute_run(args: argparse.Namespace, run: Prepared, out: Path) -> int:
     sc, backend = run.sc, run.backend
+    feed = run.options.live
     staged = prepare_out(out, sc.name, force=args.force)
     print(f"qcn run: {sc.name} on the {run.why}", flush=True)
+    if feed is not None and backend == "sim":
+        try:
+            feed.wait_for_viewer()
+        except BaseException:
+            shutil.rmtree(staged.staging, ignore_errors=True)  # nothing ran: nothing to keep
+            raise
     from qcn.core.noise import verdict_line  # noqa: PLC0415
     from qcn.core.results import SUMMARY_KEYS, write_csvs  # noqa: PLC0415
 
@@ -348,6 +421,9 @@ def _execute(args: argparse.Namespace, run: Prepared, out: Path) -> int:
             trace = backends.run_scenario(sc, backend, staged.staging, options)
         finally:
             progress.close()
+            if feed is not None:
+                feed.finished.set()
+                write_knobs(staged.staging, feed.changes())
         summary, staged_plots = backends.record(
             staged.staging, sc, trace, backend, options, overrides=run.overrides
         )
@@ -378,6 +454,8 @@ def _execute(args: argparse.Namespace, run: Prepared, out: Path) -> int:
     for capture in trace.captures:
         print(f"  capture: {out / capture}")
     print(f"qcn run: done in {trace.wall_s:.1f} s; results in {out}/")
+    if feed is not None:
+        print(f"  knob changes: {len(feed.changes())} ({out / KNOBS_FILE})")
     for p in plots:
         print(f"  plot: {p}")
     return 0

@@ -2,6 +2,7 @@
 # Installs what qcn-p4 needs, the way users do, and says plainly what is missing.
 #   install-deps.sh system   Debian/Ubuntu packages (mininet, iperf3, ...)
 #   install-deps.sh p4lang   p4c, BMv2 (simple_switch_grpc) and PI from p4lang's packages
+#   install-deps.sh browser  Debian's chromium and chromium-driver (the live view's browser test)
 #   install-deps.sh status   one line: which p4lang tools are present
 #   install-deps.sh thrift-path VENV   make BMv2's Thrift Python modules importable in VENV
 # Safe to run any number of times: it installs only what is missing.
@@ -11,6 +12,9 @@ set -euo pipefail
 SYSTEM_PACKAGES=(mininet iperf3 iputils-ping ethtool iproute2 tcpdump tshark python3-venv python3-pip g++ python3-dev)
 P4LANG_TOOLS=(p4c simple_switch_grpc)
 P4LANG_PACKAGES=(p4lang-p4c p4lang-bmv2 p4lang-pi)
+# Debian's headless browser and its WebDriver, for the live view's browser test (optional:
+# the test skips in one line without them; Selenium is pointed at these, never downloads).
+BROWSER_PACKAGES=(chromium chromium-driver)
 
 say() { echo "install-deps: $*"; }
 
@@ -32,18 +36,24 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >/dev/null
 }
 
-system() {
-  command -v dpkg-query >/dev/null || { say "not a Debian/Ubuntu system: install ${SYSTEM_PACKAGES[*]} yourself"; return 0; }
-  mapfile -t miss < <(missing_packages "${SYSTEM_PACKAGES[@]}")
+# Installs those of the Debian packages named after $1 that are missing; $1 says what
+# happens without them, in the one line printed where they cannot be installed.
+install_packages() {
+  local without=$1
+  shift
+  command -v dpkg-query >/dev/null || { say "not a Debian/Ubuntu system: install $* yourself"; return 0; }
+  mapfile -t miss < <(missing_packages "$@")
   [ ${#miss[@]} -eq 0 ] && return 0
   if ! can_apt; then
-    say "missing Debian packages: ${miss[*]} (run as root, or: sudo apt-get install ${miss[*]}); the tests that need them will skip"
+    say "missing Debian packages: ${miss[*]} (run as root, or: sudo apt-get install ${miss[*]}); $without"
     return 0
   fi
   say "installing Debian packages: ${miss[*]}"
   apt-get update -q >/dev/null
   apt_install "${miss[@]}"
 }
+
+system() { install_packages "the tests that need them will skip" "${SYSTEM_PACKAGES[@]}"; }
 
 status() {
   mapfile -t miss < <(missing_tools)
@@ -53,6 +63,8 @@ status() {
     say "p4lang toolchain missing: ${miss[*]} -- BMv2/PTF tests skip; the models, controller logic and reaction point still work ('make deps' to install)"
   fi
 }
+
+browser() { install_packages "the live view's browser test skips" "${BROWSER_PACKAGES[@]}"; }
 
 # p4lang publishes Debian/Ubuntu packages on the openSUSE Build Service.
 p4lang_repo() {
@@ -114,7 +126,8 @@ thrift_path() {
 case "${1:-}" in
   system) system ;;
   p4lang) p4lang ;;
+  browser) browser ;;
   status) status ;;
   thrift-path) thrift_path "${2:?usage: $0 thrift-path VENV}" ;;
-  *) echo "usage: $0 system|p4lang|status|thrift-path VENV" >&2; exit 2 ;;
+  *) echo "usage: $0 system|p4lang|browser|status|thrift-path VENV" >&2; exit 2 ;;
 esac

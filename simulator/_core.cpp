@@ -18,6 +18,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -149,6 +150,8 @@ struct Cp {
     cfg = c;
     p_max = c->p_max_fixed();
   }
+  /// CongestionPoint.reconfigure: new parameters, the registers kept.
+  void reconfigure(const CpConfig* c) { init(c); }
   /// CongestionPoint.sample: false where stage 1 rules the frame out.
   bool sample(int64_t q, int64_t frame_bytes, Decision& d) {
     if (cfg->bernoulli) {
@@ -501,6 +504,7 @@ struct Port {
   Fifo pipe;
   int64_t window_bytes = 0, drops = 0, cnms = 0;
   int64_t cp_reflections = 0, fb_reflections = 0, p0_reflections = 0;
+  std::array<int64_t, QNTZ_FB_MAX + 1> qntz_counts{};  // CNMs by QntzFb (a live view's)
 };
 
 struct Input {
@@ -683,6 +687,7 @@ struct Core {
   int64_t pause_hi_bytes = 0, pause_lo_bytes = 0;
   double stagger_s = 0, mean_on_s = 0, mean_off_s = 0, rto_s = 0;
   CpConfig cp_cfg;
+  std::deque<CpConfig> port_cfgs;  // ports' own, changed mid-run (set_port_cp)
   RpParams rp;
   std::vector<double> rates;
   std::vector<double> rate_times;
@@ -939,6 +944,7 @@ struct Core {
   void send_cnm(int32_t target, int qntz_fb, Port& port, double delay_s, int kind) {
     cnms += 1;
     port.cnms += 1;
+    if (kind == CNM) port.qntz_counts[qntz_fb] += 1;
     push(now + delay_s, kind, target, qntz_fb);
   }
 
@@ -1167,6 +1173,38 @@ struct Core {
       s.window_bytes = 0;
       s.delivered_window_bytes = 0;
     }
+  }
+
+  // -- a live view (qcn.core.live) --
+
+  /// Simulation.set_port_cp: port ``pi``'s CP takes ``cfg`` from now on.  Each port given
+  /// its own configuration keeps it in ``port_cfgs`` (a deque: its elements never move).
+  void set_port_cp(int32_t pi, const CpConfig& cfg) {
+    Port& p = ports.at(static_cast<size_t>(pi));
+    if (!p.has_cp) throw std::invalid_argument("the port runs no CP");
+    port_cfgs.push_back(cfg);
+    p.cp.reconfigure(&port_cfgs.back());
+  }
+
+  /// Simulation.live_row's fields, in its order.
+  py::tuple live_row() const {
+    py::list queue, port_cnms, current, target, qntz;
+    std::array<int64_t, QNTZ_FB_MAX + 1> counts{};
+    for (int32_t pi : measured) {
+      queue.append(static_cast<int64_t>(ports[pi].queue.size()));
+      port_cnms.append(ports[pi].cnms);
+    }
+    for (const Port& p : ports) {
+      for (size_t k = 0; k < counts.size(); k++) counts[k] += p.qntz_counts[k];
+    }
+    for (int64_t c : counts) qntz.append(c);
+    for (const Source& s : sources) {
+      current.append(current_rate(s));
+      target.append(s.has_rules ? s.rules.target_rate_bps
+                                : std::numeric_limits<double>::quiet_NaN());
+    }
+    return py::make_tuple(now, py::tuple(queue), py::tuple(port_cnms), drops, py::tuple(current),
+                          py::tuple(target), py::tuple(qntz));
   }
 
   // -- the loop --
@@ -1642,6 +1680,11 @@ PYBIND11_MODULE(_core, m) {
              }
            })
       .def("run", &Core::run, py::arg("progress") = py::none())
+      .def("set_port_cp",
+           [](Core& c, int32_t port, const py::object& cfg) {
+             c.set_port_cp(port, cp_config(cfg));
+           })
+      .def("live_row", &Core::live_row)
       .def_readonly("events", &Core::events)
       .def_readonly("drops", &Core::drops)
       .def_readonly("cnms", &Core::cnms)

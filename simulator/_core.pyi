@@ -63,6 +63,18 @@ class Core:
     def input_pauses(self) -> list[int]: ...
     def sent_frames(self) -> list[int]: ...
     def flow_results(self) -> tuple[list[float], list[float], list[int]]: ...
+    def set_port_cp(self, port: int, cfg: Any) -> None: ...
+    def live_row(
+        self,
+    ) -> tuple[
+        float,
+        tuple[int, ...],
+        tuple[int, ...],
+        int,
+        tuple[float, ...],
+        tuple[float, ...],
+        tuple[int, ...],
+    ]: ...
 
 Decision = tuple[int, int, int, int, int, bool, bool]
 Tag = tuple[bool, int, int, int, int]

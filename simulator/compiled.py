@@ -28,7 +28,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
+from qcn.core.cp_model import CpPortConfig
 from qcn.core.flows import FlowArrival, FlowRecord, flow_frames, ideal_fct_s
+from qcn.core.live import LiveRow
 from qcn.core.params import EcmParams, RpParams
 from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
@@ -75,6 +77,10 @@ class Runnable(Protocol):
     def run(self) -> Trace: ...
 
     def partial_trace(self) -> Trace: ...
+
+    def live_row(self) -> LiveRow: ...
+
+    def set_port_cp(self, port: str, cfg: CpPortConfig) -> None: ...
 
 
 _said: set[str] = set()
@@ -293,6 +299,15 @@ class CompiledSimulation:
         self.core.run(self.progress)
         self._collect()
         return self.ref._finish_trace(self.core.events, started)
+
+    def live_row(self) -> LiveRow:
+        """What the run measures now, as the Python engine's."""
+        t, queue, cnms, drops, current, target, qntz = self.core.live_row()
+        return LiveRow(t, queue, cnms, drops, current, target, qntz)
+
+    def set_port_cp(self, port: str, cfg: CpPortConfig) -> None:
+        """As the Python engine's: the port's CP takes ``cfg`` from now on."""
+        self.core.set_port_cp(self.ref.port_index(port), cfg)
 
     def partial_trace(self) -> Trace:
         """The trace as far as the run got (Ctrl-C), as the Python engine's."""

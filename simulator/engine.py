@@ -97,6 +97,7 @@ from qcn.core.flows import (
     ideal_fct_s,
 )
 from qcn.core.frames import PAUSE_QUANTA_MAX, PAUSE_QUANTUM_BITS
+from qcn.core.live import QNTZ_LEVELS, LiveRow
 from qcn.core.params import QueueDepth, QueueUnit
 from qcn.core.scenario import Scenario, require_backend
 from qcn.core.topology import PortRef, Topology
@@ -247,6 +248,8 @@ class Port:
     cp_reflections: int = 0
     fb_reflections: int = 0
     p0_reflections: int = 0
+    qntz_counts: list[int] = field(default_factory=lambda: [0] * QNTZ_LEVELS)
+    """CNMs sent by QntzFb (the live view's histogram)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -841,6 +844,8 @@ class Simulation:
         """A message from ``port`` to ``target``, which reaches it ``delay_s`` later."""
         self.trace.cnms += 1
         port.cnms += 1
+        if kind == CNM:
+            port.qntz_counts[qntz_fb] += 1
         self._push(self.now + delay_s, kind, target, qntz_fb)
 
     def _three_point_cp(self, port: Port, cp: CongestionPoint, q: int, frame: Frame) -> FbTag:
@@ -916,6 +921,34 @@ class Simulation:
         for s in self.sources:
             s.window_bytes = 0
             s.delivered_window_bytes = 0
+
+    # -- a live view (qcn.core.live) ----------------------------------------------------------
+
+    def live_row(self) -> LiveRow:
+        """What the run measures now, for a live view."""
+        measured = self.measured
+        return LiveRow(
+            self.now,
+            tuple(len(p.queue) for p in measured),
+            tuple(p.cnms for p in measured),
+            self.trace.drops,
+            tuple(self._current_rate_bps(s) for s in self.sources),
+            tuple(s.rules.target_rate_bps if s.rules else math.nan for s in self.sources),
+            tuple(map(sum, zip(*(p.qntz_counts for p in self.ports), strict=True))),
+        )
+
+    def set_port_cp(self, port: str, cfg: CpPortConfig) -> None:
+        """The CP of the port named ``port`` takes ``cfg`` from now on (its registers kept)."""
+        cp = self.ports[self.port_index(port)].cp
+        if cp is None:
+            raise ValueError(f"port {port} runs no CP")
+        cp.reconfigure(cfg)
+
+    def port_index(self, name: str) -> int:
+        for p in self.ports:
+            if p.name == name:
+                return p.index
+        raise ValueError(f"no port {name}")
 
     def _current_rate_bps(self, s: Source) -> float:
         """A source's CR; with the flows workload, its slowest active flow's."""

@@ -97,6 +97,7 @@ def test_the_front_door_is_the_only_one_above_everything() -> None:
         "qcn.backends",
         "qcn.net",
         "qcn.options",
+        "qcn.live",
     }
 
 

@@ -26,6 +26,7 @@ UDP through iperf3 (seed 001).  Teardown happens in every case, including Ctrl-C
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import json
 import math
@@ -38,10 +39,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from controller import config as network_file
 from controller.config import NetworkConfig
 from controller.entries import PauseWatermarks
 from qcn.core.flows import FlowRecord, records_from_logs
 from qcn.core.frames import PAUSE_QUANTA_MAX, pause_quanta, pause_seconds
+from qcn.core.live import LiveFeed
 from qcn.core.params import CpParams, QcnParams
 from qcn.core.results import write_csvs
 from qcn.core.scenario import Scenario, require_backend
@@ -50,9 +53,10 @@ from qcn.core.topology import PortRef
 from qcn.core.trace import Trace
 from reaction_point.flow_sender import HostFlow, write_host_flows
 from topologies.errors import ExperimentError
+from topologies.live import SwitchLive, run_clock
 from topologies.measurement import Hooks, Recording
 from topologies.network import network_config
-from topologies.testbed import Emulation, Testbed, missing_requirements
+from topologies.testbed import RP_STATUS_DIR, Emulation, Testbed, missing_requirements
 from topologies.traces import grid, read_limiter_logs, sink_trace
 
 __all__ = [
@@ -107,6 +111,10 @@ def pause_watermarks(sc: Scenario) -> PauseWatermarks:
     )
 
 
+NETWORK_FILE = "network.toml"
+"""A live run's network, as the controller sees it (``qcn ctl -c DIR/network.toml``)."""
+
+
 class Experiment:
     """The one run script of every Mininet experiment (see the module doc); refuses what
     BMv2 cannot run.  A subclass adds its traffic: :meth:`start_receivers`,
@@ -127,8 +135,11 @@ class Experiment:
         progress: Callable[[str], None] = print,
         emulation: Emulation | None = None,
         seed: int = 1,
+        live: LiveFeed | None = None,
     ) -> None:
         require_backend(sc, "mininet", ExperimentError)
+        self.live = live
+        """A live view's feed (qcn.core.live), filled while the run measures."""
         self.sc, self.qcn, self.cli, self.progress = sc, qcn, cli, progress
         # Absolute: the processes on the hosts run elsewhere and are handed paths in it.
         self.out = out.resolve()
@@ -219,10 +230,11 @@ class Experiment:
                 progress_detail=self.progress_detail,
                 check=tb.check_processes,
             )
-            self.rec = tb.measure_or_cli(
-                sc, self.agents, self.sampled_ports(), self.sample_interval_s, hooks,
-                cli=self.cli, rec=self.rec,
-            )  # fmt: skip
+            with self._live_view():
+                self.rec = tb.measure_or_cli(
+                    sc, self.agents, self.sampled_ports(), self.sample_interval_s, hooks,
+                    cli=self.cli, rec=self.rec,
+                )  # fmt: skip
             self.port_counters = self.read_port_counters()
             cp_cnms = sum(self.port_counters[p]["cp_cnms"] for p in self.topo.cp_ports)
             self.rec.cnms = cp_cnms if self.qcn else 0
@@ -262,6 +274,28 @@ class Experiment:
         if trace.noise is not None:
             self.note_noise(trace)
         return trace
+
+    def _live_view(self) -> contextlib.AbstractContextManager[Any]:
+        """While the run measures: the live view's rows and knobs (docs/live.md), and the
+        network file a shell's `qcn ctl` reaches the switches with."""
+        if self.live is None:
+            return contextlib.nullcontext()
+        path = self.out / NETWORK_FILE
+        path.write_text(network_file.dumps(self.network_config()))
+        self.progress(f"qcn run: tune from a shell: qcn ctl -c {path} set SWITCH PORT ...")
+        rec = self.rec
+
+        def depths() -> dict[str, int]:
+            return {name: rows[-1][1] for name, rows in rec.ports.items() if rows}
+
+        return SwitchLive(
+            self.live,
+            self.agents,
+            depths=depths,
+            status_dir=self.out / RP_STATUS_DIR,
+            clock=run_clock(lambda: rec.start),
+            say=self.progress,
+        )
 
     # -- what a subclass adds ----------------------------------------------------------------
 

@@ -23,10 +23,13 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from controller import config as network_file
+from qcn.core.live import LiveFeed, write_knobs
 from qcn.core.params import CpParams, QcnParams
 from qcn.core.topology import Topology
+from topologies.live import SwitchLive, ThriftDepths, run_clock
 from topologies.network import address, network_config
 from topologies.testbed import (
+    RP_STATUS_DIR,
     Emulation,
     Testbed,
     remove_stale_interfaces,
@@ -83,6 +86,8 @@ class NetworkSession:
         self.cp_params, self.qcn, self.frame_bytes = cp_params, qcn, frame_bytes
         self.testbed = Testbed(self.out, progress, emulation or Emulation(realtime_switch=False))
         self.reach: Reach | None = None
+        self.agents: dict[str, Any] = {}
+        self.started = 0.0
 
     def __enter__(self) -> NetworkSession:
         claim_state(self.out)
@@ -98,7 +103,8 @@ class NetworkSession:
         tb = self.testbed
         tb.start(self.topo)
         config = network_config(self.topo, cp_params=self.cp_params, frame_bytes=self.frame_bytes)
-        tb.program(config)
+        self.agents = tb.program(config)
+        self.started = time.monotonic()
         path = self.out / "network.toml"
         path.write_text(network_file.dumps(config))
         # Each host's shell: `mnexec -a PID CMD` runs CMD on it from another terminal.
@@ -137,6 +143,29 @@ class NetworkSession:
         with _sigterm_raises():
             self.progress("qcn net: Mininet's CLI; 'exit' (or qcn net down) stops the network")
             CLI(self.testbed.net)
+
+    @contextlib.contextmanager
+    def live_view(self, feed: LiveFeed | None) -> Iterator[None]:
+        """While the block runs: ``feed``'s rows and knobs (docs/live.md), the queues read
+        over Thrift; then its knob changes in DIR/knobs.csv."""
+        if feed is None:
+            yield
+            return
+        depths = ThriftDepths(self.agents, feed)
+        started = self.started
+        try:
+            with SwitchLive(
+                feed,
+                self.agents,
+                depths=depths,
+                status_dir=self.out / RP_STATUS_DIR,
+                clock=run_clock(lambda: started),
+                say=self.progress,
+            ):
+                yield
+        finally:
+            depths.close()
+            write_knobs(self.out, feed.changes())
 
     def wait(self) -> None:
         """Until Ctrl-C or ``qcn net down``; a helper that dies is said."""

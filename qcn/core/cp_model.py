@@ -171,6 +171,13 @@ class CongestionPoint:
         self.bytes_to_sample = 0
         """Register ``bytes_to_sample``: 0 after reset, so the first frame is sampled."""
 
+    def reconfigure(self, cfg: CpPortConfig) -> None:
+        """New parameters from the next frame on, as a modified ``cp_config`` entry takes
+        effect in the pipeline: the registers (q_old, bytes_to_sample) keep their values."""
+        self.cfg = cfg
+        self._bernoulli = cfg.sampling is SamplingMode.BERNOULLI
+        self._p_max_fixed = cfg.p_max_fixed
+
     def on_frame(self, q: int, frame_bytes: int) -> CpDecision:
         """Process one data frame; ``q`` is the queue depth it is judged by (in the port's
         unit): the queue it found on arrival, or on BMv2's departure CP the depth BMv2

@@ -234,6 +234,15 @@ class CpParams:
                 "the Fb tag is written in ingress, by the arrival CP: set depth_at = arrival",
             )
 
+    def with_changes(self, changes: dict[str, Any]) -> CpParams:
+        """These parameters with ``changes`` (field -> value, as `qcn ctl set` and the live
+        view give them) applied and checked: a ParamError names the first bad field.  A new
+        q_eq_pkts given without q_eq_bytes clears q_eq_bytes, so that bytes mode follows the
+        new frame count."""
+        if "q_eq_pkts" in changes and "q_eq_bytes" not in changes:
+            changes = {**changes, "q_eq_bytes": 0}
+        return QcnParams.from_dict({"cp": dict(changes)}, QcnParams(cp=self)).cp
+
     def never_sampling(self) -> CpParams:
         """The same CP that never samples: a run without QCN keeps its CPs on their ports,
         so the queues are still measured at the same per-frame cost, and no CNM is sent."""

@@ -1,0 +1,502 @@
+"""The live view of a running scenario (``qcn run --live``, ``qcn net up --live``;
+docs/live.md): a Bokeh server on 127.0.0.1 that draws the run's :class:`LiveFeed` as it
+fills and turns its knobs.
+
+The server runs in a thread of its own, on its own Tornado loop, at ordinary priority
+(SCHED_OTHER, niceness 0 or above, whatever the process it lives in), so it never takes a
+CPU from the switches and the reaction points, which run under SCHED_FIFO.  Each page
+(a Bokeh session) pulls the feed's new rows ten times a second and streams them into its
+plots; its knobs call :meth:`LiveFeed.tune`, which is the backend's own way of changing a
+CP (the simulator's model at its next sample, or the controller's ``qcn ctl set``).
+Bokeh's JavaScript comes from its Python package: nothing is fetched from the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.cli import FEEDBACK_MODES  # the mode knob's values: `ctl set --feedback`'s
+from qcn.core.errors import QcnError
+from qcn.core.live import (
+    KNOB_FIELDS,
+    QNTZ_LEVELS,
+    LiveFeed,
+    LiveRow,
+    demote_this_thread,
+    shown,
+)
+from qcn.core.params import CpParams
+
+UPDATE_MS = 100
+"""How often a page pulls new rows: 10 updates a second."""
+OPEN_WINDOW_S = 60.0
+"""A network left running shows its last minute ..."""
+OPEN_ROLLOVER = 6000
+"""... and each page keeps its last 6,000 rows (10 minutes of 10 a second)."""
+CNM_RATE_WINDOW_S = 0.05
+"""CNMs per second are counted over windows of this much of the run's time."""
+STOP_TIMEOUT_S = 5.0
+RUN_OVER = " &nbsp; <b>the run is over</b>"
+
+KNOB_STEPS: dict[str, tuple[float, float, float]] = {
+    "q_eq_pkts": (1, 2047, 1),
+    "w": (0, 64, 0.25),
+    "p_base": (0, 1, 0.005),
+    "p_scale": (0, 1, 0.0005),
+}
+"""The number knobs: (low, high, step) of their spinners (the checks are ctl set's)."""
+PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+)  # fmt: skip
+
+
+class LiveViewError(QcnError):
+    """The live view cannot start (no Bokeh, the port taken)."""
+
+
+def knob_name(port: str, knob: str) -> str:
+    """The Bokeh model name of a port's knob (what the browser test looks for)."""
+    return f"knob {port} {knob}"
+
+
+def knob_css(port: str, knob: str) -> str:
+    """The CSS class of a port's knob on the page (what the browser test finds it by)."""
+    return "qcn-knob-" + re.sub(r"[^A-Za-z0-9_-]", "-", f"{port}-{knob}")
+
+
+def widget_value(cp: CpParams, knob: str) -> Any:
+    """A knob's value on the page for the port's parameters."""
+    if knob == "positive_feedback":
+        return "ecm" if cp.positive_feedback else "qcn"
+    return shown(getattr(cp, knob))
+
+
+def requested(knob: str, value: Any) -> Any:
+    """The page's value as `qcn ctl set` gives it (a whole q_eq as an int, so that any
+    other is ctl set's own "must be a whole number")."""
+    if knob == "positive_feedback":
+        return FEEDBACK_MODES[value]
+    if knob == "q_eq_pkts" and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+@dataclass
+class PageState:
+    """One page's position in the feed."""
+
+    rows: int = 0
+    changes: int = 0
+    cnm_anchor: tuple[float, int] | None = None
+    syncing: bool = False
+    """The page's knobs are being set to the run's values: not a user's change."""
+    knobs: dict[tuple[str, str], Any] = field(default_factory=dict)
+
+
+def make_document(feed: LiveFeed) -> Callable[[Any], None]:
+    """The Bokeh application's function: builds one page of ``feed``'s run."""
+
+    def build(doc: Any) -> None:
+        from bokeh.events import DocumentReady  # noqa: PLC0415
+
+        _build(doc, feed)
+        # The page is up once BokehJS has drawn it (not when its HTML was fetched: a
+        # browser takes seconds more, and a run started then would be half over).
+        doc.on_event(DocumentReady, lambda _event: feed.viewer.set())
+
+    return build
+
+
+def _build(doc: Any, feed: LiveFeed) -> None:
+    from bokeh.layouts import column, row  # noqa: PLC0415 - Bokeh only for a live run
+    from bokeh.models import (  # noqa: PLC0415
+        BoxAnnotation,
+        ColumnDataSource,
+        DataRange1d,
+        Div,
+        Range1d,
+        Select,
+        Span,
+        Spinner,
+    )
+    from bokeh.plotting import figure  # noqa: PLC0415
+
+    ports, sources = feed.ports, feed.sources
+    state = PageState()
+    x_range: Any = (
+        Range1d(start=0, end=feed.duration_s)
+        if feed.duration_s is not None
+        else DataRange1d(follow="end", follow_interval=OPEN_WINDOW_S, range_padding=0)
+    )
+    rollover = None if feed.duration_s is not None else OPEN_ROLLOVER
+
+    def plot(title: str, y_label: str, height: int = 230) -> Any:
+        fig = figure(
+            title=title,
+            height=height,
+            sizing_mode="stretch_width",
+            x_range=x_range,
+            x_axis_label="time (s)",
+            y_axis_label=y_label,
+            tools="xpan,xwheel_zoom,reset,save",
+            output_backend="canvas",
+        )
+        for phase in feed.phases:
+            if phase.congested:
+                fig.add_layout(
+                    BoxAnnotation(
+                        left=phase.from_s, right=phase.to_s, fill_alpha=0.08, fill_color="red"
+                    )
+                )
+        return fig
+
+    queue_data = ColumnDataSource(
+        {
+            "t": [],
+            **{f"q{k}": [] for k in range(len(ports))},
+            **{f"e{k}": [] for k in range(len(ports))},
+        },
+        name="queue data",
+    )
+    queue = plot("queue at each port (frames) against q_eq and the buffer", "frames")
+    queue.y_range = Range1d(start=0, end=max(p.buffer_pkts for p in ports) * 1.05)
+    for k, p in enumerate(ports):
+        color = PALETTE[k % len(PALETTE)]
+        queue.line("t", f"q{k}", source=queue_data, color=color, legend_label=f"{p.name} queue")
+        queue.line(
+            "t", f"e{k}", source=queue_data, color=color, line_dash="dashed",
+            legend_label=f"{p.name} q_eq",
+        )  # fmt: skip
+        queue.add_layout(
+            Span(location=p.buffer_pkts, dimension="width", line_color=color, line_dash="dotted")
+        )
+    queue.legend.location = "top_left"
+
+    rate_data = ColumnDataSource(
+        {
+            "t": [],
+            **{f"c{i}": [] for i in range(len(sources))},
+            **{f"r{i}": [] for i in range(len(sources))},
+        },
+        name="rate data",
+    )
+    rates = plot("each source's current rate (solid) and target rate (dashed)", "Gb/s")
+    rates.y_range = Range1d(start=0, end=feed.line_rate_bps / 1e9 * 1.05)
+    for i, host in enumerate(sources):
+        color = PALETTE[i % len(PALETTE)]
+        rates.line("t", f"c{i}", source=rate_data, color=color, legend_label=host)
+        rates.line("t", f"r{i}", source=rate_data, color=color, line_dash="dashed", alpha=0.6)
+    rates.legend.location = "top_left"
+    rates.legend.label_text_font_size = "8pt"
+
+    cnm_data = ColumnDataSource({"t": [], "rate": []}, name="cnm data")
+    cnms = plot("CNMs per second, all CP ports", "CNMs/s", height=180)
+    cnms.line("t", "rate", source=cnm_data, color="black")
+
+    drop_data = ColumnDataSource({"t": [], "drops": []}, name="drop data")
+    drops = plot("frames dropped so far", "frames", height=180)
+    drops.line("t", "drops", source=drop_data, color="firebrick")
+
+    hist_data = ColumnDataSource(
+        {"qntz_fb": list(range(QNTZ_LEVELS)), "cnms": [0] * QNTZ_LEVELS}, name="qntz data"
+    )
+    hist = figure(
+        title="QntzFb of the CNMs sent so far",
+        height=180,
+        sizing_mode="stretch_width",
+        x_axis_label="QntzFb",
+        y_axis_label="CNMs",
+        tools="",
+    )
+    hist.vbar(x="qntz_fb", top="cnms", width=0.9, source=hist_data, color="steelblue")
+
+    # Each knob change is a vertical mark on the queue's and the rates' plots.
+    marks: list[tuple[Any, float]] = []
+    for fig in (queue, rates):
+        data = ColumnDataSource({"t": [], "top": [], "text": []}, name=f"knob marks {len(marks)}")
+        fig.segment(
+            x0="t", x1="t", y0=0, y1="top", source=data, color="black", line_width=2, alpha=0.7,
+        )  # fmt: skip
+        fig.text(
+            x="t", y="top", text="text", source=data, text_font_size="8pt",
+            text_baseline="top", x_offset=3,
+        )  # fmt: skip
+        marks.append((data, fig.y_range.end))
+
+    clock = Div(text="waiting for the run", name="clock")
+    log = Div(text="", name="knob log", styles={"font-family": "monospace"})
+
+    knob_rows = []
+    for port in feed.cp_ports:
+        cp = feed.params(port)
+        widgets = []
+        for knob in KNOB_FIELDS:
+            name = knob_name(port, knob)
+            if knob == "positive_feedback":
+                widget: Any = Select(
+                    title="mode", options=list(FEEDBACK_MODES), value=widget_value(cp, knob),
+                    name=name, width=90, css_classes=[knob_css(port, knob)],
+                )  # fmt: skip
+            else:
+                low, high, step = KNOB_STEPS[knob]
+                widget = Spinner(
+                    title=knob, low=low, high=high, step=step, value=widget_value(cp, knob),
+                    name=name, width=110, mode="float" if knob != "q_eq_pkts" else "int",
+                    css_classes=[knob_css(port, knob)],
+                )  # fmt: skip
+            state.knobs[(port, knob)] = widget
+            widget.on_change("value", _on_knob(feed, state, port, knob, log))
+            widgets.append(widget)
+        knob_rows.append(row(Div(text=f"<b>CP {port}</b>", width=80), *widgets))
+
+    title = Div(
+        text=f"<h3>{feed.name}: {feed.title}</h3>" + "<br>".join(p.text() for p in feed.phases)
+    )
+    doc.title = f"qcn live: {feed.name}"
+    doc.add_root(
+        column(
+            title,
+            clock,
+            *knob_rows,
+            log,
+            queue,
+            rates,
+            row(cnms, hist, sizing_mode="stretch_width"),
+            drops,
+            sizing_mode="stretch_width",
+        )
+    )
+
+    def update() -> None:
+        got, q_eqs = feed.rows_since(state.rows)
+        if got:
+            state.rows += len(got)
+            _stream(got, q_eqs, queue_data, rate_data, drop_data, rollover=rollover)
+            _cnm_rates(state, got, cnm_data, rollover)
+            if got[-1].qntz_counts:
+                hist_data.data["cnms"] = list(got[-1].qntz_counts)
+            clock.text = _clock_text(feed, got[-1])
+        new = feed.changes_since(state.changes)
+        if new:
+            state.changes += len(new)
+            for data, top in marks:
+                data.stream(
+                    {
+                        "t": [c.at_s for c in new],
+                        "top": [top] * len(new),
+                        "text": [f"{c.port} {c.field} {c.old}->{c.new}" for c in new],
+                    }
+                )
+            log.text = "<br>".join(
+                f"{c.at_s:.3f} s: {c.port} {c.field} {c.old} -> {c.new} ({c.by})"
+                for c in feed.changes()[-5:]
+            )
+            _sync_knobs(feed, state)
+        if feed.finished.is_set() and not got and RUN_OVER not in clock.text:
+            clock.text += RUN_OVER
+
+    doc.add_periodic_callback(update, UPDATE_MS)
+
+
+def _on_knob(
+    feed: LiveFeed, state: PageState, port: str, knob: str, log: Any
+) -> Callable[[str, Any, Any], None]:
+    def changed(_attr: str, old: Any, new: Any) -> None:
+        if state.syncing or new == old:
+            return
+        if new is None:  # an emptied field: the port keeps what it has
+            _revert(state, port, knob, old)
+            return
+        try:
+            feed.tune(port, {knob: requested(knob, new)})
+        except QcnError as e:
+            log.text = f"<span style='color:firebrick'>{e}</span>"
+            _revert(state, port, knob, old)
+
+    return changed
+
+
+def _revert(state: PageState, port: str, knob: str, value: Any) -> None:
+    state.syncing = True
+    try:
+        state.knobs[(port, knob)].value = value
+    finally:
+        state.syncing = False
+
+
+def _sync_knobs(feed: LiveFeed, state: PageState) -> None:
+    """Show the run's parameters on the knobs (a change from another page or a shell)."""
+    state.syncing = True
+    try:
+        for (port, knob), widget in state.knobs.items():
+            value = widget_value(feed.params(port), knob)
+            if widget.value != value:
+                widget.value = value
+    finally:
+        state.syncing = False
+
+
+def _stream(
+    got: list[LiveRow],
+    q_eqs: list[tuple[float, ...]],
+    queue: Any,
+    rates: Any,
+    drops: Any,
+    *,
+    rollover: int | None,
+) -> None:
+    t = [r.t_s for r in got]
+    ports = len(got[0].queue_pkts)
+    queue.stream(
+        {
+            "t": t,
+            **{f"q{k}": [r.queue_pkts[k] for r in got] for k in range(ports)},
+            **{f"e{k}": [e[k] for e in q_eqs] for k in range(ports)},
+        },
+        rollover,
+    )
+    n = len(got[0].current_rate_bps)
+    rates.stream(
+        {
+            "t": t,
+            **{f"c{i}": [r.current_rate_bps[i] / 1e9 for r in got] for i in range(n)},
+            **{f"r{i}": [r.target_rate_bps[i] / 1e9 for r in got] for i in range(n)},
+        },
+        rollover,
+    )
+    drops.stream({"t": t, "drops": [r.drops for r in got]}, rollover)
+
+
+def _cnm_rates(state: PageState, got: list[LiveRow], cnm_data: Any, rollover: int | None) -> None:
+    ts, rates = [], []
+    for r in got:
+        total = sum(r.cnms)
+        if state.cnm_anchor is None:
+            state.cnm_anchor = (r.t_s, total)
+            continue
+        t0, n0 = state.cnm_anchor
+        if r.t_s - t0 >= CNM_RATE_WINDOW_S - 1e-9:  # (times summed in floats)
+            ts.append(r.t_s)
+            rates.append((total - n0) / (r.t_s - t0))
+            state.cnm_anchor = (r.t_s, total)
+    if ts:
+        cnm_data.stream({"t": ts, "rate": rates}, rollover)
+
+
+def _clock_text(feed: LiveFeed, last: LiveRow) -> str:
+    phase = next(
+        (p for p in feed.phases if p.from_s <= last.t_s < p.to_s),
+        feed.phases[-1] if feed.phases else None,
+    )
+    where = f"phase {phase.text()}" if phase else ""
+    speed = "" if feed.speed is None else f" (x{feed.speed:g} of real time)"
+    drops = f"drops {last.drops}"
+    return f"<b>t = {last.t_s:.3f} s</b>{speed} &nbsp; {where} &nbsp; {drops}"
+
+
+# -- the server --------------------------------------------------------------------------------
+
+
+class LiveServer:
+    """The Bokeh server of one feed, in its own thread: :meth:`start`, :meth:`stop`
+    (which frees its port and closes every page's connection)."""
+
+    def __init__(self, feed: LiveFeed, port: int = 0) -> None:
+        self.feed = feed
+        self.requested_port = port
+        self.port = 0
+        self.thread_id = 0
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._failure: BaseException | None = None
+        self._loop: Any = None
+        self._server: Any = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def start(self) -> str:
+        """Serve the page; its URL."""
+        try:
+            import bokeh  # noqa: F401, PLC0415
+        except ImportError:
+            raise LiveViewError(
+                "--live needs Bokeh (pip install bokeh, or make venv: it is a dependency)"
+            ) from None
+        self._thread = threading.Thread(target=self._serve, name="qcn-live", daemon=True)
+        self._thread.start()
+        self._ready.wait(STOP_TIMEOUT_S)
+        if self._failure is not None:
+            self._thread.join(STOP_TIMEOUT_S)
+            raise LiveViewError(f"the live view cannot start: {self._failure}")
+        return self.url
+
+    def _serve(self) -> None:
+        demote_this_thread()
+        self.thread_id = threading.get_native_id()
+        try:
+            from bokeh.application import Application  # noqa: PLC0415
+            from bokeh.application.handlers.function import FunctionHandler  # noqa: PLC0415
+            from bokeh.server.server import BaseServer  # noqa: PLC0415
+            from bokeh.server.tornado import BokehTornado  # noqa: PLC0415
+            from tornado.httpserver import HTTPServer  # noqa: PLC0415
+            from tornado.ioloop import IOLoop  # noqa: PLC0415
+            from tornado.netutil import bind_sockets  # noqa: PLC0415
+
+            asyncio.set_event_loop(asyncio.new_event_loop())
+            loop = IOLoop.current()
+            sockets = bind_sockets(self.requested_port, "127.0.0.1")
+            self.port = sockets[0].getsockname()[1]
+            origins = [f"127.0.0.1:{self.port}", f"localhost:{self.port}"]
+            app = BokehTornado(
+                {"/": Application(FunctionHandler(make_document(self.feed)))},
+                extra_websocket_origins=origins,
+            )
+            http = HTTPServer(app)
+            http.add_sockets(sockets)
+            self._server = BaseServer(loop, app, http)
+            self._server.start()
+            self._loop = loop
+        except BaseException as e:
+            self._failure = e
+            self._ready.set()
+            return
+        self._ready.set()
+        loop.start()
+        loop.close(all_fds=True)
+
+    def stop(self) -> None:
+        """Stop serving: the port is free and no page holds a connection once it returns."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None or not thread.is_alive():
+            return
+
+        def shut() -> None:
+            with contextlib.suppress(Exception):
+                self._server.stop()
+            loop.stop()
+
+        loop.add_callback(shut)
+        thread.join(STOP_TIMEOUT_S)
+        self._loop = None
+
+
+@contextlib.contextmanager
+def serving(feed: LiveFeed, port: int = 0, say: Callable[[str], None] = print) -> Iterator[str]:
+    """The live view of ``feed`` while the block runs; stopped however the block ends."""
+    server = LiveServer(feed, port)
+    url = server.start()
+    say(url)
+    try:
+        yield url
+    finally:
+        feed.finished.set()
+        server.stop()
