@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from qcn.core.frames import pause_frame
 from reaction_point.tc import HtbLimiters
@@ -34,6 +36,18 @@ def qcn(
         timeout=timeout_s,
         env=env,
     )
+
+
+def interruptible(args: list[str], **kwargs: Any) -> subprocess.Popen[str]:
+    """A child process that takes Ctrl-C (SIGINT) as a user's terminal gives it.  A suite
+    started as a shell's background job (`make test &`, CI under nohup) runs with SIGINT
+    ignored (POSIX), its children inherit that, and Python keeps ignoring it: a test's
+    Ctrl-C would go unseen.  A handler set here is reset to the default in the child."""
+    ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(args, text=True, **kwargs)
+    finally:
+        signal.signal(signal.SIGINT, ignored)
 
 
 #: A simulation long enough to watch, stop or race: the Python engine's (the compiled core

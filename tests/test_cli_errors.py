@@ -17,7 +17,7 @@ import pytest
 from qcn import cli
 from qcn.core.publish import PARTIAL_MARKER
 from qcn.core.scenario import SCENARIO_DIR
-from tests.kit import SLOW_SIM, assert_one_line_error, fill, qcn, small_disk
+from tests.kit import SLOW_SIM, assert_one_line_error, fill, interruptible, qcn, small_disk
 from tests.toolchain import requires_root
 from topologies.netns import namespaces
 
@@ -438,10 +438,10 @@ def test_two_runs_to_one_fresh_out_do_not_both_succeed(tmp_path: Path) -> None:
 def test_a_simulation_interrupted_keeps_what_it_measured(tmp_path: Path, scenario: str) -> None:
     """Ctrl-C in the middle of a simulation kept the PARTIAL marker alone."""
     out = tmp_path / "cut"
-    run = subprocess.Popen(
+    run = interruptible(
         [sys.executable, "-m", "qcn.cli", "run", scenario, "--backend", "sim", "--duration",
          "5", "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=SLOW_SIM,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=SLOW_SIM,
     )  # fmt: skip
     assert run.stderr is not None
     for _ in range(2):  # (two progress lines: the simulation is under way)

@@ -37,6 +37,7 @@ from qcn.core.live import (
 from qcn.core.params import PROB_ONE, CpParams, ParamError
 from qcn.core.trace import Trace
 from simulator import compiled
+from tests.kit import interruptible
 from topologies.live import ControllerKnobs, SwitchLive, source_rates
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -197,10 +198,10 @@ needs_bokeh = pytest.mark.skipif(
 
 
 def start_live_run(out: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
+    proc = interruptible(
         [sys.executable, "-m", "qcn", "run", "transient", "--backend", "sim", "--live",
          "--duration", "0.3", "--out", str(out), "--quiet", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
     )  # fmt: skip
     assert proc.stdout is not None
     for line in proc.stdout:
