@@ -227,6 +227,15 @@ def test_qcn_run_live_serves_its_page_waits_for_it_and_ctrl_c_leaves_nothing(
     """The page's HTML and BokehJS come from the run itself; fetching them is not a page
     that is up (the run starts when BokehJS has drawn it: tests/test_live_browser.py)."""
     proc, url = start_live_run(tmp_path / "run")
+    try:
+        served_and_interrupted(proc, url, tmp_path)
+    finally:
+        if proc.poll() is None:  # (a failed check leaves no run behind)
+            proc.kill()
+            proc.wait(10)
+
+
+def served_and_interrupted(proc: subprocess.Popen[str], url: str, tmp_path: Path) -> None:
     assert url.startswith("http://127.0.0.1:")
     page = urllib.request.urlopen(url, timeout=10).read().decode()
     assert "bokeh" in page.lower()
