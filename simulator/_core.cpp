@@ -982,25 +982,19 @@ struct Core {
     kick(si);
   }
 
-  void schedule_timer_source(int32_t si) {
-    Source& s = sources[si];
-    double deadline = s.rules.timer_deadline;
-    if (!is_none(deadline) && deadline != s.timer_at) {
-      s.timer_at = deadline;
-      s.timer_version += 1;
-      push(deadline, TIMER, si, s.timer_version);
+  /// A reaction point's timer event, pushed again when its deadline moved (a source's
+  /// or a flow's: ``index`` is the event's target).
+  template <class Owner>
+  void schedule_timer(Owner& o, int32_t index) {
+    double deadline = o.rules.timer_deadline;
+    if (!is_none(deadline) && deadline != o.timer_at) {
+      o.timer_at = deadline;
+      o.timer_version += 1;
+      push(deadline, TIMER, index, o.timer_version);
     }
   }
-
-  void schedule_timer_flow(int32_t fi) {
-    Flow& f = flows[fi];
-    double deadline = f.rules.timer_deadline;
-    if (!is_none(deadline) && deadline != f.timer_at) {
-      f.timer_at = deadline;
-      f.timer_version += 1;
-      push(deadline, TIMER, fi, f.timer_version);
-    }
-  }
+  void schedule_timer_source(int32_t si) { schedule_timer(sources[si], si); }
+  void schedule_timer_flow(int32_t fi) { schedule_timer(flows[fi], fi); }
 
   // -- flows --
 
