@@ -79,11 +79,11 @@ def test_a_switch_that_stops_answering_is_one_error_naming_it() -> None:
         def occupancies(self, _ports: list[int]) -> list[tuple[int, int]]:
             raise TTransportException(TTransportException.END_OF_FILE, "TSocket read 0 bytes")
 
-    live = measurement.read_depths({"s1": FakeThrift()}, {"s1": [1, 2]}, 3.0)
-    assert set(live) == {PortRef("s1", 1), PortRef("s1", 2)}
+    live = measurement.read_depths({"s1": FakeThrift()}, {"s1": [11, 4]}, 3.0)
+    assert set(live) == {PortRef("s1", 11), PortRef("s1", 4)}
     with pytest.raises(ExperimentError) as e:
         measurement.read_depths(
-            {"s1": FakeThrift(), "s2": DeadThrift()}, {"s1": [1], "s2": [3]}, 31.2
+            {"s1": FakeThrift(), "s2": DeadThrift()}, {"s1": [11, 4], "s2": [3]}, 31.2
         )
     assert str(e.value) == (
         "switch s2 stopped answering at t=31.2 s (it crashed or was killed; its log is "
