@@ -162,7 +162,6 @@ class FlowSender:
         self.keep_connections = self.tcp and tcp_connections == "kept"
         self.idle: dict[str, list[socket.socket]] = {}
         """tcp, kept: each receiver's open connections that carry no flow now."""
-        self.connections_opened = 0
         self.dst, self.port = dst, port
         self.frame_bytes, self.rto_s = frame_bytes, rto_s
         self.origin, self.log, self.clock = origin, log, clock
@@ -265,7 +264,6 @@ class FlowSender:
                 code = sock.connect_ex((dst, self.port))
                 if code not in (0, errno.EINPROGRESS):
                     raise OSError(code, os.strerror(code))
-                self.connections_opened += 1
             else:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
                 sock.connect((dst, self.port))
