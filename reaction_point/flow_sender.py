@@ -9,15 +9,19 @@ The active flows take turns, a frame each.
 
 Transport (``frames``, the same as the simulator's): the receiver acknowledges every frame
 (:mod:`topologies.flow_receiver`); a frame not acknowledged ``rto_s`` after it was sent is
-sent again, ahead of the flow's new frames.  With ``--transport tcp`` each flow is a TCP
-connection instead (the kernel's TCP, as users run it): the flow header, then the flow's
-bytes, then the sender's half-close; the receiver closes once it has them all, and the
-flow's retransmissions are TCP's own (``TCP_INFO``).
+sent again, ahead of the flow's new frames.  With ``--transport tcp`` the flows go over
+the kernel's TCP instead, as users run it: the flow header, then the flow's bytes; the
+receiver answers with the header flagged ACK once it has them all, and the flow's
+retransmissions are TCP's own (``TCP_INFO``).  Its connections are kept (``--tcp-connections
+kept``): a flow goes on an idle connection to its receiver, or a new one when none is idle,
+and the connection waits for the next flow after it.  With ``per-flow`` each flow opens a
+connection of its own and half-closes it after its bytes.
 
 It writes one JSON line per event to its log, flushed at once, so an interrupted run keeps
 every record::
 
     {"flow": 7, "start": 12.5, "late": 0.0002, "size": 4000, "sport": 40312}   # started
+    {"flow": 8, "start": 12.6, ..., "sport": 40312, "kept": true}   # tcp: on a kept connection
     {"flow": 7, "acked": 12.6, "retransmitted": 1}     # every frame acknowledged
     {"flow": 9, "stopped": 14.0, "retransmitted": 0}   # still sending at the stop
 
@@ -64,6 +68,7 @@ from qcn.core.flows import (
     FLOW_HEADER,
     MAX_COPIES,
     SO_RCVBUFFORCE,
+    TCP_CONNECTIONS,
     TRANSPORTS,
     FlowFieldError,
     check_host_flow,
@@ -118,6 +123,11 @@ class SendingFlow:
     stream: bytes = b""
     """tcp: the header still to send (then ``stream_left`` zero bytes)."""
     stream_left: int = 0
+    reply: bytes = b""
+    """tcp: what has come of the receiver's answer (the flow header, flagged ACK)."""
+    dst: str = ""
+    retransmitted_before: int = 0
+    """tcp: the connection's retransmissions before this flow (a kept one's earlier flows)."""
     acked: int = 0
     retransmitted: int = 0
 
@@ -143,11 +153,15 @@ class FlowSender:
         transport: str = "frames",
         ack_socket: Path | None = None,
         tcp_congestion: str = "",
+        tcp_connections: str = TCP_CONNECTIONS[0],
     ) -> None:
         self.pending = deque(sorted(arrivals, key=lambda a: a.start_s))
         self.tcp = transport == "tcp"
         self.tcp_congestion = tcp_congestion.encode()
         """tcp: every socket's congestion control (empty: the host's default)."""
+        self.keep_connections = self.tcp and tcp_connections == "kept"
+        self.idle: dict[str, list[socket.socket]] = {}
+        """tcp, kept: each receiver's open connections that carry no flow now."""
         self.dst, self.port = dst, port
         self.frame_bytes, self.rto_s = frame_bytes, rto_s
         self.origin, self.log, self.clock = origin, log, clock
@@ -192,11 +206,16 @@ class FlowSender:
             and len(self.active) < self.max_active
         ):
             a = self.pending[0]
+            dst = a.dst or self.dst
+            sock, kept = self._idle_connection(dst), True
             try:
-                sock = self._connect(a.dst or self.dst)
+                if sock is None:
+                    sock, kept = self._connect(dst), False
             except OSError as e:
                 if e.errno not in OUT_OF_PORTS:
                     raise
+                if self._close_an_idle_connection():
+                    continue  # (its port and descriptor are free now)
                 # Out of ports or sockets: the flow waits until one of ours ends (or a
                 # moment, if they are someone else's), as its docstring always said.
                 self.waits_for_ports += 1
@@ -204,10 +223,15 @@ class FlowSender:
                 return
             self.pending.popleft()
             frames, last = flow_frames(a.size_bytes, self.frame_bytes)
-            flow = SendingFlow(a.flow_id, a.size_bytes, frames, last, sock)
+            flow = SendingFlow(a.flow_id, a.size_bytes, frames, last, sock, dst=dst)
             if self.tcp:
-                flow.stream = FLOW_HEADER.pack(a.flow_id, 0, a.size_bytes, 0)
-                flow.stream_left = a.size_bytes
+                # The header goes in one write with the first bytes: alone (no Nagle) it
+                # would be a frame of its own, a full frame's turn at a BMv2 port.
+                first = min(a.size_bytes, len(ZEROS) - FLOW_HEADER.size)
+                flow.stream = FLOW_HEADER.pack(a.flow_id, 0, a.size_bytes, 0) + ZEROS[:first]
+                flow.stream_left = a.size_bytes - first
+                if kept:
+                    flow.retransmitted_before = tcp_retransmissions(sock)
                 self.selector.register(sock, selectors.EVENT_WRITE, flow)
             else:
                 self.selector.register(sock, selectors.EVENT_READ, flow)
@@ -222,6 +246,7 @@ class FlowSender:
                     "size": a.size_bytes,
                     "sport": sock.getsockname()[1],
                 }
+                | ({"kept": True} if kept and self.tcp else {})
             )
 
     def _connect(self, dst: str) -> socket.socket:
@@ -233,6 +258,9 @@ class FlowSender:
             if self.tcp:
                 if self.tcp_congestion:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.tcp_congestion)
+                # A flow's last short segment goes at once, not after the acknowledgement of
+                # what is in flight (Nagle), as traffic generators set it.
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 code = sock.connect_ex((dst, self.port))
                 if code not in (0, errno.EINPROGRESS):
                     raise OSError(code, os.strerror(code))
@@ -243,6 +271,30 @@ class FlowSender:
             sock.close()
             raise
         return sock
+
+    def _idle_connection(self, dst: str) -> socket.socket | None:
+        """tcp, kept: an idle connection to ``dst`` still open (one the receiver closed,
+        or reset, is dropped), or None."""
+        idle = self.idle.get(dst, [])
+        while idle:
+            sock = idle.pop()
+            try:
+                if sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT):
+                    raise OSError(errno.EPROTO, "unexpected bytes from the receiver")
+                sock.close()  # (closed by the receiver: b"")
+            except BlockingIOError:
+                return sock  # open, nothing to read: ready for a flow
+            except OSError:
+                sock.close()
+        return None
+
+    def _close_an_idle_connection(self) -> bool:
+        """Out of ports or descriptors: close one idle connection (any receiver's)."""
+        for idle in self.idle.values():
+            if idle:
+                idle.pop(0).close()
+                return True
+        return False
 
     def _expire(self, now: float) -> None:
         while self.timeouts and self.timeouts[0][0] <= now:
@@ -325,11 +377,15 @@ class FlowSender:
             return
         self._retire(flow, {"acked": self.clock(), "retransmitted": flow.retransmitted})
 
-    def _retire(self, flow: SendingFlow, end: dict[str, Any]) -> None:
-        """The flow is over (``end`` says how, in its log record): its socket goes."""
+    def _retire(self, flow: SendingFlow, end: dict[str, Any], keep: bool = False) -> None:
+        """The flow is over (``end`` says how, in its log record): its socket goes, or,
+        ``keep``, waits idle for the next flow to the same receiver."""
         del self.active[flow.flow_id]
         self.selector.unregister(flow.sock)
-        flow.sock.close()
+        if keep:
+            self.idle.setdefault(flow.dst, []).append(flow.sock)
+        else:
+            flow.sock.close()
         self._retry_at = 0.0  # (a port is free again)
         self._write({"flow": flow.flow_id, **end})
 
@@ -369,7 +425,8 @@ class FlowSender:
                 self._finish_if_done(flow)
 
     def _on_stream(self, flow: SendingFlow, events: int) -> None:
-        """tcp: send what the connection takes; at the receiver's close, the flow is done."""
+        """tcp: send what the connection takes; at the receiver's answer, the flow is done
+        (its connection kept for the next flow, or closed)."""
         try:
             if events & selectors.EVENT_WRITE:
                 while flow.stream or flow.stream_left:
@@ -378,12 +435,22 @@ class FlowSender:
                     else:
                         chunk = min(flow.stream_left, len(ZEROS))
                         flow.stream_left -= flow.sock.send(memoryview(ZEROS)[:chunk])
-                flow.sock.shutdown(socket.SHUT_WR)
+                if not self.keep_connections:
+                    flow.sock.shutdown(socket.SHUT_WR)
                 self.selector.modify(flow.sock, selectors.EVENT_READ, flow)
-            elif events & selectors.EVENT_READ and not flow.sock.recv(64):
-                flow.acked = flow.frames
-                flow.retransmitted = tcp_retransmissions(flow.sock)
-                self._finish_if_done(flow)
+            elif events & selectors.EVENT_READ:
+                data = flow.sock.recv(FLOW_HEADER.size - len(flow.reply))
+                if not data:
+                    raise OSError(errno.ECONNRESET, "closed by the receiver")
+                flow.reply += data
+                if len(flow.reply) < FLOW_HEADER.size:
+                    return
+                flow_id, _frame, _size, flags = FLOW_HEADER.unpack(flow.reply)
+                if flow_id != flow.flow_id or not flags & FLAG_ACK:
+                    raise OSError(errno.EPROTO, "the receiver answered for another flow")
+                retransmitted = tcp_retransmissions(flow.sock) - flow.retransmitted_before
+                end = {"acked": self.clock(), "retransmitted": retransmitted}
+                self._retire(flow, end, keep=self.keep_connections)
         except BlockingIOError:
             return  # (it waits for room)
         except OSError as e:  # refused or reset: the flow cannot finish
@@ -399,9 +466,13 @@ class FlowSender:
                 # Where the connection was stuck: its state (SYN_SENT, ESTABLISHED, ...) and
                 # how many timeouts in a row it was backing off from.
                 with contextlib.suppress(OSError):
-                    record.update(tcp_where(flow.sock))
+                    record.update(tcp_where(flow.sock, since=flow.retransmitted_before))
             with contextlib.suppress(OSError):
                 self._retire(flow, record)
+        for idle in self.idle.values():
+            for sock in idle:
+                sock.close()
+        self.idle.clear()
         self.selector.close()
 
 
@@ -429,15 +500,15 @@ TCP_STATES = {1: "ESTABLISHED", 2: "SYN_SENT", 4: "FIN_WAIT1", 5: "FIN_WAIT2", 7
 """The states of include/net/tcp_states.h a sender's connection can be stopped in."""
 
 
-def tcp_where(sock: socket.socket) -> dict[str, object]:
+def tcp_where(sock: socket.socket, since: int = 0) -> dict[str, object]:
     """A stopped connection's state, its backoff (``tcpi_backoff``: timeouts in a row) and
-    the segments it sent again (struct tcp_info: state, ca_state, retransmits, probes,
-    backoff are its first bytes)."""
+    the segments it sent again, beyond ``since`` (struct tcp_info: state, ca_state,
+    retransmits, probes, backoff are its first bytes)."""
     info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
     return {
         "tcp_state": TCP_STATES.get(info[0], str(info[0])),
         "tcp_backoff": info[4],
-        "retransmitted": int.from_bytes(info[TCP_INFO_TOTAL_RETRANS:104], sys.byteorder),
+        "retransmitted": tcp_retransmissions(sock) - since,
     }
 
 
@@ -555,6 +626,12 @@ def main(argv: list[str] | None = None) -> int:
         help="tcp: each socket's congestion control, e.g. cubic (default: the host's)",
     )
     ap.add_argument(
+        "--tcp-connections",
+        choices=TCP_CONNECTIONS,
+        default=TCP_CONNECTIONS[0],
+        help="tcp: keep connections for the next flow, or one connection per flow",
+    )
+    ap.add_argument(
         "--ack-socket",
         type=Path,
         help="frames: take the receivers' acknowledgements on this Unix socket, out of band",
@@ -586,6 +663,7 @@ def main(argv: list[str] | None = None) -> int:
                 transport=args.transport,
                 ack_socket=args.ack_socket,
                 tcp_congestion=args.tcp_congestion,
+                tcp_connections=args.tcp_connections,
             )
             print(json.dumps({"flows": len(arrivals)}), flush=True)  # ready
             try:

@@ -351,6 +351,7 @@ def test_bmv2_scaling_scales_flow_sizes_by_k_tau() -> None:
         ({"workload.drain_fraction": 1.0}, "workload.drain_fraction"),
         ({"network.port_service": "cells"}, "network.port_service: must be one of bytes, bmv2"),
         ({"workload.tcp_congestion": "cubic; rm"}, "workload.tcp_congestion: must be a kernel"),
+        ({"workload.tcp_connections": "pooled"}, "workload.tcp_connections: must be kept or"),
     ],
 )
 def test_flow_settings_are_checked(overrides: dict[str, object], message: str) -> None:

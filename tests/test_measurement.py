@@ -66,3 +66,26 @@ def test_the_loop_applies_the_schedule_and_samples_until_the_end(
     assert times == sorted(times)
     assert samples[-1] is None  # the last one, after the drain
     assert all(s is not None and 0 <= s < 0.3 for s in samples[:-1])
+
+
+def test_a_switch_that_stops_answering_is_one_error_naming_it() -> None:
+    """A switch killed mid-run (another run once took it for a leftover) ended the run in a
+    Thrift traceback; it is now an ExperimentError naming the switch and the time."""
+    from thrift.transport.TTransport import TTransportException  # noqa: PLC0415
+
+    from topologies.errors import ExperimentError  # noqa: PLC0415
+
+    class DeadThrift(FakeThrift):
+        def occupancies(self, _ports: list[int]) -> list[tuple[int, int]]:
+            raise TTransportException(TTransportException.END_OF_FILE, "TSocket read 0 bytes")
+
+    live = measurement.read_depths({"s1": FakeThrift()}, {"s1": [11, 4]}, 3.0)
+    assert set(live) == {PortRef("s1", 11), PortRef("s1", 4)}
+    with pytest.raises(ExperimentError) as e:
+        measurement.read_depths(
+            {"s1": FakeThrift(), "s2": DeadThrift()}, {"s1": [11, 4], "s2": [3]}, 31.2
+        )
+    assert str(e.value) == (
+        "switch s2 stopped answering at t=31.2 s (it crashed or was killed; its log is "
+        "s2.log in the results)"
+    )

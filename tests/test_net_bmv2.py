@@ -155,3 +155,35 @@ def test_a_second_network_is_refused_in_one_line(tmp_path: Path) -> None:
         f"qcn: error: a network is already up (pid {os.getpid()}, elsewhere): "
         "'qcn net down' stops it"
     ]
+
+
+def test_a_run_while_another_network_is_up_is_refused_and_leaves_it_alone(
+    tmp_path: Path,
+) -> None:
+    """Every run's switches and interfaces have the same names: a second run used to take
+    the first one's for a killed run's leftovers and stop them.  The network's lock now
+    refuses it in one line, and 'qcn net down' leaves a run's network alone."""
+    from topologies.testbed import hold_network_lock  # noqa: PLC0415
+
+    lock_path = tmp_path / "network.lock"
+    env = {**net_env(tmp_path), "QCN_NETWORK_LOCK": str(lock_path)}
+    with hold_network_lock(lock_path):
+        r = subprocess.run(
+            [*QCN, "run", "transient", "--backend", "mininet", "--out", str(tmp_path / "r")],
+            capture_output=True, text=True, env=env, check=False, timeout=60,
+        )  # fmt: skip
+        assert r.returncode == 2
+        holder = f"pid {os.getpid()}: {Path(sys.argv[0]).name}"
+        assert (
+            r.stderr.strip()
+            .splitlines()[-1]
+            .startswith(f"qcn: error: another qcn network is up ({holder}")
+        )
+        assert r.stderr.strip().endswith("wait for it to end, or stop it")
+        down = subprocess.run(
+            [*QCN, "net", "down"], capture_output=True, text=True, env=env, check=False
+        )
+        assert down.returncode == 0
+        assert "a run's network is not stopped by 'qcn net down'" in down.stdout
+    # Released: the next one takes it.
+    hold_network_lock(lock_path).close()

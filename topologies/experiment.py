@@ -609,6 +609,7 @@ class FlowsExperiment(StreamExperiment):
                     *("--log", str(self._log(f"flows-{host}.jsonl"))),
                     *("--transport", self.sc.workload.transport),
                     *("--tcp-congestion", self.sc.workload.tcp_congestion),
+                    *("--tcp-connections", self.sc.workload.tcp_connections),
                     *(
                         ("--ack-socket", str(self.ack_dir / f"{self.host_ip(host)}.sock"))
                         if self.ack_dir

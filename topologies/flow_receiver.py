@@ -13,10 +13,12 @@ many copies were sent before it, and on a FIFO path they would have arrived firs
 learns of a loss when the frame finally arrives (a timeout later), and never of a frame
 that did not arrive by the end.
 
-With ``--transport tcp`` it accepts one TCP connection per flow instead: the flow header,
-then the flow's bytes; it records the flow when the last byte is read and closes the
-connection (the sender's cue).  The frames and bytes it reports are then estimated from
-the stream (:data:`TCP_FRAME_OVERHEAD`), and losses are TCP's business.
+With ``--transport tcp`` it accepts TCP connections instead, each carrying flows one after
+another (a sender keeps its connections, or opens one per flow): the flow header, then the
+flow's bytes; it records the flow when the last byte is read and answers with the header
+flagged ACK (the sender's cue), then reads the next flow's header, or the sender's close.
+The frames and bytes it reports are then estimated from the stream
+(:data:`TCP_FRAME_OVERHEAD`), and losses are TCP's business.
 
 ``finish`` is ``time.monotonic()``, which every network namespace shares, so it compares
 with the senders' start times (:mod:`reaction_point.flow_sender`).  A frame that arrives
@@ -66,7 +68,7 @@ class ReceivingFlow:
 
 @dataclass(eq=False)
 class Connection:
-    """tcp: one flow's connection, its header read first, then its bytes counted."""
+    """tcp: a connection's flow now, its header read first, then its bytes counted."""
 
     sock: socket.socket
     src: str
@@ -138,6 +140,7 @@ class FlowReceiver:
             except BlockingIOError:
                 return
             conn.setblocking(False)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # (the answer, at once)
             self.selector.register(conn, selectors.EVENT_READ, Connection(conn, src))
 
     def _read(self, c: Connection) -> None:
@@ -156,17 +159,31 @@ class FlowReceiver:
             segments = -(-len(data) // (self.frame_bytes - TCP_FRAME_OVERHEAD))
             counts[0] += segments
             counts[1] += len(data) + segments * TCP_FRAME_OVERHEAD
-            if c.flow_id < 0:
-                need = FLOW_HEADER.size - len(c.header)
-                c.header, data = c.header + data[:need], data[need:]
-                if len(c.header) < FLOW_HEADER.size:
-                    continue
-                c.flow_id, _frame, c.size, _flags = FLOW_HEADER.unpack(c.header)
-            c.received += len(data)
-            if c.received >= c.size:
-                self._finished(c.src, c.flow_id, arrived, c.size, 0)
-                self._close(c)  # (the sender's cue that the flow is done)
-                return
+            while data:
+                if c.flow_id < 0:
+                    need = FLOW_HEADER.size - len(c.header)
+                    c.header, data = c.header + data[:need], data[need:]
+                    if len(c.header) < FLOW_HEADER.size:
+                        break
+                    c.flow_id, _frame, c.size, _flags = FLOW_HEADER.unpack(c.header)
+                taken = min(len(data), c.size - c.received)
+                c.received += taken
+                data = data[taken:]
+                if c.received >= c.size and not self._answer(c, arrived):
+                    return
+
+    def _answer(self, c: Connection, arrived: float) -> bool:
+        """The connection's flow is whole: record it and tell the sender (its header flagged
+        ACK), then wait for the next flow; False if the connection is gone."""
+        self._finished(c.src, c.flow_id, arrived, c.size, 0)
+        try:
+            # 16 bytes into a send buffer that holds at most the earlier answers: it fits.
+            c.sock.send(FLOW_HEADER.pack(c.flow_id, 0, c.size, FLAG_ACK))
+        except OSError:
+            self._close(c)
+            return False
+        c.header, c.flow_id, c.size, c.received = b"", -1, 0, 0
+        return True
 
     def _close(self, c: Connection) -> None:
         self.selector.unregister(c.sock)

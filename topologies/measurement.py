@@ -16,8 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from thrift.Thrift import TException
+
 from qcn.core.scenario import Scenario
 from qcn.core.topology import PortRef
+from topologies.errors import ExperimentError
 from topologies.network import frames_per_s
 from topologies.noise import NoiseMonitor
 
@@ -101,11 +104,7 @@ def measure(
                 f"qcn run: t={now - start:.1f} s: bottleneck -> "
                 f"{change.bottleneck_rate_bps / 1e6:g} Mb/s"
             )
-        depths = {
-            PortRef(sw, port): frames
-            for sw, numbers in by_switch.items()
-            for port, (frames, _) in zip(numbers, thrifts[sw].occupancies(numbers), strict=True)
-        }
+        depths = read_depths(thrifts, by_switch, now - start)
         t = time.monotonic()
         for ref, frames in depths.items():
             rec.ports[str(ref)].append((t, frames))
@@ -127,3 +126,22 @@ def measure(
     time.sleep(min(1.0, 10 * interval_s))
     hooks.on_sample(None, time.monotonic())
     return rec
+
+
+def read_depths(
+    thrifts: Mapping[str, Any], by_switch: Mapping[str, list[int]], elapsed_s: float
+) -> dict[PortRef, int]:
+    """Every measured port's queue now, in frames; a switch that no longer answers (it
+    crashed, or something killed it) is an ExperimentError naming it, not a traceback."""
+    depths = {}
+    for sw, numbers in by_switch.items():
+        try:
+            occupancies = thrifts[sw].occupancies(numbers)
+        except (TException, OSError):
+            raise ExperimentError(
+                f"switch {sw} stopped answering at t={elapsed_s:.1f} s (it crashed or was "
+                f"killed; its log is {sw}.log in the results)"
+            ) from None
+        for port, (frames, _) in zip(numbers, occupancies, strict=True):
+            depths[PortRef(sw, port)] = frames
+    return depths

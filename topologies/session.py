@@ -26,12 +26,14 @@ from controller import config as network_file
 from qcn.core.live import LiveFeed, write_knobs
 from qcn.core.params import CpParams, QcnParams
 from qcn.core.topology import Topology
+from topologies.errors import ExperimentError
 from topologies.live import SwitchLive, ThriftDepths, run_clock
 from topologies.network import address, network_config
 from topologies.testbed import (
     RP_STATUS_DIR,
     Emulation,
     Testbed,
+    hold_network_lock,
     remove_stale_interfaces,
     stop_orphaned_helpers,
     stop_stale_switches,
@@ -248,8 +250,15 @@ def down(progress: Callable[[str], None] = print) -> bool:
         stopped = True
     with contextlib.suppress(OSError):
         STATE_FILE.unlink()
-    # A killed session's switches, interfaces and host processes (each says what it found).
-    stop_stale_switches(progress)
-    remove_stale_interfaces(progress)
-    stop_orphaned_helpers(progress)
+    # A killed session's switches, interfaces and host processes (each says what it found);
+    # none while a run holds the network: they are its own.
+    try:
+        lock = hold_network_lock()
+    except ExperimentError as e:
+        progress(f"qcn net: {e} (a run's network is not stopped by 'qcn net down')")
+        return stopped
+    with lock:
+        stop_stale_switches(progress)
+        remove_stale_interfaces(progress)
+        stop_orphaned_helpers(progress)
     return stopped

@@ -11,6 +11,7 @@ the switch agents, then Mininet, then a check that no interface of the run is le
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import IO, Any
 
 from controller.config import NetworkConfig
 from qcn.core.noise import NoiseRecording
@@ -90,6 +91,38 @@ def missing_requirements() -> str | None:
     if os.geteuid() != 0:
         return "Mininet needs root"
     return None
+
+
+NETWORK_LOCK = Path(os.environ.get("QCN_NETWORK_LOCK", "/run/lock/qcn-p4-network.lock"))
+"""Held (flock) by the run whose Mininet network is up: the switches' names, ports and
+interfaces are the same in every run, so a second run would take the first one's for stale
+and stop them.  The kernel drops the lock when its holder dies, however it dies."""
+
+
+def hold_network_lock(path: Path = NETWORK_LOCK) -> IO[str]:
+    """The network's lock, held until the returned file is closed; raises ExperimentError
+    naming the run that holds it."""
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = path.open("a+")
+    except OSError as e:
+        raise ExperimentError(f"cannot open the network lock {path}: {e.strerror}") from None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "another process"
+        lock.close()
+        raise ExperimentError(
+            f"another qcn network is up ({holder}): wait for it to end, or stop it"
+        ) from None
+    lock.seek(0)
+    lock.truncate()
+    command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
+    lock.write(f"pid {os.getpid()}: {command}")
+    lock.flush()
+    return lock
 
 
 def remove_stale_interfaces(progress: Progress) -> None:
@@ -214,6 +247,8 @@ class Testbed:
         """Every switch agent opened; closed at teardown."""
         self._signals = contextlib.ExitStack()
         """SIGTERM is a Ctrl-C while the testbed is up (qcn.core.signals)."""
+        self._network_lock: IO[str] | None = None
+        """Held while this testbed's network may be up (:func:`hold_network_lock`)."""
 
     def __enter__(self) -> Testbed:
         self.out.mkdir(parents=True, exist_ok=True)
@@ -252,6 +287,8 @@ class Testbed:
             reach_every_host,
         )
 
+        if self._network_lock is None:
+            self._network_lock = hold_network_lock()
         self.progress(f"qcn run: compiling the pipeline into {build_dir()} if it changed")
         compile_program()
         setLogLevel("warning")
@@ -536,4 +573,8 @@ class Testbed:
             self.progress("qcn run: stopping Mininet")
             self.net.stop()
             self.net = None
+        if self._network_lock is None:
+            return  # (never started: the interfaces there may be another run's)
         remove_stale_interfaces(self.progress)
+        self._network_lock.close()
+        self._network_lock = None

@@ -51,6 +51,11 @@ KNOWN_FLAGS = FLAG_ACK | (MAX_COPIES << COPY_SHIFT)
 TRANSPORTS = ("frames", "tcp")
 """How a flow's bytes travel (docs/fct.md, "Transport"): this project's acknowledged
 datagrams, sent again after a timeout, on both backends; or a kernel TCP connection."""
+TCP_CONNECTIONS = ("kept", "per-flow")
+"""tcp: a sender keeps its connections open and sends its next flow to the same receiver on
+an idle one (a new one only when every one is busy), as datacenter traffic generators do;
+or opens and closes one per flow, whose handshake and close cost a BMv2 port at least four
+full frames' turns each (docs/fct.md, "Real TCP")."""
 ETH_IP_UDP_BYTES = 14 + 20 + 8
 FLOW_HEADER_BYTES = ETH_IP_UDP_BYTES + FLOW_HEADER.size
 """What each frame of a flow carries besides the flow's bytes: Ethernet, IPv4, UDP and the

@@ -48,6 +48,7 @@ whose service rate can change on a schedule::
     drain_fraction = 0.0             # flows: no flow starts in this last part of the run
     rto_s = 1e-3                     # flows: a lost frame is sent again this long after
     transport = "frames"             # flows: "frames" (both backends) or "tcp" (BMv2 only)
+    tcp_connections = "kept"         # tcp: "kept" for the next flow, or "per-flow"
     traffic = "topology"             # who sends to whom: "topology" (its own pairs),
                                      # "incast", "permutation", "all-to-all" (flows)
     incast_sink = ""                 # incast: the host all send to ("": the last)
@@ -100,6 +101,7 @@ from qcn.core.flows import (
     FRAME_BYTES_MIN,
     MAX_CUT_FRACTION,
     MAX_FLOWS,
+    TCP_CONNECTIONS,
     TRANSPORTS,
     FlowArrival,
     FlowPath,
@@ -211,6 +213,10 @@ class Workload:
     tcp_congestion: str = "cubic"
     """flows over tcp: the kernel's congestion control of every flow's socket
     (TCP_CONGESTION): Linux's default, whatever the machine's own default is."""
+    tcp_connections: str = "kept"
+    """flows over tcp (qcn.core.flows.TCP_CONNECTIONS): "kept", a host's next flow to a
+    receiver goes on an idle connection to it; "per-flow", a connection opened and closed
+    for each flow (docs/fct.md, "Real TCP")."""
     traffic: str = "topology"
     """Who sends to whom (qcn.core.topology.TRAFFIC): the topology's own pairs, every host
     into one (incast), a random derangement (permutation), or, for flows, each flow to a
@@ -789,6 +795,11 @@ def _validate(s: Scenario) -> None:
         ),
         ("workload.load", 0 < w.load <= 1, "must be in (0, 1]"),
         ("workload.transport", w.transport in TRANSPORTS, f"must be {' or '.join(TRANSPORTS)}"),
+        (
+            "workload.tcp_connections",
+            w.tcp_connections in TCP_CONNECTIONS,
+            f"must be {' or '.join(TCP_CONNECTIONS)}",
+        ),
         (
             "workload.tcp_congestion",
             re.fullmatch(r"[a-z][a-z0-9_]{0,15}", w.tcp_congestion) is not None,
