@@ -533,7 +533,14 @@ class Testbed:
                 agent.close()
         self.agents.clear()
         if self.net is not None:
-            self.progress("qcn run: stopping Mininet")
+            self._say_in_teardown("qcn run: stopping Mininet")
             self.net.stop()
             self.net = None
-        remove_stale_interfaces(self.progress)
+        remove_stale_interfaces(self._say_in_teardown)
+
+    def _say_in_teardown(self, line: str) -> None:
+        """Say ``line`` if the run's output can take it: a closed stdout (the reader of a
+        piped run gone: BrokenPipeError) must not stop the teardown and leave the switches
+        running."""
+        with contextlib.suppress(OSError):
+            self.progress(line)
