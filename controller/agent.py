@@ -105,17 +105,35 @@ class ReconcileReport:
     deleted: int
 
 
+TAKE_OVER_SPAN = 1_000_000
+"""The election ids of this network's own controllers: the network file's and up to this
+many above it.  A controller holding the switch takes the election id of each one-shot
+write that outbid it when that write hands the switch back (finsy bids the highest id the
+switch has seen), so its id rises by one per shell write; a controller at or above the file's
+id + TAKE_OVER_SPAN is another one's, and a shell's write is refused beside it."""
+
+
 class SwitchAgent:
     """One switch as the controller sees it: its config, P4Runtime and Thrift."""
 
     def __init__(
-        self, net: NetworkConfig, name: str, *, timeout_s: float = 5.0, read_only: bool = False
+        self,
+        net: NetworkConfig,
+        name: str,
+        *,
+        timeout_s: float = 5.0,
+        read_only: bool = False,
+        one_shot: bool = False,
     ) -> None:
         self.net = net
         self.cfg: SwitchConfig = net.switch(name)
         self.timeout_s = timeout_s
         self.read_only = read_only
         """Reads only: a backup connection will do (e.g. beside a running `qcn ctl run`)."""
+        self.one_shot = one_shot
+        """A write from a shell (`qcn ctl set`): it outbids a controller of this network
+        that holds the switch (a live run, `qcn ctl run`) for as long as it is connected;
+        see :data:`TAKE_OVER_SPAN`."""
         self._p4rt: P4RuntimeSwitch | None = None
 
     # -- connections -------------------------------------------------------------------------
@@ -130,7 +148,10 @@ class SwitchAgent:
                 election_id=self.cfg.election_id,
                 name=self.cfg.name,
                 timeout_s=self.timeout_s,
-            ).open(require_primary=not self.read_only)
+            ).open(
+                require_primary=not self.read_only,
+                take_over_below=self.cfg.election_id + TAKE_OVER_SPAN if self.one_shot else None,
+            )
         return self._p4rt
 
     def thrift(self) -> Bmv2Thrift:
