@@ -34,7 +34,7 @@ from qcn.core.live import (
     demote_this_thread,
     write_knobs,
 )
-from qcn.core.params import PROB_ONE, CpParams, ParamError
+from qcn.core.params import PROB_ONE, SEED_FRAME_BYTES, CpParams, ParamError, QueueUnit
 from qcn.core.trace import Trace
 from simulator import compiled
 from tests.kit import interruptible
@@ -309,8 +309,12 @@ class FakeAgent:
 
     def read_cp(self, _port: int) -> tuple[CpParams, int]:
         cfg = CpPortConfig.from_params(self.held)
+        bytes_mode = self.held.queue_unit is QueueUnit.BYTES
         decoded = CpParams(
-            q_eq_pkts=self.held.q_eq_pkts,
+            # As controller.entries decodes it: bytes mode holds q_eq in bytes alone.
+            q_eq_pkts=round(self.held.q_eq / SEED_FRAME_BYTES) if bytes_mode else self.held.q_eq,
+            q_eq_bytes=self.held.q_eq if bytes_mode else 0,
+            queue_unit=self.held.queue_unit,
             w=cfg.w_fixed / 16,
             p_base=cfg.p_base_fixed / PROB_ONE,
             p_scale=cfg.p_scale_fixed / PROB_ONE,
