@@ -38,7 +38,7 @@ from qcn.core.params import PROB_ONE, SEED_FRAME_BYTES, CpParams, ParamError, Qu
 from qcn.core.trace import Trace
 from simulator import compiled
 from tests.kit import interruptible
-from topologies.live import ControllerKnobs, SwitchLive, source_rates
+from topologies.live import LIVE_COUNTERS, ControllerKnobs, SwitchLive, source_rates
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_core = pytest.mark.skipif(compiled.CORE_MISSING is not None, reason=compiled.core_status())
@@ -322,7 +322,8 @@ class FakeAgent:
         )
         return decoded, 1
 
-    def counters(self, _port: int) -> dict[str, int]:
+    def counters(self, _port: int, only: tuple[str, ...] | None = None) -> dict[str, int]:
+        assert only == LIVE_COUNTERS  # (the page's three counters, in one read)
         return {"cp_cnms": 7, "tail_drops": 3}
 
 
