@@ -482,11 +482,12 @@ def test_injected_stalls_make_the_run_say_it_was_noisy(tmp_path: Path) -> None:
 def test_compare_sets_bmv2_beside_the_simulator(tmp_path: Path) -> None:
     r = subprocess.run(
         [sys.executable, "-m", "qcn.cli", "compare", "transient", "--runs", "1",
-         "--duration", "0.4", "--out", str(tmp_path / "cmp")],
+         "--duration", "0.4", "--out", str(tmp_path / "cmp"), "--live"],
         capture_output=True, text=True, check=False, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     assert "queue mean, episode (pkts)" in r.stdout
+    assert "qcn compare: live view at http://127.0.0.1:" in r.stdout  # (what watching costs)
     result = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     rows = {row["figure"]: row for row in result["rows"]}
     # One uncongested phase on both backends (the load it carries is asserted at full
