@@ -199,13 +199,20 @@ def read_state() -> dict[str, Any] | None:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs: an exited process its parent has not yet reaped (a
+    zombie, as `qcn net up` is when a script started it and waits for `qcn net down` before
+    reaping it) has stopped, and `qcn net down` no longer waits 30 s for it and kills it."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
 
 
 def claim_state(out: Path) -> None:
