@@ -105,17 +105,35 @@ class ReconcileReport:
     deleted: int
 
 
+TAKE_OVER_SPAN = 1_000_000
+"""The election ids of this network's own controllers: the network file's and up to this
+many above it.  A controller holding the switch takes the election id of each one-shot
+write that outbid it when that write hands the switch back (finsy bids the highest id the
+switch has seen), so its id rises by one per shell write; a controller at or above the file's
+id + TAKE_OVER_SPAN is another one's, and a shell's write is refused beside it."""
+
+
 class SwitchAgent:
     """One switch as the controller sees it: its config, P4Runtime and Thrift."""
 
     def __init__(
-        self, net: NetworkConfig, name: str, *, timeout_s: float = 5.0, read_only: bool = False
+        self,
+        net: NetworkConfig,
+        name: str,
+        *,
+        timeout_s: float = 5.0,
+        read_only: bool = False,
+        one_shot: bool = False,
     ) -> None:
         self.net = net
         self.cfg: SwitchConfig = net.switch(name)
         self.timeout_s = timeout_s
         self.read_only = read_only
         """Reads only: a backup connection will do (e.g. beside a running `qcn ctl run`)."""
+        self.one_shot = one_shot
+        """A write from a shell (`qcn ctl set`): it outbids a controller of this network
+        that holds the switch (a live run, `qcn ctl run`) for as long as it is connected;
+        see :data:`TAKE_OVER_SPAN`."""
         self._p4rt: P4RuntimeSwitch | None = None
 
     # -- connections -------------------------------------------------------------------------
@@ -130,7 +148,10 @@ class SwitchAgent:
                 election_id=self.cfg.election_id,
                 name=self.cfg.name,
                 timeout_s=self.timeout_s,
-            ).open(require_primary=not self.read_only)
+            ).open(
+                require_primary=not self.read_only,
+                take_over_below=self.cfg.election_id + TAKE_OVER_SPAN if self.one_shot else None,
+            )
         return self._p4rt
 
     def thrift(self) -> Bmv2Thrift:
@@ -462,8 +483,10 @@ class SwitchAgent:
 
     # -- read-back ---------------------------------------------------------------------------
 
-    def counters(self, port: int) -> dict[str, int]:
-        return read_counters(self.connect(), port)
+    def counters(self, port: int, only: tuple[str, ...] | None = None) -> dict[str, int]:
+        """``port``'s pipeline counters (``only``: these, as :func:`read_counters` names
+        them, in one P4Runtime read)."""
+        return read_counters(self.connect(), port, only)
 
     def status(self) -> list[PortStatus]:
         self.connect()  # a switch with no ports configured must still answer
@@ -493,19 +516,24 @@ class SwitchAgent:
         return rows
 
 
-def read_counters(sw: P4RuntimeSwitch, port: int) -> dict[str, int]:
+def read_counters(
+    sw: P4RuntimeSwitch, port: int, only: tuple[str, ...] | None = None
+) -> dict[str, int]:
     """The pipeline's per-port packet counters (frames, samples, CNMs: of the CP instance
-    that judges the port, the other's being 0; tail drops, edge drops)."""
+    that judges the port, the other's being 0; tail drops, edge drops), or ``only`` these
+    figures (``cp_cnms``, ``tail_drops``, ...), all in one read request (each round trip is
+    work for the switch's threads, which run under SCHED_FIFO beside its packets)."""
+    names = [n for n in COUNTERS if only is None or n.rsplit(".", 1)[-1] in only]
+    entries = sw.read([P4CounterEntry(name, index=port) for name in names])
+    if sorted(e.counter_id for e in entries) != sorted(names):
+        raise P4RuntimeError(
+            f"{sw.address}: counters of port {port} read {len(entries)} entries for "
+            f"{len(names)} counters"
+        )
     out: dict[str, int] = {}
-    for name in COUNTERS:
-        entries = sw.read(P4CounterEntry(name, index=port))
-        if len(entries) != 1:
-            raise P4RuntimeError(
-                f"{sw.address}: counter {name}[{port}] read {len(entries)} entries"
-            )
-        data = entries[0].data
-        key = name.rsplit(".", 1)[-1]  # one figure for both CP instances
-        out[key] = out.get(key, 0) + (data.packet_count if data else 0)
+    for e in entries:
+        key = e.counter_id.rsplit(".", 1)[-1]  # one figure for both CP instances
+        out[key] = out.get(key, 0) + (e.data.packet_count if e.data else 0)
     return out
 
 

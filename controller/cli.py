@@ -157,7 +157,7 @@ def _up(args: argparse.Namespace) -> int:
 
     net = _network(args)
     for name in _selected(net, args.switch):
-        with SwitchAgent(net, name, timeout_s=args.timeout) as agent:
+        with SwitchAgent(net, name, timeout_s=args.timeout, one_shot=True) as agent:
             r = agent.bring_up()
             print(f"{name}: up ({r.inserted} inserted, {r.modified} modified, {r.deleted} deleted)")
     return 0
@@ -182,7 +182,7 @@ def _set(args: argparse.Namespace) -> int:
     if not changes:
         raise ConfigError("nothing to set: give at least one of --q-eq-pkts, --w, --p-base, ...")
     net = _network(args)
-    with SwitchAgent(net, args.switch, timeout_s=args.timeout) as agent:
+    with SwitchAgent(net, args.switch, timeout_s=args.timeout, one_shot=True) as agent:
         new = agent.set_cp(args.port, **changes)
     print(
         f"{args.switch} port {args.port}: {q_eq_text(new)} w={new.w:g} "
@@ -299,7 +299,7 @@ def _pause(args: argparse.Namespace) -> int:
         except ParamError as e:
             raise ConfigError(str(e)) from None
     net = _network(args)
-    with SwitchAgent(net, args.switch, timeout_s=args.timeout) as agent:
+    with SwitchAgent(net, args.switch, timeout_s=args.timeout, one_shot=True) as agent:
         agent.set_pause(args.port, pause)
     state = "off" if pause is None else ", ".join(f"{k}={v}" for k, v in given.items())
     print(f"{args.switch} port {args.port}: PAUSE {state}")
@@ -315,7 +315,7 @@ def _queue(args: argparse.Namespace) -> int:
         if value is not None and value < 0:
             raise ConfigError(f"{what} must be >= 0")
     net = _network(args)
-    with SwitchAgent(net, args.switch, timeout_s=args.timeout) as agent:
+    with SwitchAgent(net, args.switch, timeout_s=args.timeout, one_shot=True) as agent:
         agent.set_queue(args.port, args.rate_pps, args.depth_pkts)
     print(f"{args.switch} port {args.port}: queue set")
     return 0

@@ -84,13 +84,26 @@ class P4RuntimeSwitch:
 
     # -- life cycle --------------------------------------------------------------------------
 
-    def open(self, *, require_primary: bool = True) -> P4RuntimeSwitch:
+    def open(
+        self, *, require_primary: bool = True, take_over_below: int | None = None
+    ) -> P4RuntimeSwitch:
         """Connect, win arbitration and push the pipeline if it differs.
 
-        With ``require_primary=False`` a backup connection is accepted (reads only).
+        With ``require_primary=False`` a backup connection is accepted (reads only).  With
+        ``take_over_below``, a primary whose election id is below it is outbid: the
+        connection arbitrates again with the primary's id + 1 (P4Runtime: the highest
+        election id is primary; the one outbid becomes a backup and is primary again once
+        this connection closes).  It is how a one-shot `qcn ctl set` writes beside a
+        controller of the same network that holds the switch (docs/controller.md).
         """
         try:
             self._switch = self._call(self._open(), what="connect")
+            primary = self._switch.primary_id
+            outbid = take_over_below is not None and primary < take_over_below
+            if outbid and not self._switch.is_primary:
+                self.close()
+                self._options = self._options(initial_election_id=primary + 1)
+                self._switch = self._call(self._open(), what="connect")
         except BaseException:
             self.close()
             raise

@@ -1,6 +1,6 @@
 """`qcn compare`: a scenario on Mininet/BMv2 and on the simulator, side by side.
 
-    qcn compare transient [--runs 3] [--duration S] [--set KEY=VALUE] [--out DIR]
+    qcn compare transient [--runs 3] [--duration S] [--set KEY=VALUE] [--out DIR] [--live]
 
 Both run the scenario as scaled for BMv2 (its ``[bmv2]`` section) with the same CP: the
 arrival CP by default, the same model on both; with ``depth_at`` enqueue or dequeue the
@@ -28,16 +28,18 @@ Results: ``OUT/sim-K/`` and ``OUT/bmv2-K/`` as `qcn run` writes them, ``OUT/comp
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from qcn import backends
 from qcn.core.errors import QcnError
+from qcn.core.live import LiveFeed
 from qcn.core.results import json_safe
 from qcn.core.scenario import Scenario, require_backend
 from qcn.options import (
@@ -207,9 +209,11 @@ def run_compare(
     keep: list[str],
     say: Callable[[str], None] = print,
     overrides: dict[str, Any] | None = None,
+    live: bool = False,
 ) -> list[dict[str, Any]]:
     """Run both backends ``runs`` times on the scaled scenario; write and return the rows
-    (``overrides``: the command line's, kept in each run's provenance)."""
+    (``overrides``: the command line's, kept in each run's provenance; ``live``: each BMv2
+    run serves its live view, its URL said, to measure what watching it costs)."""
     from qcn.core.noise import verdict_line  # noqa: PLC0415
 
     check_count("--runs", runs, CompareError)
@@ -229,10 +233,11 @@ def run_compare(
         sim.append(figures_of(summary, figures))
     for k in range(1, runs + 1):
         say(f"qcn compare: {sc.name}: BMv2 run {k}/{runs} ({scaled.duration_s:g} s)")
-        options = backends.RunOptions(seed=k, say=lambda _m: None)
-        _trace, summary = backends.run_and_record(
-            scaled, "mininet", out / f"bmv2-{k}", options, overrides=overrides
-        )
+        with _live_view(scaled, live, say) as feed:
+            options = backends.RunOptions(seed=k, say=lambda _m: None, live=feed)
+            _trace, summary = backends.run_and_record(
+                scaled, "mininet", out / f"bmv2-{k}", options, overrides=overrides
+            )
         if "noise" in summary:
             verdicts.append(verdict_line(summary["noise"]))
             say(f"qcn compare: BMv2 run {k}: {verdicts[-1]}")
@@ -248,6 +253,19 @@ def run_compare(
     return rows
 
 
+@contextlib.contextmanager
+def _live_view(sc: Scenario, live: bool, say: Callable[[str], None]) -> Iterator[LiveFeed | None]:
+    """A BMv2 run's live view (`qcn run --live`'s) while the block runs, or None."""
+    if not live:
+        yield None
+        return
+    from qcn.live import serving  # noqa: PLC0415 - Bokeh only for a live run
+
+    feed = LiveFeed.of_scenario(sc, cp=sc.params.cp, speed=None)
+    with serving(feed, 0, lambda url: say(f"qcn compare: live view at {url}")):
+        yield feed
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "compare",
@@ -259,13 +277,22 @@ def register(sub: Any) -> None:
     add_duration(p)
     add_set(p)
     add_out(p, None, f"{DEFAULT_OUT}/SCENARIO")
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="serve each BMv2 run's live view (qcn run --live's; its URL is printed): what "
+        "watching a run costs it, held to the same targets (docs/live.md)",
+    )
     p.set_defaults(func=_command)
 
 
 def _command(args: argparse.Namespace) -> int:
     sc, overrides = scenario_of(args)
     out = args.out or DEFAULT_OUT / sc.name
-    rows = run_compare(sc, runs=args.runs, out=out, keep=list(overrides), overrides=overrides)
+    rows = run_compare(
+        sc, runs=args.runs, out=out, keep=list(overrides), overrides=overrides, live=args.live,
+        say=lambda line: print(line, flush=True),  # (a live view's URL, read from a pipe)
+    )  # fmt: skip
     print(format_table(rows, args.runs))
     print(f"qcn compare: results in {out}/")
     return 0

@@ -293,28 +293,25 @@ def test_three_point_set_live_on_host_ports_reads_back_and_reflects(lab: Lab) ->
     assert "three-point mode only" in r.stderr
 
 
-def test_second_controller_with_lower_election_id_is_told_not_primary(lab: Lab) -> None:
+def holder(lab: Lab, *args: str) -> subprocess.Popen[str]:
+    """Another controller holding s1 (tests.hold_primary), "primary" once it is."""
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", lab.ns, sys.executable, "-m", "tests.hold_primary", *args],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "primary"
+    return proc
+
+
+def test_another_controllers_switch_is_not_written_by_a_shell(lab: Lab) -> None:
+    """A controller above this network's election ids (the file's + TAKE_OVER_SPAN) owns
+    the switch: a shell's write is told "not primary" in one line; reads work beside it."""
+    from controller.agent import TAKE_OVER_SPAN  # noqa: PLC0415
+
     lab.ctl("up")
-    holder = subprocess.Popen(
-        [
-            "ip",
-            "netns",
-            "exec",
-            lab.ns,
-            sys.executable,
-            "-m",
-            "tests.hold_primary",
-            "127.0.0.1:50051",
-            "99",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    other = holder(lab, "127.0.0.1:50051", str(10 + TAKE_OVER_SPAN))
     try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline().strip() == "primary"
         started = time.monotonic()
         r = lab.ctl("--timeout", "5", "set", "s1", "2", "--q-eq-pkts", "25", check=False)
         assert time.monotonic() - started < 10  # an answer, not a hang
@@ -323,7 +320,30 @@ def test_second_controller_with_lower_election_id_is_told_not_primary(lab: Lab) 
         # Reads need no primacy: `show` works beside the other controller.
         assert lab.show()[2]["cp"]["q_eq_pkts"] != 25
     finally:
-        holder.communicate(input="", timeout=10)
+        other.communicate(input="", timeout=10)
+
+
+def test_a_shell_writes_beside_the_networks_own_controller_which_then_writes_again(
+    lab: Lab,
+) -> None:
+    """A live run holds its switches at the network file's election id, and `qcn ctl set`
+    from a shell reads the same file: the shell outbids it for its write and hands the
+    switch back (P4Runtime: the highest election id is primary), every time."""
+    lab.ctl("up")
+    run = holder(lab, "--agent", str(lab.config), "s1")
+    assert run.stdin is not None
+    assert run.stdout is not None
+    try:
+        for q_eq in (25, 26):  # twice: the holder's id rose to the first shell's
+            lab.ctl("--timeout", "5", "set", "s1", "2", "--q-eq-pkts", str(q_eq))
+            assert lab.show()[2]["cp"]["q_eq_pkts"] == q_eq
+            run.stdin.write(f"2 {q_eq + 10}\n")
+            run.stdin.flush()
+            assert run.stdout.readline().strip() == "ok"  # primary again
+            assert lab.show()[2]["cp"]["q_eq_pkts"] == q_eq + 10
+    finally:
+        run.communicate(input="", timeout=10)
+        lab.ctl("set", "s1", "2", "--q-eq-pkts", "22")
 
 
 def test_queue_shaping_builds_a_queue_the_cp_sees(lab: Lab) -> None:

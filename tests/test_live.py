@@ -34,11 +34,11 @@ from qcn.core.live import (
     demote_this_thread,
     write_knobs,
 )
-from qcn.core.params import PROB_ONE, CpParams, ParamError
+from qcn.core.params import PROB_ONE, SEED_FRAME_BYTES, CpParams, ParamError, QueueUnit
 from qcn.core.trace import Trace
 from simulator import compiled
 from tests.kit import interruptible
-from topologies.live import ControllerKnobs, SwitchLive, source_rates
+from topologies.live import LIVE_COUNTERS, ControllerKnobs, SwitchLive, source_rates
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_core = pytest.mark.skipif(compiled.CORE_MISSING is not None, reason=compiled.core_status())
@@ -309,8 +309,12 @@ class FakeAgent:
 
     def read_cp(self, _port: int) -> tuple[CpParams, int]:
         cfg = CpPortConfig.from_params(self.held)
+        bytes_mode = self.held.queue_unit is QueueUnit.BYTES
         decoded = CpParams(
-            q_eq_pkts=self.held.q_eq_pkts,
+            # As controller.entries decodes it: bytes mode holds q_eq in bytes alone.
+            q_eq_pkts=round(self.held.q_eq / SEED_FRAME_BYTES) if bytes_mode else self.held.q_eq,
+            q_eq_bytes=self.held.q_eq if bytes_mode else 0,
+            queue_unit=self.held.queue_unit,
             w=cfg.w_fixed / 16,
             p_base=cfg.p_base_fixed / PROB_ONE,
             p_scale=cfg.p_scale_fixed / PROB_ONE,
@@ -318,7 +322,8 @@ class FakeAgent:
         )
         return decoded, 1
 
-    def counters(self, _port: int) -> dict[str, int]:
+    def counters(self, _port: int, only: tuple[str, ...] | None = None) -> dict[str, int]:
+        assert only == LIVE_COUNTERS  # (the page's three counters, in one read)
         return {"cp_cnms": 7, "tail_drops": 3}
 
 

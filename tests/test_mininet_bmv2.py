@@ -5,11 +5,15 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -98,6 +102,7 @@ def test_bmv2_in_mininet_forwards_and_counts(tmp_path: Path) -> None:
 # The hot spot from 0.2 s (scaled: 5 s) to the end, so a short run is mostly the congested,
 # then settled, state the assertions are about.
 QCN_RUN = (sys.executable, "-m", "qcn", "run")
+QCN_CTL = (sys.executable, "-m", "qcn", "ctl")
 QCN_RUN_MININET = (*QCN_RUN, "transient", "--backend", "mininet")
 HOT_SPOT = "schedule=[{at_s = 0.2, bottleneck_rate_bps = 0.5e9}]"
 TRANSIENT = ("transient", "--backend", "mininet", "--set", HOT_SPOT)
@@ -300,19 +305,44 @@ def host_helpers() -> str:
     return found.stdout
 
 
-def test_interrupted_run_leaves_nothing_behind(tmp_path: Path) -> None:
-    proc, seen = run_at_full_strength(tmp_path)
-    proc.send_signal(signal.SIGINT)
-    rest, _ = proc.communicate(timeout=60)
+def test_interrupted_live_run_takes_a_shells_change_and_leaves_nothing_behind(
+    tmp_path: Path,
+) -> None:
+    """A live run (docs/live.md) serves its page; `qcn ctl set` from a shell writes beside
+    the run's own controller and the change is the run's knobs.csv; Ctrl-C then stops it
+    all and keeps what it measured."""
+    proc, seen = run_at_full_strength(tmp_path, (*QCN_RUN_MININET, "--duration", "2", "--live"))
+    try:
+        said = "".join(seen)
+        url = re.search(r"live view at (\S+)", said)
+        network = re.search(r"qcn ctl -c (\S+) set", said)
+        assert url, said
+        assert network, said
+        with urllib.request.urlopen(url[1], timeout=10) as page:
+            assert "bokeh" in page.read().decode().lower()
+        r = subprocess.run(
+            [*QCN_CTL, "-c", network[1], "set", "s1", "11", "--p-base", "0.05"],
+            capture_output=True, text=True, check=False, cwd=ROOT, timeout=60,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stdout + r.stderr
+        time.sleep(1.0)  # (the run reads its entries back twice a second)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, "".join(seen) + rest
     assert "stopping Mininet" in rest
     assert leftovers() == ("", "")
     assert host_helpers() == ""
-    # What it measured before the Ctrl-C is kept, marked partial.
+    # What it measured before the Ctrl-C is kept, marked partial; the shell's change too.
     assert (tmp_path / "PARTIAL").exists()
     with (tmp_path / "queue.csv").open() as f:
         assert len(list(csv.DictReader(f))) > 10
     assert (tmp_path / "sources.csv").stat().st_size > 0
+    with (tmp_path / "knobs.csv").open() as f:
+        changes = [(c["port"], c["field"], c["old"], c["new"]) for c in csv.DictReader(f)]
+    assert changes == [("s1:11", "p_base", "0.04", "0.05")]
+    with pytest.raises(urllib.error.URLError):  # the page's server is gone with the run
+        urllib.request.urlopen(url[1], timeout=5)
 
 
 def test_a_run_after_a_killed_run_cleans_up_and_measures(tmp_path: Path) -> None:
@@ -454,11 +484,12 @@ def test_injected_stalls_make_the_run_say_it_was_noisy(tmp_path: Path) -> None:
 def test_compare_sets_bmv2_beside_the_simulator(tmp_path: Path) -> None:
     r = subprocess.run(
         [sys.executable, "-m", "qcn.cli", "compare", "transient", "--runs", "1",
-         "--duration", "0.4", "--out", str(tmp_path / "cmp")],
+         "--duration", "0.4", "--out", str(tmp_path / "cmp"), "--live"],
         capture_output=True, text=True, check=False, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     assert "queue mean, episode (pkts)" in r.stdout
+    assert "qcn compare: live view at http://127.0.0.1:" in r.stdout  # (what watching costs)
     result = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     rows = {row["figure"]: row for row in result["rows"]}
     # One uncongested phase on both backends (the load it carries is asserted at full

@@ -35,6 +35,10 @@ PUBLISH_INTERVAL_S = 0.1
 COUNTERS_EVERY = 2
 """Counters are read every second row (five times a second): each read is a P4Runtime
 round trip that the switch answers."""
+LIVE_COUNTERS = ("cp_cnms", "tail_drops")
+"""What the page draws of the pipeline's counters: three of them (cp_cnms of both CP
+instances), in one read; all of them, a read each, were nineteen round trips five times a
+second, served by the switch's real-time threads."""
 ENTRIES_EVERY = 5
 """Each CP port's entry is read back every fifth row (a shell's `qcn ctl set`)."""
 
@@ -70,7 +74,7 @@ class ControllerKnobs:
         out = {}
         for p in self.feed.ports:
             with self.lock:
-                out[p.name] = self.agents[p.switch].counters(p.number)
+                out[p.name] = self.agents[p.switch].counters(p.number, LIVE_COUNTERS)
         return out
 
 

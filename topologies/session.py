@@ -201,13 +201,20 @@ def read_state() -> dict[str, Any] | None:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs: an exited process its parent has not yet reaped (a
+    zombie, as `qcn net up` is when a script started it and waits for `qcn net down` before
+    reaping it) has stopped, and `qcn net down` no longer waits 30 s for it and kills it."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
 
 
 def claim_state(out: Path) -> None:
@@ -253,7 +260,8 @@ def down(progress: Callable[[str], None] = print) -> bool:
     # A killed session's switches, interfaces and host processes (each says what it found);
     # none while a run holds the network: they are its own.
     try:
-        lock = hold_network_lock()
+        # (A network just stopped or killed lets go of the lock as its process ends.)
+        lock = hold_network_lock(wait_s=5.0 if stopped else 0.0)
     except ExperimentError as e:
         progress(f"qcn net: {e} (a run's network is not stopped by 'qcn net down')")
         return stopped

@@ -99,18 +99,24 @@ interfaces are the same in every run, so a second run would take the first one's
 and stop them.  The kernel drops the lock when its holder dies, however it dies."""
 
 
-def hold_network_lock(path: Path = NETWORK_LOCK) -> IO[str]:
-    """The network's lock, held until the returned file is closed; raises ExperimentError
-    naming the run that holds it."""
+def hold_network_lock(path: Path = NETWORK_LOCK, wait_s: float = 0.0) -> IO[str]:
+    """The network's lock, held until the returned file is closed (waiting up to
+    ``wait_s`` for it); raises ExperimentError naming the run that holds it."""
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
     try:
         lock = path.open("a+")
     except OSError as e:
         raise ExperimentError(f"cannot open the network lock {path}: {e.strerror}") from None
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+
+    def take() -> bool:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    if not (take() or (wait_s > 0 and wait_until(take, wait_s))):
         lock.seek(0)
         holder = lock.read().strip() or "another process"
         lock.close()
@@ -570,11 +576,18 @@ class Testbed:
                 agent.close()
         self.agents.clear()
         if self.net is not None:
-            self.progress("qcn run: stopping Mininet")
+            self._say_in_teardown("qcn run: stopping Mininet")
             self.net.stop()
             self.net = None
         if self._network_lock is None:
             return  # (never started: the interfaces there may be another run's)
-        remove_stale_interfaces(self.progress)
+        remove_stale_interfaces(self._say_in_teardown)
         self._network_lock.close()
         self._network_lock = None
+
+    def _say_in_teardown(self, line: str) -> None:
+        """Say ``line`` if the run's output can take it: a closed stdout (the reader of a
+        piped run gone: BrokenPipeError) must not stop the teardown and leave the switches
+        running."""
+        with contextlib.suppress(OSError):
+            self.progress(line)

@@ -20,14 +20,14 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
 from qcn.core.cp_model import CpPortConfig
 from qcn.core.errors import QcnError
-from qcn.core.params import PROB_ONE, CpParams, QueueUnit
+from qcn.core.params import PROB_ONE, SEED_FRAME_BYTES, CpParams, QueueUnit
 from qcn.core.scenario import Scenario
 from qcn.core.topology import PortRef, Topology
 
@@ -129,8 +129,20 @@ def shown(value: Any) -> Any:
     return knob_value(value)
 
 
+def derived_q_eq(cp: CpParams) -> CpParams:
+    """``cp`` with q_eq_bytes 0 wherever it says nothing q_eq_pkts does not: in packets mode
+    (it is not used), and in bytes mode when it is q_eq_pkts frames of the seeds' size (a
+    switch read back holds q_eq in bytes, so ``qcn ctl show`` reads q_eq_bytes=33000 where
+    the run was given q_eq_pkts 22 alone)."""
+    if cp.queue_unit is QueueUnit.PACKETS or cp.q_eq_bytes == cp.q_eq_pkts * SEED_FRAME_BYTES:
+        return replace(cp, q_eq_bytes=0) if cp.q_eq_bytes else cp
+    return cp
+
+
 def changed_fields(old: CpParams, new: CpParams) -> list[tuple[str, Any, Any]]:
-    """(field, old, new) for every CpParams field that differs as shown."""
+    """(field, old, new) for every CpParams field that differs as shown (q_eq_bytes only
+    where it says more than q_eq_pkts: :func:`derived_q_eq`)."""
+    old, new = derived_q_eq(old), derived_q_eq(new)
     out = []
     for f in fields(CpParams):
         a, b = shown(getattr(old, f.name)), shown(getattr(new, f.name))
