@@ -116,7 +116,7 @@ def hold_network_lock(path: Path = NETWORK_LOCK, wait_s: float = 0.0) -> IO[str]
             return False
         return True
 
-    if not (take() or (wait_s > 0 and wait_until(take, wait_s))):
+    if not wait_until(take, wait_s):  # (tried once at least, even with no wait)
         lock.seek(0)
         holder = lock.read().strip() or "another process"
         lock.close()
