@@ -207,10 +207,11 @@ class FlowSender:
         ):
             a = self.pending[0]
             dst = a.dst or self.dst
-            sock, kept = self._idle_connection(dst), True
+            sock = self._idle_connection(dst)
+            kept = sock is not None  # (only tcp's kept connections are ever idle)
             try:
                 if sock is None:
-                    sock, kept = self._connect(dst), False
+                    sock = self._connect(dst)
             except OSError as e:
                 if e.errno not in OUT_OF_PORTS:
                     raise
@@ -246,7 +247,7 @@ class FlowSender:
                     "size": a.size_bytes,
                     "sport": sock.getsockname()[1],
                 }
-                | ({"kept": True} if kept and self.tcp else {})
+                | ({"kept": True} if kept else {})
             )
 
     def _connect(self, dst: str) -> socket.socket:
