@@ -74,6 +74,8 @@ bench: venv  ## benchmarks (each prints its figures and ratios against a same-ru
 
 run: venv  ## the main job: the transient experiment (seed 000), results and plots in results/
 	$(VENV)/bin/qcn run transient --force
+	@[ "$$(command -v qcn)" = "$(CURDIR)/$(VENV)/bin/qcn" ] || \
+	    echo 'make run: `qcn` is $(VENV)/bin/qcn; put it on the PATH: export PATH="$$PWD/$(VENV)/bin:$$PATH"'
 
 reproduce: venv  ## the seeds' published numbers next to the simulator's
 	$(VENV)/bin/qcn reproduce
