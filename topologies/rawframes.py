@@ -8,6 +8,7 @@ topologies.rawframes ...``), so that what it does is linted and typed like the r
                                               times; prints the rate achieved (frames/s)
     pace IFACE --rate PPS --duration S        one hex frame on stdin at PPS; prints the count
     capture IFACE --ethertype T --seconds S   prints "ready", then each frame received (hex)
+            [--count N] [--idle S]            until N came, or S passed idle after the first
     arrivals IFACE --ethertype T --seconds S  prints "ready", then when each frame arrived
                                               (the kernel's receive time, CLOCK_MONOTONIC s)
     count IFACE --ethertype T [--idle S]      prints "ready", then "N PPS" once the
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import select
 import socket
 import sys
@@ -93,14 +95,29 @@ def pace(iface: str, rate_pps: float, duration_s: float) -> None:
     print(sent)
 
 
-def capture(iface: str, ethertype: int, seconds: float) -> None:
+def capture(
+    iface: str,
+    ethertype: int,
+    seconds: float,
+    count: int | None = None,
+    idle_s: float | None = None,
+) -> None:
+    """Print each frame received for ``seconds``, or until ``count`` frames came, or until
+    ``idle_s`` passed without one after the first: a harness on a busy machine waits for
+    what it expects rather than for a window that may close before the frames arrive."""
+    got = 0
     with _receiver(iface, ethertype) as s:
         s.settimeout(0.2)
         print("ready", flush=True)
         end = time.monotonic() + seconds
-        while time.monotonic() < end:
+        last = math.inf
+        while (now := time.monotonic()) < end and got != count:
+            if idle_s is not None and now - last > idle_s:
+                break
             with contextlib.suppress(TimeoutError):
                 print(s.recv(2048).hex(), flush=True)
+                got += 1
+                last = time.monotonic()
 
 
 def arrivals(iface: str, ethertype: int, seconds: float) -> None:
@@ -164,27 +181,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         p = cmds.add_parser(name)
         p.add_argument("iface")
         p.add_argument("--gap", type=float, default=0.0, help="seconds between frames")
-        p.add_argument("--count", type=int, default=1)
+        p.add_argument("--count", type=int, default=None)
         p.add_argument("--rate", type=float, default=1000.0, help="frames/s")
         p.add_argument("--duration", type=float, default=1.0)
         p.add_argument("--ethertype", type=_ethertype, default=ETHERTYPE_CNM)
         p.add_argument("--seconds", type=float, default=1.0)
-        p.add_argument("--idle", type=float, default=2.0)
+        p.add_argument("--idle", type=float, default=None)
     a = parser.parse_args(argv)
     if a.cmd == "send":
         send(a.iface, a.gap)
     elif a.cmd == "blast":
-        blast(a.iface, a.count, a.gap)
+        blast(a.iface, a.count or 1, a.gap)
     elif a.cmd == "pace":
         pace(a.iface, a.rate, a.duration)
     elif a.cmd == "capture":
-        capture(a.iface, a.ethertype, a.seconds)
+        capture(a.iface, a.ethertype, a.seconds, a.count, a.idle)
     elif a.cmd == "arrivals":
         arrivals(a.iface, a.ethertype, a.seconds)
     elif a.cmd == "count":
-        count(a.iface, a.ethertype, a.idle)
+        count(a.iface, a.ethertype, 2.0 if a.idle is None else a.idle)
     else:
-        drain(a.iface, a.ethertype, a.count)
+        drain(a.iface, a.ethertype, a.count or 1)
     return 0
 
 
