@@ -95,6 +95,7 @@ def test_no_source_is_pinned_at_its_minimum_rate_on_the_triangle() -> None:
 def test_parameters_that_do_not_fit_the_links_are_said(tmp_path: Path) -> None:
     slow = triangle_with_rates(tmp_path, 10)
     sc = long_lived({"network.topology": str(slow), "workload.traffic": "incast"})
+    assert sc.offered_bps(0.1) == 3 * 10e6  # each source at most its link's 10 Mb/s
     found = fit.misfits(sc)
     assert found[0].startswith("MIN_RATE (qcn.rp.min_rate_bps) 10 Mb/s is 1x h1's 10 Mb/s link")
     assert any(m.startswith("R_HAI") for m in found)

@@ -57,10 +57,11 @@ A topology (docs/topology.md) is the network as data: ``single`` (N = network.so
 sources and a sink on one switch, the sink's link the bottleneck), ``multihop`` (seed 001,
 below), ``parking-lot:H``, ``leaf-spine:S,L,H``, or a topology file (TOML, or
 p4lang/tutorials' topology.json; a relative path starts at the scenario file's folder).
-A generator's host links run at line_rate_bps; its bottleneck (the sink's link, the
-parking lot's hops) at bottleneck_rate_bps; every link's one-way delay is rtt_s / 2, so a
-source's loop through its first switch is rtt_s; every switch port's buffer is
-buffer_pkts.  Sources are the traffic's source hosts, in order.
+A generator's host links run at line_rate_bps, as a file's links that give no rate (a
+file's own rates are taken as they are, never scaled for BMv2); a generator's bottleneck
+(the sink's link, the parking lot's hops) at bottleneck_rate_bps; every link's one-way
+delay is rtt_s / 2, so a source's loop through its first switch is rtt_s; every switch
+port's buffer is buffer_pkts.  Sources are the traffic's source hosts, in order.
 
 The multihop topology is seed 001's output-generated hot spot two hops away: the sources
 (hot-spot senders) and the innocent senders share switch s1 and the s1 -> s2 link; on s2
@@ -442,9 +443,12 @@ class Scenario:
         if w.pattern == "flows":
             return w.load * self.flows_capacity_bps if t < self.flows_until_s else 0.0
         duty = w.mean_on_s / (w.mean_on_s + w.mean_off_s)
+        # A source sends no faster than its host link (a topology file's may be slower
+        # than the line rate that bounds max_rate_bps).
         return sum(
-            w.max_rate_bps * (duty if i in w.onoff_sources or w.pattern == "onoff" else 1.0)
-            for i in range(len(self.sources))
+            min(w.max_rate_bps, self.topology.access_link(s.host).rate_bps)
+            * (duty if i in w.onoff_sources or w.pattern == "onoff" else 1.0)
+            for i, s in enumerate(self.sources)
             if i * w.stagger_s <= t
         )
 
