@@ -96,7 +96,7 @@ def _topology_argument(p: argparse.ArgumentParser) -> None:
         type=float,
         default=NET_LINE_RATE_BPS,
         metavar="BPS",
-        help="a generator's links, b/s (default %(default)g)",
+        help="a generator's links, and a file's that give no rate, b/s (default %(default)g)",
     )
 
 

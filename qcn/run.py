@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from qcn import backends
-from qcn.core import provenance, publish
+from qcn.core import fit, provenance, publish
 from qcn.core import scenario as scenarios
 from qcn.core.live import KNOBS_FILE, LiveFeed, write_knobs
 from qcn.core.progress import ProgressLine
@@ -206,14 +206,33 @@ def prepare_out(out: Path, scenario: str, *, force: bool = False) -> StagedResul
 
 
 def flows_line(flows: dict[str, Any]) -> str:
-    """The flows workload's figures in one line (summary.json's ``flows``)."""
+    """The flows workload's figures in one line (summary.json's ``flows``); a slowdown of
+    no flow is ``-``, not nan."""
     short, long = flows["slowdown_short"], flows["slowdown_long"]
+
+    def fig(x: float | None) -> str:
+        return "-" if x is None or math.isnan(x) else f"{x:.2f}"
+
     return (
         f"flows: {flows['started']} started, {flows['finished']} finished, "
-        f"{flows['unfinished']} unfinished; slowdown p50/p99 short {short['p50']:.2f}/"
-        f"{short['p99']:.2f} ({short['flows']} flows), long {long['p50']:.2f}/{long['p99']:.2f} "
-        f"({long['flows']} flows)"
+        f"{flows['unfinished']} unfinished; slowdown p50/p99 short {fig(short['p50'])}/"
+        f"{fig(short['p99'])} ({short['flows']} flows), long {fig(long['p50'])}/"
+        f"{fig(long['p99'])} ({long['flows']} flows)"
     )
+
+
+def run_failure(summary: dict[str, Any], trace: Trace) -> str:
+    """Why a finished run says nothing about its network ("" when it does): it started no
+    flow, or delivered nothing."""
+    if "flows" in summary and summary["flows"]["started"] == 0:
+        return (
+            "the run started no flow: workload.load of the destinations' links over the run "
+            "(less workload.drain_fraction) came to less than one flow of workload.flow_sizes"
+        )
+    delivered = sum(map(sum, trace.source_delivered_bps)) or sum(trace.throughput_bps)
+    if not delivered > 0:
+        return "the run delivered nothing: no source's frame reached its destination"
+    return ""
 
 
 def parse_stalls(text: str | None) -> tuple[float, float] | None:
@@ -391,6 +410,9 @@ def _execute_run(args: argparse.Namespace, run: Prepared, out: Path) -> int:
     feed = run.options.live
     staged = prepare_out(out, sc.name, force=args.force)
     print(f"qcn run: {sc.name} on the {run.why}", flush=True)
+    misfit = fit.misfit_line(sc) if run.options.qcn else ""
+    if misfit:
+        print(f"qcn run: warning: {misfit}", file=sys.stderr, flush=True)
     if feed is not None and backend == "sim":
         try:
             feed.wait_for_viewer()
@@ -425,8 +447,9 @@ def _execute_run(args: argparse.Namespace, run: Prepared, out: Path) -> int:
                 feed.finished.set()
                 write_knobs(staged.staging, feed.changes())
         summary, staged_plots = backends.record(
-            staged.staging, sc, trace, backend, options, overrides=run.overrides
-        )
+            staged.staging, sc, trace, backend, options, overrides=run.overrides,
+            extra={"parameters_misfit": fit.misfits(sc)} if misfit else None,
+        )  # fmt: skip
         staged.publish()
     except BaseException as e:
         if staged.staging.exists():
@@ -458,4 +481,7 @@ def _execute_run(args: argparse.Namespace, run: Prepared, out: Path) -> int:
         print(f"  knob changes: {len(feed.changes())} ({out / KNOBS_FILE})")
     for p in plots:
         print(f"  plot: {p}")
+    failure = run_failure(summary, trace)
+    if failure:
+        raise ScenarioError(f"{failure}; its results are in {out}/")
     return 0

@@ -16,6 +16,7 @@ from qcn.core.cp_model import FbTag
 from qcn.core.flows import ideal_fct_s
 from qcn.core.results import summarize, write_csvs
 from qcn.core.scenario import Scenario
+from qcn.core.topology import PortRef
 from qcn.core.trace import Trace
 from simulator.engine import CNM, FRESH_TAG, Frame, Route, Simulation
 
@@ -110,7 +111,8 @@ TUTORIALS_JSON = {
     ],
 }
 """p4lang/tutorials' triangle (basic's pod topology, shortened): a loop, links with and
-without latency (0: frames go on at once), the tutorials' 10 Mb/s."""
+without latency (0: frames go on at once), with the tutorials' 10 Mb/s and without a
+bandwidth (the scenario's line rate)."""
 
 
 @pytest.mark.parametrize(
@@ -192,8 +194,11 @@ def test_a_topology_file_and_a_tutorials_json_run(tmp_path: Path) -> None:
     triangle.write_text(json.dumps(TUTORIALS_JSON))
     sc = network(str(triangle), {"workload.traffic": "incast"}, duration=0.05)
     sim, tr = run_and_check(sc)
-    assert str(sc.bottleneck_port) == "s3:1"  # h1 and h2 into h3
-    assert sim.sources[0].line_rate_bps == 10e6  # a source sends no faster than its link
+    # h1's and h2's links give no bandwidth: the scenario's line rate, so h1 congests the
+    # file's 10 Mb/s link on its way (s1:3), and both h3's own (s3:1).
+    assert [s.line_rate_bps for s in sim.sources] == [sc.network.line_rate_bps] * 2
+    assert sorted(str(r) for r in sc.topology.cp_ports) == ["s1:3", "s3:1"]
+    assert sc.topology.link_at(PortRef("s3", 1)).rate_bps == 10e6
 
 
 def test_cnm_delays_follow_the_path() -> None:

@@ -125,7 +125,8 @@ def test_a_tutorials_file_runs_as_it_is() -> None:
     assert t.link_at(PortRef("s1", 3)).delay_s == pytest.approx(2e-3)
     assert t.link_at(PortRef("s1", 3)).rate_bps == 5e6
     assert t.link_at(PortRef("s2", 2)).delay_s == pytest.approx(1.5e-3)  # a number: ms
-    assert t.link_at(PortRef("s1", 1)).rate_bps == topologies.DEFAULT_FILE_RATE_BPS
+    # No bandwidth: the loader's line rate (a scenario's, `qcn net up --line-rate`).
+    assert t.link_at(PortRef("s1", 1)).rate_bps == topologies.LinkDefaults().line_rate_bps
     assert t.emulate_delays
     assert any("host commands" in n for n in t.notes)
     assert any("runtime_json" in n for n in t.notes)

@@ -121,19 +121,41 @@ def sink_trace(
         return out
 
     previous = [zero] * n
+    gaps_so_far = []
     for elapsed, t in grid(rec, sc.duration_s, dt):
         reader.append_common(tr, elapsed, t, n)
         now = counts_at(t)
         per_source = [8 * (now[k][1] - previous[k][1]) / dt for k in range(n)]
         previous = now
-        tr.drops_so_far.append(sum(c[2] for c in now))
+        gaps_so_far.append(sum(c[2] for c in now))
         tr.source_throughput_bps.append(per_source)
         tr.throughput_bps.append(
             sum(b for b, hot in zip(per_source, at_bottleneck, strict=True) if hot)
         )
     final = counts_at(math.inf)
-    tr.drops = sum(c[2] for c in final)
+    tr.drops = max(sum(c[2] for c in final), 0)
+    tr.drops_so_far = drops_known_by_the_end(gaps_so_far, tr.drops)
     tr.frames_in = sum(c[0] for c in final) + tr.drops
     tr.cnms = rec.cnms
     tr.events = len(rec.queue)
     return tr
+
+
+def drops_known_by_the_end(gaps_so_far: list[int], final: int) -> list[int]:
+    """The drops up to each sample, as the whole run tells them: the fewest the sinks
+    counted at that sample or any later one (``final``: their last count, after the run).
+
+    A sink counts a gap in a source's sequence numbers as lost when it sees it, and takes
+    it back when the missing frame arrives after all (topologies/sink.py): a frame
+    overtaken on its way is counted lost until it comes.  So the count at one sample can
+    exceed a later one's, and the drops between two samples, taken as their difference,
+    came out negative (a BMv2 run's ``drops_settled: -6``, summary.json: the settled
+    window's drops are the last count less the one before the window).  The fewest
+    counted from a sample on leaves out the frames that were still coming: it never
+    falls, it ends at ``final``, and no difference of it is negative.
+    """
+    out, fewest = [0] * len(gaps_so_far), final
+    for i in range(len(gaps_so_far) - 1, -1, -1):
+        fewest = min(fewest, gaps_so_far[i])
+        out[i] = max(fewest, 0)  # (a duplicate frame is taken back too)
+    return out

@@ -57,10 +57,11 @@ A topology (docs/topology.md) is the network as data: ``single`` (N = network.so
 sources and a sink on one switch, the sink's link the bottleneck), ``multihop`` (seed 001,
 below), ``parking-lot:H``, ``leaf-spine:S,L,H``, or a topology file (TOML, or
 p4lang/tutorials' topology.json; a relative path starts at the scenario file's folder).
-A generator's host links run at line_rate_bps; its bottleneck (the sink's link, the
-parking lot's hops) at bottleneck_rate_bps; every link's one-way delay is rtt_s / 2, so a
-source's loop through its first switch is rtt_s; every switch port's buffer is
-buffer_pkts.  Sources are the traffic's source hosts, in order.
+A generator's host links run at line_rate_bps, as a file's links that give no rate (a
+file's own rates are taken as they are, never scaled for BMv2); a generator's bottleneck
+(the sink's link, the parking lot's hops) at bottleneck_rate_bps; every link's one-way
+delay is rtt_s / 2, so a source's loop through its first switch is rtt_s; every switch
+port's buffer is buffer_pkts.  Sources are the traffic's source hosts, in order.
 
 The multihop topology is seed 001's output-generated hot spot two hops away: the sources
 (hot-spot senders) and the innocent senders share switch s1 and the s1 -> s2 link; on s2
@@ -89,7 +90,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -164,9 +165,11 @@ class Network:
     cp_off: tuple[str, ...] = ()
     """Ports that do not."""
     file_rate_scale: float = 1.0
-    """A topology file's link rates are multiplied by this (BMv2's scaling sets it)."""
+    """The rates a topology file gives its links are multiplied by this (1: as the file
+    says).  BMv2's scaling leaves it: a file's rates are the network's own, scaled once
+    by whoever wrote them (a link without a rate takes ``line_rate_bps``, which scales)."""
     file_time_scale: float = 1.0
-    """A topology file's link delays are multiplied by this (BMv2's scaling sets it)."""
+    """The delays a topology file gives its links are multiplied by this (1: as it says)."""
     port_service: PortService = "bytes"
     """How a port serves its frames: "bytes", as an Ethernet port (each frame on the wire for
     its own length at the port's rate, then the next); "bmv2", as BMv2's queues, shaped in
@@ -261,7 +264,6 @@ RATE_FIELDS = (
     "network.line_rate_bps",
     "network.bottleneck_rate_bps",
     "network.fabric_rate_bps",
-    "network.file_rate_scale",
     "network.innocent_rate_bps",
     "workload.max_rate_bps",
     "qcn.rp.line_rate_bps",
@@ -275,7 +277,6 @@ RATE_FIELDS = (
 TIME_FIELDS = (
     "duration_s",
     "network.rtt_s",
-    "network.file_time_scale",
     "workload.stagger_s",
     "workload.mean_on_s",
     "workload.mean_off_s",
@@ -442,9 +443,12 @@ class Scenario:
         if w.pattern == "flows":
             return w.load * self.flows_capacity_bps if t < self.flows_until_s else 0.0
         duty = w.mean_on_s / (w.mean_on_s + w.mean_off_s)
+        # A source sends no faster than its host link (a topology file's may be slower
+        # than the line rate that bounds max_rate_bps).
         return sum(
-            w.max_rate_bps * (duty if i in w.onoff_sources or w.pattern == "onoff" else 1.0)
-            for i in range(len(self.sources))
+            min(w.max_rate_bps, self.topology.access_link(s.host).rate_bps)
+            * (duty if i in w.onoff_sources or w.pattern == "onoff" else 1.0)
+            for i, s in enumerate(self.sources)
             if i * w.stagger_s <= t
         )
 
@@ -493,6 +497,9 @@ class Scenario:
         if "network.port_service" not in keep:
             data["network"]["port_service"] = "bmv2"  # BMv2's queues (Simulation: Port.paced)
         scaled = parse(data, where=f"{self.name} (scaled for BMv2)")
+        too_fast = _links_beyond_bmv2(scaled)
+        if too_fast:
+            raise ScenarioError(too_fast)
         compensations = {k: v for k, v in self.bmv2.set.items() if k not in keep}
         return scaled.with_overrides(compensations) if compensations else scaled
 
@@ -568,6 +575,11 @@ def backend_refusal(sc: Scenario, backend: str) -> str:
             f"{sc.name}: workload.transport tcp runs the kernel's TCP: the simulator has no TCP "
             "model (run it with --backend mininet, or transport frames)"
         )
+    # In BMv2's units (scaled, its ports served as BMv2's): no link faster than BMv2's.
+    in_bmv2_units = backend == "mininet" and sc.network.port_service == "bmv2"
+    too_fast = _links_beyond_bmv2(sc) if in_bmv2_units else ""
+    if too_fast:
+        return too_fast
     if backend == "mininet" and sc.network.pause and sc.network.topology == "single":
         return (
             f"{sc.name}: network.pause on BMv2 needs a link between switches to cascade over "
@@ -575,6 +587,28 @@ def backend_refusal(sc: Scenario, backend: str) -> str:
             "bottleneck runs it with --backend sim"
         )
     return ""
+
+
+BMV2_MAX_LINK_RATE_BPS = 1e9
+"""The fastest link a BMv2 run takes: what behavioral-model's performance guide quotes for
+an optimised build on a large machine (docs/bmv2.md; this machine's carries about 140 Mb/s).
+A faster one is a simulator's rate, not scaled for BMv2."""
+
+
+def _links_beyond_bmv2(sc: Scenario) -> str:
+    """Why ``sc``'s network is not BMv2's ("" when it is): a link faster than BMv2 carries,
+    which only a topology file's own rates can give (the scaling scales the rest)."""
+    fastest = max(sc.topology.links, key=lambda lk: lk.rate_bps)
+    if fastest.rate_bps <= BMV2_MAX_LINK_RATE_BPS:
+        return ""
+    a, b = (e.node if e.port == 0 else f"{e.node}:{e.port}" for e in fastest.ends())
+    return (
+        f"{sc.name}: the link {a} - {b} runs at {fastest.rate_bps / 1e6:g} Mb/s, more than "
+        f"BMv2 carries ({BMV2_MAX_LINK_RATE_BPS / 1e6:g} Mb/s at most; docs/bmv2.md). A "
+        "topology file's rates are taken as they are, not scaled for BMv2: give BMv2's "
+        "rates, leave them out (the scenario's line rate, scaled), or set "
+        "network.file_rate_scale"
+    )
 
 
 def network_topology(net: Network) -> Topology:
@@ -589,6 +623,11 @@ def network_topology(net: Network) -> Topology:
         buffer_pkts=net.buffer_pkts,
     )
     spec = net.topology
+    if not is_generator_spec(spec) and spec not in SOURCE_TOPOLOGIES:
+        # A file's link without a rate runs at the line rate, and file_rate_scale scales
+        # only the rates the file gives: it multiplies every link below, so the default
+        # is given divided by it.
+        defaults = replace(defaults, line_rate_bps=net.line_rate_bps / net.file_rate_scale)
     if spec == "single":
         spec = f"single:{net.sources}"
     elif spec == "multihop":

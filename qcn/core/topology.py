@@ -886,15 +886,13 @@ def parse_toml(
 
 
 TUTORIALS_LINK = re.compile(r"^(?P<switch>[A-Za-z]\w*)-p(?P<port>\d+)$")
-DEFAULT_FILE_RATE_BPS = 10e6
-"""A tutorials link without a bandwidth: 10 Mb/s, what BMv2 carries comfortably per port
-(docs/bmv2.md; Mininet would leave it unshaped)."""
 
 
 def parse_tutorials_json(data: Any, *, name: str, defaults: LinkDefaults | None = None) -> Topology:
     """p4lang/tutorials' ``topology.json``: ``hosts`` (name -> ip, mac, commands),
     ``switches`` (name -> runtime files), ``links`` ``[a, b, latency, bandwidth]`` with
-    switch ends ``sN-pM``, latency ``"5ms"`` or ms, bandwidth in Mb/s.  The hosts' commands
+    switch ends ``sN-pM``, latency ``"5ms"`` or ms, bandwidth in Mb/s (none: the defaults'
+    line rate, as a TOML file's link without a rate).  The hosts' commands
     (a default route and a static ARP entry for the tutorials' IPv4 router) and the
     switches' runtime files do not apply to this L2 network: noted, not run."""
     where = name
@@ -938,7 +936,10 @@ def parse_tutorials_json(data: Any, *, name: str, defaults: LinkDefaults | None 
             raise TopologyError(f"{lw}: must be [a, b] or [a, b, latency, bandwidth]")
         ends = [_tutorials_end(lw, x) for x in raw[:2]]
         delay = _tutorials_latency(lw, raw[2]) if len(raw) > 2 else 0.0
-        rate = DEFAULT_FILE_RATE_BPS
+        # No bandwidth: the line rate of whoever loads it (a scenario's network.line_rate_bps,
+        # scaled with it for BMv2; `qcn net up --line-rate`), as a TOML file's link without
+        # a rate: the rate the QCN parameters are written for (docs/topology.md).
+        rate = base.line_rate_bps
         if len(raw) > 3 and raw[3] is not None:
             rate = _number(f"{lw}: bandwidth (Mb/s)", raw[3]) * 1e6
         b.link(
