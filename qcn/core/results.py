@@ -623,20 +623,26 @@ def rate_unit(values_bps: list[float]) -> tuple[float, str]:
 
 def plot(out: Path, sc: Scenario, tr: Trace) -> list[Path]:
     """rates.png, queue.png and (a network run) ports.png: see docs/experiments.md."""
+    plt = pyplot()
+    head = headline(sc, tr)
+    view = headline_view(sc, tr, head.port)
+    figures = [
+        save(plt, rates_figure(plt, sc, view, head), out / "rates.png"),
+        save(plt, queue_figure(plt, sc, tr, head), out / "queue.png"),
+    ]
+    if network_run(tr):
+        figures.append(save(plt, ports_figure(plt, sc, tr, head), out / "ports.png"))
+    return figures
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot, drawing to files (imported only by runs that plot)."""
     import matplotlib  # noqa: PLC0415 - only runs that write results need it
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    head = headline(sc, tr)
-    view = headline_view(sc, tr, head.port)
-    figures = [
-        plot_rates(plt, out / "rates.png", sc, view, head),
-        plot_queue(plt, out, sc, tr, head),
-    ]
-    if network_run(tr):
-        figures.append(plot_ports(plt, out / "ports.png", sc, tr, head))
-    return figures
+    return plt
 
 
 def outside_legend(ax: Any, **kw: Any) -> None:
@@ -650,7 +656,7 @@ def save(plt: Any, fig: Any, path: Path) -> Path:
     return path
 
 
-def plot_rates(plt: Any, path: Path, sc: Scenario, tr: Trace, head: Headline) -> Path:
+def rates_figure(plt: Any, sc: Scenario, tr: Trace, head: Headline) -> Any:
     """Every source's current rate and the headline port's capacity (``tr``: the
     headline's view, :func:`headline_view`)."""
     fig, ax = plt.subplots(figsize=(9, 4.5))
@@ -668,10 +674,10 @@ def plot_rates(plt: Any, path: Path, sc: Scenario, tr: Trace, head: Headline) ->
     if len(sc.sources) <= 12:
         outside_legend(ax, fontsize=7)
     fig.tight_layout()
-    return save(plt, fig, path)
+    return fig
 
 
-def plot_queue(plt: Any, out: Path, sc: Scenario, tr: Trace, head: Headline) -> Path:
+def queue_figure(plt: Any, sc: Scenario, tr: Trace, head: Headline) -> Any:
     """queue.png: each drawn port's queue (:func:`queue_plot_ports`) against its q_eq (a
     step wherever a live change moved it) and the buffer; the headline port marked."""
     ports = queue_plot_ports(sc, tr, head)
@@ -703,10 +709,10 @@ def plot_queue(plt: Any, out: Path, sc: Scenario, tr: Trace, head: Headline) -> 
     axes[-1][0].set_xlabel("time (s)")
     fig.suptitle(textwrap.fill(title, 100), fontsize=10)
     fig.tight_layout()
-    return save(plt, fig, out / "queue.png")
+    return fig
 
 
-def plot_ports(plt: Any, path: Path, sc: Scenario, tr: Trace, head: Headline) -> Path:
+def ports_figure(plt: Any, sc: Scenario, tr: Trace, head: Headline) -> Any:
     """ports.png (ports.csv drawn): every followed port's queue and throughput, a line
     each, the headline port's the thicker."""
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
@@ -727,4 +733,4 @@ def plot_ports(plt: Any, path: Path, sc: Scenario, tr: Trace, head: Headline) ->
     columns = 1 + len(tr.port_queue_pkts) // 24
     outside_legend(top, fontsize=7, ncol=columns)
     fig.tight_layout()
-    return save(plt, fig, path)
+    return fig
