@@ -138,7 +138,6 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
     per_source = [
         sum(tr.source_throughput_bps[k][i] for k in episode) for i in range(len(sc.sources))
     ]
-    episode_capacity = sum(tr.capacity_bps[k] for k in episode)
     phases = phase_figures(sc, tr)
     quiet_queue = uncongested_queue(sc, tr)
     return {
@@ -168,20 +167,7 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         "cnms": tr.cnms,
         "jain_fairness": jain(per_source),
         "fairness_window_s": [fair_from, fair_to],
-        # Over the same window: what the seeds claim of a hot spot (queue near q_eq,
-        # throughput at the service rate).
-        "queue_mean_episode_pkts": (
-            sum(tr.queue_pkts[k] for k in episode) / len(episode) if episode else math.nan
-        ),
-        "queue_max_episode_pkts": max((tr.queue_pkts[k] for k in episode), default=math.nan),
-        "queue_std_episode_pkts": (
-            pstdev([tr.queue_pkts[k] for k in episode]) if episode else math.nan
-        ),
-        "utilization_episode": (
-            sum(tr.throughput_bps[k] for k in episode) / episode_capacity
-            if episode_capacity
-            else math.nan
-        ),
+        **episode_figures(tr, episode),
         "utilization": delivered / capacity if capacity else math.nan,
         "recovery_ms": recovery_ms(sc, tr),
         "events": tr.events,
@@ -210,6 +196,21 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         **(flow_figures(flow_summary(sc, tr)) if sc.workload.pattern == "flows" else {}),
         **(network_figures(sc, tr, warm, episode) if network_run(tr) else {}),
         **tr.extra,
+    }
+
+
+def episode_figures(tr: Trace, episode: list[int]) -> dict[str, float]:
+    """Over the fairness window (the sample rows ``episode``): what the seeds claim of a
+    hot spot (queue near q_eq, throughput at the service rate)."""
+    queue = [tr.queue_pkts[k] for k in episode]
+    capacity = sum(tr.capacity_bps[k] for k in episode)
+    return {
+        "queue_mean_episode_pkts": sum(queue) / len(queue) if queue else math.nan,
+        "queue_max_episode_pkts": max(queue, default=math.nan),
+        "queue_std_episode_pkts": pstdev(queue) if queue else math.nan,
+        "utilization_episode": (
+            sum(tr.throughput_bps[k] for k in episode) / capacity if capacity else math.nan
+        ),
     }
 
 
@@ -591,6 +592,10 @@ QUEUE_PANELS_MAX = 8
 line each on one panel."""
 
 
+LEGEND_ROWS = 24
+"""A legend of more lines than this takes another column."""
+
+
 def queue_plot_ports(sc: Scenario, tr: Trace, head: Headline) -> list[str]:
     """The ports queue.png draws, in the topology's order: every CP port the run followed
     whose queue was ever above zero, and the headline port whatever its queue."""
@@ -693,8 +698,10 @@ def queue_figure(plt: Any, sc: Scenario, tr: Trace, head: Headline) -> Any:
     for k, port in enumerate(ports):
         ax = axes[min(k, panels - 1)][0]
         mark = f"{port} (headline)" if port == head.port else port
-        lw = 1.2 if port == head.port else 0.8
-        line = ax.plot(tr.times_s, port_queue(tr, port, head), lw=lw, label=mark)[0]
+        # The headline port stands out: thicker, and black among many lines on one panel.
+        style = {"lw": 1.2, "color": "k" if panels < len(ports) else None}
+        style = style if port == head.port else {"lw": 0.8}
+        line = ax.plot(tr.times_s, port_queue(tr, port, head), label=mark, **style)[0]
         if port in steps and (panels > 1 or len(set(map(tuple, steps.values()))) > 1):
             xs, ys = step_xy(steps[port], end)
             color = "r" if panels > 1 else line.get_color()
@@ -705,7 +712,7 @@ def queue_figure(plt: Any, sc: Scenario, tr: Trace, head: Headline) -> Any:
     for (ax,) in axes:
         ax.axhline(sc.network.buffer_pkts, color="k", ls=":", lw=1, label="buffer")
         ax.set_ylabel("queue (pkts)")
-        outside_legend(ax, fontsize=7)
+        outside_legend(ax, fontsize=7, ncol=1 + len(ports) // LEGEND_ROWS)
     axes[-1][0].set_xlabel("time (s)")
     fig.suptitle(textwrap.fill(title, 100), fontsize=10)
     fig.tight_layout()
@@ -730,7 +737,6 @@ def ports_figure(plt: Any, sc: Scenario, tr: Trace, head: Headline) -> Any:
     if not rates:
         bottom.text(0.5, 0.5, "the ports' throughput was not measured", ha="center",
                     va="center", transform=bottom.transAxes)  # fmt: skip
-    columns = 1 + len(tr.port_queue_pkts) // 24
-    outside_legend(top, fontsize=7, ncol=columns)
+    outside_legend(top, fontsize=7, ncol=1 + len(tr.port_queue_pkts) // LEGEND_ROWS)
     fig.tight_layout()
     return fig
