@@ -140,7 +140,7 @@ def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions)
             live=options.live,
         )
         trace: Trace = experiment.run()
-        return trace
+        return with_knob_changes(trace, options.live)
     from simulator.compiled import Runnable, make_simulation  # noqa: PLC0415
 
     progress = options.sim_progress
@@ -157,11 +157,19 @@ def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions)
     )
     running.append(simulation)
     try:
-        return simulation.run()
+        return with_knob_changes(simulation.run(), options.live)
     except BaseException:
         if options.sim_partial is not None:
             options.sim_partial(simulation.partial_trace())
         raise
+
+
+def with_knob_changes(trace: Trace, live: LiveFeed | None) -> Trace:
+    """``trace`` with a live run's knob changes (the page's and a shell's, as knobs.csv
+    has them), which its summary and queue plot show; a run that was not live has none."""
+    if live is not None:
+        trace.knob_changes = live.changes()
+    return trace
 
 
 def live_progress(

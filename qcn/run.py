@@ -235,6 +235,54 @@ def run_failure(summary: dict[str, Any], trace: Trace) -> str:
     return ""
 
 
+PRINTED_DIGITS = 4
+"""Significant digits of the figures `qcn run` prints (summary.json keeps them whole)."""
+
+
+def printed(figures: dict[str, Any]) -> dict[str, Any]:
+    """The headline figures as printed: each float to :data:`PRINTED_DIGITS` significant
+    digits (229.0, not 228.99999999974696), a figure with no value (NaN, infinity) null."""
+    from qcn.core.results import json_safe  # noqa: PLC0415 - matplotlib's module
+
+    return {
+        k: float(f"{v:.{PRINTED_DIGITS}g}") if isinstance(v, float) else v
+        for k, v in json_safe(figures).items()
+    }
+
+
+def headline_line(summary: dict[str, Any]) -> str:
+    """Which port the printed figures describe, and why (summary.json's headline_port and
+    headline_reason)."""
+    others = (
+        ' every port\'s are in summary.json "ports", ports.csv and ports.png'
+        if ("ports" in summary)
+        else ""
+    )
+    return (
+        f"the figures below are port {summary['headline_port']}'s "
+        f"({summary['headline_reason']}; drops are the whole network's);{others}"
+    ).rstrip(";")
+
+
+def phase_line(p: dict[str, Any]) -> str:
+    """One phase of the schedule in words (summary.json's phases); delivered above
+    offered says where the surplus comes from."""
+    state = "congested" if p["congested"] else "uncongested"
+    line = (
+        f"phase {p['from_s']:g}-{p['to_s']:g} s ({state}): capacity "
+        f"{p['capacity_bps'] / 1e6:g} Mb/s, offered {p['offered_bps'] / 1e6:.3f} Mb/s, "
+        f"delivered {p['delivered_bps'] / 1e6:.3f} Mb/s = {p['delivered_offered']:.2f} of "
+        "offered"
+    )
+    if round(p["delivered_offered"], 2) > 1 and p["undelivered_at_start_bits"] > 0:
+        line += (
+            f" (above 1: the sources also send the backlog their reaction points held back "
+            f"before this phase, {p['undelivered_at_start_bits'] / 1e6:,.0f} Mb offered and "
+            "not yet delivered at its start)"
+        )
+    return line
+
+
 def parse_stalls(text: str | None) -> tuple[float, float] | None:
     """``--inject-stalls STALL_MS/PERIOD_MS`` as (stall, period) in seconds."""
     if text is None:
@@ -461,15 +509,10 @@ def _execute_run(args: argparse.Namespace, run: Prepared, out: Path) -> int:
             raise ScenarioError(f"cannot write the results: {e.strerror or e}") from None
         raise
     plots = [out / p.relative_to(staged.staging) for p in staged_plots]
-    print(json.dumps({k: summary[k] for k in (*SUMMARY_KEYS, *trace.extra)}))
+    print(f"qcn run: {headline_line(summary)}")
+    print(json.dumps(printed({k: summary[k] for k in (*SUMMARY_KEYS, *trace.extra)})))
     for p in summary["phases"]:
-        state = "congested" if p["congested"] else "uncongested"
-        print(
-            f"  phase {p['from_s']:g}-{p['to_s']:g} s ({state}): capacity "
-            f"{p['capacity_bps'] / 1e6:g} Mb/s, offered {p['offered_bps'] / 1e6:.3f} Mb/s, "
-            f"delivered {p['delivered_bps'] / 1e6:.3f} Mb/s = "
-            f"{p['delivered_offered']:.2f} of offered"
-        )
+        print(f"  {phase_line(p)}")
     if "flows" in summary:
         print(f"  {flows_line(summary['flows'])}")
     if "noise" in summary:

@@ -57,7 +57,7 @@ from topologies.live import SwitchLive, run_clock
 from topologies.measurement import Hooks, Recording
 from topologies.network import network_config
 from topologies.testbed import RP_STATUS_DIR, Emulation, Testbed, missing_requirements
-from topologies.traces import grid, read_limiter_logs, sink_trace
+from topologies.traces import grid, port_throughputs, read_limiter_logs, sink_trace
 
 __all__ = [
     "DEFAULT_SAMPLE_HZ",
@@ -443,6 +443,9 @@ class StreamExperiment(Experiment):
         )
         # What the sinks count is what arrived: each source's delivered throughput.
         trace.source_delivered_bps = trace.source_throughput_bps
+        trace.port_throughput_bps = port_throughputs(
+            self.sc, [str(p) for p in self.sampled_ports()], trace.source_throughput_bps
+        )
         return trace
 
     # -- receivers and senders ---------------------------------------------------------------

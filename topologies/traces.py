@@ -90,6 +90,29 @@ class GridReader:
         tr.source_target_rate_bps.append(trs)
 
 
+def port_throughputs(
+    sc: Scenario, ports: list[str], per_source: list[list[float]]
+) -> dict[str, list[float]]:
+    """Each of ``ports``' throughput on the grid, from what the sinks counted of each
+    source (``per_source``: the trace's rows): the sum over the sources whose traffic
+    crosses it, every destination's path (what reached the sinks, so a frame dropped
+    further on is not counted).  A port that some of a source's destinations cross and
+    others do not is left out: its share of that source is not known."""
+    topo = sc.topology
+    crossed = {
+        name: [
+            {name in {str(r) for r in topo.path(s.host, d)} for d in s.destinations}
+            for s in sc.sources
+        ]
+        for name in ports
+    }
+    return {
+        name: [sum(row[i] for i, c in enumerate(cs) if c == {True}) for row in per_source]
+        for name, cs in crossed.items()
+        if all(c in ({True}, {False}) for c in cs)
+    }
+
+
 def sink_trace(
     sc: Scenario,
     rec: Recording,

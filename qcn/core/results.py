@@ -8,15 +8,19 @@ min(capacity, the sum of the sources' maximum rates).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import itertools
 import json
 import math
+import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from qcn.core import noise
 from qcn.core.fairness import max_min_fair
 from qcn.core.flows import SHORT_FLOW_BYTES, plot_slowdown, summarize_flows, write_flows_csv
+from qcn.core.live import q_eq_frames
 from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
 
@@ -40,9 +44,87 @@ SETTLED_FRACTION = 0.25
 """The last 25 % of a run is its settled state (fairness, settled queue and drops)."""
 
 
+@dataclass(frozen=True)
+class Headline:
+    """The port a run's headline figures describe (:data:`SUMMARY_KEYS` but the drops,
+    which are the whole network's), and why: docs/experiments.md, "The headline port"."""
+
+    port: str
+    reason: str
+
+
+def headline(sc: Scenario, tr: Trace) -> Headline:
+    """The scenario's bottleneck where something names it (the topology, or a schedule
+    that changes its rate and whose recovery is measured on it); else, of several CP
+    ports followed, the congested one (:func:`most_congested`); else the only one."""
+    topo, bottleneck = sc.topology, str(sc.bottleneck_port)
+    named = topo.bottleneck is not None and not topo.bottleneck_chosen
+    if sc.schedule:
+        why = "the scenario's schedule changes its rate and recovery is measured on it"
+        if not named:
+            why += " (the topology names no bottleneck: the schedule's is its first CP port)"
+        return Headline(bottleneck, why)
+    if named:
+        return Headline(bottleneck, "the topology names it its bottleneck")
+    followed = [str(r) for r in topo.cp_ports if str(r) in tr.port_queue_pkts]
+    if len(followed) > 1:
+        return most_congested(tr, followed, warmup_row(sc, tr))
+    return Headline(bottleneck, "the only CP port" if topo.cp_ports else "no port runs a CP")
+
+
+def most_congested(tr: Trace, ports: list[str], warm: int) -> Headline:
+    """Of ``ports`` (in the topology's order), the one with the highest mean queue after
+    the warm-up; a tie goes to the most drops, then to the first."""
+    means = {p: mean_or_zero(tr.port_queue_pkts[p][warm:]) for p in ports}
+    drops = {p: port_drops(tr, p) for p in ports}
+    best = max(ports, key=lambda p: (means[p], drops[p]))  # (max keeps the first of equals)
+    tied = [p for p in ports if means[p] == means[best]]
+    of = f"of {len(ports)} CP ports"
+    if means[best] == 0 and drops[best] == 0:
+        return Headline(best, f"no CP port saw a queue or a drop: the first {of}")
+    why = f"highest mean queue after the warm-up ({means[best]:.3g} pkts) {of}"
+    if len(tied) > 1:
+        why += f", tied with {len(tied) - 1}: the most drops ({drops[best]})"
+    return Headline(best, why)
+
+
+def port_drops(tr: Trace, port: str) -> int:
+    """A followed port's drops: its running count's last, or its total."""
+    so_far = tr.port_drops_so_far.get(port)
+    return so_far[-1] if so_far else tr.port_counts.get(port, {}).get("drops", 0)
+
+
+def mean_or_zero(xs: list[int]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def warmup_row(sc: Scenario, tr: Trace) -> int:
+    """The first sample after the warm-up (:data:`WARMUP_FRACTION` of the run)."""
+    return next((i for i, t in enumerate(tr.times_s) if t >= WARMUP_FRACTION * sc.duration_s), 0)
+
+
+def headline_view(sc: Scenario, tr: Trace, port: str) -> Trace:
+    """``tr`` with ``port``'s queue, throughput and capacity as its headline series (the
+    trace's own are the scenario's bottleneck's).  A backend that did not measure the
+    port's throughput leaves it NaN (its utilization is then null)."""
+    if port == str(sc.bottleneck_port) or port not in tr.port_queue_pkts:
+        return tr
+    ref = next(r for r in sc.topology.port_refs() if str(r) == port)
+    n = len(tr.times_s)
+    return dataclasses.replace(
+        tr,
+        queue_pkts=tr.port_queue_pkts[port],
+        throughput_bps=tr.port_throughput_bps.get(port) or [math.nan] * n,
+        capacity_bps=[sc.topology.link_at(ref).rate_bps] * n,
+    )
+
+
 def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) -> dict[str, Any]:
+    """summary.json: the headline figures are the headline port's (:func:`headline`)."""
+    head = headline(sc, tr)
+    tr = headline_view(sc, tr, head.port)
     times = tr.times_s
-    warm = next((i for i, t in enumerate(times) if t >= WARMUP_FRACTION * sc.duration_s), 0)
+    warm = warmup_row(sc, tr)
     queue = tr.queue_pkts[warm:] or [0]
     # Delivered over what the bottleneck could have carried (same sample windows).
     delivered = sum(tr.throughput_bps)
@@ -56,7 +138,6 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
     per_source = [
         sum(tr.source_throughput_bps[k][i] for k in episode) for i in range(len(sc.sources))
     ]
-    episode_capacity = sum(tr.capacity_bps[k] for k in episode)
     phases = phase_figures(sc, tr)
     quiet_queue = uncongested_queue(sc, tr)
     return {
@@ -66,11 +147,15 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         "qcn": qcn,
         "random_seed": seed,
         "duration_s": sc.duration_s,
+        "headline_port": head.port,
+        "headline_reason": head.reason,
         "queue_mean_pkts": sum(queue) / len(queue),
         "queue_max_pkts": max(tr.queue_pkts or [0]),
         # Queue stability: how far the queue swings (after the warm-up; over the episode).
         "queue_std_pkts": pstdev(queue),
+        # As the run began: a live run's changes are knob_changes.
         "q_eq_pkts": sc.params.cp.q_eq_pkts,
+        **({"knob_changes": knob_rows(tr)} if tr.knob_changes is not None else {}),
         "drops": tr.drops,
         "queue_mean_settled_pkts": sum(settled) / len(settled),
         "queue_max_settled_pkts": max(settled),
@@ -82,20 +167,7 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         "cnms": tr.cnms,
         "jain_fairness": jain(per_source),
         "fairness_window_s": [fair_from, fair_to],
-        # Over the same window: what the seeds claim of a hot spot (queue near q_eq,
-        # throughput at the service rate).
-        "queue_mean_episode_pkts": (
-            sum(tr.queue_pkts[k] for k in episode) / len(episode) if episode else math.nan
-        ),
-        "queue_max_episode_pkts": max((tr.queue_pkts[k] for k in episode), default=math.nan),
-        "queue_std_episode_pkts": (
-            pstdev([tr.queue_pkts[k] for k in episode]) if episode else math.nan
-        ),
-        "utilization_episode": (
-            sum(tr.throughput_bps[k] for k in episode) / episode_capacity
-            if episode_capacity
-            else math.nan
-        ),
+        **episode_figures(tr, episode),
         "utilization": delivered / capacity if capacity else math.nan,
         "recovery_ms": recovery_ms(sc, tr),
         "events": tr.events,
@@ -125,6 +197,48 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         **(network_figures(sc, tr, warm, episode) if network_run(tr) else {}),
         **tr.extra,
     }
+
+
+def episode_figures(tr: Trace, episode: list[int]) -> dict[str, float]:
+    """Over the fairness window (the sample rows ``episode``): what the seeds claim of a
+    hot spot (queue near q_eq, throughput at the service rate)."""
+    queue = [tr.queue_pkts[k] for k in episode]
+    capacity = sum(tr.capacity_bps[k] for k in episode)
+    return {
+        "queue_mean_episode_pkts": sum(queue) / len(queue) if queue else math.nan,
+        "queue_max_episode_pkts": max(queue, default=math.nan),
+        "queue_std_episode_pkts": pstdev(queue) if queue else math.nan,
+        "utilization_episode": (
+            sum(tr.throughput_bps[k] for k in episode) / capacity if capacity else math.nan
+        ),
+    }
+
+
+def knob_rows(tr: Trace) -> list[dict[str, Any]]:
+    """summary.json's ``knob_changes``: knobs.csv's rows (the run's time, the port, the
+    knob, from, to, and who turned it: the live page or a shell's controller)."""
+    return [
+        {"t_s": c.at_s, "port": c.port, "knob": c.field, "from": c.old, "to": c.new, "by": c.by}
+        for c in tr.knob_changes or []
+    ]
+
+
+def q_eq_steps(sc: Scenario, tr: Trace) -> dict[str, list[tuple[float, float]]]:
+    """Each CP port's q_eq in frames over the run, as steps (from time, q_eq): one step
+    from 0, and one more at each live change of it (knobs.csv's; the changes made at one
+    instant applied together, as they were made)."""
+    cp, frame = sc.params.cp, sc.network.frame_bytes
+    steps = {str(r): [(0.0, q_eq_frames(cp, frame))] for r in sc.topology.cp_ports}
+    held = dict.fromkeys(steps, cp)
+    changes = tr.knob_changes or []
+    for (at_s, port), group in itertools.groupby(changes, key=lambda c: (c.at_s, c.port)):
+        if port not in held:
+            continue
+        held[port] = held[port].with_changes({c.field: c.new for c in group})
+        q_eq = q_eq_frames(held[port], frame)
+        if q_eq != steps[port][-1][1]:
+            steps[port].append((at_s, q_eq))
+    return steps
 
 
 def network_run(tr: Trace) -> bool:
@@ -299,6 +413,7 @@ def phase_figures(sc: Scenario, tr: Trace) -> list[dict[str, Any]]:
                 "offered_bps": offered,
                 "delivered_bps": delivered,
                 "delivered_offered": delivered / offered if offered else math.nan,
+                "undelivered_at_start_bits": undelivered_bits(sc, tr, rows[0]),
                 "congested": congested(sc, a, b),
                 "queue_mean_pkts": queue["mean_pkts"],
                 "queue_above_q_eq": queue["above_q_eq"],
@@ -306,6 +421,19 @@ def phase_figures(sc: Scenario, tr: Trace) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def undelivered_bits(sc: Scenario, tr: Trace, row: int) -> float:
+    """What the sources had offered and the bottleneck had not delivered before sample
+    ``row``: the backlog behind their limiters (a source queues what its limiter holds
+    back, docs/experiments.md), frames on the way, and drops.  A phase that follows a
+    congested one delivers more than it is offered while that backlog drains."""
+    total, before = 0.0, 0.0
+    for k in range(row):
+        dt = tr.times_s[k] - before
+        before = tr.times_s[k]
+        total += (sc.offered_bps(tr.times_s[k] - dt / 2) - tr.throughput_bps[k]) * dt
+    return total
 
 
 def recovery_from_s(sc: Scenario, tr: Trace) -> float:
@@ -459,37 +587,156 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+QUEUE_PANELS_MAX = 8
+"""queue.png draws up to this many ports as small multiples (a panel each); more, as one
+line each on one panel."""
+
+
+LEGEND_ROWS = 24
+"""A legend of more lines than this takes another column."""
+
+
+def queue_plot_ports(sc: Scenario, tr: Trace, head: Headline) -> list[str]:
+    """The ports queue.png draws, in the topology's order: every CP port the run followed
+    whose queue was ever above zero, and the headline port whatever its queue."""
+    cps = {str(r) for r in sc.topology.cp_ports}
+    return [
+        str(r)
+        for r in sc.topology.port_refs()
+        if str(r) == head.port or (str(r) in cps and max(tr.port_queue_pkts.get(str(r)) or [0]))
+    ]
+
+
+def port_queue(tr: Trace, port: str, head: Headline) -> list[int]:
+    """A drawn port's queue series (the headline port's may be the trace's own)."""
+    return tr.port_queue_pkts.get(port) or (tr.queue_pkts if port == head.port else [])
+
+
+def step_xy(steps: list[tuple[float, float]], end_s: float) -> tuple[list[float], list[float]]:
+    """A step series (from time, value) as x, y to draw with ``where="post"`` up to
+    ``end_s``."""
+    xs = [t for t, _ in steps] + [end_s]
+    ys = [v for _, v in steps] + [steps[-1][1]]
+    return xs, ys
+
+
+def rate_unit(values_bps: list[float]) -> tuple[float, str]:
+    """(divisor, name) that shows these rates in Gb/s, or Mb/s if all are below 1 Gb/s."""
+    top = max((v for v in values_bps if math.isfinite(v)), default=0.0)
+    return (1e9, "Gb/s") if top >= 1e9 else (1e6, "Mb/s")
+
+
 def plot(out: Path, sc: Scenario, tr: Trace) -> list[Path]:
+    """rates.png, queue.png and (a network run) ports.png: see docs/experiments.md."""
+    plt = pyplot()
+    head = headline(sc, tr)
+    view = headline_view(sc, tr, head.port)
+    figures = [
+        save(plt, rates_figure(plt, sc, view, head), out / "rates.png"),
+        save(plt, queue_figure(plt, sc, tr, head), out / "queue.png"),
+    ]
+    if network_run(tr):
+        figures.append(save(plt, ports_figure(plt, sc, tr, head), out / "ports.png"))
+    return figures
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot, drawing to files (imported only by runs that plot)."""
     import matplotlib  # noqa: PLC0415 - only runs that write results need it
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    rates = out / "rates.png"
+    return plt
+
+
+def outside_legend(ax: Any, **kw: Any) -> None:
+    """A legend beside the axes, on the right, where it hides nothing drawn."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kw)
+
+
+def save(plt: Any, fig: Any, path: Path) -> Path:
+    fig.savefig(path, dpi=120, bbox_inches="tight")  # (the legends outside the axes kept)
+    plt.close(fig)
+    return path
+
+
+def rates_figure(plt: Any, sc: Scenario, tr: Trace, head: Headline) -> Any:
+    """Every source's current rate and the headline port's capacity (``tr``: the
+    headline's view, :func:`headline_view`)."""
     fig, ax = plt.subplots(figsize=(9, 4.5))
+    div, unit = rate_unit(tr.capacity_bps + [r for row in tr.source_current_rate_bps for r in row])
     for i in range(len(sc.sources)):
         ax.plot(
             tr.times_s,
-            [row[i] / 1e9 for row in tr.source_current_rate_bps],
+            [row[i] / div for row in tr.source_current_rate_bps],
             lw=0.8,
             label=f"RP {i}",
         )
-    ax.plot(tr.times_s, [c / 1e9 for c in tr.capacity_bps], "k--", lw=1, label="capacity")
-    ax.set(xlabel="time (s)", ylabel="rate (Gb/s)", title=f"{sc.title}: source rates (CR)")
+    capacity = f"capacity of {head.port}"
+    ax.plot(tr.times_s, [c / div for c in tr.capacity_bps], "k--", lw=1, label=capacity)
+    ax.set(xlabel="time (s)", ylabel=f"rate ({unit})", title=f"{sc.title}: source rates (CR)")
     if len(sc.sources) <= 12:
-        ax.legend(fontsize=7, ncol=2, loc="upper right")
+        outside_legend(ax, fontsize=7)
     fig.tight_layout()
-    fig.savefig(rates, dpi=120)
-    plt.close(fig)
+    return fig
 
-    queue = out / "queue.png"
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    ax.plot(tr.times_s, tr.queue_pkts, lw=0.8, label="bottleneck queue")
-    ax.axhline(sc.params.cp.q_eq_pkts, color="r", ls="--", lw=1, label="q_eq")
-    ax.axhline(sc.network.buffer_pkts, color="k", ls=":", lw=1, label="buffer")
-    ax.set(xlabel="time (s)", ylabel="queue (packets)", title=f"{sc.title}: queue")
-    ax.legend(fontsize=8, loc="upper right")
+
+def queue_figure(plt: Any, sc: Scenario, tr: Trace, head: Headline) -> Any:
+    """queue.png: each drawn port's queue (:func:`queue_plot_ports`) against its q_eq (a
+    step wherever a live change moved it) and the buffer; the headline port marked."""
+    ports = queue_plot_ports(sc, tr, head)
+    steps = q_eq_steps(sc, tr)
+    end = sc.duration_s
+    panels = len(ports) if len(ports) <= QUEUE_PANELS_MAX else 1
+    fig, axes = plt.subplots(
+        panels, 1, figsize=(9, 4.5 if panels == 1 else 1.2 + 1.6 * panels),
+        sharex=True, sharey=True, squeeze=False,
+    )  # fmt: skip
+    named = ", ".join(ports) if len(ports) <= QUEUE_PANELS_MAX else f"{len(ports)} ports"
+    title = f"{sc.title}: queue at {named}; the headline port is {head.port}: {head.reason}"
+    for k, port in enumerate(ports):
+        ax = axes[min(k, panels - 1)][0]
+        mark = f"{port} (headline)" if port == head.port else port
+        # The headline port stands out: thicker, and black among many lines on one panel.
+        style = {"lw": 1.2, "color": "k" if panels < len(ports) else None}
+        style = style if port == head.port else {"lw": 0.8}
+        line = ax.plot(tr.times_s, port_queue(tr, port, head), label=mark, **style)[0]
+        if port in steps and (panels > 1 or len(set(map(tuple, steps.values()))) > 1):
+            xs, ys = step_xy(steps[port], end)
+            color = "r" if panels > 1 else line.get_color()
+            ax.step(xs, ys, where="post", color=color, ls="--", lw=1, label=f"q_eq {port}")
+    if panels == 1 and steps and len(set(map(tuple, steps.values()))) == 1:
+        xs, ys = step_xy(next(iter(steps.values())), end)
+        axes[0][0].step(xs, ys, where="post", color="r", ls="--", lw=1, label="q_eq")
+    for (ax,) in axes:
+        ax.axhline(sc.network.buffer_pkts, color="k", ls=":", lw=1, label="buffer")
+        ax.set_ylabel("queue (pkts)")
+        outside_legend(ax, fontsize=7, ncol=1 + len(ports) // LEGEND_ROWS)
+    axes[-1][0].set_xlabel("time (s)")
+    fig.suptitle(textwrap.fill(title, 100), fontsize=10)
     fig.tight_layout()
-    fig.savefig(queue, dpi=120)
-    plt.close(fig)
-    return [rates, queue]
+    return fig
+
+
+def ports_figure(plt: Any, sc: Scenario, tr: Trace, head: Headline) -> Any:
+    """ports.png (ports.csv drawn): every followed port's queue and throughput, a line
+    each, the headline port's the thicker."""
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
+    rates = [v for series in tr.port_throughput_bps.values() for v in series]
+    div, unit = rate_unit(rates)
+    for k, (port, queue) in enumerate(tr.port_queue_pkts.items()):
+        label = f"{port} (headline)" if port == head.port else port
+        style = {"lw": 1.4 if port == head.port else 0.7, "color": f"C{k % 10}", "label": label}
+        top.plot(tr.times_s, queue, **style)
+        rate = tr.port_throughput_bps.get(port)
+        if rate:
+            bottom.plot(tr.times_s, [v / div for v in rate], **style)
+    top.set(ylabel="queue (pkts)", title=f"{sc.title}: every followed port (ports.csv)")
+    bottom.set(xlabel="time (s)", ylabel=f"throughput ({unit})")
+    if not rates:
+        bottom.text(0.5, 0.5, "the ports' throughput was not measured", ha="center",
+                    va="center", transform=bottom.transAxes)  # fmt: skip
+    outside_legend(top, fontsize=7, ncol=1 + len(tr.port_queue_pkts) // LEGEND_ROWS)
+    fig.tight_layout()
+    return fig

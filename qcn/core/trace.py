@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from qcn.core.flows import FlowRecord
+from qcn.core.live import KnobChange
 from qcn.core.noise import NoiseRecording
 
 
@@ -53,3 +54,7 @@ class Trace:
     """Packet captures the run wrote, relative to its results directory."""
     flows: list[FlowRecord] = field(default_factory=list)
     """The flows workload: every flow started, finished or not."""
+    knob_changes: list[KnobChange] | None = None
+    """A live run's knob changes, in order (knobs.csv's rows; none made: empty); None: the
+    run was not live.  summary.json's ``knob_changes`` and queue.png's q_eq steps are made
+    from them."""
