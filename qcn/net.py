@@ -21,6 +21,7 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+from controller.cli import NET_UP_FILE
 from qcn import backends
 from qcn.core.errors import QcnError
 from qcn.core.live import LiveFeed
@@ -28,8 +29,9 @@ from qcn.core.params import SEED_FRAME_BYTES, Preset, QcnParams
 from qcn.core.scenario import scaled_params
 from qcn.core.topology import LinkDefaults, PortRef, Topology, is_generator_spec
 from qcn.core.topology import load as load_topology
+from qcn.options import plain_text
 
-DEFAULT_OUT = Path("results/net")
+DEFAULT_OUT = NET_UP_FILE.parent
 NET_LINE_RATE_BPS = 10e6
 """A generator's links on BMv2 (docs/bmv2.md: BMv2 carries tens of Mb/s per port here)."""
 SEED_LINE_RATE_BPS = 10e9
@@ -47,14 +49,25 @@ def register(sub: Any) -> None:
     net = sub.add_parser(
         "net",
         help="start, stop, draw or show a network of BMv2 switches with QCN running",
-        description=__doc__.split("\n\n", 2)[2] if __doc__ else None,
+        # The docstring but its examples (its second paragraph).
+        description=plain_text(" ".join(__doc__.split("\n\n", 2)[::2])) if __doc__ else None,
     )
     cmds = net.add_subparsers(dest="net_command", metavar="ACTION", required=True)
 
-    up = cmds.add_parser("up", help="start a network and hand it over (Mininet's CLI, or wait)")
+    up = cmds.add_parser(
+        "up",
+        help="start a network and hand it over (Mininet's CLI, or wait)",
+        description="Start a network of BMv2 switches with QCN running, and keep it until "
+        "Ctrl-C or 'qcn net down' (or, with --cli, hand it to Mininet's CLI).",
+    )
     _topology_argument(up)
     up.add_argument("--cli", action="store_true", help="Mininet's CLI; 'exit' stops the network")
-    up.add_argument("--out", type=Path, default=DEFAULT_OUT, help="logs and network.toml")
+    up.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help="where its logs and network.toml go (default: %(default)s)",
+    )
     up.add_argument(
         "--no-qcn", action="store_true", help="no reaction points, CPs that never sample"
     )
@@ -72,15 +85,30 @@ def register(sub: Any) -> None:
     )
     up.set_defaults(func=_up)
 
-    down = cmds.add_parser("down", help="stop the running network; remove what a killed one left")
+    down = cmds.add_parser(
+        "down",
+        help="stop the running network; remove what a killed one left",
+        description="Stop the network qcn net up started, from another shell; remove what "
+        "a killed one left behind.",
+    )
     down.set_defaults(func=_down)
 
-    draw = cmds.add_parser("draw", help="a picture of a network, its CP ports marked (PNG)")
+    draw = cmds.add_parser(
+        "draw",
+        help="a picture of a network, its CP ports marked (PNG)",
+        description="Draw a network as a PNG: its switches, hosts and links, its CP ports "
+        "marked. Nothing is started.",
+    )
     _topology_argument(draw)
     draw.add_argument("-o", "--out", type=Path, help="the PNG (default NAME.png)")
     draw.set_defaults(func=_draw)
 
-    show = cmds.add_parser("show", help="a network's switches, ports, links, CPs and routes")
+    show = cmds.add_parser(
+        "show",
+        help="a network's switches, ports, links, CPs and routes",
+        description="Print a network's switches, ports, links, CPs and routes, as the "
+        "project derives them. Nothing is started.",
+    )
     _topology_argument(show)
     show.set_defaults(func=_show)
 

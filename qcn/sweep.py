@@ -65,6 +65,7 @@ from qcn.options import (
     add_scenario,
     add_set,
     check_count,
+    plain_text,
     scenario_of,
 )
 
@@ -743,9 +744,8 @@ def require_mininet_workers(client: Any, address: str) -> None:
 
 def _run_mininet(sc: Scenario, pending: list[Point], store: Store, progress: ProgressLine) -> float:
     """One point at a time on this machine's BMv2 network (each a whole Mininet run)."""
-    missing = backends.mininet_missing() if pending else ""
-    if missing:
-        raise SweepError(f"the Mininet backend cannot run here: {missing}")
+    if pending:
+        backends.require_mininet("this sweep", SweepError)
     compute = 0.0
     for i, p in enumerate(pending, start=1):
         stage = store.staging(p)  # (its logs and captures go with its results)
@@ -764,7 +764,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "sweep",
         help="run a scenario over a grid of parameters and seeds, in parallel (Dask)",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        description=plain_text(__doc__.split("\n\n")[0]) if __doc__ else None,
     )
     add_scenario(p)
     p.add_argument(
@@ -776,7 +776,13 @@ def register(sub: Any) -> None:
         "repeat for more axes",
     )
     add_count(p, "--seeds", 1, "random seeds per point (1..N)")
-    p.add_argument("--backend", choices=["sim", "mininet"], default="sim")
+    p.add_argument(
+        "--backend",
+        choices=["sim", "mininet"],
+        default="sim",
+        help="sim: the packet simulator, points in parallel; mininet: BMv2 in Mininet, one "
+        "point at a time (default: %(default)s)",
+    )
     p.add_argument("--scaled", action="store_true", help="sim: the scenario as scaled for BMv2")
     add_count(p, "--workers", 2, "local cluster: worker processes")
     p.add_argument("--address", help="join this Dask scheduler (tcp://HOST:PORT) instead")

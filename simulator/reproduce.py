@@ -1,4 +1,4 @@
-"""The seeds' published numbers next to the simulator's: ``make reproduce``.
+"""The seeds' published numbers next to the simulator's (what make reproduce runs).
 
     python -m simulator.reproduce [--seeds 1,2,3]
 
@@ -629,7 +629,10 @@ def table(results: dict[str, dict[str, Any]], rows: list[Row] = ROWS) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0]
+        + " Exit status 1 if a row is out of its tolerance (docs/reliability.md, Exit codes)."
+    )
     parser.add_argument("--seeds", default="1,2,3", help="random seeds to average over")
     parser.add_argument(
         "--out", type=Path, default=Path("results/reproduce"), help="where the plots go"
