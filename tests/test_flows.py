@@ -567,7 +567,7 @@ def test_the_slowdown_plot_names_the_network_the_run_used(
     from qcn import cli  # noqa: PLC0415
 
     titles: list[str] = []
-    real = qcn.core.results.plot_slowdown
+    real = plot_slowdown
 
     def recorded(path: Path, title: str, curves: dict[str, list[dict[str, Any]]]) -> Path:
         titles.append(title)
