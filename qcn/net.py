@@ -199,22 +199,35 @@ def _draw(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    topo = topology_of(args)
-    print(topo.describe())
-    for note in topo.notes:
-        print(f"note: {note}")
+    print("\n".join(show_lines(topology_of(args))))
+    return 0
+
+
+def show_lines(topo: Topology) -> list[str]:
+    """`qcn net show`: the network in one line, its notes, then a table of every switch
+    port and one of the hosts, each under its column headers."""
+    lines = [topo.describe(), *(f"note: {note}" for note in topo.notes)]
     cps = set(topo.cp_ports)
+    lines += ["", PORT_ROW.format("port", "to", "rate", "delay", "buffer", "CP")]
     for sw in topo.switches:
-        print(f"{sw}:")
         for port in topo.ports(sw):
             ref = PortRef(sw, port)
             link, far = topo.link_at(ref), topo.far_end(ref)
             to = far.node if far.node in topo.host_by_name else f"{far.node}:{far.port}"
-            marks = ("CP " if ref in cps else "") + ("congestible" if topo.congestible(ref) else "")
-            print(
-                f"  port {port:3d} -> {to:10s} {link.rate_bps / 1e6:10g} Mb/s "
-                f"{link.delay_s * 1e3:8g} ms {link.buffer_pkts:5d} pkts  {marks}"
-            )
+            cp = "CP" if ref in cps else ("no" if topo.congestible(ref) else "-")
+            lines.append(
+                PORT_ROW.format(
+                    str(ref), to, f"{link.rate_bps / 1e6:g} Mb/s", f"{link.delay_s * 1e3:g} ms",
+                    f"{link.buffer_pkts} pkts", cp,
+                )
+            )  # fmt: skip
+    lines += ["", HOST_ROW.format("host", "IP", "MAC", "attached to")]
     for h in topo.hosts:
-        print(f"{h.name}: {h.ip} {h.mac} on {topo.attachment(h.name)}")
-    return 0
+        lines.append(HOST_ROW.format(h.name, h.ip, h.mac, str(topo.attachment(h.name))))
+    lines += ["", "CP: a congestion point runs on that egress port; no: it can congest but "
+              "runs none; -: what may arrive for it never exceeds its rate"]  # fmt: skip
+    return lines
+
+
+PORT_ROW = "{:<10} {:<10} {:>12} {:>9} {:>10}  {}"
+HOST_ROW = "{:<10} {:<18} {:<18} {}"
