@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from qcn.core.errors import QcnError
+from qcn.core.errors import ExitCode, QcnError
 from qcn.core.params import ParamError, QcnParams, RpScheme, scheme_names
 from reaction_point.daemon import (
     DEFAULT_MAX_LIMITERS,
@@ -211,7 +211,7 @@ def _status(args: argparse.Namespace) -> int:
         r["stale"] = bool(r["running"]) and not daemon_alive(r)
         if r["stale"]:
             r["running"] = False
-    code = 1 if skipped else 0
+    code = ExitCode.FAILED if skipped else ExitCode.OK  # (docs/reliability.md, Exit codes)
     if args.json:
         print(json.dumps(reports, indent=2))
         return code

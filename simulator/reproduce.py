@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from qcn.core import scenario as scenarios
+from qcn.core.errors import ExitCode
 from qcn.core.params import ECM_GI_STABLE
 from qcn.core.results import FLOW_KEYS, summarize
 from qcn.core.scenario import Scenario
@@ -699,7 +700,7 @@ def main(argv: list[str] | None = None) -> int:
         plots = plot_bursty(args.out, traces)
     except OSError as e:
         print(f"reproduce: cannot write the plots to {args.out}: {e.strerror}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     print("plots:", ", ".join(str(p) for p in plots))
     print()
     failed = 0
@@ -714,7 +715,7 @@ def main(argv: list[str] | None = None) -> int:
     ]:
         print(f"{'ok  ' if ok else 'FAIL'} {text}")
         failed += not ok
-    return 1 if failed else 0
+    return ExitCode.FAILED if failed else ExitCode.OK
 
 
 if __name__ == "__main__":
