@@ -21,6 +21,17 @@ if TYPE_CHECKING:
     from controller.agent import PortStatus
 
 DEFAULT_CONFIG = Path(os.environ.get("QCN_NETWORK", "qcn-network.toml"))
+NET_UP_FILE = Path("results/net/network.toml")
+"""The network file `qcn net up` writes when not told where (qcn.net.DEFAULT_OUT)."""
+
+PAUSE_HELP = {
+    "hi_bytes": "bytes buffered from the port above which a PAUSE goes out of it",
+    "lo_bytes": "bytes buffered below which a PAUSE of 0 (resume) goes out",
+    "partition_bytes": "the port's share of the buffer: frames beyond it are dropped",
+    "pause_quanta": "the PAUSE's time, in quanta of 512 bit times (0 to 65535)",
+    "refresh_us": "while above --hi-bytes, a PAUSE again every this many microseconds",
+}
+"""`qcn ctl pause`'s options (controller.config.PAUSE_FIELDS), each one's help."""
 
 # `qcn ctl set` options, each named after the CpParams field it sets (--q-eq-pkts sets
 # q_eq_pkts): one name per quantity from the command line to the parameters.
@@ -50,11 +61,22 @@ def register(sub: Any) -> None:
         description="The P4Runtime controller. The network is described by a TOML file "
         f"(--config, default {DEFAULT_CONFIG} or $QCN_NETWORK).",
     )
-    ctl.add_argument("-c", "--config", type=Path, default=DEFAULT_CONFIG, help="network file")
+    ctl.add_argument(
+        "-c",
+        "--config",
+        type=Path,
+        default=DEFAULT_CONFIG,
+        help=f"the network file (default: {DEFAULT_CONFIG}; qcn net up writes {NET_UP_FILE})",
+    )
     ctl.add_argument("--timeout", type=float, default=5.0, help="deadline per call, seconds")
     cmds = ctl.add_subparsers(dest="ctl_command", metavar="ACTION", required=True)
 
-    up = cmds.add_parser("up", help="push the pipeline and the configured state to switches")
+    up = cmds.add_parser(
+        "up",
+        help="push the pipeline and the configured state to switches",
+        description="Push the pipeline and the network file's state (CP entries, queues, "
+        "PAUSE) to its switches.",
+    )
     up.add_argument("switch", nargs="*", help="only these switches (default: all)")
     up.set_defaults(func=_up)
 
@@ -64,8 +86,8 @@ def register(sub: Any) -> None:
         description="Change a CP port's parameters, or a host-facing port's three-point "
         "settings (its Fb tag and end reflection point; docs/qcn.md), live.",
     )
-    st.add_argument("switch")
-    st.add_argument("port", type=int)
+    st.add_argument("switch", help="the switch's name in the network file, e.g. s1")
+    st.add_argument("port", type=int, help="the port's number on that switch")
     for field, (kind, text) in SET_OPTIONS.items():
         st.add_argument("--" + field.replace("_", "-"), type=kind, help=text)
     st.add_argument("--sampling", choices=[m.value for m in SamplingMode], help="sampling mode")
@@ -92,13 +114,20 @@ def register(sub: Any) -> None:
     )
     st.set_defaults(func=_set)
 
-    show = cmds.add_parser("show", help="read back CP entries and per-port counters")
+    show = cmds.add_parser(
+        "show",
+        help="read back CP entries and per-port counters",
+        description="Read back each switch's CP entries and its per-port counters.",
+    )
     show.add_argument("switch", nargs="*", help="only these switches (default: all)")
     show.add_argument("--json", action="store_true", help="machine-readable output")
     show.set_defaults(func=_show)
 
     rn = cmds.add_parser(
-        "run", help="keep switches in their configured state (re-push after a restart)"
+        "run",
+        help="keep switches in their configured state (re-push after a restart)",
+        description="Keep the switches in the network file's state: check each every "
+        "--interval, and push it again to one that restarted. Ctrl-C stops.",
     )
     rn.add_argument("switch", nargs="*", help="only these switches (default: all)")
     rn.add_argument("--interval", type=float, default=1.0, help="health check period, s")
@@ -111,16 +140,20 @@ def register(sub: Any) -> None:
         "switch sends a PAUSE of --pause-quanta out of it (again every --refresh-us while "
         "above), below --lo-bytes one of 0; frames beyond --partition-bytes are dropped.",
     )
-    pz.add_argument("switch")
-    pz.add_argument("port", type=int)
+    pz.add_argument("switch", help="the switch's name in the network file, e.g. s1")
+    pz.add_argument("port", type=int, help="the input port to guard")
     for name in PAUSE_FIELDS:
-        pz.add_argument("--" + name.replace("_", "-"), type=int)
+        pz.add_argument("--" + name.replace("_", "-"), type=int, help=PAUSE_HELP[name])
     pz.add_argument("--off", action="store_true", help="no PAUSE on this port")
     pz.set_defaults(func=_pause)
 
-    q = cmds.add_parser("queue", help="set a port's BMv2 queue rate and depth (Thrift)")
-    q.add_argument("switch")
-    q.add_argument("port", type=int)
+    q = cmds.add_parser(
+        "queue",
+        help="set a port's BMv2 queue rate and depth (Thrift)",
+        description="Set a port's BMv2 egress queue: its service rate and its capacity.",
+    )
+    q.add_argument("switch", help="the switch's name in the network file, e.g. s1")
+    q.add_argument("port", type=int, help="the port's number on that switch")
     q.add_argument("--rate-pps", type=int, help="service rate, packets/s (0: unlimited)")
     q.add_argument("--depth-pkts", type=int, help="capacity, packets")
     q.set_defaults(func=_queue)
@@ -143,7 +176,24 @@ def _network(args: argparse.Namespace) -> config.NetworkConfig:
             f"--interval must be in [{MIN_INTERVAL_S:g}, {MAX_TIMEOUT_S:g}] seconds "
             f"(got {interval:g})"
         )
+    if args.config == DEFAULT_CONFIG and not args.config.exists():
+        raise ConfigError(no_network_file())
     return config.load(args.config)
+
+
+def no_network_file() -> str:
+    """What `qcn ctl` says when it has no network file: where one comes from (it said
+    only "qcn-network.toml: cannot read")."""
+    if NET_UP_FILE.is_file():
+        return (
+            f"no {DEFAULT_CONFIG} here; the network qcn net up started is described by "
+            f"{NET_UP_FILE}: give it with -c {NET_UP_FILE}"
+        )
+    return (
+        f"no network is up (no {DEFAULT_CONFIG} here): start one with 'qcn net up NET', "
+        f"which writes {NET_UP_FILE}, then give it with -c {NET_UP_FILE}; or name another "
+        "network's file with -c FILE (or $QCN_NETWORK)"
+    )
 
 
 def _selected(net: config.NetworkConfig, names: list[str]) -> list[str]:

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from qcn.core.errors import QcnError
+from qcn.core.errors import ExitCode, QcnError, ToolMissingError, report
 from qcn.core.pipeline import BMV2_GRPC_PORT, BMV2_THRIFT_PORT, compile_program
 from qcn.core.signals import sigterm_as_interrupt
 from topologies.bmv2 import Bmv2Config, Bmv2Process
@@ -43,25 +43,33 @@ def ptf_binary() -> Path:
     return Path(sys.executable).parent / "ptf"
 
 
+def ready_to_run() -> tuple[Path, Path]:
+    """The compiled pipeline (P4Info, BMv2 JSON), once what the tests need is here: a tool
+    missing is exit status 3, not a skip that exits 0 (docs/reliability.md, Exit codes)."""
+    missing = missing_tools()
+    if missing:
+        raise ToolMissingError(
+            f"the PTF tests cannot run: {', '.join(missing)} not installed (make deps)"
+        )
+    if os.geteuid() != 0:
+        raise QcnError("the PTF tests need root (network namespaces and veths)")
+    return compile_program()
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[1].strip())
+    parser = argparse.ArgumentParser(
+        description="Run the PTF tests of the CP pipeline on a simple_switch_grpc of their "
+        "own, in a network namespace removed afterwards (root, and the p4lang toolchain)."
+    )
     parser.add_argument("tests", nargs="*", help="PTF test names (default: all)")
     parser.add_argument("--trace", action="store_true", help="log every packet in the switch")
     parser.add_argument("--keep-logs", type=Path, help="copy the switch log here")
     args = parser.parse_args(argv)
 
-    missing = missing_tools()
-    if missing:
-        print(f"ptf: skipped, missing {', '.join(missing)} (see 'make deps')")
-        return 0
-    if os.geteuid() != 0:
-        print("ptf: needs root (network namespaces and veths)", file=sys.stderr)
-        return 2
     try:
-        p4info, bmv2_json = compile_program()
+        p4info, bmv2_json = ready_to_run()
     except QcnError as e:
-        print(f"ptf: {e}", file=sys.stderr)
-        return 1
+        return report(e)
 
     workdir = Path(tempfile.mkdtemp(prefix="qcn-ptf-"))
     switch = Bmv2Process(
@@ -87,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(NUM_PORTS):
         cmd += ["--interface", f"{i}@ptf{i}"]
     cmd += ["--log-file", str(workdir / "ptf.log"), *args.tests]
-    rc = 1
+    rc = ExitCode.FAILED
     try:
         with (
             sigterm_as_interrupt(),
@@ -95,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         ):
             switch.start()
             try:
-                rc = subprocess.run(cmd, cwd=workdir, check=False).returncode
+                ran = subprocess.run(cmd, cwd=workdir, check=False).returncode
+                rc = ExitCode.OK if ran == 0 else ExitCode.FAILED
             finally:
                 if rc != 0:
                     print(switch.log_tail(40), file=sys.stderr)
@@ -104,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ptf: {e}", file=sys.stderr)
     except KeyboardInterrupt:
         print("ptf: interrupted; switch stopped and namespace removed", file=sys.stderr)
-        rc = 130
+        rc = ExitCode.INTERRUPTED
     finally:
         if args.keep_logs:
             shutil.copytree(workdir, args.keep_logs, dirs_exist_ok=True)

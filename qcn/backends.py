@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from qcn.core import provenance
+from qcn.core.errors import QcnError, ToolMissingError
 from qcn.core.live import LiveFeed, SimulationLive
 from qcn.core.params import QcnParams
 from qcn.core.scenario import Scenario, ScenarioError, require_backend
@@ -87,15 +88,27 @@ def mininet_missing() -> str:
     return missing_requirements() or ""
 
 
+def require_mininet(what: str, error: type[QcnError] = ScenarioError) -> None:
+    """Fail in one line when ``what`` needs the Mininet backend and it cannot run here: a
+    program not installed is a ToolMissingError (exit status 3), anything else (no root)
+    ``error`` (2)."""
+    missing = mininet_missing()
+    if not missing:
+        return
+    from topologies.testbed import missing_tool  # noqa: PLC0415 - Mininet's imports
+
+    kind = ToolMissingError if missing_tool() is not None else error
+    raise kind(f"{what} needs the Mininet backend, which cannot run here: {missing}")
+
+
 def choose_backend(requested: str) -> tuple[Backend, str]:
     """The backend for ``requested`` (sim, mininet, auto) and why, in one line."""
     if requested == "sim":
         return "sim", "simulator (requested)"
-    missing = mininet_missing()
     if requested == "mininet":
-        if missing:
-            raise ScenarioError(f"the Mininet backend cannot run here: {missing}")
+        require_mininet("this run")
         return "mininet", "Mininet/BMv2 backend (requested)"
+    missing = mininet_missing()
     if missing:
         return "sim", f"simulator ({missing}; --backend sim to choose it)"
     return "mininet", "Mininet/BMv2 backend"
@@ -263,9 +276,7 @@ def network_up(
     and reaction points'), handed to Mininet's CLI or kept until Ctrl-C or ``qcn net down``;
     everything is torn down on the way out.  ``live``: a live view's feed, filled while the
     network runs."""
-    missing = mininet_missing()
-    if missing:
-        raise ScenarioError(f"qcn net needs the Mininet backend, which cannot run here: {missing}")
+    require_mininet("qcn net")
     from topologies.session import NetworkSession  # noqa: PLC0415
 
     def net_say(line: str) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from qcn import __version__
 from qcn.core import provenance
-from qcn.core.errors import QcnError
+from qcn.core.errors import ExitCode, QcnError
 from qcn.core.params import QcnParams, RpScheme, scheme_names
 from qcn.core.signals import sigterm_as_interrupt
 
@@ -32,7 +32,7 @@ def _params_command(args: argparse.Namespace) -> int:
 #: Jobs whose command line lives in their own module (each also runs as ``python -m
 #: MODULE``, the same parser): ``qcn NAME ARGS`` hands ARGS to that module's ``main``.
 TOOLS: dict[str, tuple[str, str]] = {
-    "build": ("qcn.core.pipeline", "compile the CP pipeline for BMv2 (what `make build` runs)"),
+    "build": ("qcn.core.pipeline", "compile the CP pipeline for BMv2 (what 'make build' runs)"),
     "pause": ("reaction_point.pause", "honour 802.3x PAUSE on interfaces: the MAC's side"),
     "reproduce": ("simulator.reproduce", "the seeds' figures on the simulator (make reproduce)"),
     "ptf": ("ptf_tests.run", "the PTF tests of the pipeline on a BMv2 of their own"),
@@ -108,9 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit status is one of :class:`ExitCode` (docs/reliability.md)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in TOOLS:
-        return run_tool(argv[0], argv[1:])
+        try:
+            return run_tool(argv[0], argv[1:])
+        except QcnError as e:  # one a tool's main let through
+            print(f"qcn: error: {e}", file=sys.stderr)
+            return e.exit_code
     parser = build_parser()
     args = parser.parse_args(argv)
     provenance.set_command(["qcn", *argv])  # what every run's provenance.json records
@@ -123,10 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             code: int = args.func(args)
     except QcnError as e:
         print(f"qcn: error: {e}", file=sys.stderr)
-        return 2
+        return e.exit_code
     except KeyboardInterrupt:
         print("qcn: interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
     except BrokenPipeError:
         # The reader closed early (`qcn wireshark | head -1`): what it wanted it has.  Point
         # stdout at /dev/null so that Python's own flush at exit does not fail again.

@@ -32,13 +32,14 @@ import contextlib
 import json
 import math
 import statistics
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from qcn import backends
-from qcn.core.errors import QcnError
+from qcn.core.errors import ExitCode, QcnError
 from qcn.core.live import LiveFeed
 from qcn.core.results import json_safe
 from qcn.core.scenario import Scenario, require_backend
@@ -50,6 +51,7 @@ from qcn.options import (
     add_set,
     check_count,
     make_results_dir,
+    plain_text,
     require_mininet,
     scenario_of,
 )
@@ -270,7 +272,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "compare",
         help="run a scenario on Mininet/BMv2 and on the simulator, side by side",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        description=plain_text(__doc__.split("\n\n")[0]) if __doc__ else None,
     )
     add_scenario(p)
     add_count(p, "--runs", 3, "runs per backend")
@@ -295,4 +297,8 @@ def _command(args: argparse.Namespace) -> int:
     )  # fmt: skip
     print(format_table(rows, args.runs))
     print(f"qcn compare: results in {out}/")
-    return 0
+    missed = [r["label"] for r in rows if r["ok"] is False]
+    if missed:  # the comparison ran and failed its own check: exit status 1
+        print(f"qcn compare: missed its target: {', '.join(missed)}", file=sys.stderr)
+        return ExitCode.FAILED
+    return ExitCode.OK

@@ -177,7 +177,7 @@ def _build(doc: Any, feed: LiveFeed) -> None:
         queue.add_layout(
             Span(location=p.buffer_pkts, dimension="width", line_color=color, line_dash="dotted")
         )
-    queue.legend.location = "top_left"
+    _legend_beside(queue)
 
     rate_data = ColumnDataSource(
         {
@@ -193,8 +193,7 @@ def _build(doc: Any, feed: LiveFeed) -> None:
         color = PALETTE[i % len(PALETTE)]
         rates.line("t", f"c{i}", source=rate_data, color=color, legend_label=host)
         rates.line("t", f"r{i}", source=rate_data, color=color, line_dash="dashed", alpha=0.6)
-    rates.legend.location = "top_left"
-    rates.legend.label_text_font_size = "8pt"
+    _legend_beside(rates)
 
     cnm_data = ColumnDataSource({"t": [], "rate": []}, name="cnm data")
     cnms = plot("CNMs per second, all CP ports", "CNMs/s", height=180)
@@ -303,6 +302,26 @@ def _build(doc: Any, feed: LiveFeed) -> None:
             clock.text += RUN_OVER
 
     doc.add_periodic_callback(update, UPDATE_MS)
+
+
+LEGEND_ROW_PX = 21
+"""A legend entry's height at 8 pt (Bokeh's 20 px glyph and its spacing)."""
+PLOT_CHROME_PX = 75
+"""What a plot's title and x axis take of its height."""
+
+
+def _legend_beside(fig: Any) -> None:
+    """``fig``'s legend to the right of its plot, in as many columns as its entries need to
+    fit the plot's height: inside it, a legend of 10 sources showed h1 to h6 (the rest cut
+    off below the plot)."""
+    (legend,) = fig.legend
+    fig.center = [r for r in fig.center if r is not legend]
+    legend.nrows = max(1, (fig.height - PLOT_CHROME_PX) // LEGEND_ROW_PX)
+    legend.location = "top_left"
+    legend.label_text_font_size = "8pt"
+    legend.label_height = legend.glyph_height = LEGEND_ROW_PX - 5
+    legend.spacing = 5
+    fig.add_layout(legend, "right")
 
 
 def _on_knob(

@@ -21,6 +21,7 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+from controller.cli import NET_UP_FILE
 from qcn import backends
 from qcn.core.errors import QcnError
 from qcn.core.live import LiveFeed
@@ -28,8 +29,9 @@ from qcn.core.params import SEED_FRAME_BYTES, Preset, QcnParams
 from qcn.core.scenario import scaled_params
 from qcn.core.topology import LinkDefaults, PortRef, Topology, is_generator_spec
 from qcn.core.topology import load as load_topology
+from qcn.options import plain_text
 
-DEFAULT_OUT = Path("results/net")
+DEFAULT_OUT = NET_UP_FILE.parent
 NET_LINE_RATE_BPS = 10e6
 """A generator's links on BMv2 (docs/bmv2.md: BMv2 carries tens of Mb/s per port here)."""
 SEED_LINE_RATE_BPS = 10e9
@@ -47,14 +49,25 @@ def register(sub: Any) -> None:
     net = sub.add_parser(
         "net",
         help="start, stop, draw or show a network of BMv2 switches with QCN running",
-        description=__doc__.split("\n\n", 2)[2] if __doc__ else None,
+        # The docstring but its examples (its second paragraph).
+        description=plain_text(" ".join(__doc__.split("\n\n", 2)[::2])) if __doc__ else None,
     )
     cmds = net.add_subparsers(dest="net_command", metavar="ACTION", required=True)
 
-    up = cmds.add_parser("up", help="start a network and hand it over (Mininet's CLI, or wait)")
+    up = cmds.add_parser(
+        "up",
+        help="start a network and hand it over (Mininet's CLI, or wait)",
+        description="Start a network of BMv2 switches with QCN running, and keep it until "
+        "Ctrl-C or 'qcn net down' (or, with --cli, hand it to Mininet's CLI).",
+    )
     _topology_argument(up)
     up.add_argument("--cli", action="store_true", help="Mininet's CLI; 'exit' stops the network")
-    up.add_argument("--out", type=Path, default=DEFAULT_OUT, help="logs and network.toml")
+    up.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help="where its logs and network.toml go (default: %(default)s)",
+    )
     up.add_argument(
         "--no-qcn", action="store_true", help="no reaction points, CPs that never sample"
     )
@@ -72,15 +85,30 @@ def register(sub: Any) -> None:
     )
     up.set_defaults(func=_up)
 
-    down = cmds.add_parser("down", help="stop the running network; remove what a killed one left")
+    down = cmds.add_parser(
+        "down",
+        help="stop the running network; remove what a killed one left",
+        description="Stop the network qcn net up started, from another shell; remove what "
+        "a killed one left behind.",
+    )
     down.set_defaults(func=_down)
 
-    draw = cmds.add_parser("draw", help="a picture of a network, its CP ports marked (PNG)")
+    draw = cmds.add_parser(
+        "draw",
+        help="a picture of a network, its CP ports marked (PNG)",
+        description="Draw a network as a PNG: its switches, hosts and links, its CP ports "
+        "marked. Nothing is started.",
+    )
     _topology_argument(draw)
     draw.add_argument("-o", "--out", type=Path, help="the PNG (default NAME.png)")
     draw.set_defaults(func=_draw)
 
-    show = cmds.add_parser("show", help="a network's switches, ports, links, CPs and routes")
+    show = cmds.add_parser(
+        "show",
+        help="a network's switches, ports, links, CPs and routes",
+        description="Print a network's switches, ports, links, CPs and routes, as the "
+        "project derives them. Nothing is started.",
+    )
     _topology_argument(show)
     show.set_defaults(func=_show)
 
@@ -171,22 +199,35 @@ def _draw(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    topo = topology_of(args)
-    print(topo.describe())
-    for note in topo.notes:
-        print(f"note: {note}")
+    print("\n".join(show_lines(topology_of(args))))
+    return 0
+
+
+def show_lines(topo: Topology) -> list[str]:
+    """`qcn net show`: the network in one line, its notes, then a table of every switch
+    port and one of the hosts, each under its column headers."""
+    lines = [topo.describe(), *(f"note: {note}" for note in topo.notes)]
     cps = set(topo.cp_ports)
+    lines += ["", PORT_ROW.format("port", "to", "rate", "delay", "buffer", "CP")]
     for sw in topo.switches:
-        print(f"{sw}:")
         for port in topo.ports(sw):
             ref = PortRef(sw, port)
             link, far = topo.link_at(ref), topo.far_end(ref)
             to = far.node if far.node in topo.host_by_name else f"{far.node}:{far.port}"
-            marks = ("CP " if ref in cps else "") + ("congestible" if topo.congestible(ref) else "")
-            print(
-                f"  port {port:3d} -> {to:10s} {link.rate_bps / 1e6:10g} Mb/s "
-                f"{link.delay_s * 1e3:8g} ms {link.buffer_pkts:5d} pkts  {marks}"
-            )
+            cp = "CP" if ref in cps else ("no" if topo.congestible(ref) else "-")
+            lines.append(
+                PORT_ROW.format(
+                    str(ref), to, f"{link.rate_bps / 1e6:g} Mb/s", f"{link.delay_s * 1e3:g} ms",
+                    f"{link.buffer_pkts} pkts", cp,
+                )
+            )  # fmt: skip
+    lines += ["", HOST_ROW.format("host", "IP", "MAC", "attached to")]
     for h in topo.hosts:
-        print(f"{h.name}: {h.ip} {h.mac} on {topo.attachment(h.name)}")
-    return 0
+        lines.append(HOST_ROW.format(h.name, h.ip, h.mac, str(topo.attachment(h.name))))
+    lines += ["", "CP: a congestion point runs on that egress port; no: it can congest but "
+              "runs none; -: what may arrive for it never exceeds its rate"]  # fmt: skip
+    return lines
+
+
+PORT_ROW = "{:<10} {:<10} {:>12} {:>9} {:>10}  {}"
+HOST_ROW = "{:<10} {:<18} {:<18} {}"

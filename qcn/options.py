@@ -12,6 +12,7 @@ messages under its own name while the words are the same everywhere.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,14 @@ from qcn.core.scenario import ScenarioError
 from qcn.core.tomlfile import toml_value
 
 SET_HELP = "override a scenario field, e.g. qcn.rp.fb_hat=true (TOML value); repeatable"
+
+
+def plain_text(doc: str) -> str:
+    """A docstring's text as a command's help: plain text, as a terminal shows it (its RST
+    and Markdown backticks, and a "qcn NAME:" lead-in, dropped; its first letter a capital)."""
+    text = re.sub(r"`+([^`]*)`+", r"\1", " ".join(doc.split()))
+    text = re.sub(r"^qcn [a-z]+: ", "", text)
+    return text[:1].upper() + text[1:]
 
 
 def add_scenario(
@@ -113,6 +122,4 @@ def make_results_dir(out: Path, error: type[QcnError]) -> None:
 
 def require_mininet(command: str, error: type[QcnError]) -> None:
     """Fail with ``error`` when the Mininet backend cannot run here (``command`` needs it)."""
-    missing = backends.mininet_missing()
-    if missing:
-        raise error(f"{command} needs the Mininet backend, which cannot run here: {missing}")
+    backends.require_mininet(command, error)

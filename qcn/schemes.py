@@ -36,6 +36,7 @@ from qcn.options import (
     add_set,
     check_count,
     make_results_dir,
+    plain_text,
     require_mininet,
     scenario_of,
 )
@@ -196,7 +197,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "schemes",
         help="seed 001's four schemes (TCP, +QCN, +PAUSE, QCN+PAUSE) on Mininet/BMv2",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        description=plain_text(__doc__.split("\n\n")[0]) if __doc__ else None,
     )
     add_scenario(p, default="tcp-multihop")
     add_count(p, "--runs", 1, "runs per scheme and episode")

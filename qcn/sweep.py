@@ -40,7 +40,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,7 @@ from qcn.options import (
     add_scenario,
     add_set,
     check_count,
+    plain_text,
     scenario_of,
 )
 
@@ -471,46 +472,128 @@ class Store:
             cells, never = metric_cells(list(self.rows.values()), metric, axes)
             if not any(cells.values()):
                 continue
-            fig, ax = plt.subplots(figsize=(7, 4.5))
-            title = f"{self.sc.name} ({self.sc.preset}): {metric}"
+            title = f"{self.sc.name} ({self.sc.preset})"
             if len(axes) == 1:
-                xs = sorted((c for c in cells if cells[c]), key=lambda c: c[0])
-                means = [sum(cells[x]) / len(cells[x]) for x in xs]
-                lo = [m - min(cells[x]) for m, x in zip(means, xs, strict=True)]
-                hi = [max(cells[x]) - m for m, x in zip(means, xs, strict=True)]
-                ax.errorbar([x[0] for x in xs], means, yerr=[lo, hi], marker="o", capsize=3)
-                ax.set(xlabel=axes[0], ylabel=metric, title=title)
+                fig = line_figure(cells, axes[0], metric, title)
             else:
-                xs = sorted({c[0] for c in cells})
-                ys = sorted({c[1] for c in cells})
-                grid = [
-                    [
-                        sum(cells[(x, y)]) / len(cells[(x, y)]) if cells.get((x, y)) else math.nan
-                        for x in xs
-                    ]
-                    for y in ys
-                ]
-                im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
-                ax.set_xticks(range(len(xs)), [f"{x:g}" if isinstance(x, float) else str(x)
-                                               for x in xs])  # fmt: skip
-                ax.set_yticks(range(len(ys)), [str(y) for y in ys])
-                for j, row in enumerate(grid):
-                    for i, v in enumerate(row):
-                        n_inf = never.get((xs[i], ys[j]), 0)
-                        text = f"{v:.3g}" if math.isfinite(v) else ""
-                        if n_inf:  # seeds with no finite figure (e.g. never recovered)
-                            text = f"{text} ({n_inf}x inf)".strip()
-                        if text:
-                            ax.text(i, j, text, ha="center", va="center", color="w",
-                                    fontsize=8)  # fmt: skip
-                fig.colorbar(im, ax=ax, label=metric)
-                ax.set(xlabel=axes[0], ylabel=axes[1], title=f"{title} (mean over seeds)")
-            fig.tight_layout()
+                fig = heatmap_figure(cells, never, axes, metric, title)
             path = self.out / f"{metric}.png"
             fig.savefig(path, dpi=110)
             plt.close(fig)
             paths.append(path)
         return paths
+
+
+METRIC_NAMES = {
+    "recovery_ms": "recovery time (ms)",
+    "queue_mean_pkts": "mean queue (packets)",
+    "queue_std_pkts": "queue's standard deviation (packets)",
+    "queue_std_episode_pkts": "queue's standard deviation in the episode (packets)",
+    "drops": "frames dropped",
+    "jain_fairness": "Jain's fairness index",
+    "utilization": "bottleneck utilization",
+    "flows_unfinished": "flows unfinished",
+    **{
+        f"slowdown_{size}_{stat}": f"{size} flows' {stat} slowdown"
+        for size in ("short", "long")
+        for stat in ("mean", "p50", "p99")
+    },
+}
+"""Each plotted metric's name on an axis: words and a unit, not summary.json's key."""
+
+UNIT_SUFFIXES = {"_ms": "ms", "_s": "s", "_bps": "b/s", "_bytes": "B", "_pkts": "packets"}
+"""A scenario field's unit, from the end of its name (network.rtt_s is in seconds)."""
+SI_UNITS = ("s", "b/s", "B")
+"""The units whose ticks read best with an SI prefix (25 µs, not 0.000025)."""
+
+
+def quantity_unit(key: str) -> str:
+    """The unit a scenario field's or metric's name ends in ("" for none)."""
+    return next((u for suffix, u in UNIT_SUFFIXES.items() if key.endswith(suffix)), "")
+
+
+def quantity_label(key: str) -> str:
+    """An axis label for ``key``: a metric's name, or a grid field with its unit."""
+    if key in METRIC_NAMES:
+        return METRIC_NAMES[key]
+    unit = quantity_unit(key)
+    return f"{key} ({unit})" if unit else key
+
+
+def tick_text(key: str) -> Callable[[Any], str]:
+    """How a tick of ``key``'s values reads: with an SI prefix for seconds, rates and bytes
+    (matplotlib's EngFormatter: 25 µs), else as the number is."""
+    from matplotlib.ticker import EngFormatter  # noqa: PLC0415
+
+    unit = quantity_unit(key)
+    if unit in SI_UNITS:
+        eng = EngFormatter(unit=unit)
+        return lambda x: (
+            eng(x) if isinstance(x, int | float) and not isinstance(x, bool) else str(x)
+        )
+    return lambda x: f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def line_figure(
+    cells: dict[tuple[Any, ...], list[float]], axis: str, metric: str, title: str
+) -> Any:
+    """A metric against one grid axis: each value's mean over the seeds, and error bars
+    from the seeds' smallest to their largest (the legend says so)."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    from matplotlib.ticker import FuncFormatter  # noqa: PLC0415
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    xs = sorted((c for c in cells if cells[c]), key=lambda c: c[0])
+    means = [sum(cells[x]) / len(cells[x]) for x in xs]
+    lo = [m - min(cells[x]) for m, x in zip(means, xs, strict=True)]
+    hi = [max(cells[x]) - m for m, x in zip(means, xs, strict=True)]
+    seeds = max(len(cells[x]) for x in xs)
+    label = f"mean of {seeds} seeds; bars: smallest to largest" if seeds > 1 else "one seed"
+    ax.errorbar([x[0] for x in xs], means, yerr=[lo, hi], marker="o", capsize=3, label=label)
+    text = tick_text(axis)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: text(x)))
+    ax.set(xlabel=quantity_label(axis), ylabel=quantity_label(metric), title=title)
+    ax.legend(loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def heatmap_figure(
+    cells: dict[tuple[Any, ...], list[float]],
+    never: dict[tuple[Any, ...], int],
+    axes: list[str],
+    metric: str,
+    title: str,
+) -> Any:
+    """A metric over two grid axes: each cell's mean over the seeds, written in it."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    xs = sorted({c[0] for c in cells})
+    ys = sorted({c[1] for c in cells})
+    grid = [
+        [sum(cells[(x, y)]) / len(cells[(x, y)]) if cells.get((x, y)) else math.nan for x in xs]
+        for y in ys
+    ]
+    im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
+    ax.set_xticks(range(len(xs)), [tick_text(axes[0])(x) for x in xs])
+    ax.set_yticks(range(len(ys)), [tick_text(axes[1])(y) for y in ys])
+    for j, row in enumerate(grid):
+        for i, v in enumerate(row):
+            n_inf = never.get((xs[i], ys[j]), 0)
+            text = f"{v:.3g}" if math.isfinite(v) else ""
+            if n_inf:  # seeds with no finite figure (e.g. never recovered)
+                text = f"{text} ({n_inf}x inf)".strip()
+            if text:
+                ax.text(i, j, text, ha="center", va="center", color="w", fontsize=8)
+    fig.colorbar(im, ax=ax, label=quantity_label(metric))
+    ax.set(
+        xlabel=quantity_label(axes[0]),
+        ylabel=quantity_label(axes[1]),
+        title=f"{title}: mean over seeds",
+    )
+    fig.tight_layout()
+    return fig
 
 
 def metric_cells(
@@ -743,9 +826,8 @@ def require_mininet_workers(client: Any, address: str) -> None:
 
 def _run_mininet(sc: Scenario, pending: list[Point], store: Store, progress: ProgressLine) -> float:
     """One point at a time on this machine's BMv2 network (each a whole Mininet run)."""
-    missing = backends.mininet_missing() if pending else ""
-    if missing:
-        raise SweepError(f"the Mininet backend cannot run here: {missing}")
+    if pending:
+        backends.require_mininet("this sweep", SweepError)
     compute = 0.0
     for i, p in enumerate(pending, start=1):
         stage = store.staging(p)  # (its logs and captures go with its results)
@@ -764,7 +846,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "sweep",
         help="run a scenario over a grid of parameters and seeds, in parallel (Dask)",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        description=plain_text(__doc__.split("\n\n")[0]) if __doc__ else None,
     )
     add_scenario(p)
     p.add_argument(
@@ -776,7 +858,13 @@ def register(sub: Any) -> None:
         "repeat for more axes",
     )
     add_count(p, "--seeds", 1, "random seeds per point (1..N)")
-    p.add_argument("--backend", choices=["sim", "mininet"], default="sim")
+    p.add_argument(
+        "--backend",
+        choices=["sim", "mininet"],
+        default="sim",
+        help="sim: the packet simulator, points in parallel; mininet: BMv2 in Mininet, one "
+        "point at a time (default: %(default)s)",
+    )
     p.add_argument("--scaled", action="store_true", help="sim: the scenario as scaled for BMv2")
     add_count(p, "--workers", 2, "local cluster: worker processes")
     p.add_argument("--address", help="join this Dask scheduler (tcp://HOST:PORT) instead")

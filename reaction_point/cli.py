@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from qcn.core.errors import QcnError
+from qcn.core.errors import ExitCode, QcnError
 from qcn.core.params import ParamError, QcnParams, RpScheme, scheme_names
 from reaction_point.daemon import (
     DEFAULT_MAX_LIMITERS,
@@ -25,7 +25,7 @@ from reaction_point.daemon import (
     daemon_alive,
     status_files,
 )
-from reaction_point.sources import SourceSpec, run_source
+from reaction_point.sources import DATA_PORT, SourceSpec, run_source
 
 
 class RpUsageError(QcnError, ValueError):
@@ -40,7 +40,12 @@ def register(sub: Any) -> None:
     )
     cmds = rp.add_subparsers(dest="rp_command", metavar="ACTION", required=True)
 
-    st = cmds.add_parser("start", help="run the daemon on an interface (foreground)")
+    st = cmds.add_parser(
+        "start",
+        help="run the daemon on an interface (foreground)",
+        description="Run the reaction-point daemon on an interface, in the foreground: it "
+        "takes the CNMs that reach it and limits the host's traffic by them. Ctrl-C stops.",
+    )
     st.add_argument("--iface", required=True, help="the host interface, e.g. h1-eth0")
     st.add_argument("--params", type=Path, help="TOML parameter file (its [rp] table)")
     st.add_argument(
@@ -65,31 +70,62 @@ def register(sub: Any) -> None:
         "restored when the daemon stops); without it the daemon refuses to start",
     )
     st.add_argument("--csv-dir", type=Path, help="write one CSV time series per limiter here")
-    st.add_argument("--status-dir", type=Path, default=DEFAULT_STATUS_DIR)
+    st.add_argument(
+        "--status-dir",
+        type=Path,
+        default=DEFAULT_STATUS_DIR,
+        help="where the daemon keeps its status file (default: %(default)s)",
+    )
     st.set_defaults(func=_start)
 
-    ss = cmds.add_parser("status", help="show the daemons' limiters and counters")
+    ss = cmds.add_parser(
+        "status",
+        help="show the daemons' limiters and counters",
+        description="Show each reaction-point daemon's limiters and counters, from the "
+        "status files the daemons keep.",
+    )
     ss.add_argument("--iface", help="only this interface's daemon")
-    ss.add_argument("--status-dir", type=Path, default=DEFAULT_STATUS_DIR)
-    ss.add_argument("--json", action="store_true")
+    ss.add_argument(
+        "--status-dir",
+        type=Path,
+        default=DEFAULT_STATUS_DIR,
+        help="where the daemons keep their status files (default: %(default)s)",
+    )
+    ss.add_argument("--json", action="store_true", help="print the status as JSON")
     ss.set_defaults(func=_status)
 
-    se = cmds.add_parser("send", help="generate traffic through the kernel limiters")
+    se = cmds.add_parser(
+        "send",
+        help="generate traffic through the kernel limiters",
+        description="Send UDP traffic, through the kernel and so through the daemon's "
+        "limiters, each frame numbered so that the sink counts what was lost.",
+    )
     se.add_argument("--dst", required=True, help="destination IPv4 address(es), comma-separated")
-    se.add_argument("--pattern", choices=["constant", "bernoulli", "onoff"], default="constant")
+    se.add_argument(
+        "--pattern",
+        choices=["constant", "bernoulli", "onoff"],
+        default="constant",
+        help="constant rate, Bernoulli slots at the line rate, or on/off periods "
+        "(default: %(default)s)",
+    )
     se.add_argument("--rate-bps", type=float, default=10e6, help="rate (bernoulli: line rate)")
     se.add_argument("--load", type=float, default=1.0, help="bernoulli: slot probability")
     se.add_argument("--mean-on-ms", type=float, default=20.0, help="onoff: mean on period")
     se.add_argument("--mean-off-ms", type=float, default=20.0, help="onoff: mean off period")
-    se.add_argument("--frame-bytes", type=int, default=1500)
+    se.add_argument(
+        "--frame-bytes", type=int, default=1500, help="Ethernet frame size (default: %(default)s)"
+    )
     se.add_argument("--duration", type=float, default=10.0, help="seconds")
-    se.add_argument("--port", type=int, default=5001, help="UDP destination port")
+    se.add_argument(
+        "--port", type=int, default=DATA_PORT, help="UDP destination port (default: %(default)s)"
+    )
     se.add_argument("--seed", type=int, help="random seed of the arrivals (default: random)")
     se.add_argument(
         "--start-at",
         type=float,
         metavar="T",
-        help="wait until time.monotonic() reaches T (to start several sources together)",
+        help="wait until the monotonic clock (CLOCK_MONOTONIC, seconds) reaches T, to start "
+        "several sources together",
     )
     se.add_argument(
         "--report",
@@ -175,7 +211,7 @@ def _status(args: argparse.Namespace) -> int:
         r["stale"] = bool(r["running"]) and not daemon_alive(r)
         if r["stale"]:
             r["running"] = False
-    code = 1 if skipped else 0
+    code = ExitCode.FAILED if skipped else ExitCode.OK  # (docs/reliability.md, Exit codes)
     if args.json:
         print(json.dumps(reports, indent=2))
         return code

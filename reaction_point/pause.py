@@ -46,7 +46,7 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netns import popns, pushns
 
-from qcn.core.errors import QcnError
+from qcn.core.errors import ExitCode, QcnError
 from qcn.core.frames import (
     ETHERTYPE_MAC_CONTROL,
     mac_control_frame,
@@ -541,7 +541,8 @@ that let a held link send on."""
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description="Honour 802.3x PAUSE on interfaces: hold their transmission as asked.",
+        description="Honour 802.3x PAUSE on interfaces: hold their transmission as asked. "
+        "Exit status 2 if it cannot start on them, 1 if one disappears while it runs.",
     )
     parser.add_argument("interfaces", nargs="+", help="interfaces to honour PAUSE on")
     parser.add_argument(
@@ -550,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
         required=True,
         help="the links' rate: a quantum's length, and what an open gate passes",
     )
-    parser.add_argument("--netns", help="the interfaces' network namespace")
+    parser.add_argument("--netns", help="the interfaces' network namespace (default: this one)")
     parser.add_argument(
         "--mtu",
         type=int,
@@ -573,19 +574,20 @@ def main(argv: list[str] | None = None) -> int:
             args.interfaces, args.line_rate_mbps * 1e6, netns=args.netns, mtu=args.mtu
         )
     except (PauseError, OSError) as e:
+        # Refused before it began (no such interface, another agent's): exit status 2.
         print(f"pause agent: {e}", file=sys.stderr)
-        return 1
+        return ExitCode.USAGE
     stop_on_signals(agent.stop)
     for line in agent.notices:
         print(f"pause agent: {line}", flush=True)
     print(f"pause agent: honouring PAUSE on {', '.join(args.interfaces)}", flush=True)
-    code = 0
+    code = ExitCode.OK
     try:
         agent.run()
     except PauseError as e:
         # The one fault a gate cannot survive: its interface deleted under it.
         print(f"pause agent: {e}; stopped", file=sys.stderr, flush=True)
-        code = 1
+        code = ExitCode.FAILED
     finally:
         summary = agent.summary()
         agent.close()

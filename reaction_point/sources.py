@@ -40,6 +40,10 @@ skips it instead.  Falling behind because a limiter held a send back is differen
 backlog is the source's adapter queue, and it drains as the limiter allows."""
 
 
+DATA_PORT = 5001
+"""The UDP port the sources send to and the sink receives on, unless told otherwise."""
+
+
 @dataclass(frozen=True)
 class SourceSpec:
     destinations: tuple[str, ...]
@@ -53,7 +57,7 @@ class SourceSpec:
     mean_off_s: float = 0.020
     frame_bytes: int = 1500
     duration_s: float = 10.0
-    port: int = 5001
+    port: int = DATA_PORT
 
     def validate(self) -> None:
         if not self.destinations:

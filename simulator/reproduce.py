@@ -1,4 +1,4 @@
-"""The seeds' published numbers next to the simulator's: ``make reproduce``.
+"""The seeds' published numbers next to the simulator's (what make reproduce runs).
 
     python -m simulator.reproduce [--seeds 1,2,3]
 
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from qcn.core import scenario as scenarios
+from qcn.core.errors import ExitCode
 from qcn.core.params import ECM_GI_STABLE
 from qcn.core.results import FLOW_KEYS, summarize
 from qcn.core.scenario import Scenario
@@ -33,8 +34,18 @@ class Row:
     metric: str
     seed_value: float | str | None
     """The seed's published figure, or its words where it shows a plot (None: nothing)."""
-    digits: int = 0
-    """Decimals of the metric in the progress lines (a ratio needs some)."""
+
+
+METRIC_DIGITS = {"utilization": 2, "long_flow_fair_ratio": 2, "slowdown": 1}
+"""Decimals of a figure wherever it is printed, its progress line and its table alike (a
+bursty run's utilization of 0.92 printed "1" in one and "0.92" in the other); a slowdown
+is any "slowdown_..." figure; 0 for any other."""
+
+
+def figure_text(metric: str, value: float) -> str:
+    """``value`` of ``metric`` as every line of the report prints it."""
+    digits = METRIC_DIGITS.get("slowdown" if "slowdown" in metric else metric, 0)
+    return f"{value:.{digits}f}"
 
 
 #: Seed 002's three service rates of the hot spot (10 ms to 90 ms), and its restore.
@@ -234,14 +245,13 @@ BURSTY_ROWS = [
 #: Fb of its path (docs/topology.md).
 REFLECT_BY_FB = {"qcn.cp.reflect_p_base": 0.0, "qcn.cp.reflect_p_scale": 1 / 63}
 PARKING_LOT_ROWS = [
-    Row("parking lot, 2-point", "parking-lot", {}, "long_flow_fair_ratio", None, 2),
+    Row("parking lot, 2-point", "parking-lot", {}, "long_flow_fair_ratio", None),
     Row(
         "parking lot, 3-point, CPs reflect every sample",
         "parking-lot",
         three_point(0.0),
         "long_flow_fair_ratio",
         None,
-        2,
     ),
     Row(
         "parking lot, 3-point, reflection QntzFb/63, P0 2.5%",
@@ -249,7 +259,6 @@ PARKING_LOT_ROWS = [
         {**three_point(0.025), **REFLECT_BY_FB},
         "long_flow_fair_ratio",
         None,
-        2,
     ),
 ]
 #: A run without QCN as a row: the CPs never sample (every limiter stays at line rate).
@@ -259,7 +268,7 @@ INCAST = {"workload.traffic": "incast", "workload.load": 0.9}
 #: Web-search flows over a leaf-spine, and an incast, with QCN, without, and with PAUSE hop
 #: by hop (seed 001's congestion spreading, over three hops).
 LEAF_SPINE_ROWS = [
-    Row(f"leaf-spine, {label}", "leaf-spine-fct", overrides, "slowdown_short_p99", None, 1)
+    Row(f"leaf-spine, {label}", "leaf-spine-fct", overrides, "slowdown_short_p99", None)
     for label, overrides in (
         ("web-search, QCN", {}),
         ("web-search, no QCN", NO_QCN),
@@ -296,10 +305,14 @@ def run_rows(
                 mean[key] = sum(r[key] for r in runs) / len(runs)
         mean["per_seed"] = [r[row.metric] for r in runs]
         out[row.label] = mean
-        d = row.digits
-        per = ", ".join(f"{v:.{d}f}" for v in mean["per_seed"])
-        progress(f"  {row.label}: {row.metric} = {mean[row.metric]:.{d}f} (seeds: {per})")
+        progress(progress_line(row, mean[row.metric], mean["per_seed"]))
     return out
+
+
+def progress_line(row: Row, mean: float, per_seed: list[float]) -> str:
+    """The line that says a row's mean over the seeds, and each seed's."""
+    per = ", ".join(figure_text(row.metric, v) for v in per_seed)
+    return f"  {row.label}: {row.metric} = {figure_text(row.metric, mean)} (seeds: {per})"
 
 
 def checks(results: dict[str, dict[str, Any]]) -> list[tuple[str, bool]]:
@@ -441,7 +454,7 @@ def fct_table(
     ]
     for row in rows:
         r = results[row.label]
-        cells = " | ".join(f"{r[m]:.1f}" if "slowdown" in m else f"{r[m]:.0f}" for m in FCT_METRICS)
+        cells = " | ".join(figure_text(m, r[m]) for m in FCT_METRICS)
         lines.append(f"| {row.label.removeprefix(prefix)} | {cells} |")
     return "\n".join(lines)
 
@@ -486,7 +499,8 @@ def parking_lot_table(results: dict[str, dict[str, Any]]) -> str:
         end = sum(p.get("fb_reflections", 0) + p.get("p0_reflections", 0) for p in ports)
         delivered = ", ".join(f"{b / 1e9:.1f}" for b in r["delivered_bps"])
         lines.append(
-            f"| {row.label.removeprefix('parking lot, ')} | {r['long_flow_fair_ratio']:.2f} | "
+            f"| {row.label.removeprefix('parking lot, ')} | "
+            f"{figure_text('long_flow_fair_ratio', r['long_flow_fair_ratio'])} | "
             f"{r['jain_fair_share']:.3f} | {delivered} | {r['drops']:.0f} | {r['cnms']:.0f} | "
             f"{cp} | {end} |"
         )
@@ -572,8 +586,9 @@ def bursty_table(results: dict[str, dict[str, Any]]) -> str:
     for period in BURST_PERIODS_S:
         for scheme in BURSTY_SCHEMES:
             r = results[bursty_label(scheme, period)]
+            used = figure_text("utilization", r["utilization"])
             lines.append(
-                f"| {period * 1e3:g} ms | {scheme} | {r['utilization']:.2f} | "
+                f"| {period * 1e3:g} ms | {scheme} | {used} | "
                 f"{r['queue_mean_pkts']:.1f} | {r['queue_std_pkts']:.1f} | {r['drops']:.0f} |"
             )
     return "\n".join(lines)
@@ -629,7 +644,10 @@ def table(results: dict[str, dict[str, Any]], rows: list[Row] = ROWS) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0]
+        + " Exit status 1 if a row is out of its tolerance (docs/reliability.md, Exit codes)."
+    )
     parser.add_argument("--seeds", default="1,2,3", help="random seeds to average over")
     parser.add_argument(
         "--out", type=Path, default=Path("results/reproduce"), help="where the plots go"
@@ -682,7 +700,7 @@ def main(argv: list[str] | None = None) -> int:
         plots = plot_bursty(args.out, traces)
     except OSError as e:
         print(f"reproduce: cannot write the plots to {args.out}: {e.strerror}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     print("plots:", ", ".join(str(p) for p in plots))
     print()
     failed = 0
@@ -697,7 +715,7 @@ def main(argv: list[str] | None = None) -> int:
     ]:
         print(f"{'ok  ' if ok else 'FAIL'} {text}")
         failed += not ok
-    return 1 if failed else 0
+    return ExitCode.FAILED if failed else ExitCode.OK
 
 
 if __name__ == "__main__":

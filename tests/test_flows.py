@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -555,3 +556,30 @@ def test_the_flow_receivers_port_in_use_is_one_line(tmp_path: Path) -> None:
         port = str(taken.getsockname()[1])
         r = tool("topologies.flow_receiver", "--port", port, "--log", str(tmp_path / "l"))
     assert_tool_error(r, "flow receiver", f"cannot listen on frames port {port}", "in use")
+
+
+def test_the_slowdown_plot_names_the_network_the_run_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """leaf-spine-fct on a triangle's file: its plot said "on a leaf-spine" (the scenario's
+    title), not the triangle it ran on."""
+    import qcn.core.results  # noqa: PLC0415
+    from qcn import cli  # noqa: PLC0415
+
+    titles: list[str] = []
+    real = plot_slowdown
+
+    def recorded(path: Path, title: str, curves: dict[str, list[dict[str, Any]]]) -> Path:
+        titles.append(title)
+        return real(path, title, curves)
+
+    monkeypatch.setattr(qcn.core.results, "plot_slowdown", recorded)
+    triangle = Path(__file__).resolve().parent / "data" / "triangle.json"
+    code = cli.main(
+        ["run", "leaf-spine-fct", "--backend", "sim", "--quiet", "--duration", "0.01",
+         "--out", str(tmp_path / "run"), "--set", f'network.topology="{triangle}"',
+         "--set", "workload.rto_s=1.0"]
+    )  # fmt: skip
+    assert code == 0
+    assert titles == ["leaf-spine-fct: slowdown by flow size, on triangle (3 switches, 4 hosts)"]
+    assert (tmp_path / "run" / "slowdown.png").stat().st_size > 0

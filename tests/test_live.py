@@ -465,3 +465,28 @@ def test_the_page_streams_new_rows_and_its_knobs_tune_the_run() -> None:
     feed.finished.set()
     pull.callback()
     assert "the run is over" in doc.get_model_by_name("clock").text
+
+
+def test_the_rates_legend_lists_every_source_beside_its_plot() -> None:
+    """The rates' legend, inside the plot, showed h1 to h6 of 10 sources; beside it, in as
+    many columns as its height needs, it holds every one."""
+    from bokeh.document import Document  # noqa: PLC0415
+    from bokeh.models import Legend  # noqa: PLC0415
+
+    from qcn.live import LEGEND_ROW_PX, PLOT_CHROME_PX, make_document  # noqa: PLC0415
+
+    sc = transient(1.0)
+    feed = LiveFeed.of_scenario(sc, cp=sc.params.cp, speed=None)
+    assert len(feed.sources) == 10
+    doc = Document()
+    make_document(feed)(doc)
+    figures = [m for m in doc.models if getattr(m, "title", None) is not None
+               and "current rate" in str(getattr(m.title, "text", ""))]  # fmt: skip
+    (rates,) = figures
+    assert not [r for r in rates.center if isinstance(r, Legend)]  # not over the plot
+    (legend,) = [r for r in rates.right if isinstance(r, Legend)]
+    labels = [item.label["value"] for item in legend.items]
+    assert labels == list(feed.sources)
+    rows = legend.nrows
+    assert rows * LEGEND_ROW_PX <= rates.height - PLOT_CHROME_PX  # every row within it
+    assert -(-len(labels) // rows) >= 2  # so 10 sources take two columns

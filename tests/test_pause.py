@@ -164,7 +164,7 @@ def test_the_agent_refuses_bad_input_without_a_trace(
         [sys.executable, "-m", "reaction_point.pause", *argv],
         capture_output=True, text=True, check=False, timeout=30,
     )  # fmt: skip
-    assert r.returncode != 0
+    assert r.returncode == 2  # refused before it began (docs/reliability.md, Exit codes)
     assert message.replace("IF", link.host_if) in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
     assert (
@@ -185,7 +185,7 @@ def test_a_second_agent_on_an_interface_is_refused(link: Link) -> None:
     first = started(agent, "honouring")
     try:
         second = subprocess.run(agent, capture_output=True, text=True, check=False, timeout=30)
-        assert second.returncode == 1
+        assert second.returncode == 2
         assert second.stderr.startswith(
             f"pause agent: another PAUSE agent already honours PAUSE on {link.host_if} "
         )

@@ -1018,7 +1018,7 @@ def test_an_altname_is_one_interface_for_daemons_and_agents(
              hosts.if1, alt, "--line-rate-mbps", "100"],
             capture_output=True, text=True, check=False, timeout=30,
         )  # fmt: skip
-        assert both.returncode == 1
+        assert both.returncode == 2
         assert f"{hosts.if1} and {alt} are one interface" in both.stderr
         # A PAUSE agent on the altname finds the daemon alive and keeps its tree.
         agent = subprocess.Popen(
@@ -1036,7 +1036,7 @@ def test_an_altname_is_one_interface_for_daemons_and_agents(
              hosts.if1, "--line-rate-mbps", "100"],
             capture_output=True, text=True, check=False, timeout=30,
         )  # fmt: skip
-        assert second.returncode == 1
+        assert second.returncode == 2
         assert second.stderr.count("\n") == 1, second.stderr
         assert "another PAUSE agent already honours PAUSE on" in second.stderr
         assert d.proc.poll() is None

@@ -313,3 +313,28 @@ def test_thousands_of_seeds_are_keyed_at_once() -> None:
     assert len(points) == 6000
     assert code_version.cache_info().misses == 1
     assert time.perf_counter() - began < 10
+
+
+def test_a_sweep_line_plot_reads_in_units_and_says_what_its_bars_are() -> None:
+    """Its x axis read 0.000025 0.000050..., its y label was the key recovery_ms, and its
+    error bars were not explained."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    from qcn.sweep import line_figure  # noqa: PLC0415
+
+    cells = {(25e-6,): [100.0, 120.0, 110.0], (50e-6,): [150.0, 170.0, 160.0],
+             (100e-6,): [200.0, 210.0, 205.0]}  # fmt: skip
+    fig = line_figure(cells, "network.rtt_s", "recovery_ms", "robustness (qcn)")
+    fig.canvas.draw()
+    (ax,) = fig.axes
+    ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert {"50 µs", "100 µs"} <= set(ticks), ticks
+    assert not any("0.0000" in t for t in ticks)
+    assert ax.get_xlabel() == "network.rtt_s (s)"
+    assert ax.get_ylabel() == "recovery time (ms)"
+    legend = ax.get_legend()
+    assert legend is not None
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "mean of 3 seeds; bars: smallest to largest"
+    ]
+    plt.close(fig)

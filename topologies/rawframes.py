@@ -12,7 +12,7 @@ topologies.rawframes ...``), so that what it does is linted and typed like the r
     arrivals IFACE --ethertype T --seconds S  prints "ready", then when each frame arrived
                                               (the kernel's receive time, CLOCK_MONOTONIC s)
     count IFACE --ethertype T [--idle S]      prints "ready", then "N PPS" once the
-                                              interface has been idle for S
+          [--seconds S]                       interface has been idle for S (or S passed)
     drain IFACE --ethertype T --count N       prints "ready", then the frames/s of reading
                                               N frames (busy time only: a bare receiver)
 
@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import math
 import select
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from qcn.core.errors import QcnError, report
 from qcn.core.frames import ETHERTYPE_CNM
 from reaction_point.packet_socket import ANCILLARY_BYTES, rx_timestamp, stamp_receptions
 
@@ -39,23 +41,47 @@ RCVBUF_BYTES = 16 << 20
 RECV_BATCH = 256
 
 
+class FramesError(QcnError):
+    """An interface that cannot be used, or no frames to send: one line, not a traceback."""
+
+
 def _ethertype(text: str) -> int:
     return ETHERTYPES[text] if text in ETHERTYPES else int(text, 0)
 
 
 def _frames_from_stdin() -> list[bytes]:
-    return [f for f in (bytes.fromhex(h) for h in sys.stdin.read().split()) if len(f) >= 14]
+    try:
+        frames = [f for f in (bytes.fromhex(h) for h in sys.stdin.read().split()) if len(f) >= 14]
+    except ValueError:
+        raise FramesError("stdin: frames are hex, one a line (or space-separated)") from None
+    if not frames:
+        raise FramesError("no frame on stdin: give each as hex, at least 14 bytes, one a line")
+    return frames
 
 
-def _sender(iface: str) -> socket.socket:
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-    s.bind((iface, 0))
+def _packet_socket(iface: str, protocol: int, address: tuple[str, int]) -> socket.socket:
+    """An AF_PACKET socket bound to ``iface``; an interface that is not there, or no root,
+    is one line naming it (the kernel's ENODEV was a traceback)."""
+    try:
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, protocol)
+    except PermissionError:
+        raise FramesError(f"{iface}: raw sockets need root") from None
+    try:
+        s.bind(address)
+    except OSError as e:
+        s.close()
+        if e.errno in (errno.ENODEV, errno.EINVAL, errno.ENAMETOOLONG):
+            raise FramesError(f"no interface named {iface} (ip link lists them)") from None
+        raise FramesError(f"{iface}: {e.strerror}") from None
     return s
 
 
+def _sender(iface: str) -> socket.socket:
+    return _packet_socket(iface, 0, (iface, 0))
+
+
 def _receiver(iface: str, ethertype: int) -> socket.socket:
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ethertype))
-    s.bind((iface, ethertype))
+    s = _packet_socket(iface, socket.htons(ethertype), (iface, ethertype))
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
     return s
 
@@ -69,8 +95,8 @@ def send(iface: str, gap_s: float) -> None:
 
 
 def blast(iface: str, count: int, gap_s: float) -> None:
-    frames = _frames_from_stdin()
     with _sender(iface) as s:
+        frames = _frames_from_stdin()
         began = time.monotonic()
         for i in range(count):
             s.send(frames[i % len(frames)])
@@ -80,9 +106,9 @@ def blast(iface: str, count: int, gap_s: float) -> None:
 
 
 def pace(iface: str, rate_pps: float, duration_s: float) -> None:
-    (frame,) = _frames_from_stdin()[:1]
     sent = 0
     with _sender(iface) as s:
+        frame = _frames_from_stdin()[0]
         began = time.perf_counter()
         while (now := time.perf_counter() - began) < duration_s:
             due = int(now * rate_pps)
@@ -138,12 +164,13 @@ def arrivals(iface: str, ethertype: int, seconds: float) -> None:
     print("\n".join(f"{t:.6f}" for t in times), flush=True)
 
 
-def count(iface: str, ethertype: int, idle_s: float) -> None:
+def count(iface: str, ethertype: int, idle_s: float, seconds: float | None = None) -> None:
     with _receiver(iface, ethertype) as s:
-        s.settimeout(idle_s)
         n, first, last = 0, 0.0, 0.0
         print("ready", flush=True)
-        while True:
+        end = math.inf if seconds is None else time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            s.settimeout(min(idle_s, left))  # idle, or the time is up: either ends it
             try:
                 s.recv(2048)
             except TimeoutError:
@@ -174,34 +201,95 @@ def drain(iface: str, ethertype: int, frames: int, timeout_s: float = 30.0) -> N
     print(got / busy if busy else 0.0, got)
 
 
+ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "send": ("send the hex frames on stdin once each", ("gap",)),
+    "blast": (
+        "send the hex frames on stdin round-robin COUNT times; print the rate achieved",
+        ("count", "gap"),
+    ),
+    "pace": (
+        "send the one hex frame on stdin at RATE for DURATION; print how many",
+        ("rate", "duration"),
+    ),
+    "capture": (
+        'print "ready", then each frame received (hex) for SECONDS, or until COUNT frames '
+        "came, or until IDLE seconds passed without one after the first",
+        ("ethertype", "seconds", "count", "idle"),
+    ),
+    "arrivals": (
+        'print "ready", then when each frame arrived (the kernel\'s receive time, '
+        "CLOCK_MONOTONIC seconds) for SECONDS",
+        ("ethertype", "seconds"),
+    ),
+    "count": (
+        'print "ready", then "FRAMES FRAMES_PER_S" once the interface has been idle for IDLE '
+        "(or SECONDS have passed)",
+        ("ethertype", "idle", "seconds"),
+    ),
+    "drain": (
+        'print "ready", then the frames/s of reading COUNT frames (busy time only)',
+        ("ethertype", "count"),
+    ),
+}
+"""Each action: its description, and the options it takes (OPTIONS' names)."""
+
+OPTIONS: dict[str, tuple[Callable[[str], object], object, str]] = {
+    "gap": (float, 0.0, "seconds between frames (default: %(default)s)"),
+    "count": (int, 1, "frames (default: %(default)s)"),
+    "rate": (float, 1000.0, "frames per second (default: %(default)s)"),
+    "duration": (float, 1.0, "seconds to send for (default: %(default)s)"),
+    "ethertype": (
+        _ethertype,
+        ETHERTYPE_CNM,
+        "the EtherType to receive: a number, cnm or ipv4 (default: cnm)",
+    ),
+    "seconds": (float, 1.0, "seconds to receive for (default: %(default)s)"),
+    "idle": (float, 2.0, "seconds without a frame that end the count (default: %(default)s)"),
+}
+"""Each option: its type, default and help."""
+
+CAPTURE_ENDS = {
+    "count": "end the capture after this many frames (default: none)",
+    "idle": "end the capture this many seconds after the last frame (default: none)",
+}
+"""capture's own meaning of --count and --idle: further ends of the capture."""
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    cmds = ap.add_subparsers(dest="cmd", metavar="ACTION", required=True)
+    for name, (text, options) in ACTIONS.items():
+        p = cmds.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        p.add_argument("iface", help="the interface, e.g. h1-eth0")
+        for option in options:
+            kind, default, help_text = OPTIONS[option]
+            if (name, option) == ("count", "seconds"):  # no limit unless given
+                default, help_text = None, "the longest to count for (default: until idle)"
+            if name == "capture" and option in CAPTURE_ENDS:  # no end but SECONDS by default
+                default, help_text = None, CAPTURE_ENDS[option]
+            p.add_argument(f"--{option}", type=kind, default=default, help=help_text)
+    return ap
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    cmds = parser.add_subparsers(dest="cmd", required=True)
-    for name in ("send", "blast", "pace", "capture", "arrivals", "count", "drain"):
-        p = cmds.add_parser(name)
-        p.add_argument("iface")
-        p.add_argument("--gap", type=float, default=0.0, help="seconds between frames")
-        p.add_argument("--count", type=int, default=None)
-        p.add_argument("--rate", type=float, default=1000.0, help="frames/s")
-        p.add_argument("--duration", type=float, default=1.0)
-        p.add_argument("--ethertype", type=_ethertype, default=ETHERTYPE_CNM)
-        p.add_argument("--seconds", type=float, default=1.0)
-        p.add_argument("--idle", type=float, default=None)
-    a = parser.parse_args(argv)
-    if a.cmd == "send":
-        send(a.iface, a.gap)
-    elif a.cmd == "blast":
-        blast(a.iface, a.count or 1, a.gap)
-    elif a.cmd == "pace":
-        pace(a.iface, a.rate, a.duration)
-    elif a.cmd == "capture":
-        capture(a.iface, a.ethertype, a.seconds, a.count, a.idle)
-    elif a.cmd == "arrivals":
-        arrivals(a.iface, a.ethertype, a.seconds)
-    elif a.cmd == "count":
-        count(a.iface, a.ethertype, 2.0 if a.idle is None else a.idle)
-    else:
-        drain(a.iface, a.ethertype, a.count or 1)
+    a = parser().parse_args(argv)
+    try:
+        if a.cmd == "send":
+            send(a.iface, a.gap)
+        elif a.cmd == "blast":
+            blast(a.iface, a.count, a.gap)
+        elif a.cmd == "pace":
+            pace(a.iface, a.rate, a.duration)
+        elif a.cmd == "capture":
+            capture(a.iface, a.ethertype, a.seconds, a.count, a.idle)
+        elif a.cmd == "arrivals":
+            arrivals(a.iface, a.ethertype, a.seconds)
+        elif a.cmd == "count":
+            count(a.iface, a.ethertype, a.idle, a.seconds)
+        else:
+            drain(a.iface, a.ethertype, a.count)
+    except QcnError as e:
+        return report(e)
     return 0
 
 

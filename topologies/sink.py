@@ -1,9 +1,12 @@
 """The experiments' traffic sink: receives the sources' UDP frames and counts them per source.
 
-It runs on the sink host (``python -m topologies.sink``) and prints one JSON line per
-interval with cumulative counts per source address::
+It runs on the sink host (``python -m topologies.sink``, ``qcn sink``) and prints one JSON
+line per ``--interval`` with cumulative counts per source address::
 
     {"t": 12.345, "rx": {"10.0.0.1": [frames, bytes, lost], ...}}
+
+The interval is 1 s unless given: a person reading it wants a line a second.  The
+experiments ask for their sample interval (10 ms), the grid their traces are drawn on.
 
 ``t`` is ``time.monotonic()``, which every network namespace shares, so the runner can put
 these lines on the same time axis as its queue samples.  ``lost`` counts the gaps in each
@@ -22,9 +25,10 @@ import threading
 import time
 from collections.abc import Callable
 
+from qcn.core.errors import QcnError, report
 from qcn.core.flows import SO_RCVBUFFORCE
 from qcn.core.signals import stop_on_signals
-from reaction_point.sources import ETH_IP_UDP_HEADERS, SEQUENCE
+from reaction_point.sources import DATA_PORT, ETH_IP_UDP_HEADERS, SEQUENCE
 
 RECEIVE_BUFFER_BYTES = 256 << 20
 
@@ -74,18 +78,53 @@ class Sink:
                     counts[2] -= 1
 
 
+class SinkError(QcnError):
+    """A port that cannot be listened on, or an interval out of range: one line."""
+
+
+DEFAULT_INTERVAL_S = 1.0
+INTERVAL_RANGE_S = (0.001, 3600.0)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--port", type=int, default=5001)
-    ap.add_argument("--interval", type=float, default=0.01, help="seconds between reports")
+    ap.add_argument(
+        "--port",
+        type=int,
+        default=DATA_PORT,
+        help="the UDP port to receive on, on every address (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--interval",
+        type=float,
+        default=DEFAULT_INTERVAL_S,
+        help="seconds between reports, each a JSON line of the counts so far (default: "
+        "%(default)s)",
+    )
     args = ap.parse_args(argv)
-    sink = Sink(args.port)
+    try:
+        sink = open_sink(args.port, args.interval)
+    except QcnError as e:
+        return report(e)
     with selectors.DefaultSelector() as selector:
         selector.register(sink.sock, selectors.EVENT_READ)
         report_until_stopped(
             selector, lambda _key: sink.drain(), lambda: sink.counts, args.interval
         )
     return 0
+
+
+def open_sink(port: int, interval_s: float) -> Sink:
+    """A sink on ``port``, or one line saying why not (a port taken was a traceback)."""
+    low, high = INTERVAL_RANGE_S
+    if not low <= interval_s <= high:  # NaN fails too
+        raise SinkError(f"--interval must be in [{low:g}, {high:g}] seconds (got {interval_s:g})")
+    if not 0 <= port <= 65535:
+        raise SinkError(f"--port must be in [0, 65535] (got {port})")
+    try:
+        return Sink(port)
+    except OSError as e:
+        raise SinkError(f"cannot receive on UDP port {port}: {e.strerror}") from None
 
 
 STOP_CHECK_S = 0.05

@@ -83,11 +83,20 @@ CAPTURE = CaptureLimits()
 CAPTURE_DIR = "captures"
 
 
+MININET_TOOLS = ("p4c", "simple_switch_grpc", "mnexec")
+"""The programs the Mininet backend needs."""
+
+
+def missing_tool() -> str | None:
+    """The first of the Mininet backend's programs that is not installed (None: all are)."""
+    return next((tool for tool in MININET_TOOLS if shutil.which(tool) is None), None)
+
+
 def missing_requirements() -> str | None:
     """Why the Mininet backend cannot run here, in one line (None: it can)."""
-    for tool in ("p4c", "simple_switch_grpc", "mnexec"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed (see 'make deps')"
+    tool = missing_tool()
+    if tool is not None:
+        return f"{tool} is not installed (see 'make deps')"
     if os.geteuid() != 0:
         return "Mininet needs root"
     return None

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from qcn.core.errors import QcnError
+from qcn.core.errors import CheckFailedError, QcnError, ToolMissingError, report
 
 PROGRAM = "qcn_cp"
 """The top-level P4 file's stem; its outputs are PROGRAM.json and PROGRAM.p4info.txtpb."""
@@ -231,12 +231,25 @@ def split_occupancy(word: int) -> tuple[int, int]:
 
 
 class PipelineBuildError(QcnError):
-    """The P4 program could not be compiled (p4c missing, or it refused the program)."""
+    """The P4 program could not be compiled: no such program (exit status 2)."""
+
+
+class P4cMissingError(PipelineBuildError, ToolMissingError):
+    """p4c is not installed (exit status 3)."""
+
+
+class P4cRefusedError(PipelineBuildError, CheckFailedError):
+    """p4c refused the program (exit status 1)."""
 
 
 def source_dir() -> Path:
     """``p4src/``: ``$QCN_P4SRC``, else the checkout's."""
     return Path(os.environ.get("QCN_P4SRC", _CHECKOUT / "p4src"))
+
+
+def default_source() -> Path:
+    """The CP pipeline's P4 program."""
+    return source_dir() / f"{PROGRAM}.p4"
 
 
 def build_dir() -> Path:
@@ -274,7 +287,7 @@ def compile_program(source: Path | None = None, out_dir: Path | None = None) -> 
 
     Skips the work when the outputs are newer than every ``.p4`` file they depend on.
     """
-    source = source if source is not None else source_dir() / f"{PROGRAM}.p4"
+    source = source if source is not None else default_source()
     out = out_dir if out_dir is not None else build_dir()
     results = outputs(out, source.stem)
     inputs = [source, *source_dir().rglob("*.p4")]
@@ -285,24 +298,30 @@ def compile_program(source: Path | None = None, out_dir: Path | None = None) -> 
     if not source.is_file():
         raise PipelineBuildError(f"{source}: no such P4 program (set QCN_P4SRC?)")
     if shutil.which("p4c") is None:
-        raise PipelineBuildError(f"p4c: not installed (try 'make deps'); cannot build {source}")
+        raise P4cMissingError(f"p4c: not installed (try 'make deps'); cannot build {source}")
     out.mkdir(parents=True, exist_ok=True)
     r = subprocess.run(p4c_command(source, out), capture_output=True, text=True, check=False)
     if r.returncode != 0:
-        raise PipelineBuildError(f"p4c refused {source}:\n{r.stderr.strip()}")
+        raise P4cRefusedError(f"p4c refused {source}:\n{r.stderr.strip()}")
     return results
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Compile the CP pipeline for BMv2.")
-    parser.add_argument("source", nargs="?", type=Path, help="P4 program (default: the CP)")
-    parser.add_argument("--out", type=Path, help="output directory (default: build_dir())")
+    parser = argparse.ArgumentParser(
+        description="Compile the CP pipeline for BMv2 with p4c: the BMv2 JSON and the P4Info "
+        "(skipped when they are newer than every .p4 file)."
+    )
+    parser.add_argument(
+        "source", nargs="?", type=Path, help=f"the P4 program (default: {default_source()})"
+    )
+    parser.add_argument(
+        "--out", type=Path, help=f"the output directory (default: {build_dir()}, or $QCN_BUILD_DIR)"
+    )
     args = parser.parse_args(argv)
     try:
         p4info, bmv2_json = compile_program(args.source, args.out)
     except PipelineBuildError as e:
-        print(f"qcn: error: {e}", file=sys.stderr)
-        return 1
+        return report(e)
     print(f"built {bmv2_json} and {p4info}")
     return 0
 

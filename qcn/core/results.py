@@ -568,7 +568,7 @@ def write(
         figures.append(
             plot_slowdown(
                 out / "slowdown.png",
-                f"{sc.title}: slowdown by flow size",
+                f"{sc.name}: slowdown by flow size, on {sc.network_title}",
                 {"QCN" if summary["qcn"] else "no QCN": summary["flows"]["bins"]},
             )
         )

@@ -326,6 +326,18 @@ class Scenario:
             )
         return topo
 
+    @property
+    def network_title(self) -> str:
+        """The network a run used, as a plot's title names it: its generator or file, and
+        its size.  (``title`` names the network the scenario was written for, which
+        ``--set network.topology=...`` replaces: a triangle's plot said "on a leaf-spine".)"""
+        topo = self.topology
+        switches, hosts = len(topo.switches), len(topo.hosts)
+        return (
+            f"{topo.name} ({switches} switch{'es' if switches != 1 else ''}, "
+            f"{hosts} host{'s' if hosts != 1 else ''})"
+        )
+
     @cached_property
     def sources(self) -> tuple[SourceHost, ...]:
         """The hosts that send, in source order (the trace's columns, the RP daemons)."""

@@ -909,13 +909,22 @@ def parse_tutorials_json(data: Any, *, name: str, defaults: LinkDefaults | None 
     base = defaults or LinkDefaults()
     b = Builder(name)
     notes = []
+    ignored: dict[tuple[str, ...], list[str]] = {}  # the switches' settings not used: by kind
     for s, conf in raw_switches.items():
         b.switch(s)
         if isinstance(conf, dict) and set(conf) - {"program"}:
-            notes.append(
-                f"switch {s}: its {', '.join(sorted(set(conf)))} are for the tutorials' own "
-                "program; this network runs the QCN pipeline, programmed by qcn's controller"
-            )
+            ignored.setdefault(tuple(sorted(set(conf))), []).append(s)
+    for keys, switches in ignored.items():
+        # One note for all the switches that have them (it was one per switch).
+        whose = (
+            f"switch {switches[0]}: its"
+            if len(switches) == 1
+            else (f"switches {', '.join(switches)}: their")
+        )
+        notes.append(
+            f"{whose} {', '.join(keys)} are for the tutorials' own program; this network "
+            "runs the QCN pipeline, programmed by qcn's controller"
+        )
     commands = 0
     for h, raw in raw_hosts.items():
         conf = raw if isinstance(raw, dict) else {}

@@ -1,0 +1,85 @@
+"""`qcn net draw`'s layout draws no link through a node it does not join (a triangle of
+switches was laid out in a line, one link drawn over the middle switch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from qcn.core.netdraw import HOST_RADIUS, SWITCH_HALF, draw, layout
+from qcn.core.topology import LinkDefaults, Topology, load
+
+DATA = Path(__file__).resolve().parent / "data"
+RATE = LinkDefaults(
+    line_rate_bps=10e6, bottleneck_rate_bps=10e6, innocent_rate_bps=10e6, delay_s=0.0
+)
+NETWORKS = [
+    str(DATA / "triangle.json"),
+    str(DATA / "two-leaves.json"),
+    "single:10",
+    "single:64",
+    "multihop:5,5",
+    "parking-lot:3",
+    "leaf-spine:2,2,2",
+    "leaf-spine:2,8,4",
+    "leaf-spine:4,4,16",
+]
+
+
+def drawn_through(topo: Topology, pos: dict[str, tuple[float, float]]) -> list[str]:
+    """Each link that passes through another node's box: checked point by point along the
+    link (every 1/2000 of it), apart from the two nodes it joins."""
+    out = []
+    for link in topo.links:
+        a, b = link.a.node, link.b.node
+        (xa, ya), (xb, yb) = pos[a], pos[b]
+        for node, (x, y) in pos.items():
+            if node in (a, b):
+                continue
+            half = HOST_RADIUS if node in topo.host_by_name else SWITCH_HALF
+            if any(
+                abs(xa + t / 2000 * (xb - xa) - x) <= half
+                and abs(ya + t / 2000 * (yb - ya) - y) <= half
+                for t in range(2001)
+            ):
+                out.append(f"{a}-{b} through {node}")
+    return out
+
+
+@pytest.mark.parametrize("spec", NETWORKS, ids=lambda s: Path(s).name)
+def test_no_link_is_drawn_through_a_node(spec: str) -> None:
+    topo = load(spec, RATE)
+    pos = layout(topo)
+    assert set(pos) == set(topo.switches) | {h.name for h in topo.hosts}
+    assert drawn_through(topo, pos) == []
+    # Nodes do not overlap either.
+    boxes = list(pos.values())
+    assert len(set(boxes)) == len(boxes)
+
+
+def test_a_triangle_is_drawn_as_a_triangle(tmp_path: Path) -> None:
+    topo = load(str(DATA / "triangle.json"), RATE)
+    pos = layout(topo)
+    (x1, y1), (x2, y2), (x3, y3) = (pos[s] for s in ("s1", "s2", "s3"))
+    area = abs((x2 - x1) * (y3 - y1) - (x3 - x1) * (y2 - y1)) / 2
+    assert area > 1.0  # not three switches in a line
+    assert draw(topo, tmp_path / "t.png").stat().st_size > 0
+
+
+def test_net_show_has_column_headers_and_each_note_once() -> None:
+    """`qcn net show` printed its runtime_json note once per switch, and its table had no
+    column headers."""
+    from qcn.net import show_lines  # noqa: PLC0415
+
+    lines = show_lines(load(str(DATA / "two-leaves.json"), RATE))
+    notes = [line for line in lines if line.startswith("note: ")]
+    assert [n for n in notes if "runtime_json" in n] == [
+        "note: switches s1, s2: their runtime_json are for the tutorials' own program; this "
+        "network runs the QCN pipeline, programmed by qcn's controller"
+    ]
+    assert lines[len(notes) + 2].split() == ["port", "to", "rate", "delay", "buffer", "CP"]
+    assert lines[len(notes) + 3].split() == ["s1:1", "h1", "10", "Mb/s", "0", "ms", "100", "pkts",
+                                            "CP"]  # fmt: skip
+    assert "s1:3 s3:1 5 Mb/s 2 ms 100 pkts -" in [" ".join(line.split()) for line in lines]
+    assert ["host", "IP", "MAC", "attached", "to"] in [line.split() for line in lines]
