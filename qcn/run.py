@@ -16,6 +16,7 @@ from typing import Any
 from qcn import backends
 from qcn.core import fit, provenance, publish
 from qcn.core import scenario as scenarios
+from qcn.core.errors import CheckFailedError
 from qcn.core.live import KNOBS_FILE, LiveFeed, write_knobs
 from qcn.core.progress import ProgressLine
 from qcn.core.publish import PARTIAL_MARKER
@@ -526,5 +527,6 @@ def _execute_run(args: argparse.Namespace, run: Prepared, out: Path) -> int:
         print(f"  plot: {p}")
     failure = run_failure(summary, trace)
     if failure:
-        raise ScenarioError(f"{failure}; its results are in {out}/")
+        # It ran, and says nothing of its network: its own check failed (docs/reliability.md).
+        raise CheckFailedError(f"{failure}; its results are in {out}/")
     return 0

@@ -165,7 +165,7 @@ def test_a_run_that_starts_no_flow_fails_in_one_line(tmp_path: Path) -> None:
     out = tmp_path / "out"
     r = qcn("run", "leaf-spine-fct", "--backend", "sim", "--set", f"network.topology={slow}",
             "--set", "workload.rto_s=1.0", "--out", str(out), "--quiet")  # fmt: skip
-    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.returncode == 1, (r.stdout, r.stderr)
     assert "nan" not in r.stdout
     assert "0 started" in r.stdout
     errors = [x for x in r.stderr.splitlines() if x.startswith("qcn: error:")]
