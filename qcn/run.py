@@ -46,7 +46,8 @@ def register(sub: Any) -> None:
         "run",
         help="run an experiment scenario (scenarios/*.toml) and write CSVs, summary, plots",
         description="Run one of the seeds' experiments. Results go to --out "
-        "(default results/SCENARIO): queue.csv, sources.csv, summary.json, rates.png, queue.png.",
+        "(default results/SCENARIO): queue.csv, sources.csv, summary.json, rates.png, queue.png; "
+        "a network of several CP ports adds ports.csv and ports.png.",
     )
     add_scenario(p, optional=True)
     p.add_argument("--list", action="store_true", help="list the scenarios")
