@@ -56,6 +56,13 @@ def register(sub: Any) -> None:
         help="run the results in DIR again: the scenario of DIR/run.toml with the seed, "
         "backend and options of DIR/provenance.json (results to --out, default DIR-again)",
     )
+    p.add_argument(
+        "--with-changed-inputs",
+        action="store_true",
+        help="--again: rerun even if DIR's run.toml or a file it reads (a topology file, a "
+        "flow-size CDF) changed since the run (it is then not the same run; the new "
+        "provenance.json records what it read)",
+    )
     add_out(p, None, f"{DEFAULT_OUT}/SCENARIO")
     p.add_argument(
         "--force",
@@ -244,10 +251,10 @@ def parse_stalls(text: str | None) -> tuple[float, float] | None:
         stall_s, period_s = float(stall) / 1e3, float(period) / 1e3
     except ValueError:
         stall_s = period_s = math.nan
-    if not sep or not (0 < stall_s < period_s <= 60):
+    if not sep or not backends.stalls_fit(stall_s, period_s):
         raise ScenarioError(
             f"--inject-stalls {text!r}: expected STALL_MS/PERIOD_MS with 0 < STALL_MS < "
-            "PERIOD_MS <= 60000, e.g. 30/500"
+            f"PERIOD_MS <= {backends.MAX_STALL_PERIOD_S * 1e3:g}, e.g. 30/500"
         )
     return stall_s, period_s
 
@@ -285,6 +292,8 @@ def _fresh(args: argparse.Namespace) -> Prepared:
     """A run of the command line's scenario, options and overrides."""
     if not args.scenario:
         raise ScenarioError("give a scenario name (qcn run --list) or a file")
+    if args.with_changed_inputs:
+        raise ScenarioError("--with-changed-inputs goes with --again DIR")
     sc, overrides = scenario_of(args)
     if args.backend == "auto" and scenarios.backend_refusal(sc, "sim"):
         args.backend = "mininet"  # the only backend that runs it (real TCP, iperf3)
@@ -295,8 +304,8 @@ def _fresh(args: argparse.Namespace) -> Prepared:
     scale = sc.bmv2
     if args.cli and backend != "mininet":
         raise ScenarioError("--cli needs the Mininet backend")
-    if args.sample_hz <= 0 or args.sample_hz > 1000:
-        raise ScenarioError("--sample-hz must be in (0, 1000]")
+    if not 0 < args.sample_hz <= backends.MAX_SAMPLE_HZ:
+        raise ScenarioError(f"--sample-hz must be in (0, {backends.MAX_SAMPLE_HZ:g}]")
     stalls = parse_stalls(args.inject_stalls)
     if stalls and backend != "mininet":
         raise ScenarioError("--inject-stalls needs the Mininet backend")
@@ -350,17 +359,37 @@ def _again(args: argparse.Namespace) -> Prepared:
             f"{', '.join(conflicts)} with it (or run {args.again}/{provenance.RUN_FILE} as a "
             "scenario with your own)"
         )
+    where = args.again / provenance.PROVENANCE_FILE
     sc, recorded = provenance.read(args.again)
-    backend = recorded.get("backend")
+    backend = recorded["backend"]
     if backend not in backends.BACKENDS:
-        raise ScenarioError(f"{args.again}/{provenance.PROVENANCE_FILE}: no known backend")
-    _backend, why = backends.choose_backend(backend)
+        raise ScenarioError(f"{where}: backend {backend!r:.40} is none of {backends.BACKENDS}")
     try:
-        options = backends.RunOptions.from_recorded(recorded["run"])
-    except TypeError as e:
-        raise ScenarioError(f"{args.again}/{provenance.PROVENANCE_FILE}: {e}") from None
-    why += f"; again, as {args.again} ran: seed {options.seed}"
-    return Prepared(sc, backend, why, options, dict(recorded.get("overrides") or {}))
+        options = backends.RunOptions.from_recorded(recorded["run"], backend)
+    except ScenarioError as e:
+        raise ScenarioError(f"{where}: {e}") from None
+    if options.scaled_by is not None:
+        # run.toml holds the scenario scaled: its duration over the scale is the duration the
+        # command line gave, and bounds the samples (a tiny scale would sample for ever).
+        ran_s = sc.duration_s / options.scaled_by
+        if not scenarios.MIN_DURATION_S <= ran_s <= scenarios.MAX_DURATION_S * (1 + 1e-9):
+            raise ScenarioError(
+                f"{where}: run.scaled_by = {options.scaled_by:g} does not fit {provenance.RUN_FILE}"
+                f"'s duration_s {sc.duration_s:g} (a scenario of {ran_s:g} s, outside "
+                f"[{scenarios.MIN_DURATION_S:g}, {scenarios.MAX_DURATION_S:g}])"
+            )
+    changed = provenance.changed_inputs(sc, recorded)
+    if changed and not args.with_changed_inputs:
+        raise provenance.ProvenanceError(
+            f"--again {args.again}: not the same run: {'; '.join(changed)} (--with-changed-"
+            "inputs reruns it with its inputs as they are now)"
+        )
+    _backend, why = backends.choose_backend(backend)
+    but = " but with inputs changed since" if changed else ""
+    why += f"; again, as {args.again} ran{but}: seed {options.seed}"
+    for line in changed:
+        print(f"qcn run: warning: not the same run as {args.again}: {line}", file=sys.stderr)
+    return Prepared(sc, backend, why, options, dict(recorded["overrides"]))
 
 
 def live_feed(args: argparse.Namespace, run: Prepared) -> LiveFeed | None:
