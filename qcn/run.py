@@ -199,8 +199,12 @@ def prepare_out(out: Path, scenario: str, *, force: bool = False) -> StagedResul
     staging = publish.staging_path(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(staging, ignore_errors=True)  # (this process's own: a reused id's)
-        staging.mkdir()
+        if not publish.remove_own(staging):
+            raise ScenarioError(f"--out {out}: {staging} is in the way (not a run's); move it")
+        publish.make_staging(staging)
+    except OSError as e:
+        raise ScenarioError(f"--out {out}: cannot write results there ({e.strerror})") from None
+    try:
         (staging / PARTIAL_MARKER).write_text(
             f"qcn run {scenario}: these results are incomplete (the run was interrupted or "
             "failed before it wrote them all)\n"

@@ -375,8 +375,9 @@ class Store:
     def staging(self, p: Point) -> Path:
         """A fresh directory to write point ``p`` into (published by :meth:`write_point`)."""
         stage = publish.staging_path(self.point_dir(p))
-        shutil.rmtree(stage, ignore_errors=True)
-        stage.mkdir(parents=True)
+        if not publish.remove_own(stage):
+            raise SweepError(f"--out {self.out}: {stage} is in the way (not this sweep's)")
+        publish.make_staging(stage)
         return stage
 
     def write_point(
