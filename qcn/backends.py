@@ -170,6 +170,16 @@ def mininet_experiment(pattern: str) -> Any:
     return traffic.get(pattern, StreamExperiment)
 
 
+def check_engine(backend: Backend) -> None:
+    """For the simulator, ``QCN_SIM_ENGINE``'s choice, checked before a command writes or
+    starts anything: a QcnError in one line if it names no engine or one that cannot run
+    here (:func:`simulator.compiled.check_engine`)."""
+    if backend == "sim":
+        from simulator.compiled import check_engine as check  # noqa: PLC0415
+
+        check()
+
+
 def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions) -> Trace:
     """Run ``sc`` on ``backend``; a Mininet run keeps its logs and captures in ``out``."""
     require_backend(sc, backend)

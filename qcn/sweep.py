@@ -632,6 +632,7 @@ def sweep(
     check_count("--seeds", seeds, SweepError)
     check_count("--workers", workers, SweepError)
     require_backend(sc, backend, SweepError)
+    backends.check_engine(backend)  # (here once, not in a worker's traceback)
     # A point's key names how it runs: the backend, and scaled for BMv2 or not.
     points = make_points(sc, grids, seeds, f"{backend}-scaled" if scaled else backend)
     # Mininet points run scaled for BMv2, as `qcn run` runs them.
