@@ -13,8 +13,9 @@ Every recorded run (``qcn run``, and each point of ``qcn sweep``, ``qcn compare`
   given, the backend, the random seed and the run's other options, the project's version
   (``git describe --always --dirty`` in a git checkout, else the package's version), p4c's
   and BMv2's versions for BMv2 runs, the machine (cores, CPU, kernel), the files the
-  scenario reads (with their SHA-256) and the date.  ``qcn run --again DIR`` reads both
-  and reruns with the same options.
+  scenario reads (with their SHA-256), the SHA-256 of run.toml's fields and the date.
+  ``qcn run --again DIR`` reads both and reruns with the same options, once
+  :func:`changed_inputs` found every input as the run read it (docs/reliability.md).
 
 A separate JSON file rather than TOML comments: a rerun reads the options back, and a
 researcher's script can read the whole record without parsing comments.  Both files are
