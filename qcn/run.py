@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import shutil
 import sys
 from dataclasses import dataclass
@@ -73,7 +74,10 @@ def register(sub: Any) -> None:
     add_quiet(p)
     add_duration(p)
     p.add_argument(
-        "--seed", type=int, default=DEFAULT_SEED, help="random seed (same seed, same summary)"
+        "--seed",
+        type=int,
+        default=None,
+        help=f"random seed (same seed, same summary; default {DEFAULT_SEED})",
     )
     p.add_argument(
         "--backend",
@@ -271,7 +275,11 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.again is not None:
         run = _again(args)
-        out = args.out or args.again.with_name(args.again.name + AGAIN_SUFFIX)
+        # Beside DIR, even where it is named "." or "..": never inside it (nor a traceback).
+        source = args.again
+        if source.name in ("", ".."):
+            source = Path(os.path.abspath(source))
+        out = args.out or source.with_name(source.name + AGAIN_SUFFIX)
     else:
         run = _fresh(args)
         out = args.out or DEFAULT_OUT / run.sc.name
@@ -323,7 +331,7 @@ def _fresh(args: argparse.Namespace) -> Prepared:
         )
     options = backends.RunOptions(
         qcn=not args.no_qcn,
-        seed=args.seed,
+        seed=DEFAULT_SEED if args.seed is None else args.seed,
         scaled_by=scale.time_scale if args.scaled else None,
         cli=args.cli,
         sample_hz=args.sample_hz,
@@ -341,7 +349,7 @@ def _again_conflicts(args: argparse.Namespace) -> list[str]:
         "a scenario": bool(args.scenario),
         "--set": bool(args.set),
         "--duration": args.duration is not None,
-        "--seed": args.seed != DEFAULT_SEED,
+        "--seed": args.seed is not None,  # (--seed 1 too: it is not ignored)
         "--backend": args.backend != "auto",
         "--no-qcn": args.no_qcn,
         "--scaled": args.scaled,

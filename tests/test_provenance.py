@@ -316,3 +316,27 @@ def test_a_sweep_points_key_covers_its_topology_files_content(tmp_path: Path) ->
     assert [p.key for p in make_points(sc, grid, 1, "sim")] == before
     topo.write_text(topo.read_text().replace('"0", 2', '"5ms", 2'))
     assert not {p.key for p in make_points(sc, grid, 1, "sim")} & set(before)
+
+
+def test_again_on_dot_and_dot_dot_writes_beside_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cd DIR; qcn run --again .` was a ValueError traceback; `--again ..` wrote into
+    `./..-again`, inside the directory it reran."""
+    first = tmp_path / "first"
+    run("transient", "--backend", "sim", "--duration", "0.01", "--out", str(first))
+    monkeypatch.chdir(first)
+    run("--again", ".")
+    assert (tmp_path / "first-again" / "summary.json").is_file()
+    (first / "inner").mkdir()
+    monkeypatch.chdir(first / "inner")
+    run("--again", "..", "--force")
+    assert sorted(p.name for p in first.iterdir() if p.is_dir()) == ["inner"]
+
+
+def test_again_with_the_default_seed_given_is_refused_not_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--again DIR --seed 1` ignored --seed silently (1 was the default)."""
+    assert main(["run", "--again", str(tmp_path), "--seed", "1"]) == 2
+    one_line_error(capsys, "give none of --seed")
