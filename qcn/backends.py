@@ -11,6 +11,7 @@ are imported when a run starts: a command that never runs one pays nothing for t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -20,7 +21,7 @@ from qcn.core import provenance
 from qcn.core.errors import QcnError, ToolMissingError
 from qcn.core.live import LiveFeed, SimulationLive
 from qcn.core.params import QcnParams
-from qcn.core.scenario import Scenario, ScenarioError, require_backend
+from qcn.core.scenario import MAX_TIME_SCALE, Scenario, ScenarioError, require_backend
 from qcn.core.topology import Topology
 from qcn.core.trace import Trace
 
@@ -69,16 +70,74 @@ class RunOptions:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name in RECORDED}
 
     @classmethod
-    def from_recorded(cls, run: dict[str, Any]) -> RunOptions:
-        """The options :meth:`recorded` kept (``qcn run --again``)."""
-        kept = {k: v for k, v in run.items() if k in RECORDED}
-        if kept.get("inject_stalls") is not None:
-            kept["inject_stalls"] = tuple(kept["inject_stalls"])
-        return cls(**kept)
+    def from_recorded(cls, run: Any, backend: Backend) -> RunOptions:
+        """The options :meth:`recorded` kept (``qcn run --again``), each checked as the
+        command line checks it: a ScenarioError names the first that is not (a tampered
+        ``scaled_by = -25`` made a rerun's sampling grow past 11 GB)."""
+        if not isinstance(run, dict):
+            raise ScenarioError("run: not a table of options")
+        unknown = sorted(set(run) - set(RECORDED), key=str)
+        missing = [k for k in RECORDED if k not in run]
+        if unknown or missing:
+            raise ScenarioError(
+                f"run: {'unknown option ' + repr(unknown[0]) if unknown else 'no ' + missing[0]}"
+                f" (a run records {', '.join(RECORDED)})"
+            )
+        for name, (fits, expected) in _RECORDED_CHECKS.items():
+            if not fits(run[name]):
+                raise ScenarioError(f"run.{name} = {run[name]!r}: expected {expected}")
+        for name in ("inject_stalls", "pcap"):
+            if run[name] and backend != "mininet":
+                raise ScenarioError(f"run.{name}: only a Mininet run has it (this was {backend})")
+        stalls = run["inject_stalls"]
+        return cls(
+            qcn=run["qcn"],
+            seed=run["seed"],
+            scaled_by=None if run["scaled_by"] is None else float(run["scaled_by"]),
+            sample_hz=float(run["sample_hz"]),
+            realtime_switch=run["realtime_switch"],
+            inject_stalls=None if stalls is None else (float(stalls[0]), float(stalls[1])),
+            pcap=run["pcap"],
+        )
 
 
 #: RunOptions' fields that decide a run's result (the rest say how to show it).
 RECORDED = ("qcn", "seed", "scaled_by", "sample_hz", "realtime_switch", "inject_stalls", "pcap")
+MAX_SAMPLE_HZ = 1000.0
+"""--sample-hz's bound (queue samples per second on BMv2)."""
+MAX_STALL_PERIOD_S = 60.0
+"""--inject-stalls' bound on its period."""
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def stalls_fit(stall_s: Any, period_s: Any) -> bool:
+    """Whether (stall, period) in seconds are stalls --inject-stalls takes."""
+    return _number(stall_s) and _number(period_s) and 0 < stall_s < period_s <= MAX_STALL_PERIOD_S
+
+
+def _stalls(x: Any) -> bool:
+    return x is None or (isinstance(x, list | tuple) and len(x) == 2 and stalls_fit(*x))
+
+
+#: What each recorded option may be: the command line's types and bounds.
+_RECORDED_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "qcn": (lambda x: isinstance(x, bool), "true or false"),
+    "seed": (lambda x: isinstance(x, int) and not isinstance(x, bool), "a whole number"),
+    "scaled_by": (
+        lambda x: x is None or (_number(x) and 0 < x <= MAX_TIME_SCALE),
+        f"null or a time scale in (0, {MAX_TIME_SCALE:g}]",
+    ),
+    "sample_hz": (lambda x: _number(x) and 0 < x <= MAX_SAMPLE_HZ, f"in (0, {MAX_SAMPLE_HZ:g}]"),
+    "realtime_switch": (lambda x: isinstance(x, bool), "true or false"),
+    "inject_stalls": (
+        _stalls,
+        f"null or [STALL_S, PERIOD_S] with 0 < STALL_S < PERIOD_S <= {MAX_STALL_PERIOD_S:g}",
+    ),
+    "pcap": (lambda x: isinstance(x, bool), "true or false"),
+}
 
 
 def mininet_missing() -> str:
@@ -122,6 +181,16 @@ def mininet_experiment(pattern: str) -> Any:
 
     traffic = {"flows": FlowsExperiment, "tcp": IperfExperiment, "udp": IperfExperiment}
     return traffic.get(pattern, StreamExperiment)
+
+
+def check_engine(backend: Backend) -> None:
+    """For the simulator, ``QCN_SIM_ENGINE``'s choice, checked before a command writes or
+    starts anything: a QcnError in one line if it names no engine or one that cannot run
+    here (:func:`simulator.compiled.check_engine`)."""
+    if backend == "sim":
+        from simulator.compiled import check_engine as check  # noqa: PLC0415
+
+        check()
 
 
 def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions) -> Trace:

@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import shutil
 import sys
 from dataclasses import dataclass
@@ -58,6 +59,13 @@ def register(sub: Any) -> None:
         help="run the results in DIR again: the scenario of DIR/run.toml with the seed, "
         "backend and options of DIR/provenance.json (results to --out, default DIR-again)",
     )
+    p.add_argument(
+        "--with-changed-inputs",
+        action="store_true",
+        help="--again: rerun even if DIR's run.toml or a file it reads (a topology file, a "
+        "flow-size CDF) changed since the run (it is then not the same run; the new "
+        "provenance.json records what it read)",
+    )
     add_out(p, None, f"{DEFAULT_OUT}/SCENARIO")
     p.add_argument(
         "--force",
@@ -68,7 +76,10 @@ def register(sub: Any) -> None:
     add_quiet(p)
     add_duration(p)
     p.add_argument(
-        "--seed", type=int, default=DEFAULT_SEED, help="random seed (same seed, same summary)"
+        "--seed",
+        type=int,
+        default=None,
+        help=f"random seed (same seed, same summary; default {DEFAULT_SEED})",
     )
     p.add_argument(
         "--backend",
@@ -194,8 +205,12 @@ def prepare_out(out: Path, scenario: str, *, force: bool = False) -> StagedResul
     staging = publish.staging_path(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(staging, ignore_errors=True)  # (this process's own: a reused id's)
-        staging.mkdir()
+        if not publish.remove_own(staging):
+            raise ScenarioError(f"--out {out}: {staging} is in the way (not a run's); move it")
+        publish.make_staging(staging)
+    except OSError as e:
+        raise ScenarioError(f"--out {out}: cannot write results there ({e.strerror})") from None
+    try:
         (staging / PARTIAL_MARKER).write_text(
             f"qcn run {scenario}: these results are incomplete (the run was interrupted or "
             "failed before it wrote them all)\n"
@@ -294,10 +309,10 @@ def parse_stalls(text: str | None) -> tuple[float, float] | None:
         stall_s, period_s = float(stall) / 1e3, float(period) / 1e3
     except ValueError:
         stall_s = period_s = math.nan
-    if not sep or not (0 < stall_s < period_s <= 60):
+    if not sep or not backends.stalls_fit(stall_s, period_s):
         raise ScenarioError(
             f"--inject-stalls {text!r}: expected STALL_MS/PERIOD_MS with 0 < STALL_MS < "
-            "PERIOD_MS <= 60000, e.g. 30/500"
+            f"PERIOD_MS <= {backends.MAX_STALL_PERIOD_S * 1e3:g}, e.g. 30/500"
         )
     return stall_s, period_s
 
@@ -310,7 +325,11 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.again is not None:
         run = _again(args)
-        out = args.out or args.again.with_name(args.again.name + AGAIN_SUFFIX)
+        # Beside DIR, even where it is named "." or "..": never inside it (nor a traceback).
+        source = args.again
+        if source.name in ("", ".."):
+            source = Path(os.path.abspath(source))
+        out = args.out or source.with_name(source.name + AGAIN_SUFFIX)
     else:
         run = _fresh(args)
         out = args.out or DEFAULT_OUT / run.sc.name
@@ -335,6 +354,8 @@ def _fresh(args: argparse.Namespace) -> Prepared:
     """A run of the command line's scenario, options and overrides."""
     if not args.scenario:
         raise ScenarioError("give a scenario name (qcn run --list) or a file")
+    if args.with_changed_inputs:
+        raise ScenarioError("--with-changed-inputs goes with --again DIR")
     sc, overrides = scenario_of(args)
     if args.backend == "auto" and scenarios.backend_refusal(sc, "sim"):
         args.backend = "mininet"  # the only backend that runs it (real TCP, iperf3)
@@ -345,8 +366,8 @@ def _fresh(args: argparse.Namespace) -> Prepared:
     scale = sc.bmv2
     if args.cli and backend != "mininet":
         raise ScenarioError("--cli needs the Mininet backend")
-    if args.sample_hz <= 0 or args.sample_hz > 1000:
-        raise ScenarioError("--sample-hz must be in (0, 1000]")
+    if not 0 < args.sample_hz <= backends.MAX_SAMPLE_HZ:
+        raise ScenarioError(f"--sample-hz must be in (0, {backends.MAX_SAMPLE_HZ:g}]")
     stalls = parse_stalls(args.inject_stalls)
     if stalls and backend != "mininet":
         raise ScenarioError("--inject-stalls needs the Mininet backend")
@@ -360,7 +381,7 @@ def _fresh(args: argparse.Namespace) -> Prepared:
         )
     options = backends.RunOptions(
         qcn=not args.no_qcn,
-        seed=args.seed,
+        seed=DEFAULT_SEED if args.seed is None else args.seed,
         scaled_by=scale.time_scale if args.scaled else None,
         cli=args.cli,
         sample_hz=args.sample_hz,
@@ -378,7 +399,7 @@ def _again_conflicts(args: argparse.Namespace) -> list[str]:
         "a scenario": bool(args.scenario),
         "--set": bool(args.set),
         "--duration": args.duration is not None,
-        "--seed": args.seed != DEFAULT_SEED,
+        "--seed": args.seed is not None,  # (--seed 1 too: it is not ignored)
         "--backend": args.backend != "auto",
         "--no-qcn": args.no_qcn,
         "--scaled": args.scaled,
@@ -400,17 +421,37 @@ def _again(args: argparse.Namespace) -> Prepared:
             f"{', '.join(conflicts)} with it (or run {args.again}/{provenance.RUN_FILE} as a "
             "scenario with your own)"
         )
+    where = args.again / provenance.PROVENANCE_FILE
     sc, recorded = provenance.read(args.again)
-    backend = recorded.get("backend")
+    backend = recorded["backend"]
     if backend not in backends.BACKENDS:
-        raise ScenarioError(f"{args.again}/{provenance.PROVENANCE_FILE}: no known backend")
-    _backend, why = backends.choose_backend(backend)
+        raise ScenarioError(f"{where}: backend {backend!r:.40} is none of {backends.BACKENDS}")
     try:
-        options = backends.RunOptions.from_recorded(recorded["run"])
-    except TypeError as e:
-        raise ScenarioError(f"{args.again}/{provenance.PROVENANCE_FILE}: {e}") from None
-    why += f"; again, as {args.again} ran: seed {options.seed}"
-    return Prepared(sc, backend, why, options, dict(recorded.get("overrides") or {}))
+        options = backends.RunOptions.from_recorded(recorded["run"], backend)
+    except ScenarioError as e:
+        raise ScenarioError(f"{where}: {e}") from None
+    if options.scaled_by is not None:
+        # run.toml holds the scenario scaled: its duration over the scale is the duration the
+        # command line gave, and bounds the samples (a tiny scale would sample for ever).
+        ran_s = sc.duration_s / options.scaled_by
+        if not scenarios.MIN_DURATION_S <= ran_s <= scenarios.MAX_DURATION_S * (1 + 1e-9):
+            raise ScenarioError(
+                f"{where}: run.scaled_by = {options.scaled_by:g} does not fit {provenance.RUN_FILE}"
+                f"'s duration_s {sc.duration_s:g} (a scenario of {ran_s:g} s, outside "
+                f"[{scenarios.MIN_DURATION_S:g}, {scenarios.MAX_DURATION_S:g}])"
+            )
+    changed = provenance.changed_inputs(sc, recorded)
+    if changed and not args.with_changed_inputs:
+        raise provenance.ProvenanceError(
+            f"--again {args.again}: not the same run: {'; '.join(changed)} (--with-changed-"
+            "inputs reruns it with its inputs as they are now)"
+        )
+    _backend, why = backends.choose_backend(backend)
+    but = " but with inputs changed since" if changed else ""
+    why += f"; again, as {args.again} ran{but}: seed {options.seed}"
+    for line in changed:
+        print(f"qcn run: warning: not the same run as {args.again}: {line}", file=sys.stderr)
+    return Prepared(sc, backend, why, options, dict(recorded["overrides"]))
 
 
 def live_feed(args: argparse.Namespace, run: Prepared) -> LiveFeed | None:
@@ -458,6 +499,7 @@ def _say_live(url: str, backend: str) -> None:
 def _execute_run(args: argparse.Namespace, run: Prepared, out: Path) -> int:
     sc, backend = run.sc, run.backend
     feed = run.options.live
+    backends.check_engine(backend)  # (before anything is written)
     staged = prepare_out(out, sc.name, force=args.force)
     print(f"qcn run: {sc.name} on the {run.why}", flush=True)
     misfit = fit.misfit_line(sc) if run.options.qcn else ""

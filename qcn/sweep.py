@@ -46,10 +46,9 @@ from pathlib import Path
 from typing import Any
 
 from qcn import backends
-from qcn.core import publish
+from qcn.core import provenance, publish
 from qcn.core import scenario as scenarios
 from qcn.core.errors import QcnError
-from qcn.core.flows import size_file
 from qcn.core.progress import ProgressLine
 from qcn.core.publish import PARTIAL_MARKER
 from qcn.core.results import FLOW_KEYS, SUMMARY_KEYS, json_safe
@@ -168,20 +167,16 @@ def code_version() -> str:
     return h.hexdigest()[:16]
 
 
-def input_hashes(sc: Scenario) -> dict[str, str]:
+def input_hashes(sc: Scenario, memo: dict[Path, str] | None = None) -> dict[str, str]:
     """What a point's result depends on besides its scenario's fields: the content of the
-    files they name (a flows workload's CDF file).  A key on the path alone kept a point's
-    stale figures after the file was edited (slowdown p50 1.11 where the edited CDF gives
-    1.88)."""
-    if sc.workload.pattern != "flows":
-        return {}
-    path = size_file(sc.workload.flow_sizes)
-    if path is None:
-        return {}
+    files they name (a topology file, a flows workload's CDF file), as ``qcn run --again``
+    checks them (:func:`qcn.core.provenance.input_digests`).  A key on the path alone kept
+    a point's stale figures after the file was edited (slowdown p50 1.11 where the edited
+    CDF gives 1.88; queue mean 36.0 where the edited topology file gives 42.8)."""
     try:
-        return {"workload.flow_sizes": hashlib.sha256(path.read_bytes()).hexdigest()}
-    except OSError as e:
-        raise SweepError(f"workload.flow_sizes: cannot read {path} ({e.strerror})") from None
+        return provenance.input_digests(sc, memo)
+    except provenance.ProvenanceError as e:
+        raise SweepError(str(e)) from None
 
 
 def point_key(
@@ -211,13 +206,14 @@ def make_points(
     if len(set(keys)) != len(keys):
         raise SweepError("each --grid KEY may be given once")
     points = []
+    digests: dict[Path, str] = {}  # (each file read once)
     for values in itertools.product(*(v for _, v in grids)):
         overrides = dict(zip(keys, values, strict=True))
         try:
             point_sc = sc.with_overrides(with_qcn(overrides)[1])
         except QcnError as e:
             raise SweepError(f"--grid: {e}") from None
-        inputs = input_hashes(point_sc)
+        inputs = input_hashes(point_sc, digests)
         for seed in range(1, seeds + 1):
             key = point_key(base, overrides, seed, backend, inputs)
             points.append(Point(tuple(overrides.items()), seed, key))
@@ -380,8 +376,9 @@ class Store:
     def staging(self, p: Point) -> Path:
         """A fresh directory to write point ``p`` into (published by :meth:`write_point`)."""
         stage = publish.staging_path(self.point_dir(p))
-        shutil.rmtree(stage, ignore_errors=True)
-        stage.mkdir(parents=True)
+        if not publish.remove_own(stage):
+            raise SweepError(f"--out {self.out}: {stage} is in the way (not this sweep's)")
+        publish.make_staging(stage)
         return stage
 
     def write_point(
@@ -718,6 +715,7 @@ def sweep(
     check_count("--seeds", seeds, SweepError)
     check_count("--workers", workers, SweepError)
     require_backend(sc, backend, SweepError)
+    backends.check_engine(backend)  # (here once, not in a worker's traceback)
     # A point's key names how it runs: the backend, and scaled for BMv2 or not.
     points = make_points(sc, grids, seeds, f"{backend}-scaled" if scaled else backend)
     # Mininet points run scaled for BMv2, as `qcn run` runs them.

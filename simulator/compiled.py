@@ -23,12 +23,13 @@ import random
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
 from qcn.core.cp_model import CpPortConfig
+from qcn.core.errors import QcnError
 from qcn.core.flows import FlowArrival, FlowRecord, flow_frames, ideal_fct_s
 from qcn.core.live import LiveRow
 from qcn.core.params import EcmParams, RpParams
@@ -53,15 +54,85 @@ def _stale(core: ModuleType) -> str | None:
     return "it was built from another simulator/_core.cpp ('make venv' builds it again)"
 
 
-_core: ModuleType | None
-CORE_MISSING: str | None
-try:
-    from simulator import _core as _built
-except ImportError as e:  # not built (no compiler, no Python headers): the Python engine runs
-    _core, CORE_MISSING = None, f"{e}"
-else:
-    CORE_MISSING = _stale(_built)
-    _core = _built if CORE_MISSING is None else None
+ELF_MAGIC = b"\x7fELF"
+
+
+@dataclass(frozen=True)
+class _ElfLayout:
+    """Where an ELF file of one class keeps what says how long it must be."""
+
+    header_bytes: int
+    word: str  # struct format of an address or offset
+    tables_at: int  # e_phoff, then e_shoff
+    counts_at: int  # e_phentsize, e_phnum, e_shentsize, e_shnum
+    segment_at: tuple[int, int]  # a program header's p_offset and p_filesz
+
+
+#: By EI_CLASS: 1, 32-bit; 2, 64-bit (the System V ABI's ELF header and program header).
+_ELF = {1: _ElfLayout(52, "I", 28, 42, (4, 16)), 2: _ElfLayout(64, "Q", 32, 54, (8, 32))}
+
+
+def elf_damage(path: Path) -> str | None:
+    """Why the shared object ``path`` cannot be loaded whole (None: every table and segment
+    its headers name lies within the file).  A truncated module, as an interrupted build or
+    a full disk leaves, is mapped past its end by the dynamic loader and kills the process
+    with SIGBUS (exit status 135, no message) at import; this reads ~1 KB and takes
+    microseconds, against a child process's ~100 ms to try the import (docs/reliability.md)."""
+    import struct  # noqa: PLC0415
+
+    try:
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(64)
+            elf = _ELF.get(head[4]) if head[:4] == ELF_MAGIC and len(head) > 5 else None
+            if elf is None or len(head) < elf.header_bytes:
+                return f"not a shared object ({size} bytes)"
+            order = "<" if head[5] == 1 else ">"
+            phoff, shoff = struct.unpack_from(order + elf.word * 2, head, elf.tables_at)
+            phentsize, phnum, shentsize, shnum = struct.unpack_from(
+                order + "HHHH", head, elf.counts_at
+            )
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+    except OSError as e:
+        return f"unreadable ({e.strerror})"
+    if phnum and phentsize < elf.segment_at[1] + struct.calcsize(elf.word):
+        return f"not a shared object (program headers of {phentsize} bytes)"
+    ends = [phoff + phentsize * phnum, shoff + shentsize * shnum]
+    for i in range(len(table) // phentsize if phentsize else 0):  # each segment's bytes
+        offset, filesz = (
+            struct.unpack_from(order + elf.word, table, i * phentsize + at)[0]
+            for at in elf.segment_at
+        )
+        ends.append(offset + filesz)
+    if max(ends) > size:
+        return f"truncated: {size} bytes where its headers need {max(ends)}"
+    return None
+
+
+def _load_core() -> tuple[ModuleType | None, str | None]:
+    """The compiled core and None, or None and why it cannot run: not built, damaged on
+    disk (checked before the loader maps it), or stale."""
+    import importlib.util  # noqa: PLC0415
+
+    try:
+        spec = importlib.util.find_spec("simulator._core")
+    except (ImportError, ValueError) as e:
+        return None, f"{e}"
+    if spec is None or spec.origin is None:
+        return None, "No module named 'simulator._core'"
+    damage = elf_damage(Path(spec.origin))
+    if damage is not None:
+        return None, f"{spec.origin} is damaged, {damage}"
+    try:
+        from simulator import _core as built  # noqa: PLC0415
+    except ImportError as e:  # (no compiler, no Python headers: the Python engine runs)
+        return None, f"{e}"
+    stale = _stale(built)
+    return (built, None) if stale is None else (None, stale)
+
+
+_core, CORE_MISSING = _load_core()
 
 ENGINE_ENV = "QCN_SIM_ENGINE"
 ENGINES = ("auto", "compiled", "python")
@@ -114,11 +185,28 @@ def unsupported(scenario: Scenario) -> str | None:
     return None
 
 
+class EngineError(QcnError):
+    """``QCN_SIM_ENGINE`` names no engine, or one that cannot run here (one line)."""
+
+
 def engine_choice() -> str:
+    """``QCN_SIM_ENGINE``'s choice; an EngineError if it names none of :data:`ENGINES`."""
     choice = os.environ.get(ENGINE_ENV, "auto").strip().lower() or "auto"
     if choice not in ENGINES:
-        raise ValueError(f"{ENGINE_ENV}={choice!r}: one of {', '.join(ENGINES)}")
+        raise EngineError(f"{ENGINE_ENV}={choice!r}: expected one of {', '.join(ENGINES)}")
     return choice
+
+
+def check_engine() -> None:
+    """Refuse, before a command starts any work, an engine choice that cannot run: no such
+    engine, or ``compiled`` with no usable core (an EngineError, one line)."""
+    if engine_choice() == "compiled" and CORE_MISSING is not None:
+        raise EngineError(f"{ENGINE_ENV}=compiled: {core_unusable()}")
+
+
+def core_unusable() -> str:
+    """Why the compiled core cannot run, in words for ``QCN_SIM_ENGINE=compiled``'s refusal."""
+    return f"no usable compiled core ({CORE_MISSING}; 'make venv' builds it)"
 
 
 def make_simulation(
@@ -149,7 +237,8 @@ def make_simulation(
     if why is None:
         return CompiledSimulation(scenario, **kwargs)
     if choice == "compiled":
-        raise RuntimeError(f"{ENGINE_ENV}=compiled: {why}")
+        cannot = core_unusable() if CORE_MISSING is not None else why
+        raise EngineError(f"{ENGINE_ENV}=compiled: {cannot}")
     if CORE_MISSING is None:
         _say_once(f"simulator: the Python engine runs this scenario: {why}")
     else:

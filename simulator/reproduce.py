@@ -23,7 +23,7 @@ from qcn.core.params import ECM_GI_STABLE
 from qcn.core.results import FLOW_KEYS, summarize
 from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
-from simulator.compiled import make_simulation
+from simulator.compiled import EngineError, check_engine, make_simulation
 
 
 @dataclass(frozen=True)
@@ -657,6 +657,11 @@ def main(argv: list[str] | None = None) -> int:
         seeds = [int(x) for x in args.seeds.split(",")]
     except ValueError:
         parser.error(f"--seeds: a comma-separated list of whole numbers (got {args.seeds!r})")
+    try:
+        check_engine()
+    except EngineError as e:
+        print(f"{parser.prog}: error: {e}", file=sys.stderr)
+        return 2
     print(f"reproducing the seeds on the simulator (mean over random seeds {seeds}):", flush=True)
 
     def say(message: str) -> None:

@@ -461,3 +461,31 @@ def test_a_simulation_interrupted_keeps_what_it_measured(tmp_path: Path, scenari
         assert len(list(csv.DictReader(f))) == len(queue) * sources
     if scenario == "fct":
         assert (out / "flows.csv").read_text().count("\n") > 1
+
+
+@pytest.mark.parametrize("engine", ["garbage", "pythön"])
+def test_an_unknown_simulator_engine_is_one_line_before_anything_runs(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    engine: str,
+) -> None:
+    """QCN_SIM_ENGINE=garbage was a ValueError traceback in run, --again and reproduce, and
+    a worker's traceback in sweep."""
+    done = tmp_path / "done"
+    assert cli.main([*RUN, "--duration", "0.01", "--quiet", "--out", str(done)]) == 0
+    monkeypatch.setenv("QCN_SIM_ENGINE", engine)
+    expected = f"QCN_SIM_ENGINE='{engine}': expected one of auto, compiled, python"
+    commands = [
+        [*RUN, "--duration", "0.01", "--out", str(tmp_path / "run")],
+        ["run", "--again", str(done), "--out", str(tmp_path / "again")],
+        ["sweep", "transient", "--grid", "qcn.cp.w=1,2", "--out", str(tmp_path / "sweep")],
+        ["reproduce", "--seeds", "1"],
+    ]
+    capsys.readouterr()
+    for argv in commands:
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.splitlines() == [f"qcn{' reproduce' * (argv[0] == 'reproduce')}: error: "
+                                    f"{expected}"], argv  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["done"]

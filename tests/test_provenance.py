@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,3 +144,199 @@ def test_each_sweep_point_carries_its_provenance(tmp_path: Path) -> None:
     prov = json.loads((d / PROVENANCE_FILE).read_text())
     assert prov["overrides"] == {"duration_s": 0.05, "network.sources": 2}
     assert (prov["backend"], prov["random_seed"]) == ("sim", 1)
+
+
+# -- one check of a rerun: its inputs by content, every recorded field as the CLI checks it --
+
+TRIANGLE = Path(__file__).parent / "data" / "triangle.json"
+#: A run of a topology file (its own traffic chosen), short.
+ON_A_FILE = ["--set", "workload.traffic='incast'", "--duration", "0.05"]
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str], *expected: str) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("qcn: error: "), err
+    for text in expected:
+        assert text in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def on_a_file(tmp_path: Path) -> tuple[Path, Path]:
+    """A finished run of a topology file of its own: (the run's results, the file)."""
+    topo = tmp_path / "tri.json"
+    topo.write_bytes(TRIANGLE.read_bytes())
+    out = tmp_path / "r"
+    run("transient", "--backend", "sim", "--set", f"network.topology='{topo}'", *ON_A_FILE,
+        "--out", str(out))  # fmt: skip
+    return out, topo
+
+
+def test_again_refuses_a_run_whose_topology_file_changed(
+    on_a_file: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--again` said "again, as DIR ran" after the topology file was edited, and gave
+    another summary."""
+    out, topo = on_a_file
+    topo.write_text(topo.read_text().replace('"0", 2', '"5ms", 2'))
+    capsys.readouterr()
+    assert main(["run", "--again", str(out), "--quiet"]) == 2
+    one_line_error(capsys, f"--again {out}: not the same run: network.topology: {topo} changed",
+                   "--with-changed-inputs")  # fmt: skip
+    assert not (out.parent / "r-again").exists()
+    assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []
+    # With the flag it runs, says so, and records what it read now.
+    run("--again", str(out), "--with-changed-inputs")
+    captured = capsys.readouterr()
+    assert "again, as " + str(out) + " ran but with inputs changed since" in captured.out
+    assert f"warning: not the same run as {out}: network.topology" in captured.err
+    prov = json.loads((out.parent / "r-again" / PROVENANCE_FILE).read_text())
+    assert prov["inputs"]["network.topology"]["sha256"] == provenance.file_sha256(topo)
+    run("--again", str(out.parent / "r-again"), "--out", str(out.parent / "third"))
+
+
+def test_again_refuses_a_run_whose_topology_file_is_gone_or_run_toml_edited(
+    on_a_file: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, topo = on_a_file
+    run_toml = out / RUN_FILE
+    text = run_toml.read_text().replace("buffer_pkts = 100\n", "buffer_pkts = 50\n")
+    assert text != run_toml.read_text()
+    run_toml.write_text(text)
+    capsys.readouterr()
+    assert main(["run", "--again", str(out)]) == 2
+    one_line_error(capsys, f"not the same run: {RUN_FILE} was edited since the run")
+    topo.unlink()
+    run_toml.write_text(text.replace("buffer_pkts = 50\n", "buffer_pkts = 100\n"))
+    assert main(["run", "--again", str(out)]) == 2
+    one_line_error(capsys, "no such topology file")
+
+
+def test_again_refuses_a_run_whose_cdf_changed(tmp_path: Path) -> None:
+    """The CDF a flows run read is one of its inputs (by content), as a sweep's key has it."""
+    cdf = tmp_path / "sizes.cdf"
+    cdf.write_text("1000 0\n20000 1\n")
+    sc = scenarios.load("fct").with_overrides({"workload.flow_sizes": str(cdf)})
+    backends.record(tmp_path, sc, backends.run_scenario(
+        sc.with_overrides({"duration_s": 0.01}), "sim", tmp_path, backends.RunOptions()),
+        "sim", backends.RunOptions(), plots=False)  # fmt: skip
+    again, recorded = provenance.read(tmp_path)
+    assert provenance.changed_inputs(again, recorded) == []
+    cdf.write_text("1000 0\n90000 1\n")
+    (said,) = provenance.changed_inputs(again, recorded)
+    assert said.startswith(f"workload.flow_sizes: {cdf} changed since the run")
+
+
+@pytest.mark.parametrize("name", scenarios.available())
+def test_every_scenario_reads_back_unchanged(tmp_path: Path, name: str) -> None:
+    """run.toml and the record agree for every shipped scenario, scaled or not: no rerun is
+    refused for a change nobody made."""
+    for sc in (scenarios.load(name), scenarios.load(name).scaled_for_bmv2()):
+        made = provenance.record(sc, backend="sim", run=backends.RunOptions().recorded(),
+                                 overrides={}, environment=provenance.environment())  # fmt: skip
+        provenance.write(tmp_path, sc, made)
+        assert provenance.changed_inputs(*provenance.read(tmp_path)) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        # A time scale of -25 made the rerun's sampling grow to 11.6 GB in 45 s.
+        (("run", "scaled_by"), -25, "run.scaled_by = -25: expected null or a time scale in"),
+        (("run", "scaled_by"), "x", "run.scaled_by = 'x'"),
+        (("run", "scaled_by"), 1e-9, "run.scaled_by = 1e-09 does not fit run.toml's duration"),
+        (("run", "seed"), None, "run.seed = None: expected a whole number"),
+        (("run", "seed"), "abc", "run.seed = 'abc'"),
+        (("run", "seed"), 7.5, "run.seed = 7.5"),
+        (("run", "seed"), True, "run.seed = True"),
+        (("run", "seed"), [1], "run.seed = [1]"),
+        (("run", "seed"), ..., "run: no seed"),
+        (("run", "qcn"), "no", "run.qcn = 'no': expected true or false"),
+        (("run", "sample_hz"), -5, "run.sample_hz = -5: expected in (0, 1000]"),
+        (("run", "pcap"), True, "run.pcap: only a Mininet run has it (this was sim)"),
+        (("run", "inject_stalls"), [0.03, 0.5], "run.inject_stalls: only a Mininet run"),
+        (("run", "inject_stalls"), [0.5, 0.03], "run.inject_stalls = [0.5, 0.03]: expected"),
+        (("run", "bogus"), 1, "run: unknown option 'bogus'"),
+        (("run",), 5, "no 'run' table of options"),
+        (("overrides",), "abc", "'overrides' is not a table"),
+        (("overrides",), 5, "'overrides' is not a table"),
+        (("backend",), "bmv3", "backend 'bmv3' is none of"),
+        (("inputs",), ..., "'inputs' is not a table"),
+    ],
+)
+def test_a_tampered_provenance_is_one_line_and_runs_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], path: tuple[str, ...], value: Any,
+    expected: str,
+) -> None:  # fmt: skip
+    out = tmp_path / "r"
+    run("transient", "--backend", "sim", "--duration", "0.01", "--out", str(out))
+    prov = json.loads((out / PROVENANCE_FILE).read_text())
+    *tables, key = path
+    table = prov
+    for name in tables:
+        table = table[name]
+    if value is ...:
+        del table[key]
+    else:
+        table[key] = value
+    (out / PROVENANCE_FILE).write_text(json.dumps(prov))
+    capsys.readouterr()
+    assert main(["run", "--again", str(out)]) == 2
+    one_line_error(capsys, expected)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]  # nothing made, nothing left
+
+
+def test_a_provenance_nested_too_deep_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / RUN_FILE).write_text((scenarios.SCENARIO_DIR / "transient.toml").read_text())
+    (tmp_path / PROVENANCE_FILE).write_text("[" * 100_000 + "]" * 100_000)
+    assert main(["run", "--again", str(tmp_path)]) == 2
+    one_line_error(capsys, f"{PROVENANCE_FILE}: unreadable")
+
+
+def test_with_changed_inputs_goes_with_again(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "transient", "--with-changed-inputs"]) == 2
+    one_line_error(capsys, "--with-changed-inputs goes with --again DIR")
+
+
+def test_a_sweep_points_key_covers_its_topology_files_content(tmp_path: Path) -> None:
+    """A resumed sweep said "2 points (2 already done)" after the topology file was edited,
+    and kept queue mean 36.0 where a fresh sweep gives 42.8."""
+    topo = tmp_path / "tri.json"
+    topo.write_bytes(TRIANGLE.read_bytes())
+    sc = scenarios.load("transient").with_overrides(
+        {"network.topology": str(topo), "workload.traffic": "incast"}
+    )
+    grid: list[tuple[str, list[Any]]] = [("qcn.cp.w", [1, 2])]
+    before = [p.key for p in make_points(sc, grid, 1, "sim")]
+    assert [p.key for p in make_points(sc, grid, 1, "sim")] == before
+    topo.write_text(topo.read_text().replace('"0", 2', '"5ms", 2'))
+    assert not {p.key for p in make_points(sc, grid, 1, "sim")} & set(before)
+
+
+def test_again_on_dot_and_dot_dot_writes_beside_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cd DIR; qcn run --again .` was a ValueError traceback; `--again ..` wrote into
+    `./..-again`, inside the directory it reran."""
+    first = tmp_path / "first"
+    run("transient", "--backend", "sim", "--duration", "0.01", "--out", str(first))
+    monkeypatch.chdir(first)
+    run("--again", ".")
+    assert (tmp_path / "first-again" / "summary.json").is_file()
+    (first / "inner").mkdir()
+    monkeypatch.chdir(first / "inner")
+    run("--again", "..", "--force")
+    assert sorted(p.name for p in first.iterdir() if p.is_dir()) == ["inner"]
+
+
+def test_again_with_the_default_seed_given_is_refused_not_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--again DIR --seed 1` ignored --seed silently (1 was the default)."""
+    assert main(["run", "--again", str(tmp_path), "--seed", "1"]) == 2
+    one_line_error(capsys, "give none of --seed")

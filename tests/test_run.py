@@ -6,15 +6,21 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from qcn.core.publish import PARTIAL_MARKER, old_path, staging_path
+from qcn.core import publish
+from qcn.core.publish import OWNER_MARKER, PARTIAL_MARKER, old_path, owner_text, staging_path
 from qcn.core.scenario import ScenarioError
 from qcn.options import load_scenario, overrides_from
 from qcn.run import StagedResults, parse_stalls, prepare_out
+from tests.kit import SLOW_SIM
 
 
 def test_overrides_are_toml_values_and_text_otherwise() -> None:
@@ -148,15 +154,15 @@ def test_leftovers_of_dead_runs_are_dealt_with_by_the_next(
     --force run that died between its two renames); the next run to X used to leave them."""
     out, pid = tmp_path / "X", dead_pid()
     killed = staging_path(out, pid)
-    killed.mkdir()
+    made_by_dead_run(killed, pid)
     (killed / PARTIAL_MARKER).write_text("")
     (killed / "queue.csv").write_text("measured")
     beyond = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # no process has it
     empty = staging_path(out, beyond)
-    empty.mkdir()
+    made_by_dead_run(empty, beyond)
     (empty / PARTIAL_MARKER).write_text("")
     old = old_path(out, pid)
-    old.mkdir()
+    made_by_dead_run(old, pid)
     (old / "summary.json").write_text("the last published")
     staged = prepare_out(out, "fct", force=True)
     err = capsys.readouterr().err
@@ -172,9 +178,84 @@ def test_leftovers_of_dead_runs_are_dealt_with_by_the_next(
     prepare_out(tmp_path / "Y", "fct")
     assert other.staging.exists()
     # And old results superseded by a published run go.
-    old.mkdir()
+    made_by_dead_run(old, pid)
     prepare_out(out, "fct", force=True)
     assert not old.exists()
+    assert not (out / OWNER_MARKER).exists()  # (results put back are the user's)
+
+
+def made_by_dead_run(path: Path, pid: int) -> None:
+    """``path`` as a run of process ``pid`` (ended) made it: its owner marker."""
+    path.mkdir()
+    (path / OWNER_MARKER).write_text(owner_text(pid, ticks=1))
+
+
+def users_own(path: Path, content: str = "mine") -> Path:
+    path.mkdir()
+    (path / "notes.txt").write_text(content)
+    return path
+
+
+def test_a_users_directories_named_like_leftovers_are_left_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`results/.t.old-1999`, a user's own directory, was deleted by the next `--force` run
+    to t; `.t.partial-1999` was moved to t.partial; a `.t.old-N` with no t was "restored" as
+    its results.  Only a directory with a run's owner marker, of its name's process, is
+    ever a leftover."""
+    pid = dead_pid()
+    out = tmp_path / "t"
+    out.mkdir()
+    (out / "summary.json").write_text("published")
+    old, partial = users_own(old_path(out, pid)), users_own(staging_path(out, pid))
+    # A marker of another process than the name's is not its run's either.
+    other = users_own(old_path(out, pid + 1))
+    (other / OWNER_MARKER).write_text(owner_text(pid, ticks=1))
+    staged = prepare_out(out, "transient", force=True)
+    (staged.staging / "summary.json").write_text("new")
+    staged.publish()
+    assert (out / "summary.json").read_text() == "new"
+    assert "qcn run:" not in capsys.readouterr().err
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == sorted(["t", old.name, partial.name, other.name])
+    for d in (old, partial, other):
+        assert (d / "notes.txt").read_text() == "mine"
+    # With no t, a user's .t.old-N is not "restored" as its results.
+    shutil.rmtree(out)
+    prepare_out(out, "transient")
+    assert not out.exists()
+    assert (old / "notes.txt").read_text() == "mine"
+
+
+def test_a_users_directory_with_this_runs_staging_name_is_not_removed(tmp_path: Path) -> None:
+    """The run removed whatever had its own staging name (a reused process id's)."""
+    out = tmp_path / "t"
+    users_own(staging_path(out))
+    with pytest.raises(ScenarioError, match=r"is in the way \(not a run's\); move it"):
+        prepare_out(out, "transient")
+    assert (staging_path(out) / "notes.txt").read_text() == "mine"
+
+
+def test_a_run_killed_outright_is_cleaned_up_by_the_next(tmp_path: Path) -> None:
+    """A real run's staging carries its marker: after kill -9, the next run to the same
+    --out knows it for a dead run's and deals with it."""
+    out = tmp_path / "X"
+    slow = subprocess.Popen(
+        [sys.executable, "-m", "qcn.cli", "run", "transient", "--backend", "sim", "--quiet",
+         "--duration", "3", "--out", str(out)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=SLOW_SIM,
+    )  # fmt: skip
+    staging = staging_path(out, slow.pid)
+    deadline = time.monotonic() + 30
+    while publish.owner(staging, slow.pid) != "live":
+        assert slow.poll() is None
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    slow.send_signal(signal.SIGKILL)
+    slow.wait()
+    assert publish.owner(staging, slow.pid) == "dead"
+    staged = prepare_out(out, "transient")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [staged.staging.name]
 
 
 def test_a_failure_right_after_staging_leaves_nothing(
@@ -216,8 +297,9 @@ def test_an_out_longer_than_path_max_is_one_error(tmp_path: Path) -> None:
 
 def test_a_dead_runs_results_go_beside_out_and_the_next_run_goes_on(tmp_path: Path) -> None:
     out = tmp_path / "X"
-    killed = staging_path(out, dead_pid())
-    killed.mkdir()
+    pid = dead_pid()
+    killed = staging_path(out, pid)
+    made_by_dead_run(killed, pid)
     (killed / "queue.csv").write_text("measured")
     staged = prepare_out(out, "fct")  # not refused: X stays free for this run
     assert not out.exists()

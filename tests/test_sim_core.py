@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,7 +35,7 @@ from qcn.core.params import CpParams, RpParams, SamplingMode
 from qcn.core.trace import Trace
 from reaction_point.rules import RateLimiterRules
 from simulator import compiled
-from simulator.compiled import CompiledSimulation, make_simulation, rp_params
+from simulator.compiled import CompiledSimulation, EngineError, make_simulation, rp_params
 from simulator.engine import Simulation, fast_randint
 from simulator.identity import Case, cases, run_case, same, trace_fields
 
@@ -281,9 +285,10 @@ def test_the_engine_is_chosen_by_qcn_sim_engine(monkeypatch: pytest.MonkeyPatch)
     assert type(make_simulation(sc)) is CompiledSimulation
     monkeypatch.delenv("QCN_SIM_ENGINE")
     assert type(make_simulation(sc)) is CompiledSimulation
-    monkeypatch.setenv("QCN_SIM_ENGINE", "fast")
-    with pytest.raises(ValueError, match="QCN_SIM_ENGINE='fast'"):
-        make_simulation(sc)
+    for wrong in ("fast", "garbage", "pythön"):
+        monkeypatch.setenv("QCN_SIM_ENGINE", wrong)
+        with pytest.raises(EngineError, match=f"QCN_SIM_ENGINE='{wrong}': expected one of"):
+            make_simulation(sc)
 
 
 def test_without_the_core_one_line_and_the_python_engine(
@@ -299,8 +304,10 @@ def test_without_the_core_one_line_and_the_python_engine(
     assert "no compiled core" in err
     assert "Python engine runs" in err
     monkeypatch.setenv("QCN_SIM_ENGINE", "compiled")
-    with pytest.raises(RuntimeError, match="no compiled core"):
+    with pytest.raises(EngineError, match="no usable compiled core"):
         make_simulation(sc)
+    with pytest.raises(EngineError, match="no usable compiled core"):
+        compiled.check_engine()
 
 
 def test_a_scheme_the_core_does_not_know_runs_on_the_python_engine(
@@ -328,3 +335,57 @@ def test_a_core_built_from_another_source_is_not_run() -> None:
     built.source_sha256 = "0" * 64  # type: ignore[attr-defined]
     assert "built from another simulator/_core.cpp" in (compiled._stale(built) or "")
     assert compiled._stale(core) is None  # this checkout's build is its source's
+
+
+# -- a damaged core, and a wrong engine ----------------------------------------------------
+
+CORE_FILE = Path(str(core.__file__))
+
+
+def test_a_truncated_core_is_known_before_it_is_loaded(tmp_path: Path) -> None:
+    """Loading a truncated module killed the process with SIGBUS: its headers say how long
+    it must be, and every cut of it is caught by them."""
+    assert compiled.elf_damage(CORE_FILE) is None
+    whole = CORE_FILE.read_bytes()
+    cut = tmp_path / "_core.so"
+    for size in [*range(0, 80), *range(80, len(whole), 4099), len(whole) - 1]:
+        cut.write_bytes(whole[:size])
+        assert compiled.elf_damage(cut) is not None, size
+    cut.write_text("not a module")
+    assert compiled.elf_damage(cut) == "not a shared object (12 bytes)"
+
+
+def checkout_with_core(tmp_path: Path, size: int) -> Path:
+    """A copy of the simulator package whose compiled core is cut to ``size`` bytes, in a
+    folder that a command started there imports it from (its working directory comes first
+    on the import path)."""
+    where = tmp_path / "checkout"
+    shutil.copytree(Path(compiled.__file__).parent, where / "simulator",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    (where / "simulator" / CORE_FILE.name).write_bytes(CORE_FILE.read_bytes()[:size])
+    return where
+
+
+def test_a_run_with_a_truncated_core_falls_back_in_one_line(tmp_path: Path) -> None:
+    """An interrupted build or a full disk left a truncated core: every simulator run died
+    of SIGBUS (exit status 135, no message) and left its staging behind."""
+    where = checkout_with_core(tmp_path, CORE_FILE.stat().st_size // 2)
+    out = tmp_path / "r"
+    run = [sys.executable, "-m", "qcn.cli", "run", "transient", "--backend", "sim",
+           "--duration", "0.01", "--quiet"]  # fmt: skip
+    done = subprocess.run([*run, "--out", str(out)], cwd=where, capture_output=True,
+                          text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("simulator: no compiled core (")
+    assert f"{CORE_FILE.name} is damaged, truncated: " in line
+    assert "the Python engine runs" in line
+    assert (out / "summary.json").exists()
+    # Insisting on the core is refused in one line, before anything is written.
+    env = {**os.environ, "QCN_SIM_ENGINE": "compiled"}
+    done = subprocess.run([*run, "--out", str(tmp_path / "r2")], cwd=where, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("qcn: error: QCN_SIM_ENGINE=compiled: no usable compiled core (")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkout", "r"]

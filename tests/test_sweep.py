@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from qcn.core import scenario as scenarios
+from qcn.core.publish import OWNER_MARKER, owner_text
 from qcn.sweep import (
     Point,
     Store,
@@ -286,9 +287,16 @@ def test_a_killed_sweeps_leftovers_are_cleaned(tmp_path: Path) -> None:
     store, (p,) = written_store(out, 1)
     child = subprocess.Popen(["true"])
     child.wait()
-    (store.out / "points" / f".{p.key}.partial-{child.pid}").mkdir()
+    killed = store.out / "points" / f".{p.key}.partial-{child.pid}"
+    killed.mkdir()
+    (killed / OWNER_MARKER).write_text(owner_text(child.pid, ticks=1))
+    # A directory that merely has such a name is not a sweep's: it stays.
+    (store.out / "points" / f".{p.key}.old-{child.pid}").mkdir()
     store.prepare({"test": "damage"})
-    assert sorted(d.name for d in (out / "points").iterdir()) == [p.key]
+    assert sorted(d.name for d in (out / "points").iterdir()) == [
+        f".{p.key}.old-{child.pid}",
+        p.key,
+    ]
 
 
 def test_a_points_key_covers_its_cdf_files_content(tmp_path: Path) -> None:

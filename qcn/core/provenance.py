@@ -13,8 +13,9 @@ Every recorded run (``qcn run``, and each point of ``qcn sweep``, ``qcn compare`
   given, the backend, the random seed and the run's other options, the project's version
   (``git describe --always --dirty`` in a git checkout, else the package's version), p4c's
   and BMv2's versions for BMv2 runs, the machine (cores, CPU, kernel), the files the
-  scenario reads (with their SHA-256) and the date.  ``qcn run --again DIR`` reads both
-  and reruns with the same options.
+  scenario reads (with their SHA-256), the SHA-256 of run.toml's fields and the date.
+  ``qcn run --again DIR`` reads both and reruns with the same options, once
+  :func:`changed_inputs` found every input as the run read it (docs/reliability.md).
 
 A separate JSON file rather than TOML comments: a rerun reads the options back, and a
 researcher's script can read the whole record without parsing comments.  Both files are
@@ -135,9 +136,11 @@ def machine() -> dict[str, Any]:
     }
 
 
-def input_files(sc: Scenario) -> dict[str, dict[str, str]]:
-    """The files ``sc``'s fields name (a topology file, a flow-size CDF), by field: where
-    they were and their SHA-256, since the scenario holds only their names."""
+def input_paths(sc: Scenario) -> dict[str, Path]:
+    """The files ``sc``'s fields name, by field: a topology file, a flow-size CDF (a shipped
+    one too: its content is data, not code).  Every file a run reads besides its scenario,
+    so the one list that a rerun's check (:func:`changed_inputs`) and a sweep point's key
+    (``qcn.sweep.point_key``) hash."""
     from qcn.core.flows import size_file  # noqa: PLC0415
     from qcn.core.topology import is_generator_spec  # noqa: PLC0415
 
@@ -148,14 +151,46 @@ def input_files(sc: Scenario) -> dict[str, dict[str, str]]:
         path = size_file(sc.workload.flow_sizes)
         if path is not None:
             found["workload.flow_sizes"] = path
+    return found
+
+
+def file_sha256(path: Path) -> str:
+    """``path``'s SHA-256 (OSError if unreadable)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def input_files(sc: Scenario) -> dict[str, dict[str, str]]:
+    """The files ``sc``'s fields name (:func:`input_paths`), by field: where they were and
+    their SHA-256, since the scenario holds only their names."""
     out = {}
-    for field, path in found.items():
+    for field, path in input_paths(sc).items():
         try:
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            digest = file_sha256(path)
         except OSError as e:
             digest = f"unreadable ({e.strerror})"
         out[field] = {"path": str(path.resolve()), "sha256": digest}
     return out
+
+
+def input_digests(sc: Scenario, memo: dict[Path, str] | None = None) -> dict[str, str]:
+    """The SHA-256 of every file ``sc`` reads, by field; a ProvenanceError names one that
+    cannot be read.  ``memo``: digests already taken (a sweep reads each file once, not
+    once a grid point), filled in."""
+    memo = {} if memo is None else memo
+    out = {}
+    for field, path in input_paths(sc).items():
+        try:
+            out[field] = memo[path] if path in memo else memo.setdefault(path, file_sha256(path))
+        except OSError as e:
+            raise ProvenanceError(f"{field}: cannot read {path} ({e.strerror})") from None
+    return out
+
+
+def scenario_sha256(data: dict[str, Any]) -> str:
+    """The SHA-256 of a scenario's fields (``Scenario.to_dict``), as run.toml holds them:
+    what ``--again`` checks run.toml against."""
+    blob = json.dumps(data, sort_keys=True, default=repr, allow_nan=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def record(
@@ -220,11 +255,14 @@ def write(out: Path, sc: Scenario, provenance: dict[str, Any]) -> None:
         ).is_absolute():
             data[table][key] = found["path"]
     write_atomic(out / RUN_FILE, header + tomli_w.dumps(data))
+    provenance = {**provenance, "scenario_sha256": scenario_sha256(data)}
     write_atomic(out / PROVENANCE_FILE, json.dumps(provenance, indent=2) + "\n")
 
 
 def read(directory: Path) -> tuple[Scenario, dict[str, Any]]:
-    """The scenario and the provenance a results directory holds."""
+    """The scenario and the provenance a results directory holds, the provenance's tables
+    checked for type (:func:`changed_inputs` and ``RunOptions.from_recorded`` check their
+    content)."""
     from qcn.core import scenario as scenarios  # noqa: PLC0415
 
     run_file, prov_file = directory / RUN_FILE, directory / PROVENANCE_FILE
@@ -235,8 +273,50 @@ def read(directory: Path) -> tuple[Scenario, dict[str, Any]]:
         )
     try:
         provenance = json.loads(prov_file.read_text())
-    except (OSError, ValueError) as e:
-        raise ProvenanceError(f"{prov_file}: unreadable ({e})") from None
+    except (OSError, ValueError, RecursionError) as e:
+        raise ProvenanceError(f"{prov_file}: unreadable ({str(e)[:200]})") from None
     if not isinstance(provenance, dict) or not isinstance(provenance.get("run"), dict):
         raise ProvenanceError(f"{prov_file}: no 'run' table of options")
+    for key, kind in (("overrides", "table"), ("inputs", "table"), ("backend", "name")):
+        value = provenance.get(key)
+        if not (isinstance(value, dict) if kind == "table" else isinstance(value, str)):
+            raise ProvenanceError(f"{prov_file}: '{key}' is not a {kind} ({value!r:.60})")
+    if not all(isinstance(k, str) for k in provenance["overrides"]):
+        raise ProvenanceError(f"{prov_file}: 'overrides' has a key that is not a field's name")
+    for field, found in provenance["inputs"].items():
+        if not (isinstance(found, dict) and isinstance(found.get("sha256"), str)
+                and isinstance(found.get("path"), str)):  # fmt: skip
+            raise ProvenanceError(f"{prov_file}: inputs.{field} has no path and sha256")
     return scenarios.load(str(run_file)), provenance
+
+
+def changed_inputs(sc: Scenario, provenance: dict[str, Any]) -> list[str]:
+    """What differs between the run that ``provenance`` records and a rerun of ``sc`` (its
+    run.toml) now, a phrase each: run.toml's own fields (their SHA-256, where the record
+    has it), and the content of every file the scenario reads (:func:`input_paths`).  The
+    one check of a rerun: ``qcn run --again`` refuses a run whose inputs changed."""
+    said = []
+    recorded_scenario = provenance.get("scenario_sha256")
+    if recorded_scenario is not None and recorded_scenario != scenario_sha256(sc.to_dict()):
+        said.append(f"{RUN_FILE} was edited since the run")
+    recorded: dict[str, dict[str, str]] = provenance["inputs"]
+    now = input_paths(sc)
+    for field in sorted(set(now) | set(recorded)):
+        if field not in now:
+            said.append(f"{field}: the run read {recorded[field]['path']}, {RUN_FILE} names none")
+            continue
+        path = now[field]
+        if field not in recorded:
+            said.append(f"{field}: {path} is not among the inputs {PROVENANCE_FILE} records")
+            continue
+        try:
+            digest = file_sha256(path)
+        except OSError as e:
+            said.append(f"{field}: {path} cannot be read now ({e.strerror})")
+            continue
+        if digest != recorded[field]["sha256"]:
+            said.append(
+                f"{field}: {path} changed since the run (SHA-256 {digest[:12]}..., the run "
+                f"read {recorded[field]['sha256'][:12]}...)"
+            )
+    return said

@@ -16,7 +16,9 @@ its old results behind; the next run to the same ``OUT`` finds them
 (:func:`recover_leftovers`): a dead run's staging that holds results goes beside ``OUT``
 as partial results (never at ``OUT``, which the new run means to write), an empty one is
 removed, and old results are restored to ``OUT`` if the dead
-run never put its own there (else removed).
+run never put its own there (else removed).  A leftover is known by its owner marker
+(:data:`OWNER_MARKER`: the process id and start time of the run that made it), never by
+its name alone: a user's own ``.OUT.old-1999`` is left as it is.
 
 A single file is written to a temporary sibling, synced and renamed over the target
 (:func:`write_atomic`): a full disk leaves the old file, or none, never a 0-byte one.
@@ -27,6 +29,7 @@ link stays.  docs/reliability.md gives the reasons for these choices.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -36,10 +39,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from qcn.core.errors import QcnError
-from qcn.core.processes import process_started_at
+from qcn.core.processes import process_start_ticks
 
 PARTIAL_MARKER = "PARTIAL"
 """A file in a results directory whose writing has not finished (removed at the end)."""
+OWNER_MARKER = ".qcn-owner"
+"""A file in every staging directory a run makes, and in old results it renames aside:
+``PID START_TICKS BOOT_ID``, the process that made it.  A leftover is a run's only if it
+holds one naming its own PID: a user's ``.t.old-1999`` is theirs, whatever its name."""
+_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 PATH_MAX = os.pathconf("/", "PC_PATH_MAX")
 NAME_MAX = os.pathconf("/", "PC_NAME_MAX")
 STAGING_OVERHEAD = len(".") + len(".partial-") + 10
@@ -118,6 +126,71 @@ def _check_length(full: Path, error: Callable[[str], QcnError], option: str) -> 
         )
 
 
+def _boot_id() -> str:
+    try:
+        return _BOOT_ID.read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+def owner_text(pid: int | None = None, ticks: int | None = None) -> str:
+    """What :data:`OWNER_MARKER` holds for process ``pid`` (this one), started at ``ticks``
+    (clock ticks since boot: its own start time, if None)."""
+    pid = os.getpid() if pid is None else pid
+    ticks = process_start_ticks(pid) if ticks is None else ticks
+    return f"{pid} {ticks} {_boot_id()}\n"
+
+
+def claim(directory: Path) -> None:
+    """Mark ``directory`` as this process's (:data:`OWNER_MARKER`)."""
+    (directory / OWNER_MARKER).write_text(owner_text())
+
+
+def make_staging(staging: Path) -> None:
+    """Make the directory ``staging`` (and its parents) and mark it this process's: only
+    so marked is a leftover ever moved or removed.  Raises OSError (nothing left made)."""
+    staging.mkdir(parents=True)
+    try:
+        claim(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def owner(path: Path, pid: int) -> str:
+    """Who made ``path``, a directory named with process id ``pid``: "live" (a run going
+    on), "dead" (a run that ended without cleaning up), or "" (not a run: no marker of
+    ``pid``'s, a user's own directory)."""
+    try:
+        if path.is_symlink() or not path.is_dir():
+            return ""
+        words = (path / OWNER_MARKER).read_text().split()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    if len(words) != 3 or words[0] != str(pid) or not words[1].isdigit():
+        return ""
+    alive = words[2] == _boot_id() and process_start_ticks(pid) == int(words[1])
+    return "live" if alive else "dead"
+
+
+def unmark(directory: Path) -> None:
+    """Remove the owner marker from results put in place (they are the user's now)."""
+    with contextlib.suppress(OSError):
+        (directory / OWNER_MARKER).unlink(missing_ok=True)
+
+
+def remove_own(path: Path) -> bool:
+    """Remove ``path``, named with this process's id, if a run made it (this process, or a
+    dead one that had the same id) or it is absent; False if something else is there (left
+    alone)."""
+    if not os.path.lexists(path):
+        return True
+    if not owner(path, os.getpid()):
+        return False
+    shutil.rmtree(path)
+    return True
+
+
 def staging_path(out: Path, pid: int | None = None) -> Path:
     return out.with_name(f".{out.name}.partial-{os.getpid() if pid is None else pid}")
 
@@ -129,21 +202,28 @@ def old_path(out: Path, pid: int | None = None) -> Path:
 def publish(staging: Path, out: Path, *, replace: bool) -> None:
     """Put the directory ``staging`` at ``out``.  Without ``replace``, only if ``out`` is free
     (absent, or an empty directory): FileExistsError if it holds anything, as it does when
-    another run published there meanwhile.  With ``replace``, the old ``out`` goes."""
+    another run published there meanwhile.  With ``replace``, the old ``out`` goes: it is
+    first marked this run's and renamed aside, so that a run killed between the two renames
+    leaves old results the next run knows for a run's."""
     if not replace:
         try:
             rename_noreplace(staging, out)
         except FileExistsError:
             _remove_if_empty(out)
             rename_noreplace(staging, out)
+        unmark(out)
         return
     old = old_path(out)
+    with contextlib.suppress(OSError):  # (absent, or unwritable: then never restored)
+        claim(out)
     try:
         os.rename(out, old)
     except FileNotFoundError:
         os.rename(staging, out)
+        unmark(out)
         return
     os.rename(staging, out)
+    unmark(out)
     shutil.rmtree(old, ignore_errors=True)
 
 
@@ -178,9 +258,10 @@ LEFTOVER = re.compile(r"\.(?P<name>.+)\.(?P<kind>partial|old)-(?P<pid>\d+)")
 
 
 def dead_leftovers(directory: Path) -> list[tuple[Path, str, str, int]]:
-    """The stagings and old results in ``directory`` whose process died (a live one's, of
-    a run going on, are not), as (path, the name they stand for, "partial" or "old", the
-    process id)."""
+    """The stagings and old results in ``directory`` of runs that died, as (path, the name
+    they stand for, "partial" or "old", the process id): only those that hold the marker of
+    the process their name gives (:func:`owner`).  A live run's are not, nor a directory
+    that merely has such a name."""
     try:
         names = sorted(p.name for p in directory.iterdir())
     except OSError:
@@ -188,7 +269,7 @@ def dead_leftovers(directory: Path) -> list[tuple[Path, str, str, int]]:
     out = []
     for name in names:
         m = LEFTOVER.fullmatch(name)
-        if m is not None and not _owner_alive(directory / name, int(m["pid"])):
+        if m is not None and owner(directory / name, int(m["pid"])) == "dead":
             out.append((directory / name, m["name"], m["kind"], int(m["pid"])))
     return out
 
@@ -213,27 +294,12 @@ def _recover(path: Path, out: Path, kind: str, pid: int) -> list[str]:
             shutil.rmtree(path)
             return []
         os.rename(path, out)
+        unmark(out)
         return [f"restored {out}: a run (PID {pid}) died replacing it"]
-    if path.is_dir() and not path.is_symlink():
-        content = [p.name for p in path.iterdir()]
-        if content and content != [PARTIAL_MARKER]:
-            # Beside OUT, not at it: the run about to start means to write OUT.
-            where = keep_partial(path, out, at_out=False)
-            return [f"a run (PID {pid}) died unfinished: its partial results are in {where}/"]
-        shutil.rmtree(path)
-    else:
-        path.unlink()
+    content = {p.name for p in path.iterdir()} - {OWNER_MARKER}
+    if content and content != {PARTIAL_MARKER}:
+        # Beside OUT, not at it: the run about to start means to write OUT.
+        where = keep_partial(path, out, at_out=False)
+        return [f"a run (PID {pid}) died unfinished: its partial results are in {where}/"]
+    shutil.rmtree(path)
     return []
-
-
-def _owner_alive(path: Path, pid: int) -> bool:
-    """Whether process ``pid`` is alive and older than ``path``'s last change (a process
-    that reused the id of a dead run's started after it)."""
-    started = process_started_at(pid)
-    if started is None:
-        return False
-    try:
-        changed = path.lstat().st_ctime
-    except OSError:
-        return False
-    return started <= changed + 1.0  # (clock ticks: start times are coarse)

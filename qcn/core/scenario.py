@@ -712,6 +712,9 @@ def load(name_or_path: str) -> Scenario:
 
 
 MIN_RATE_BPS = 1e3
+MIN_DURATION_S, MAX_DURATION_S = 1e-3, 3600.0
+MAX_TIME_SCALE = 1e4
+"""bmv2.time_scale's bound (and so a scaled simulation's ``scaled_by``)."""
 MIN_RATE_TEXT = f"must be at least {MIN_RATE_BPS:g} b/s (a slower rate's frame gaps overflow)"
 SCENARIO_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}")
 
@@ -791,7 +794,11 @@ def _validate(s: Scenario) -> None:
     if n.topology in SOURCE_TOPOLOGIES and not 1 <= n.sources <= 1000:
         raise ScenarioError("network.sources: must be in [1, 1000]")
     checks = [
-        ("duration_s", 1e-3 <= s.duration_s <= 3600, "must be in [0.001, 3600]"),
+        (
+            "duration_s",
+            MIN_DURATION_S <= s.duration_s <= MAX_DURATION_S,
+            f"must be in [{MIN_DURATION_S:g}, {MAX_DURATION_S:g}]",
+        ),
         ("network.line_rate_bps", n.line_rate_bps >= MIN_RATE_BPS, MIN_RATE_TEXT),
         ("network.bottleneck_rate_bps", n.bottleneck_rate_bps >= MIN_RATE_BPS, MIN_RATE_TEXT),
         ("network.rtt_s", 0 < n.rtt_s < 1, "must be in (0, 1)"),
@@ -889,8 +896,10 @@ def _validate(s: Scenario) -> None:
             "qcn.rp.line_rate_bps must equal network.line_rate_bps (the RPs' host links)"
         )
     b = s.bmv2
-    if not (0 < b.rate_scale <= 1 and 0 < b.time_scale <= 1e4):
-        raise ScenarioError("bmv2: rate_scale must be in (0, 1] and time_scale in (0, 1e4]")
+    if not (0 < b.rate_scale <= 1 and 0 < b.time_scale <= MAX_TIME_SCALE):
+        raise ScenarioError(
+            f"bmv2: rate_scale must be in (0, 1] and time_scale in (0, {MAX_TIME_SCALE:g}]"
+        )
     for i, c in enumerate(s.schedule):
         if c.at_s < 0 or c.bottleneck_rate_bps < MIN_RATE_BPS:
             raise ScenarioError(
