@@ -29,6 +29,8 @@ from pathlib import Path
 import pytest
 
 from qcn.cli import TOOLS, build_parser
+from tests.test_mininet_bmv2 import leftovers
+from tests.toolchain import requires_p4lang, requires_root
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -122,18 +124,21 @@ def after_make_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return where
 
 
-def run_as_user(example: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def run_as_user(
+    example: str, cwd: Path, *, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """``example`` through a shell, with the PATH the quick start gives (this interpreter's
     bin first) and a HOME of the test's own (`qcn wireshark --install` writes there)."""
-    env = {
-        **os.environ,
-        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
-        "HOME": str(cwd),
-    }
     return subprocess.run(
         ["bash", "-c", example],
         cwd=cwd,
-        env=env,
+        env={
+            **os.environ,
+            "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
+            "HOME": str(cwd),
+            **(env or {}),
+        },
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=300,
@@ -146,3 +151,42 @@ def test_the_example_runs_after_make_run(example: str, after_make_run: Path) -> 
     r = run_as_user(example, after_make_run)
     assert r.returncode == 0, (example, r.stdout[-2000:], r.stderr[-2000:])
     assert "Traceback" not in r.stderr
+
+
+#: The README's host-side examples, each as Mininet's CLI runs it on a host of the network
+#: the README starts (`qcn net up leaf-spine:2,2,2 --cli`): its output to a file of its own,
+#: and, for the ones that run until Ctrl-C, a Ctrl-C after a few seconds.
+ON_A_HOST_AS_RUN = {
+    "qcn frames count h1-eth0 --seconds 5": ("h1", None),
+    "qcn sink --port 5001": ("h4", 3),
+    "qcn pause h1-eth0 --line-rate-mbps 10": ("h1", 3),
+    "qcn rp start --iface h1-eth0 --preset ecm": ("h1", 3),
+}
+
+
+@requires_p4lang()
+@requires_root()
+def test_the_network_examples_run_on_bmv2(tmp_path: Path) -> None:
+    """`qcn net up leaf-spine:2,2,2 --cli` as the README writes it; in its CLI each host-side
+    example on a host, and `qcn ctl -c results/net/network.toml set ...` from the shell."""
+    assert set(ON_A_HOST_AS_RUN) == ON_A_HOST
+    (ctl,) = [e for e in NETWORK if e.startswith("qcn ctl")]
+    script = [f"sh {ctl} > ctl.out 2>&1; echo status $? >> ctl.out"]
+    for i, (example, (host, ctrl_c_after_s)) in enumerate(sorted(ON_A_HOST_AS_RUN.items())):
+        stop = f"timeout --preserve-status -s INT {ctrl_c_after_s} " if ctrl_c_after_s else ""
+        script.append(f"{host} {stop}{example} > host{i}.out 2>&1; echo status $? >> host{i}.out")
+    script.append("exit")
+    (up,) = [e for e in NETWORK if e.startswith("qcn net up leaf-spine")]
+    env = {"QCN_NET_STATE": str(tmp_path / "qcn-net.json")}
+    r = run_as_user(up, tmp_path, stdin="\n".join(script) + "\n", env=env)
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    said = {"ctl": (tmp_path / "ctl.out").read_text()}
+    for i, example in enumerate(sorted(ON_A_HOST_AS_RUN)):
+        said[example] = (tmp_path / f"host{i}.out").read_text()
+    for example, text in said.items():
+        assert "Traceback" not in text, (example, text)
+        # 0, or Ctrl-C's 130 for the ones that run until stopped
+        assert text.rstrip().splitlines()[-1] in ("status 0", "status 130"), (example, text)
+    assert "s3:3" in said["ctl"] or "s3 3" in said["ctl"], said["ctl"]
+    links, procs = leftovers()
+    assert (links, procs) == ("", "")
