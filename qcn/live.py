@@ -558,7 +558,8 @@ def _clock_text(feed: LiveFeed, last: LiveRow) -> str:
         feed.phases[-1] if feed.phases else None,
     )
     where = f"phase {phase.text()}" if phase else ""
-    speed = "" if feed.speed is None else f" (x{feed.speed:g} of real time)"
+    held = f"; {feed.held_s:.1f} s waiting for its page" if feed.held_s >= 0.05 else ""
+    speed = "" if feed.speed is None else f" (x{feed.speed:g} of real time{held})"
     drops = f"drops {last.drops}"
     return f"<b>t = {last.t_s:.3f} s</b>{speed} &nbsp; {where} &nbsp; {drops}"
 
