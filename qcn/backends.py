@@ -227,8 +227,9 @@ def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions)
 
     progress = options.sim_progress
     running: list[Runnable] = []  # (the hook is made before the simulation it watches)
-    if options.live is not None:
-        progress = live_progress(SimulationLive(options.live), progress, running)
+    live = SimulationLive(options.live) if options.live is not None else None
+    if live is not None:
+        progress = live_progress(live, progress, running)
     simulation = make_simulation(
         sc,
         seed=options.seed,
@@ -244,6 +245,9 @@ def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions)
         if options.sim_partial is not None:
             options.sim_partial(simulation.partial_trace())
         raise
+    finally:
+        if live is not None:
+            live.close()  # a knob turned from now on is refused on the page
 
 
 def with_knob_changes(trace: Trace, live: LiveFeed | None) -> Trace:

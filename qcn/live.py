@@ -2,21 +2,28 @@
 docs/live.md): a Bokeh server on 127.0.0.1 that draws the run's :class:`LiveFeed` as it
 fills and turns its knobs.
 
-The server runs in a thread of its own, on its own Tornado loop, at ordinary priority
-(SCHED_OTHER, niceness 0 or above, whatever the process it lives in), so it never takes a
-CPU from the switches and the reaction points, which run under SCHED_FIFO.  Each page
-(a Bokeh session) pulls the feed's new rows ten times a second and streams them into its
-plots; its knobs call :meth:`LiveFeed.tune`, which is the backend's own way of changing a
-CP (the simulator's model at its next sample, or the controller's ``qcn ctl set``).
-Bokeh's JavaScript comes from its Python package: nothing is fetched from the network.
+The server runs in a thread of its own, on its own Tornado loop.  On BMv2 that thread is
+an ordinary one (SCHED_OTHER, niceness 0 or above, whatever the process it lives in), so it
+never takes a CPU from the switches and the reaction points, which run under SCHED_FIFO;
+a simulated run has nothing to protect, and its server keeps the process's own priority.
+Each page (a Bokeh session) pulls the feed's new rows up to ten times a second and streams
+them into its plots, one update at a time: the browser echoes each update's number back
+once it has taken it in, and the next goes after that (a slow browser gets fewer, larger
+updates, never a backlog); what the page has shown paces a simulated run
+(:meth:`LiveFeed.wait_for_page`).
+Its knobs call :meth:`LiveFeed.tune`, which is the backend's own way of changing a CP
+(the simulator's model at its next sample, or the controller's ``qcn ctl set``).  Bokeh's
+JavaScript comes from its Python package: nothing is fetched from the network.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +41,22 @@ from qcn.core.live import (
 from qcn.core.params import CpParams
 
 UPDATE_MS = 100
-"""How often a page pulls new rows: 10 updates a second."""
+"""How often a page pulls new rows: at most 10 updates a second ..."""
+TICK_MS = 25
+"""... checked this often, so that an update goes as soon as the browser has room for it."""
+IN_FLIGHT = 1
+"""Updates sent to a page and not yet acknowledged, at most.  One: a busy browser is left
+gaps between updates for its user's keys (with two, the next always queued, Selenium's
+keys took 2-8 s each to land with a core taken, against 0.2-3 s with one; 2026-11-27)."""
+ACK_TIMEOUT_S = 2.0
+"""An update the browser has not acknowledged within this is taken as lost (a page that
+reconnected): the next one goes anyway."""
+END_WAIT_S = 30.0
+"""When the run is over, the server waits up to this for every open page to show it."""
+SESSION_CHECK_MS = 1000
+SESSION_LINGER_MS = 5000
+"""A closed page's session is discarded within about 6 s (Bokeh's defaults: 17 s and
+15 s), and the simulated run stops waiting for it (it would hold the run that long)."""
 OPEN_WINDOW_S = 60.0
 """A network left running shows its last minute ..."""
 OPEN_ROLLOVER = 6000
@@ -43,6 +65,7 @@ CNM_RATE_WINDOW_S = 0.05
 """CNMs per second are counted over windows of this much of the run's time."""
 STOP_TIMEOUT_S = 5.0
 RUN_OVER = " &nbsp; <b>the run is over</b>"
+KNOBS_OFF = "the run is over: its knobs are off"
 
 KNOB_STEPS: dict[str, tuple[float, float, float]] = {
     "q_eq_pkts": (1, 2047, 1),
@@ -94,10 +117,64 @@ class PageState:
 
     rows: int = 0
     changes: int = 0
+    notes: int = 0
     cnm_anchor: tuple[float, int] | None = None
     syncing: bool = False
     """The page's knobs are being set to the run's values: not a user's change."""
     knobs: dict[tuple[str, str], Any] = field(default_factory=dict)
+    page: int | None = None
+    """The feed's id of this page, once its browser has drawn it."""
+    sent: int = 0
+    """Updates sent (each numbered, the browser echoing the number back) ..."""
+    acked: int = 0
+    """... and acknowledged."""
+    sent_at: float = -float("inf")
+    """When the last update was sent (time.monotonic)."""
+    shown_t: dict[int, float] = field(default_factory=dict)
+    """The run's time of the last row of each update not acknowledged yet."""
+    end_update: int | None = None
+    """The update that said the run is over."""
+    t_s: float = 0.0
+    """The run's time of the last row sent."""
+
+    def due(self, now: float) -> bool:
+        """Whether the next update may go: fewer than :data:`IN_FLIGHT` unacknowledged (or
+        they are lost), and not sooner than :data:`UPDATE_MS` after the last."""
+        if now - self.sent_at < UPDATE_MS / 1000:
+            return False
+        return self.sent - self.acked < IN_FLIGHT or now - self.sent_at >= ACK_TIMEOUT_S
+
+
+@dataclass
+class PageModels:
+    """The Bokeh models an update changes."""
+
+    queue: Any
+    rates: Any
+    cnms: Any
+    drops: Any
+    hist: Any
+    marks: list[tuple[Any, float]]
+    """Each plot's knob marks and the height they are drawn to."""
+    clock: Any
+    log: Any
+    updates: Any
+    """The page's :func:`page_updates_model`."""
+    rollover: int | None
+
+
+@functools.cache
+def page_updates_model() -> type:
+    """The Bokeh model a page acknowledges its updates with (defined once, when Bokeh is
+    first needed: Bokeh only for a live run)."""
+    from bokeh.core.properties import Int  # noqa: PLC0415
+    from bokeh.model import DataModel  # noqa: PLC0415
+
+    class PageUpdates(DataModel):  # type: ignore[misc]
+        sent = Int(0, help="The number of the last update sent to the page ...")
+        shown = Int(0, help="... and of the last the browser has taken in.")
+
+    return PageUpdates
 
 
 def make_document(feed: LiveFeed) -> Callable[[Any], None]:
@@ -106,19 +183,31 @@ def make_document(feed: LiveFeed) -> Callable[[Any], None]:
     def build(doc: Any) -> None:
         from bokeh.events import DocumentReady  # noqa: PLC0415
 
-        _build(doc, feed)
-        # The page is up once BokehJS has drawn it (not when its HTML was fetched: a
-        # browser takes seconds more, and a run started then would be half over).
-        doc.on_event(DocumentReady, lambda _event: feed.viewer.set())
+        state = _build(doc, feed)
+
+        def ready(_event: Any) -> None:
+            # The page is up once BokehJS has drawn it (not when its HTML was fetched: a
+            # browser takes seconds more, and a run started then would be half over).
+            if state.page is None:
+                state.page = feed.open_page()
+            feed.viewer.set()
+
+        def gone(_context: Any) -> None:
+            if state.page is not None:
+                feed.close_page(state.page)
+
+        doc.on_event(DocumentReady, ready)
+        doc.on_session_destroyed(gone)
 
     return build
 
 
-def _build(doc: Any, feed: LiveFeed) -> None:
+def _build(doc: Any, feed: LiveFeed) -> PageState:
     from bokeh.layouts import column, row  # noqa: PLC0415 - Bokeh only for a live run
     from bokeh.models import (  # noqa: PLC0415
         BoxAnnotation,
         ColumnDataSource,
+        CustomJS,
         DataRange1d,
         Div,
         Range1d,
@@ -231,6 +320,22 @@ def _build(doc: Any, feed: LiveFeed) -> None:
 
     clock = Div(text="waiting for the run", name="clock")
     log = Div(text="", name="knob log", styles={"font-family": "monospace"})
+    # The browser's acknowledgement of each update: it copies the update's number, set last
+    # in the update (after its rows), into `shown`, which Bokeh syncs back.  (A model that
+    # draws nothing: a Div's change costs the browser a layout.)
+    updates = page_updates_model()(name="updates")
+    updates.js_on_change("sent", CustomJS(code="cb_obj.shown = cb_obj.sent"))
+    # Once the run is over the server stops: the page keeps its figures, with no
+    # reconnection and no "connection lost" banner (the browser's own document config, set
+    # silently: the server does not know that model, and a change to it is not synced).
+    clock.js_on_change(
+        "text",
+        CustomJS(
+            args={"over": RUN_OVER},
+            code="if (cb_obj.text.includes(over)) { cb_obj.document.config.setv("
+            "{reconnect_session: false, notify_connection_status: false}, {silent: true}); }",
+        ),
+    )
 
     knob_rows = []
     for port in feed.cp_ports:
@@ -272,36 +377,93 @@ def _build(doc: Any, feed: LiveFeed) -> None:
             sizing_mode="stretch_width",
         )
     )
+    doc.add_root(updates)
+    models = PageModels(
+        queue_data, rate_data, cnm_data, drop_data, hist_data, marks, clock, log, updates,
+        rollover,
+    )  # fmt: skip
+    updates.on_change("shown", lambda _attr, _old, new: _acknowledged(feed, state, new))
+    doc.add_periodic_callback(lambda: _update(feed, state, models), TICK_MS)
+    return state
 
-    def update() -> None:
-        got, q_eqs = feed.rows_since(state.rows)
-        if got:
-            state.rows += len(got)
-            _stream(got, q_eqs, queue_data, rate_data, drop_data, rollover=rollover)
-            _cnm_rates(state, got, cnm_data, rollover)
-            if got[-1].qntz_counts:
-                hist_data.data["cnms"] = list(got[-1].qntz_counts)
-            clock.text = _clock_text(feed, got[-1])
-        new = feed.changes_since(state.changes)
-        if new:
-            state.changes += len(new)
-            for data, top in marks:
-                data.stream(
-                    {
-                        "t": [c.at_s for c in new],
-                        "top": [top] * len(new),
-                        "text": [f"{c.port} {c.field} {c.old}->{c.new}" for c in new],
-                    }
-                )
-            log.text = "<br>".join(
-                f"{c.at_s:.3f} s: {c.port} {c.field} {c.old} -> {c.new} ({c.by})"
-                for c in feed.changes()[-5:]
+
+def _acknowledged(feed: LiveFeed, state: PageState, number: int) -> None:
+    """The browser has taken in update ``number`` (and every one before it)."""
+    if number <= state.acked:
+        return
+    state.acked = number
+    t_s = state.shown_t.get(number, state.t_s)
+    for k in [k for k in state.shown_t if k <= number]:
+        del state.shown_t[k]
+    if state.page is not None:
+        saw_end = state.end_update is not None and number >= state.end_update
+        feed.page_shown(state.page, t_s, saw_end=saw_end)
+
+
+def _update(feed: LiveFeed, state: PageState, models: PageModels) -> None:
+    """One update of the page, when it is due: the rows and knob changes since the last,
+    the notes of changes the run could not take, and at the end that the run is over."""
+    now = time.monotonic()
+    if not state.due(now):
+        return
+    got, q_eqs = feed.rows_since(state.rows)
+    new = feed.changes_since(state.changes)
+    notes = feed.notes_since(state.notes)
+    over = feed.finished.is_set() and not got and state.end_update is None
+    if not (got or new or notes or over):
+        return
+    if got:
+        state.rows += len(got)
+        state.t_s = got[-1].t_s
+        _stream(got, q_eqs, models.queue, models.rates, models.drops, rollover=models.rollover)
+        _cnm_rates(state, got, models.cnms, models.rollover)
+        if got[-1].qntz_counts:
+            models.hist.data["cnms"] = list(got[-1].qntz_counts)
+        models.clock.text = _clock_text(feed, got[-1])
+    if new:
+        state.changes += len(new)
+        for data, top in models.marks:
+            data.stream(
+                {
+                    "t": [c.at_s for c in new],
+                    "top": [top] * len(new),
+                    "text": [f"{c.port} {c.field} {c.old}->{c.new}" for c in new],
+                }
             )
-            _sync_knobs(feed, state)
-        if feed.finished.is_set() and not got and RUN_OVER not in clock.text:
-            clock.text += RUN_OVER
+        models.log.text = "<br>".join(
+            f"{c.at_s:.3f} s: {c.port} {c.field} {c.old} -> {c.new} ({c.by})"
+            for c in feed.changes()[-5:]
+        )
+    if notes:
+        state.notes += len(notes)
+        models.log.text = _with_refusal(models.log.text, notes[-1])
+    if new or notes:
+        _sync_knobs(feed, state)
+    if over:
+        _show_run_over(state, models)
+    state.sent += 1
+    state.sent_at = now
+    state.shown_t[state.sent] = state.t_s
+    if over:
+        state.end_update = state.sent
+    models.updates.sent = state.sent  # last: the browser echoes it once it has the rest
 
-    doc.add_periodic_callback(update, UPDATE_MS)
+
+def _with_refusal(log: str, why: str) -> str:
+    """The page's log with ``why`` (a change the run did not take) as its last line, in
+    red, in place of the last such line."""
+    kept = [ln for ln in log.split("<br>") if ln and "firebrick" not in ln]
+    return "<br>".join([*kept, f"<span style='color:firebrick'>{why}</span>"])
+
+
+def _show_run_over(state: PageState, models: PageModels) -> None:
+    """The run is over: the clock says so (and the page stops watching its connection:
+    ``_build``), and the knobs are off."""
+    models.clock.text += RUN_OVER
+    for widget in state.knobs.values():
+        widget.disabled = True
+    if state.knobs:
+        models.log.text = _with_refusal(models.log.text, KNOBS_OFF)
 
 
 LEGEND_ROW_PX = 21
@@ -336,7 +498,7 @@ def _on_knob(
         try:
             feed.tune(port, {knob: requested(knob, new)})
         except QcnError as e:
-            log.text = f"<span style='color:firebrick'>{e}</span>"
+            log.text = _with_refusal(log.text, str(e))
             _revert(state, port, knob, old)
 
     return changed
@@ -415,7 +577,8 @@ def _clock_text(feed: LiveFeed, last: LiveRow) -> str:
         feed.phases[-1] if feed.phases else None,
     )
     where = f"phase {phase.text()}" if phase else ""
-    speed = "" if feed.speed is None else f" (x{feed.speed:g} of real time)"
+    held = f"; {feed.held_s:.1f} s waiting for its page" if feed.held_s >= 0.05 else ""
+    speed = "" if feed.speed is None else f" (x{feed.speed:g} of real time{held})"
     drops = f"drops {last.drops}"
     return f"<b>t = {last.t_s:.3f} s</b>{speed} &nbsp; {where} &nbsp; {drops}"
 
@@ -459,7 +622,8 @@ class LiveServer:
         return self.url
 
     def _serve(self) -> None:
-        demote_this_thread()
+        if self.feed.yields_to_network:
+            demote_this_thread()
         self.thread_id = threading.get_native_id()
         try:
             from bokeh.application import Application  # noqa: PLC0415
@@ -478,6 +642,8 @@ class LiveServer:
             app = BokehTornado(
                 {"/": Application(FunctionHandler(make_document(self.feed)))},
                 extra_websocket_origins=origins,
+                check_unused_sessions_milliseconds=SESSION_CHECK_MS,
+                unused_session_lifetime_milliseconds=SESSION_LINGER_MS,
             )
             http = HTTPServer(app)
             http.add_sockets(sockets)
@@ -492,11 +658,16 @@ class LiveServer:
         loop.start()
         loop.close(all_fds=True)
 
-    def stop(self) -> None:
-        """Stop serving: the port is free and no page holds a connection once it returns."""
+    def stop(self, *, wait_for_pages: bool = False) -> None:
+        """Stop serving: the port is free and no page holds a connection once it returns.
+        With ``wait_for_pages``, once every open page has shown that the run is over (at
+        most :data:`END_WAIT_S`): a page behind the run is not cut off at its end."""
         loop, thread = self._loop, self._thread
         if loop is None or thread is None or not thread.is_alive():
             return
+        if wait_for_pages:
+            self.feed.finished.set()
+            self.feed.wait_for_pages_to_end(END_WAIT_S)
 
         def shut() -> None:
             with contextlib.suppress(Exception):
@@ -516,6 +687,8 @@ def serving(feed: LiveFeed, port: int = 0, say: Callable[[str], None] = print) -
     say(url)
     try:
         yield url
-    finally:
+    except BaseException:  # Ctrl-C, a failure: stop now
         feed.finished.set()
         server.stop()
+        raise
+    server.stop(wait_for_pages=True)

@@ -474,6 +474,7 @@ def live_feed(args: argparse.Namespace, run: Prepared) -> LiveFeed | None:
         run.sc,
         cp=run.sc.params.cp if run.options.qcn else None,
         speed=args.live_speed if run.backend == "sim" else None,
+        yields_to_network=run.backend != "sim",
     )
 
 

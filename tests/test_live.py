@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import pytest
 from qcn.core import scenario as scenarios
 from qcn.core.cp_model import CpPortConfig
 from qcn.core.live import (
+    KNOB_FIELDS,
     KNOBS_HEADER,
     KnobChange,
     LiveError,
@@ -38,6 +40,7 @@ from qcn.core.params import PROB_ONE, SEED_FRAME_BYTES, CpParams, ParamError, Qu
 from qcn.core.trace import Trace
 from simulator import compiled
 from tests.kit import interruptible
+from topologies.bmv2 import wait_until
 from topologies.live import LIVE_COUNTERS, ControllerKnobs, SwitchLive, source_rates
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -190,6 +193,78 @@ def test_a_run_is_paced_to_its_speed() -> None:
     assert len(slept) == 9
 
 
+class RowModel:
+    """A model whose row is at its ``now``."""
+
+    now = 0.0
+
+    def live_row(self) -> LiveRow:
+        return LiveRow(self.now, (), (), 0, (), (), ())
+
+    def set_port_cp(self, port: str, cfg: CpPortConfig) -> None:  # noqa: ARG002
+        raise AssertionError("no change was asked for")
+
+
+def test_a_run_does_not_outrun_its_page() -> None:
+    """At one simulated second per second, the run goes on while an open page has shown it
+    within a second of the wall clock (PAGE_LEAD_S), and waits for the page beyond that; a
+    closed page holds nothing."""
+    sc = transient(3.0)
+    feed = LiveFeed.of_scenario(sc, cp=sc.params.cp, speed=1.0)
+    live = SimulationLive(feed, clock=time.monotonic, sleep=lambda _s: None)  # (no pacing)
+    page = feed.open_page()
+    model = RowModel()
+    for k in range(1, 101):  # the first simulated second: within the lead of a page at 0
+        model.now = k * 0.01
+        live.on_sample(model, model.now)
+    assert feed.held_s == 0.0
+    model.now = 1.5
+    on = threading.Thread(target=live.on_sample, args=(model, 1.5))
+    on.start()
+    assert wait_until(lambda: bool(feed.rows_since(100)[0]), 10.0)  # published, then held ...
+    assert on.is_alive()
+    feed.page_shown(page, 0.3)  # (not yet within a second)
+    feed.page_shown(page, 0.5)  # ... until the page has shown 0.5 s
+    on.join(10.0)
+    assert not on.is_alive()
+    assert feed.held_s > 0
+    model.now = 2.0
+    on = threading.Thread(target=live.on_sample, args=(model, 2.0))
+    on.start()
+    assert wait_until(lambda: bool(feed.rows_since(101)[0]), 10.0)
+    feed.close_page(page)  # the page is gone: the run goes on
+    on.join(10.0)
+    assert not on.is_alive()
+
+
+def test_a_run_that_waited_for_its_page_goes_on_at_its_speed() -> None:
+    """After a wait, the run does not race the wall clock to make it up: it sleeps as
+    before, half a row's interval per row at two simulated seconds per second."""
+    sc = transient(0.1)
+    feed = LiveFeed.of_scenario(sc, cp=sc.params.cp, speed=2.0)
+    wall = [100.0]
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        wall[0] += s
+
+    def page_took_5_s_at_the_fifth_row(
+        _t_s: float, _clock: Callable[[], float] = time.monotonic
+    ) -> float:
+        waited = 5.0 if len(feed.rows_since(0)[0]) == 5 else 0.0
+        wall[0] += waited
+        return waited
+
+    feed.wait_for_page = page_took_5_s_at_the_fifth_row  # type: ignore[method-assign,assignment]
+    live = SimulationLive(feed, clock=lambda: wall[0], sleep=sleep)
+    model = RowModel()
+    for k in range(1, 101):
+        model.now = k * 1e-3
+        live.on_sample(model, model.now)
+    assert slept == pytest.approx([0.005] * 9)
+
+
 # -- `qcn run --live`, without a browser ------------------------------------------------------
 
 needs_bokeh = pytest.mark.skipif(
@@ -269,12 +344,14 @@ def test_live_options_are_checked_in_one_line() -> None:
 
 
 @needs_bokeh
-def test_the_server_thread_runs_at_ordinary_priority() -> None:
-    """Even from a process that was given a negative niceness (root only: the run's
-    processes may be)."""
+@pytest.mark.parametrize("bmv2", [True, False], ids=["bmv2", "sim"])
+def test_the_server_thread_gives_way_to_bmv2_only(bmv2: bool) -> None:
+    """From a process that was given a negative niceness (root only: the run's processes
+    may be): on BMv2 the server's thread runs at ordinary priority, below the switches; a
+    simulated run has none, and its server keeps the process's priority."""
     from qcn.live import LiveServer  # noqa: PLC0415
 
-    feed = LiveFeed.of_scenario(transient(0.1), cp=None, speed=None)
+    feed = LiveFeed.of_scenario(transient(0.1), cp=None, speed=None, yields_to_network=bmv2)
     me = threading.get_native_id()
     raised = os.geteuid() == 0
     if raised:
@@ -284,7 +361,11 @@ def test_the_server_thread_runs_at_ordinary_priority() -> None:
         server.start()
         tid = server.thread_id
         assert os.sched_getscheduler(tid) == os.SCHED_OTHER
-        assert os.getpriority(os.PRIO_PROCESS, tid) >= 0
+        niceness = os.getpriority(os.PRIO_PROCESS, tid)
+        if bmv2:
+            assert niceness >= 0
+        else:
+            assert niceness == os.getpriority(os.PRIO_PROCESS, me)
     finally:
         server.stop()
         if raised:
@@ -410,27 +491,54 @@ class StubModel:
         pass
 
 
-@needs_bokeh
-def test_the_page_streams_new_rows_and_its_knobs_tune_the_run() -> None:
+def page_of(feed: LiveFeed) -> tuple[Any, Any]:
+    """A page of ``feed`` as the server builds it, drawn (DocumentReady, as BokehJS announces
+    it); its document and a function that runs its periodic update as its browser would
+    see it: the browser acknowledges every update it has (it copies ``sent`` into
+    ``shown``, as the page's own JavaScript does) unless told not to."""
     from bokeh.document import Document  # noqa: PLC0415
     from bokeh.events import DocumentReady  # noqa: PLC0415
 
-    from qcn.live import knob_name, make_document  # noqa: PLC0415
+    from qcn.live import make_document  # noqa: PLC0415
+
+    doc = Document()
+    make_document(feed)(doc)
+    doc.callbacks.trigger_event(DocumentReady())
+    (tick,) = doc.session_callbacks
+    updates = doc.get_model_by_name("updates")
+
+    def pull(*, ack: bool = True) -> None:
+        tick.callback()
+        if ack:
+            updates.shown = updates.sent
+
+    return doc, pull
+
+
+@pytest.fixture
+def no_update_spacing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Updates as fast as the test pulls them (not 100 ms apart)."""
+    import qcn.live  # noqa: PLC0415
+
+    monkeypatch.setattr(qcn.live, "UPDATE_MS", 0)
+
+
+@needs_bokeh
+@pytest.mark.usefixtures("no_update_spacing")
+def test_the_page_streams_new_rows_and_its_knobs_tune_the_run() -> None:
+    from qcn.live import knob_name  # noqa: PLC0415
 
     sc = transient(1.0)
     feed = LiveFeed.of_scenario(sc, cp=sc.params.cp, speed=None)
     live = SimulationLive(feed)
-    doc = Document()
-    make_document(feed)(doc)
     assert not feed.viewer.is_set()
-    doc.callbacks.trigger_event(DocumentReady())  # as BokehJS announces a drawn page
+    doc, pull = page_of(feed)
     assert feed.viewer.is_set()
-    (pull,) = doc.session_callbacks
     n = len(feed.sources)
     for k in range(1, 31):
         qntz = tuple(k if q == 5 else 0 for q in range(64))
         feed.publish(LiveRow(k * 5e-3, (k,), (2 * k,), k // 10, (1e9,) * n, (2e9,) * n, qntz))
-    pull.callback()
+    pull()
     queue = doc.get_model_by_name("queue data")
     assert queue.data["t"][-1] == pytest.approx(0.15)
     assert queue.data["q0"][:3] == [1, 2, 3]
@@ -440,14 +548,15 @@ def test_the_page_streams_new_rows_and_its_knobs_tune_the_run() -> None:
     assert cnm_rate[0] == pytest.approx(2 / 5e-3)  # 2 CNMs per 5 ms
     assert doc.get_model_by_name("qntz data").data["cnms"][5] == 30
     assert "t = 0.150 s" in doc.get_model_by_name("clock").text
-    pull.callback()
+    assert feed.shown_s() == pytest.approx(0.15)  # acknowledged by the browser
+    pull()
     assert len(queue.data["t"]) == 30  # nothing streamed twice
 
     port = feed.cp_ports[0]
     spinner = doc.get_model_by_name(knob_name(port, "q_eq_pkts"))
     spinner.value = 44
     live.knobs.apply(StubModel(), 0.2)
-    pull.callback()
+    pull()
     assert [(c.at_s, c.field, c.new) for c in feed.changes()] == [(0.2, "q_eq_pkts", 44)]
     assert "q_eq_pkts 22 -> 44 (page)" in doc.get_model_by_name("knob log").text
     spinner.value = 0  # refused as `qcn ctl set` refuses it, and the knob goes back
@@ -457,14 +566,76 @@ def test_the_page_streams_new_rows_and_its_knobs_tune_the_run() -> None:
     mode.value = "ecm"
     live.knobs.apply(StubModel(), 0.3)
     feed.record(0.4, port, feed.params(port).with_changes({"w": 4.0}), "controller")
-    pull.callback()
+    pull()
     assert doc.get_model_by_name(knob_name(port, "w")).value == 4.0  # another's change shown
     assert [(c.field, c.new, c.by) for c in feed.changes()[1:]] == [
         ("positive_feedback", True, "page"), ("w", 4.0, "controller"),
     ]  # fmt: skip
     feed.finished.set()
-    pull.callback()
+    pull()
     assert "the run is over" in doc.get_model_by_name("clock").text
+    assert "the run is over: its knobs are off" in doc.get_model_by_name("knob log").text
+    assert all(doc.get_model_by_name(knob_name(port, k)).disabled for k in KNOB_FIELDS)
+    assert feed.wait_for_pages_to_end(0)  # the page has shown it: the server may stop
+
+
+@needs_bokeh
+@pytest.mark.usefixtures("no_update_spacing")
+def test_a_page_has_one_update_in_flight_and_its_acknowledgements_pace_the_feed() -> None:
+    """A browser that has not taken in the last update gets no other (the rows wait and go
+    together): a slow browser gets fewer, larger updates, never a backlog."""
+    sc = transient(1.0)
+    feed = LiveFeed.of_scenario(sc, cp=sc.params.cp, speed=None)
+    doc, pull = page_of(feed)
+    queue = doc.get_model_by_name("queue data")
+    n = len(feed.sources)
+
+    def publish(t_s: float) -> None:
+        feed.publish(LiveRow(t_s, (1,), (0,), 0, (1e9,) * n, (1e9,) * n, ()))
+
+    publish(0.01)
+    pull(ack=False)
+    assert queue.data["t"] == [0.01]
+    assert feed.shown_s() == 0.0  # sent, not yet shown
+    publish(0.02)
+    publish(0.03)
+    pull(ack=False)
+    assert queue.data["t"] == [0.01]  # the browser has not acknowledged the last one
+    doc.get_model_by_name("updates").shown = 1  # now it has
+    assert feed.shown_s() == pytest.approx(0.01)
+    pull()
+    assert queue.data["t"] == [0.01, 0.02, 0.03]  # both rows, in one update
+    assert feed.shown_s() == pytest.approx(0.03)
+
+
+@needs_bokeh
+@pytest.mark.usefixtures("no_update_spacing")
+def test_a_change_the_run_ended_before_taking_is_refused_on_the_page() -> None:
+    from qcn.live import knob_name  # noqa: PLC0415
+
+    sc = transient(1.0)
+    feed = LiveFeed.of_scenario(sc, cp=sc.params.cp, speed=None)
+    live = SimulationLive(feed)
+    doc, pull = page_of(feed)
+    port = feed.cp_ports[0]
+    spinner = doc.get_model_by_name(knob_name(port, "q_eq_pkts"))
+    n = len(feed.sources)
+
+    class Model(StubModel):
+        def live_row(self) -> LiveRow:
+            return LiveRow(1.0, (9,), (0,), 0, (1e9,) * n, (1e9,) * n, ())
+
+    live.on_sample(Model(), 1.0)  # the run's last sample ...
+    spinner.value = 44  # ... and a change asked for after it
+    live.close()
+    pull()
+    log = doc.get_model_by_name("knob log").text
+    assert f"{port} q_eq_pkts 44: refused, the run ended at 1.000 s before it could take it" in log
+    assert "firebrick" in log
+    assert spinner.value == 22  # the knob shows what the port holds
+    assert feed.changes() == []
+    with pytest.raises(LiveError, match=re.escape("the run ended at 1.000 s before it could")):
+        live.knobs.tune(port, {"q_eq_pkts": 30})
 
 
 def test_the_rates_legend_lists_every_source_beside_its_plot() -> None:

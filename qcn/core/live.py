@@ -42,6 +42,12 @@ KNOB_FIELDS = ("q_eq_pkts", "w", "p_base", "p_scale", "positive_feedback")
 PUBLISH_INTERVAL_S = 0.01
 """The simulator publishes a row per 10 ms simulated: 100 rows a second of a run watched
 in real time, which the page draws ten times a second."""
+PAGE_LEAD_S = 1.0
+"""A simulated run keeps within this much wall-clock time of what its freshest open page
+has shown (``PAGE_LEAD_S * speed`` simulated seconds): on a busy machine the run slows to
+its page's pace rather than ending before the page has drawn it (docs/live.md)."""
+WAIT_SLICE_S = 0.2
+"""Waits in the run's main thread are cut in slices this long, so that Ctrl-C ends them."""
 
 
 class LiveError(QcnError):
@@ -187,6 +193,16 @@ def live_ports(topo: Topology, bottleneck: PortRef | None) -> list[LivePort]:
     ]
 
 
+@dataclass
+class PageSeen:
+    """What one open page has shown (acknowledged by the browser, not only sent to it)."""
+
+    t_s: float = 0.0
+    """The run's time of the last row the page has taken in."""
+    saw_end: bool = False
+    """The page has shown that the run is over."""
+
+
 class Tuner(Protocol):
     """How a backend makes a knob change (raising a QcnError it cannot make)."""
 
@@ -210,6 +226,7 @@ class LiveFeed:
         duration_s: float | None,
         schedule: list[Phase],
         speed: float | None,
+        yields_to_network: bool,
     ) -> None:
         self.name, self.title = name, title
         self.ports = live_ports(topo, bottleneck)
@@ -224,7 +241,17 @@ class LiveFeed:
         self.speed = speed
         """Simulated seconds per wall-clock second (None: as fast as it runs, or BMv2's
         real time)."""
+        self.yields_to_network = yields_to_network
+        """The view's threads give way to the network (BMv2: its switches and reaction
+        points run in real time, under SCHED_FIFO: :func:`demote_this_thread`); a simulated
+        run has none to protect, and its view runs at the process's own priority."""
         self._lock = threading.Lock()
+        self._page_change = threading.Condition(self._lock)
+        self._pages: dict[int, PageSeen] = {}
+        self._page_ids = itertools.count(1)
+        self._notes: list[str] = []
+        self.held_s = 0.0
+        """Wall-clock seconds the simulated run has waited for its page so far."""
         self._rows: list[LiveRow] = []
         self._q_eq: list[tuple[float, ...]] = []
         self._changes: list[KnobChange] = []
@@ -236,8 +263,16 @@ class LiveFeed:
         """Set when the run is over."""
 
     @classmethod
-    def of_scenario(cls, sc: Scenario, *, cp: CpParams | None, speed: float | None) -> LiveFeed:
-        """The feed of a run of ``sc`` (``cp``: its CPs' parameters; None: no QCN)."""
+    def of_scenario(
+        cls,
+        sc: Scenario,
+        *,
+        cp: CpParams | None,
+        speed: float | None,
+        yields_to_network: bool = True,
+    ) -> LiveFeed:
+        """The feed of a run of ``sc`` (``cp``: its CPs' parameters; None: no QCN;
+        ``yields_to_network``: :attr:`yields_to_network`, False for the simulator)."""
         return cls(
             name=sc.name,
             title=sc.title,
@@ -249,6 +284,7 @@ class LiveFeed:
             duration_s=sc.duration_s,
             schedule=phases(sc),
             speed=speed,
+            yields_to_network=yields_to_network,
         )
 
     @classmethod
@@ -265,6 +301,7 @@ class LiveFeed:
             duration_s=None,
             schedule=[],
             speed=None,
+            yields_to_network=True,  # `qcn net up`: BMv2's switches
         )
 
     def port(self, name: str) -> LivePort:
@@ -297,10 +334,37 @@ class LiveFeed:
             self._changes += made
         return made
 
-    def wait_for_viewer(self, poll_s: float = 0.2) -> None:
+    def wait_for_viewer(self, poll_s: float = WAIT_SLICE_S) -> None:
         """Block until a page has opened (polled, so that Ctrl-C ends the wait)."""
         while not self.viewer.wait(poll_s):
             pass
+
+    def shown_s(self) -> float | None:
+        """The run's time the freshest open page has shown (None: no page is open)."""
+        with self._lock:
+            return max((p.t_s for p in self._pages.values()), default=None)
+
+    def wait_for_page(self, t_s: float, clock: Callable[[], float] = time.monotonic) -> float:
+        """Block until an open page has shown the run at ``t_s`` or later, or no page is
+        open; the wall-clock seconds waited."""
+
+        def shown() -> bool:
+            return not self._pages or max(p.t_s for p in self._pages.values()) >= t_s
+
+        with self._page_change:
+            if shown():
+                return 0.0
+            start = clock()
+            while not self._page_change.wait_for(shown, WAIT_SLICE_S):
+                pass
+            waited = clock() - start
+            self.held_s += waited
+        return waited
+
+    def note(self, text: str) -> None:
+        """A line for every page's log: a change the run could not take, and why."""
+        with self._lock:
+            self._notes.append(text)
 
     # -- the view's side ---------------------------------------------------------------------
 
@@ -308,6 +372,42 @@ class LiveFeed:
         """The rows published from index ``start`` on, with each port's q_eq at each."""
         with self._lock:
             return self._rows[start:], self._q_eq[start:]
+
+    def open_page(self) -> int:
+        """A page has drawn itself (its browser says so): its id for :meth:`page_shown`."""
+        with self._page_change:
+            page = next(self._page_ids)
+            self._pages[page] = PageSeen()
+            self._page_change.notify_all()
+        return page
+
+    def page_shown(self, page: int, t_s: float, *, saw_end: bool = False) -> None:
+        """Page ``page`` has taken in the rows up to the run's time ``t_s`` (and, with
+        ``saw_end``, that the run is over)."""
+        with self._page_change:
+            if page in self._pages:
+                seen = self._pages[page]
+                seen.t_s = max(seen.t_s, t_s)
+                seen.saw_end |= saw_end
+                self._page_change.notify_all()
+
+    def close_page(self, page: int) -> None:
+        """Page ``page`` is gone (its session was discarded): the run stops waiting for it."""
+        with self._page_change:
+            self._pages.pop(page, None)
+            self._page_change.notify_all()
+
+    def wait_for_pages_to_end(self, timeout_s: float) -> bool:
+        """Block until every open page has shown that the run is over (at most
+        ``timeout_s``); whether they all have."""
+        with self._page_change:
+            return self._page_change.wait_for(
+                lambda: all(p.saw_end for p in self._pages.values()), timeout_s
+            )
+
+    def notes_since(self, start: int) -> list[str]:
+        with self._lock:
+            return self._notes[start:]
 
     def changes_since(self, start: int) -> list[KnobChange]:
         with self._lock:
@@ -374,14 +474,17 @@ three-point mode are the whole network's)."""
 class SimulatedKnobs:
     """The simulator's :class:`Tuner`: a change is checked at once, as `qcn ctl set` checks
     it, and applied to the model at the next sample; knobs.csv logs it at that simulated
-    time."""
+    time.  A change asked for after the run's last sample is refused (:meth:`close`): on
+    the page, in one line."""
 
     def __init__(self, feed: LiveFeed) -> None:
         self.feed = feed
         self._lock = threading.Lock()
         self._asked = {p: feed.params(p) for p in feed.cp_ports}
         """Each port's parameters with every change asked for so far."""
-        self._pending: list[tuple[str, CpParams]] = []
+        self._pending: list[tuple[str, dict[str, Any], CpParams]] = []
+        self._closed: str | None = None
+        """Why no change is taken any more (None: the run takes them)."""
 
     def tune(self, port: str, changes: dict[str, Any]) -> None:
         refused = sorted(changes.keys() - SIM_KNOBS)
@@ -391,23 +494,37 @@ class SimulatedKnobs:
                 f"{', '.join(refused)}"
             )
         with self._lock:
+            if self._closed is not None:
+                raise LiveError(self._closed)
             new = self._asked[port].with_changes(changes)  # ParamError: ctl set's line
             self._asked[port] = new
-            self._pending.append((port, new))
+            self._pending.append((port, changes, new))
 
     def apply(self, model: LiveModel, now_s: float) -> None:
         """Hand the model every change asked for since the last sample."""
         with self._lock:
             pending, self._pending = self._pending, []
-        for port, new in pending:
+        for port, _changes, new in pending:
             model.set_port_cp(port, CpPortConfig.from_params(new))
             self.feed.record(now_s, port, new, "page")
+
+    def close(self, why: str) -> None:
+        """Take no more changes (``why``: the page's line); a change asked for since the
+        last sample was never made, and the page says so."""
+        with self._lock:
+            self._closed = why
+            pending, self._pending = self._pending, []
+        for port, changes, _new in pending:
+            asked = ", ".join(f"{k} {v}" for k, v in changes.items())
+            self.feed.note(f"{port} {asked}: refused, {why}")
 
 
 class SimulationLive:
     """The hook a simulation calls at each of its samples (its ``progress``): it applies
     the knobs' changes, publishes a row every :data:`PUBLISH_INTERVAL_S`, and paces the run
-    to ``feed.speed`` simulated seconds per second of the wall clock."""
+    to ``feed.speed`` simulated seconds per second of the wall clock, and to its page: it
+    never runs more than :data:`PAGE_LEAD_S` of the wall clock ahead of what the freshest
+    open page has shown."""
 
     def __init__(
         self,
@@ -422,8 +539,10 @@ class SimulationLive:
         self._clock, self._sleep = clock, sleep
         self._started: float | None = None
         self._published = -math.inf
+        self._now_s = 0.0
 
     def on_sample(self, model: LiveModel, now_s: float) -> None:
+        self._now_s = now_s
         self.knobs.apply(model, now_s)
         if now_s - self._published < PUBLISH_INTERVAL_S - 1e-9:  # (samples' float sums)
             return
@@ -438,3 +557,10 @@ class SimulationLive:
         ahead = self._started + now_s / speed - wall
         if ahead > 0:
             self._sleep(ahead)
+        # The page: a run that waited for it goes on at its speed from there (it does not
+        # race to make the wait up).
+        self._started += self.feed.wait_for_page(now_s - PAGE_LEAD_S * speed, self._clock)
+
+    def close(self) -> None:
+        """The simulation is over: a change asked for after its last sample is refused."""
+        self.knobs.close(f"the run ended at {self._now_s:.3f} s before it could take it")
