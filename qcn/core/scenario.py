@@ -486,6 +486,11 @@ class Scenario:
                 node = node.setdefault(key, {})
                 if not isinstance(node, dict):
                     raise ScenarioError(f"--set {dotted}: {key} is not a table")
+            if isinstance(node.get(last), dict) and not isinstance(value, dict):
+                # `--set network=1` replaced a table with a number: a traceback further on.
+                raise ScenarioError(
+                    f"--set {dotted}: {dotted} is a table: set its fields ({dotted}.FIELD=VALUE)"
+                )
             node[last] = value
         if data["network"].get("topology") not in SOURCE_TOPOLOGIES:
             # Another topology's sources are its traffic's: the old size goes unless set.
@@ -883,6 +888,11 @@ def _validate(s: Scenario) -> None:
         raise ScenarioError(
             "workload.onoff_sources: must list source indices below the number of sources"
         )
+    if w.incast_sink and w.traffic != "incast":
+        raise ScenarioError(
+            f'workload.incast_sink: only with workload.traffic = "incast" (it is {w.traffic!r})'
+        )
+    _validate_bmv2_set(s)
     if w.pattern in MININET_PATTERNS and not multihop:
         raise ScenarioError("workload.pattern: tcp and udp go with network.topology = multihop")
     if w.pattern == "flows":
@@ -905,6 +915,19 @@ def _validate(s: Scenario) -> None:
             raise ScenarioError(
                 f"schedule[{i}]: needs at_s >= 0 and a rate of at least {MIN_RATE_BPS:g} b/s"
             )
+
+
+def _validate_bmv2_set(s: Scenario) -> None:
+    """Every ``[bmv2.set]`` key names a field of the scenario: it is applied only when the
+    scenario is scaled for BMv2 (--scaled, a Mininet run), and a mistyped one was accepted
+    until then (docs/reliability.md)."""
+    fields_now = s.to_dict()
+    for dotted in s.bmv2.set:
+        node: Any = fields_now
+        for key in dotted.split("."):
+            if not isinstance(node, dict) or key not in node:
+                raise ScenarioError(f"bmv2.set: {dotted!r} is no field of the scenario")
+            node = node[key]
 
 
 def _validate_flows(s: Scenario) -> None:
