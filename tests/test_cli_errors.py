@@ -42,6 +42,10 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "status-deep").mkdir()
     (tmp_path / "status-deep" / "rp-h1-eth0@4026531840.json").write_text("[" * 100_000)
     (tmp_path / "deep.toml").write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    (tmp_path / "latency.json").write_text(
+        '{"hosts": {"h1": {}, "h2": {}}, "switches": {"s1": {}}, '
+        '"links": [["h1", "s1-p1", "1.2.3ms"], ["h2", "s1-p2"]]}'
+    )
     os.mkfifo(tmp_path / "fifo.toml")  # nobody writes to it: reading it would wait for ever
     return tmp_path
 
@@ -251,6 +255,33 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         "compare: a table set to a number",
         ("compare", "transient", "--set", "network=1"),
         ("--set network: network is a table",),
+    ),
+    # A topology the file check passed and a later step raised on (issue 55, item 6).
+    ("net show: a bad latency", ("net", "show", "{d}/latency.json"), ("latency must be like",)),
+    (
+        "run: a bad latency",
+        (*RUN, "--set", 'network.topology="{d}/latency.json"'),
+        ("latency must be like",),
+    ),
+    (
+        "sweep: a bad latency",
+        ("sweep", "transient", "--set", 'network.topology="{d}/latency.json"', "--out", "{d}/sw"),
+        ("latency must be like",),
+    ),
+    (
+        "compare: a bad latency",
+        ("compare", "transient", "--set", 'network.topology="{d}/latency.json"'),
+        ("latency must be like",),
+    ),
+    (
+        "a generator's digit that is no number",
+        ("net", "show", "single:²"),
+        ("N must be a whole number",),
+    ),
+    (
+        "a buffer past the core's integers",
+        (*RUN, "--set", "network.buffer_pkts=9223372036854775807"),
+        ("network.buffer_pkts: must be in [1, 1,000,000]",),
     ),
     # Accepted until --scaled, or ignored without a word (issue 55, item 13).
     (

@@ -116,6 +116,7 @@ from qcn.core.params import ParamError, QcnParams
 from qcn.core.tomlfile import read_toml
 from qcn.core.topology import (
     CP_MODES,
+    MAX_BUFFER_PKTS,
     TRAFFIC,
     LinkDefaults,
     PortRef,
@@ -807,7 +808,11 @@ def _validate(s: Scenario) -> None:
         ("network.line_rate_bps", n.line_rate_bps >= MIN_RATE_BPS, MIN_RATE_TEXT),
         ("network.bottleneck_rate_bps", n.bottleneck_rate_bps >= MIN_RATE_BPS, MIN_RATE_TEXT),
         ("network.rtt_s", 0 < n.rtt_s < 1, "must be in (0, 1)"),
-        ("network.buffer_pkts", n.buffer_pkts >= 1, "must be at least 1"),
+        (
+            "network.buffer_pkts",
+            1 <= n.buffer_pkts <= MAX_BUFFER_PKTS,
+            f"must be in [1, {MAX_BUFFER_PKTS:,}]",
+        ),
         (
             "network.frame_bytes",
             FRAME_BYTES_MIN <= n.frame_bytes <= FRAME_BYTES_MAX,
