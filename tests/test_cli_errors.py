@@ -552,3 +552,20 @@ def test_an_unknown_simulator_engine_is_one_line_before_anything_runs(
         assert err.splitlines() == [f"qcn{' reproduce' * (argv[0] == 'reproduce')}: error: "
                                     f"{expected}"], argv  # fmt: skip
     assert sorted(p.name for p in tmp_path.iterdir()) == ["done"]
+
+
+@pytest.mark.parametrize("command", [RUN, ("sweep", "transient", "--grid", "qcn.cp.w=1,2")])
+def test_a_relative_out_from_a_deleted_directory_is_one_line(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """A FileNotFoundError traceback (issue 55, item 14): the shell's directory was removed."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    root = str(Path(__file__).resolve().parent.parent)
+    r = subprocess.run(
+        ["sh", "-c", 'cd "$1" && rmdir "$1" && shift && exec "$@"', "sh", str(gone),
+         sys.executable, "-m", "qcn.cli", *command, "--out", "rel"],
+        capture_output=True, text=True, check=False, timeout=60,
+        env={**os.environ, "PYTHONPATH": root},
+    )  # fmt: skip
+    assert_one_line_error(r, "--out rel: the current directory no longer exists")
