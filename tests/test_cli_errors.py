@@ -569,3 +569,29 @@ def test_a_relative_out_from_a_deleted_directory_is_one_line(
         env={**os.environ, "PYTHONPATH": root},
     )  # fmt: skip
     assert_one_line_error(r, "--out rel: the current directory no longer exists")
+
+
+#: `python -m qcn.cli ARGS` once Python's own start-up (its site module) is done, said on
+#: stderr: no project code can run before that, so a test times its Ctrl-C from there.
+AFTER_PYTHON_STARTS = (
+    "import runpy, sys; sys.stderr.write('started\\n'); sys.stderr.flush(); "
+    "sys.argv[0] = 'qcn'; runpy.run_module('qcn.cli', run_name='__main__')"
+)
+
+
+@pytest.mark.parametrize("delay_s", [0.02, 0.1, 0.3, 0.6])
+def test_ctrl_c_while_still_importing_is_one_line(tmp_path: Path, delay_s: float) -> None:
+    """Ctrl-C in a command's first second or so (still importing) printed a KeyboardInterrupt
+    traceback (issue 55, item 15)."""
+    p = interruptible(
+        [sys.executable, "-c", AFTER_PYTHON_STARTS, *RUN, "--quiet", "--out", str(tmp_path / "o")],
+        stderr=subprocess.PIPE,
+    )
+    assert p.stderr is not None
+    assert p.stderr.readline() == "started\n"
+    time.sleep(delay_s)  # (a point in the imports: which one is the test's parameter)
+    p.send_signal(signal.SIGINT)
+    rest = p.stderr.read()
+    assert p.wait(timeout=60) == 130, rest
+    assert "Traceback" not in rest
+    assert rest.splitlines()[-1] == "qcn: interrupted", rest
