@@ -23,6 +23,7 @@ from typing import Any
 
 from controller.cli import NET_UP_FILE
 from qcn import backends
+from qcn.core import resources
 from qcn.core.errors import QcnError
 from qcn.core.live import LiveFeed
 from qcn.core.params import SEED_FRAME_BYTES, Preset, QcnParams
@@ -193,6 +194,7 @@ def _draw(args: argparse.Namespace) -> int:
     from qcn.core.netdraw import draw  # noqa: PLC0415 - matplotlib's import
 
     topo = topology_of(args)
+    resources.check_drawing(len(topo.switches) + len(topo.hosts), topo.name)
     out = drawing_path(args.topology, args.out)
     try:
         draw(topo, out)

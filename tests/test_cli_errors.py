@@ -283,6 +283,36 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         (*RUN, "--set", "network.buffer_pkts=9223372036854775807"),
         ("network.buffer_pkts: must be in [1, 1,000,000]",),
     ),
+    # Counts no machine holds, refused before any work (issue 55, item 2: qcn/core/resources.py).
+    (
+        "a hundred thousand local workers",
+        ("sweep", "transient", "--grid", "qcn.cp.w=1,2", "--workers", "100000", "--out", "{d}/sw"),
+        ("--workers 100,000: a local cluster of 100,000 worker processes needs ~19,531.2 GB",),
+    ),
+    (
+        "ten million seeds",
+        ("sweep", "transient", "--grid", "qcn.cp.w=1,2", "--seeds", "10000000", "--out", "{d}/sw"),
+        ("20,000,000 points (2 grid combinations x 10,000,000 seeds): at most 100,000",),
+    ),
+    (
+        "a million routed pairs",
+        (
+            "run",
+            "leaf-spine-fct",
+            "--backend",
+            "sim",
+            "--set",
+            'network.topology="leaf-spine:16,32,32"',
+            "--out",
+            "{d}/o",
+        ),
+        ("1,047,552 (source, destination) pairs to route", "at most 100,000"),
+    ),
+    (
+        "a drawing of a thousand nodes",
+        ("net", "draw", "leaf-spine:16,32,32", "-o", "{d}/ls.png"),
+        ("1,072 switches and hosts: a drawing of more than 300 is unreadable",),
+    ),
     # Accepted until --scaled, or ignored without a word (issue 55, item 13).
     (
         "an unknown bmv2.set key",
@@ -595,3 +625,15 @@ def test_ctrl_c_while_still_importing_is_one_line(tmp_path: Path, delay_s: float
     assert p.wait(timeout=60) == 130, rest
     assert "Traceback" not in rest
     assert rest.splitlines()[-1] == "qcn: interrupted", rest
+
+
+def test_the_largest_generator_is_shown_in_seconds() -> None:
+    """`net show leaf-spine:32,62,64` (3,968 hosts) ran over 280 s with no output; its
+    congestible ports were judged pair by pair (issue 55, item 2).  Now ~2.5 s."""
+    began = time.monotonic()
+    r = qcn("net", "show", "leaf-spine:32,62,64", timeout_s=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == (
+        "leaf-spine:32,62,64: 94 switches, 3968 hosts, 5952 links, 7936 CP ports"
+    )
+    assert time.monotonic() - began < 30

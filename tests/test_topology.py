@@ -325,3 +325,22 @@ def test_a_bad_tutorials_file_is_one_error(tmp_path: Path, text: str, message: s
 def test_a_good_tutorials_latency_still_reads() -> None:
     for latency, seconds in (("5ms", 5e-3), ("0.5ms", 5e-4), (".5 s", 0.5), ("7", 7e-6), (2, 2e-3)):
         assert topologies._tutorials_latency("x", latency) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["single:5", "multihop:3,2", "parking-lot:4", "leaf-spine:2,3,2", "leaf-spine:4,4,8",
+     str(DATA / "triangle.json"), str(DATA / "two-leaves.json")],
+)  # fmt: skip
+def test_congestible_ports_by_destination_are_those_path_by_path(spec: str) -> None:
+    """Any-to-any traffic's inputs per port, found once per destination and switch (it was
+    path by path: 20 s for leaf-spine:16,32,32), are what every path gives."""
+    t = load(spec)
+    anyone = Topology(t.name, t.switches, t.hosts, t.links)  # no traffic of its own
+    expected: dict[PortRef, set[int]] = {ref: set() for ref in anyone.port_refs()}
+    for src, dst in anyone.traffic_basis():
+        entered = anyone.attachment(src).port
+        for ref in anyone.path(src, dst):
+            expected[ref].add(entered)
+            entered = anyone.far_end(ref).port
+    assert anyone._inputs_by_output == expected

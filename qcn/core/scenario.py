@@ -95,6 +95,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from qcn.core import resources
 from qcn.core.errors import QcnError
 from qcn.core.flows import (
     FLOW_SIZE_MAX,
@@ -889,6 +890,10 @@ def _validate(s: Scenario) -> None:
         s.bottleneck_port  # noqa: B018 - it checks that there is one
     except TopologyError as e:
         raise ScenarioError(f"network.topology: {e}") from None
+    # Before anything routes them (the timeout's check below, the simulator's routes).
+    resources.check_routed_pairs(
+        sum(len(src.destinations) for src in s.sources), f"{n.topology} with {w.traffic} traffic"
+    )
     if not all(0 <= i < sources for i in w.onoff_sources):
         raise ScenarioError(
             "workload.onoff_sources: must list source indices below the number of sources"
