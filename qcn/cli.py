@@ -2,18 +2,52 @@
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import os
+# Ctrl-C while the command is still importing (a second and more) printed a traceback of
+# whatever import it cut.  Until the imports below are done it ends the process at once,
+# with the line and status of any interrupted command; nothing has started to clean up.
+# (First, before any heavy import: see _quiet_while_importing.)
+import signal
 import sys
-from collections.abc import Sequence
-from pathlib import Path
+import threading
 
-from qcn import __version__
-from qcn.core import provenance
-from qcn.core.errors import ExitCode, QcnError
-from qcn.core.params import QcnParams, RpScheme, scheme_names
-from qcn.core.signals import sigterm_as_interrupt
+from qcn.core.errors import ExitCode  # (light: the standard library's enum only)
+
+
+def _interrupted_while_importing(_signum: int, _frame: object) -> None:
+    sys.stderr.write("qcn: interrupted\n")
+    raise SystemExit(ExitCode.INTERRUPTED)
+
+
+def _quiet_while_importing() -> object:
+    """Install :func:`_interrupted_while_importing` for SIGINT, where Python's own handler
+    is (not where SIGINT is ignored, nor off the main thread); return what to restore."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.default_int_handler:
+        return None
+    signal.signal(signal.SIGINT, _interrupted_while_importing)
+    return previous
+
+
+_BEFORE_IMPORTS = _quiet_while_importing()
+
+import argparse  # noqa: E402 - after the handler above
+import importlib  # noqa: E402
+import os  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from qcn import __version__  # noqa: E402
+from qcn.core import provenance  # noqa: E402
+from qcn.core.errors import QcnError  # noqa: E402
+from qcn.core.params import QcnParams, RpScheme, scheme_names  # noqa: E402
+from qcn.core.signals import sigterm_as_interrupt  # noqa: E402
+
+if _BEFORE_IMPORTS is not None:
+    # Importers of this module (tests, a tool) keep their own Ctrl-C; main() catches the
+    # KeyboardInterrupt of its own later imports (the subcommands').
+    signal.signal(signal.SIGINT, _BEFORE_IMPORTS)  # type: ignore[arg-type]
 
 
 def _params_command(args: argparse.Namespace) -> int:
@@ -109,6 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its exit status is one of :class:`ExitCode` (docs/reliability.md)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # (before the command ran: importing its modules, parsing)
+        print("qcn: interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in TOOLS:
         try:

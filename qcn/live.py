@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import re
 import threading
 import time
@@ -101,14 +102,40 @@ def widget_value(cp: CpParams, knob: str) -> Any:
     return shown(getattr(cp, knob))
 
 
+class KnobValueError(QcnError):
+    """A value the page sent that its knob does not take: said on the page, the knob put
+    back."""
+
+
 def requested(knob: str, value: Any) -> Any:
     """The page's value as `qcn ctl set` gives it (a whole q_eq as an int, so that any
-    other is ctl set's own "must be a whole number")."""
+    other is ctl set's own "must be a whole number").  The mode is one of its options: a
+    page's message can send any text ("bogus", ""), which was a KeyError on the run's
+    stderr."""
     if knob == "positive_feedback":
+        if not isinstance(value, str) or value not in FEEDBACK_MODES:
+            raise KnobValueError(f"mode: must be {' or '.join(FEEDBACK_MODES)} (got {value!r:.40})")
         return FEEDBACK_MODES[value]
     if knob == "q_eq_pkts" and isinstance(value, float) and value.is_integer():
         return int(value)
     return value
+
+
+class _RefusedMessageInOneLine(logging.Filter):
+    """A page's message that Bokeh refuses (a knob's value of the wrong type: a list for a
+    number) in one line, not a traceback on the run's stderr; the knob is unchanged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            record.msg, record.args = (
+                "qcn live: a page's message was refused: %.200s",
+                (record.exc_info[1],),
+            )
+            record.exc_info = record.exc_text = None
+        return True
+
+
+logging.getLogger("bokeh.server.protocol_handler").addFilter(_RefusedMessageInOneLine())
 
 
 @dataclass

@@ -23,6 +23,7 @@ from typing import Any
 
 from controller.cli import NET_UP_FILE
 from qcn import backends
+from qcn.core import resources
 from qcn.core.errors import QcnError
 from qcn.core.live import LiveFeed
 from qcn.core.params import SEED_FRAME_BYTES, Preset, QcnParams
@@ -100,7 +101,9 @@ def register(sub: Any) -> None:
         "marked. Nothing is started.",
     )
     _topology_argument(draw)
-    draw.add_argument("-o", "--out", type=Path, help="the PNG (default NAME.png)")
+    draw.add_argument(
+        "-o", "--out", type=Path, help="the PNG, or a directory for NAME.png (default NAME.png)"
+    )
     draw.set_defaults(func=_draw)
 
     show = cmds.add_parser(
@@ -191,11 +194,32 @@ def _draw(args: argparse.Namespace) -> int:
     from qcn.core.netdraw import draw  # noqa: PLC0415 - matplotlib's import
 
     topo = topology_of(args)
-    name = Path(args.topology).stem if not is_generator_spec(args.topology) else args.topology
-    out = args.out or Path(name.replace(":", "-").replace(",", "-") + ".png")
-    draw(topo, out)
+    resources.check_drawing(len(topo.switches) + len(topo.hosts), topo.name)
+    out = drawing_path(args.topology, args.out)
+    try:
+        draw(topo, out)
+    except OSError as e:  # a read-only directory, a full disk: nothing is left behind
+        raise NetError(f"-o {out}: cannot write the picture ({e.strerror or e})") from None
     print(f"qcn net: {topo.describe()}: drew {out}")
     return 0
+
+
+def drawing_path(topology: str, out: Path | None) -> Path:
+    """Where ``qcn net draw`` writes: ``-o`` as given if it names a PNG, NAME.png inside it
+    if it is a directory, else NAME.png here (docs/reliability.md).  Anything else is
+    refused: a name without .png was written as NAME.png and reported as NAME, and
+    ``x.txt`` was a traceback."""
+    name = Path(topology).stem if not is_generator_spec(topology) else topology
+    default = Path(name.replace(":", "-").replace(",", "-").replace("/", "-") + ".png")
+    if out is None:
+        return default
+    if out.is_dir():
+        return out / default
+    if out.suffix.lower() != ".png":
+        raise NetError(
+            f"-o {out}: the picture is a PNG: give a name ending in .png, or a directory"
+        )
+    return out
 
 
 def _show(args: argparse.Namespace) -> int:

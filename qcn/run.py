@@ -84,7 +84,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--backend",
         choices=["auto", "sim", "mininet"],
-        default="auto",
+        default=None,  # (None: not given, so --again can tell --backend auto from nothing)
         help="mininet: BMv2 switches in Mininet (root and the p4lang toolchain); sim: the "
         "packet simulator; auto (default): mininet where it can run, else sim",
     )
@@ -100,13 +100,13 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--sample-hz",
         type=float,
-        default=DEFAULT_SAMPLE_HZ,
-        help="mininet: queue samples per second",
+        default=None,  # (None: not given; --again refuses --sample-hz 100 too)
+        help=f"mininet: queue samples per second (default {DEFAULT_SAMPLE_HZ:g})",
     )
     p.add_argument(
         "--switch-scheduling",
         choices=["realtime", "nice"],
-        default="realtime",
+        default=None,  # (None: not given; realtime is the default)
         help="mininet: run the switch under SCHED_FIFO (default, where the machine allows "
         "it) or only at niceness -10 (docs/bmv2.md, 'Noise')",
     )
@@ -357,6 +357,10 @@ def _fresh(args: argparse.Namespace) -> Prepared:
     if args.with_changed_inputs:
         raise ScenarioError("--with-changed-inputs goes with --again DIR")
     sc, overrides = scenario_of(args)
+    # Options --again refuses when given at all: None said "not given" (their defaults here).
+    args.backend = args.backend or "auto"
+    args.sample_hz = DEFAULT_SAMPLE_HZ if args.sample_hz is None else args.sample_hz
+    args.switch_scheduling = args.switch_scheduling or "realtime"
     if args.backend == "auto" and scenarios.backend_refusal(sc, "sim"):
         args.backend = "mininet"  # the only backend that runs it (real TCP, iperf3)
     backend, why = backends.choose_backend(args.backend)
@@ -400,12 +404,12 @@ def _again_conflicts(args: argparse.Namespace) -> list[str]:
         "--set": bool(args.set),
         "--duration": args.duration is not None,
         "--seed": args.seed is not None,  # (--seed 1 too: it is not ignored)
-        "--backend": args.backend != "auto",
+        "--backend": args.backend is not None,  # (--backend auto too: not ignored)
         "--no-qcn": args.no_qcn,
         "--scaled": args.scaled,
         "--cli": args.cli,
-        "--sample-hz": args.sample_hz != DEFAULT_SAMPLE_HZ,
-        "--switch-scheduling": args.switch_scheduling != "realtime",
+        "--sample-hz": args.sample_hz is not None,
+        "--switch-scheduling": args.switch_scheduling is not None,
         "--inject-stalls": args.inject_stalls is not None,
         "--pcap": args.pcap,
     }

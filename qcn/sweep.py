@@ -51,6 +51,7 @@ from qcn.core import scenario as scenarios
 from qcn.core.errors import QcnError
 from qcn.core.progress import ProgressLine
 from qcn.core.publish import PARTIAL_MARKER
+from qcn.core.resources import check_local_workers, check_points
 from qcn.core.results import FLOW_KEYS, SUMMARY_KEYS, json_safe
 from qcn.core.scenario import Scenario, require_backend
 from qcn.core.signals import interrupts_deferred
@@ -714,6 +715,10 @@ def sweep(
     (``overrides``: the command line's fixed ones, kept in each point's provenance)."""
     check_count("--seeds", seeds, SweepError)
     check_count("--workers", workers, SweepError)
+    # Bounded by the machine before a point is checked or a worker started (qcn.core.resources).
+    check_points(math.prod(len(v) for _, v in grids), seeds)
+    if not address and backend == "sim":
+        check_local_workers(workers)
     require_backend(sc, backend, SweepError)
     backends.check_engine(backend)  # (here once, not in a worker's traceback)
     # A point's key names how it runs: the backend, and scaled for BMv2 or not.

@@ -42,6 +42,10 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "status-deep").mkdir()
     (tmp_path / "status-deep" / "rp-h1-eth0@4026531840.json").write_text("[" * 100_000)
     (tmp_path / "deep.toml").write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    (tmp_path / "latency.json").write_text(
+        '{"hosts": {"h1": {}, "h2": {}}, "switches": {"s1": {}}, '
+        '"links": [["h1", "s1-p1", "1.2.3ms"], ["h2", "s1-p2"]]}'
+    )
     os.mkfifo(tmp_path / "fifo.toml")  # nobody writes to it: reading it would wait for ever
     return tmp_path
 
@@ -231,6 +235,95 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("on and off means must be at least 1 us",),
     ),
     ("a FIFO as the scenario", ("run", "{d}/fifo.toml"), ("not a regular file",)),
+    # A table replaced by a scalar was an AttributeError traceback (issue 55, item 9).
+    (
+        "a table set to a number",
+        (*RUN, "--set", "network=1"),
+        ("--set network: network is a table",),
+    ),
+    (
+        "sweep: a table set to a number",
+        ("sweep", "transient", "--set", "network=1", "--out", "{d}/sw"),
+        ("--set network: network is a table",),
+    ),
+    (
+        "sweep: a table gridded over numbers",
+        ("sweep", "transient", "--grid", "network=1,2", "--out", "{d}/sw"),
+        ("--set network: network is a table",),
+    ),
+    (
+        "compare: a table set to a number",
+        ("compare", "transient", "--set", "network=1"),
+        ("--set network: network is a table",),
+    ),
+    # A topology the file check passed and a later step raised on (issue 55, item 6).
+    ("net show: a bad latency", ("net", "show", "{d}/latency.json"), ("latency must be like",)),
+    (
+        "run: a bad latency",
+        (*RUN, "--set", 'network.topology="{d}/latency.json"'),
+        ("latency must be like",),
+    ),
+    (
+        "sweep: a bad latency",
+        ("sweep", "transient", "--set", 'network.topology="{d}/latency.json"', "--out", "{d}/sw"),
+        ("latency must be like",),
+    ),
+    (
+        "compare: a bad latency",
+        ("compare", "transient", "--set", 'network.topology="{d}/latency.json"'),
+        ("latency must be like",),
+    ),
+    (
+        "a generator's digit that is no number",
+        ("net", "show", "single:²"),
+        ("N must be a whole number",),
+    ),
+    (
+        "a buffer past the core's integers",
+        (*RUN, "--set", "network.buffer_pkts=9223372036854775807"),
+        ("network.buffer_pkts: must be in [1, 1,000,000]",),
+    ),
+    # Counts no machine holds, refused before any work (issue 55, item 2: qcn/core/resources.py).
+    (
+        "a hundred thousand local workers",
+        ("sweep", "transient", "--grid", "qcn.cp.w=1,2", "--workers", "100000", "--out", "{d}/sw"),
+        ("--workers 100,000: a local cluster of 100,000 worker processes needs ~19,531.2 GB",),
+    ),
+    (
+        "ten million seeds",
+        ("sweep", "transient", "--grid", "qcn.cp.w=1,2", "--seeds", "10000000", "--out", "{d}/sw"),
+        ("20,000,000 points (2 grid combinations x 10,000,000 seeds): at most 100,000",),
+    ),
+    (
+        "a million routed pairs",
+        (
+            "run",
+            "leaf-spine-fct",
+            "--backend",
+            "sim",
+            "--set",
+            'network.topology="leaf-spine:16,32,32"',
+            "--out",
+            "{d}/o",
+        ),
+        ("1,047,552 (source, destination) pairs to route", "at most 100,000"),
+    ),
+    (
+        "a drawing of a thousand nodes",
+        ("net", "draw", "leaf-spine:16,32,32", "-o", "{d}/ls.png"),
+        ("1,072 switches and hosts: a drawing of more than 300 is unreadable",),
+    ),
+    # Accepted until --scaled, or ignored without a word (issue 55, item 13).
+    (
+        "an unknown bmv2.set key",
+        (*RUN, "--set", 'bmv2.set={{"qcn.cp.nope" = 1}}'),
+        ("bmv2.set: 'qcn.cp.nope' is no field of the scenario",),
+    ),
+    (
+        "an incast sink without incast traffic",
+        (*RUN, "--set", 'workload.incast_sink="h1"'),
+        ('workload.incast_sink: only with workload.traffic = "incast"',),
+    ),
     ("name with a path", (*RUN, "--set", 'name="../../x"'), ("name: letters, digits",)),
     (
         "sweep grid and set",
@@ -489,3 +582,58 @@ def test_an_unknown_simulator_engine_is_one_line_before_anything_runs(
         assert err.splitlines() == [f"qcn{' reproduce' * (argv[0] == 'reproduce')}: error: "
                                     f"{expected}"], argv  # fmt: skip
     assert sorted(p.name for p in tmp_path.iterdir()) == ["done"]
+
+
+@pytest.mark.parametrize("command", [RUN, ("sweep", "transient", "--grid", "qcn.cp.w=1,2")])
+def test_a_relative_out_from_a_deleted_directory_is_one_line(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """A FileNotFoundError traceback (issue 55, item 14): the shell's directory was removed."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    root = str(Path(__file__).resolve().parent.parent)
+    r = subprocess.run(
+        ["sh", "-c", 'cd "$1" && rmdir "$1" && shift && exec "$@"', "sh", str(gone),
+         sys.executable, "-m", "qcn.cli", *command, "--out", "rel"],
+        capture_output=True, text=True, check=False, timeout=60,
+        env={**os.environ, "PYTHONPATH": root},
+    )  # fmt: skip
+    assert_one_line_error(r, "--out rel: the current directory no longer exists")
+
+
+#: `python -m qcn.cli ARGS` once Python's own start-up (its site module) is done, said on
+#: stderr: no project code can run before that, so a test times its Ctrl-C from there.
+AFTER_PYTHON_STARTS = (
+    "import runpy, sys; sys.stderr.write('started\\n'); sys.stderr.flush(); "
+    "sys.argv[0] = 'qcn'; runpy.run_module('qcn.cli', run_name='__main__')"
+)
+
+
+@pytest.mark.parametrize("delay_s", [0.02, 0.1, 0.3, 0.6])
+def test_ctrl_c_while_still_importing_is_one_line(tmp_path: Path, delay_s: float) -> None:
+    """Ctrl-C in a command's first second or so (still importing) printed a KeyboardInterrupt
+    traceback (issue 55, item 15)."""
+    p = interruptible(
+        [sys.executable, "-c", AFTER_PYTHON_STARTS, *RUN, "--quiet", "--out", str(tmp_path / "o")],
+        stderr=subprocess.PIPE,
+    )
+    assert p.stderr is not None
+    assert p.stderr.readline() == "started\n"
+    time.sleep(delay_s)  # (a point in the imports: which one is the test's parameter)
+    p.send_signal(signal.SIGINT)
+    rest = p.stderr.read()
+    assert p.wait(timeout=60) == 130, rest
+    assert "Traceback" not in rest
+    assert rest.splitlines()[-1] == "qcn: interrupted", rest
+
+
+def test_the_largest_generator_is_shown_in_seconds() -> None:
+    """`net show leaf-spine:32,62,64` (3,968 hosts) ran over 280 s with no output; its
+    congestible ports were judged pair by pair (issue 55, item 2).  Now ~2.5 s."""
+    began = time.monotonic()
+    r = qcn("net", "show", "leaf-spine:32,62,64", timeout_s=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == (
+        "leaf-spine:32,62,64: 94 switches, 3968 hosts, 5952 links, 7936 CP ports"
+    )
+    assert time.monotonic() - began < 30

@@ -661,3 +661,42 @@ def test_the_rates_legend_lists_every_source_beside_its_plot() -> None:
     rows = legend.nrows
     assert rows * LEGEND_ROW_PX <= rates.height - PLOT_CHROME_PX  # every row within it
     assert -(-len(labels) // rows) >= 2  # so 10 sources take two columns
+
+
+@pytest.mark.parametrize("sent", ["bogus", ""])
+def test_a_mode_the_knob_does_not_offer_is_said_on_the_page_and_put_back(sent: str) -> None:
+    """A page's message setting the mode to "bogus" or "" was a KeyError in requested()
+    on the run's stderr (issue 55, item 12)."""
+    from bokeh.document import Document  # noqa: PLC0415
+
+    from qcn.live import knob_name, make_document  # noqa: PLC0415
+
+    sc = transient(1.0)
+    feed = LiveFeed.of_scenario(sc, cp=sc.params.cp, speed=None)
+    doc = Document()
+    make_document(feed)(doc)
+    mode = doc.get_model_by_name(knob_name(feed.cp_ports[0], "positive_feedback"))
+    mode.value = sent  # (a Select's value is any text to Bokeh, whatever its options)
+    assert f"mode: must be qcn or ecm (got {sent!r})" in doc.get_model_by_name("knob log").text
+    assert mode.value == "qcn"
+    assert feed.changes() == []
+
+
+def test_a_page_message_bokeh_refuses_is_one_line(caplog: pytest.LogCaptureFixture) -> None:
+    """A knob's value of the wrong type (a list, a dict) was a Bokeh validation traceback."""
+    import logging  # noqa: PLC0415
+
+    import qcn.live  # noqa: F401, PLC0415 - its filter on Bokeh's message handler
+
+    try:
+        raise ValueError("expected a value of type Nullable(Float), got [1] of type list")
+    except ValueError as e:
+        logging.getLogger("bokeh.server.protocol_handler").error(
+            "error handling message\n message: %r \n error: %r", "PATCH-DOC", e, exc_info=True
+        )
+    (record,) = caplog.records
+    assert record.exc_info is None
+    assert record.getMessage() == (
+        "qcn live: a page's message was refused: expected a value of type Nullable(Float), got "
+        "[1] of type list"
+    )

@@ -3,12 +3,15 @@ switches was laid out in a line, one link drawn over the middle switch)."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from qcn.core.netdraw import HOST_RADIUS, SWITCH_HALF, draw, layout
 from qcn.core.topology import LinkDefaults, Topology, load
+from tests.kit import assert_one_line_error, qcn, small_disk
+from tests.toolchain import requires_root
 
 DATA = Path(__file__).resolve().parent / "data"
 RATE = LinkDefaults(
@@ -83,3 +86,35 @@ def test_net_show_has_column_headers_and_each_note_once() -> None:
                                             "CP"]  # fmt: skip
     assert "s1:3 s3:1 5 Mb/s 2 ms 100 pkts -" in [" ".join(line.split()) for line in lines]
     assert ["host", "IP", "MAC", "attached", "to"] in [line.split() for line in lines]
+
+
+def test_draw_into_a_directory_writes_name_png_there_and_says_so(tmp_path: Path) -> None:
+    """`-o DIR` wrote DIR.png beside it and said "drew DIR" (issue 55, item 11)."""
+    r = qcn("net", "draw", "single:2", "-o", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith(f"drew {tmp_path / 'single-2.png'}")
+    assert (tmp_path / "single-2.png").read_bytes()[:4] == b"\x89PNG"
+    assert not tmp_path.with_name(tmp_path.name + ".png").exists()
+
+
+@pytest.mark.parametrize("name", ["x.txt", "x"])
+def test_draw_to_a_name_that_is_no_png_is_one_line(tmp_path: Path, name: str) -> None:
+    r = qcn("net", "draw", "single:2", "-o", str(tmp_path / name))
+    assert_one_line_error(r, f"-o {tmp_path / name}: the picture is a PNG")
+    assert list(tmp_path.iterdir()) == []
+
+
+@requires_root()
+def test_draw_to_a_read_only_or_full_disk_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    with small_disk(tmp_path / "full", full=True) as disk:
+        r = qcn("net", "draw", "leaf-spine:2,2,2", "-o", str(disk / "ls.png"))
+        assert_one_line_error(r, "cannot write the picture (No space left on device)")
+        assert sorted(p.name for p in disk.iterdir()) == ["filler"]  # (a 0-byte PNG was left)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(ro)], check=True)
+    try:
+        r = qcn("net", "draw", "single:2", "-o", str(ro / "s.png"))
+        assert_one_line_error(r, "cannot write the picture (Read-only file system)")
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)

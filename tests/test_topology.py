@@ -180,6 +180,8 @@ def test_a_toml_file() -> None:
         ("parking-lot:x", "H must be a whole number"),
         ("nofile.toml", "no such topology file"),
         ("topo.yaml", "neither a generator"),
+        ("single:²", "N must be a whole number"),  # a digit to str.isdigit, not to int()
+        ("leaf-spine:2,٢,2", "L must be a whole number"),
     ],
 )
 def test_bad_specs_are_one_line(spec: str, message: str) -> None:
@@ -201,6 +203,23 @@ def test_bad_specs_are_one_line(spec: str, message: str) -> None:
         (lambda d: d.update(traffic=[["h1", "h1"]]), "two different hosts"),
         (lambda d: d.update(colour="red"), "colour: unknown field"),
         (lambda d: d["host"][0].update(mac="01:00:00:00:00:01"), "not a unicast MAC"),
+        # Accepted before (issue 55, item 7), or passed on to fail in the core (item 6).
+        (lambda d: d["host"][0].update(mac="00:00:00:00:00:00"), "not a unicast MAC"),
+        (lambda d: d["host"][0].update(mac="ff:ff:ff:ff:ff:ff"), "not a unicast MAC"),
+        (lambda d: d["host"][0].update(ip="0.0.0.0/0"), "unspecified"),
+        (lambda d: d["host"][0].update(ip="255.255.255.255/32"), "the broadcast address"),
+        (lambda d: d["host"][0].update(ip="224.0.0.1/24"), "multicast"),
+        (lambda d: d["host"][0].update(ip="127.0.0.1/8"), "loopback"),
+        (lambda d: d["host"][0].update(ip="10.0.0.255/24"), "subnet's own broadcast"),
+        (lambda d: d["host"][0].update(ip="10.0.0.0/24"), "subnet's own network"),
+        (
+            lambda d: d["link"][0].update(buffer_pkts=9223372036854775807),
+            "buffer must be 1 to 1,000,000 packets",
+        ),
+        (
+            lambda d: d.update(defaults={"buffer_pkts": 2**40}),
+            "buffer must be 1 to 1,000,000 packets",
+        ),
     ],
 )
 def test_bad_files_are_one_line(edit: object, message: str) -> None:
@@ -260,3 +279,68 @@ def test_tutorials_json_errors_are_one_line(tmp_path: Path) -> None:
     bad.write_text("{")
     with pytest.raises(TopologyError, match="not a JSON topology"):
         load(str(bad))
+
+
+TUTORIALS_OK = {
+    "hosts": {"h1": {"ip": "10.0.1.1/24", "mac": "08:00:00:00:01:11"}, "h2": {}},
+    "switches": {"s1": {}},
+    "links": [["h1", "s1-p1"], ["h2", "s1-p2"]],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # Tracebacks before (issue 55, item 6).
+        (json.dumps(TUTORIALS_OK | {"links": [["h1", "s1-p1", "1.2.3ms"], ["h2", "s1-p2"]]}),
+         "latency must be like '5ms'"),
+        (json.dumps(TUTORIALS_OK | {"links": [["h1", "s1-p1", "."], ["h2", "s1-p2"]]}),
+         "latency must be like '5ms'"),
+        (json.dumps(TUTORIALS_OK | {"hosts": {"h1": {"commands": 5}, "h2": {}}}),
+         r"hosts.h1.commands: must be a list of strings"),
+        (json.dumps(TUTORIALS_OK | {"hosts": {"h1": {"ip": 5}, "h2": {}}}),
+         r"hosts.h1.ip: must be a non-empty string"),
+        (json.dumps(TUTORIALS_OK | {"hosts": {"h1": 5, "h2": {}}}), "hosts.h1: must be an object"),
+        (json.dumps(TUTORIALS_OK | {"switches": {"s1": 5}}), "switches.s1: must be an object"),
+        # Accepted before, silently wrong (item 7).
+        ('{"hosts": {"h1": {}, "h1": {}, "h2": {}}, "switches": {"s1": {}}, "links": []}',
+         "key 'h1' appears twice"),
+        ('{"hosts": {"h1": {}, "h2": {}}, "switches": {"s3": {}, "s3": {}}, "links": []}',
+         "key 's3' appears twice"),
+        (json.dumps(TUTORIALS_OK | {"hosts": ["h1", "h2", 7]}), r"hosts\[2\]: must be a non-empty"),
+        (json.dumps(TUTORIALS_OK | {"switches": ["s1", None]}), r"switches\[1\]: must be a non"),
+        (json.dumps(TUTORIALS_OK | {"hosts": {"h1": {"ip": "127.0.0.1/8"}, "h2": {}}}),
+         "loopback"),
+        (json.dumps(TUTORIALS_OK | {"hosts": {"h1": {"mac": "00:00:00:00:00:00"}, "h2": {}}}),
+         "not a unicast MAC"),
+    ],
+)  # fmt: skip
+def test_a_bad_tutorials_file_is_one_error(tmp_path: Path, text: str, message: str) -> None:
+    bad = tmp_path / "t.json"
+    bad.write_text(text)
+    with pytest.raises(TopologyError, match=message):
+        load(str(bad))
+
+
+def test_a_good_tutorials_latency_still_reads() -> None:
+    for latency, seconds in (("5ms", 5e-3), ("0.5ms", 5e-4), (".5 s", 0.5), ("7", 7e-6), (2, 2e-3)):
+        assert topologies._tutorials_latency("x", latency) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["single:5", "multihop:3,2", "parking-lot:4", "leaf-spine:2,3,2", "leaf-spine:4,4,8",
+     str(DATA / "triangle.json"), str(DATA / "two-leaves.json")],
+)  # fmt: skip
+def test_congestible_ports_by_destination_are_those_path_by_path(spec: str) -> None:
+    """Any-to-any traffic's inputs per port, found once per destination and switch (it was
+    path by path: 20 s for leaf-spine:16,32,32), are what every path gives."""
+    t = load(spec)
+    anyone = Topology(t.name, t.switches, t.hosts, t.links)  # no traffic of its own
+    expected: dict[PortRef, set[int]] = {ref: set() for ref in anyone.port_refs()}
+    for src, dst in anyone.traffic_basis():
+        entered = anyone.attachment(src).port
+        for ref in anyone.path(src, dst):
+            expected[ref].add(entered)
+            entered = anyone.far_end(ref).port
+    assert anyone._inputs_by_output == expected

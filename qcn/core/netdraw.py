@@ -15,8 +15,11 @@ it, on rays from the centre (docs/topology.md, "qcn net").
 from __future__ import annotations
 
 import math
+import os
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 import matplotlib
 
@@ -216,7 +219,23 @@ def draw(topo: Topology, out: Path) -> Path:
     ax.set_ylim(min(ys) - 0.75, max(ys) + 0.75)
     ax.axis("off")
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    try:
+        write_whole(out, lambda f: fig.savefig(f, dpi=120, format="png"))
+    finally:
+        plt.close(fig)
     return out
+
+
+def write_whole(out: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Write ``out`` through a hidden file beside it, renamed into place once whole: a disk
+    that fills half-way leaves nothing (it left a 0-byte PNG), and an error is the OSError
+    the caller turns into one line."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    try:
+        with partial.open("wb") as f:
+            write(f)
+        partial.replace(out)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise

@@ -106,7 +106,14 @@ def resolve_out(out: Path, error: Callable[[str], QcnError], option: str = "--ou
     PATH_MAX and NAME_MAX), and followed if it is a symbolic link.  Raises ``error``."""
     if str(out) in ("", "."):
         raise error(f"{option}: give a directory for the results (not the current one)")
-    _check_length(out.absolute(), error, option)
+    try:
+        full = out.absolute()
+    except FileNotFoundError:  # a relative path from a directory that was deleted
+        raise error(
+            f"{option} {out}: the current directory no longer exists: cd to one that does, "
+            "or give an absolute path"
+        ) from None
+    _check_length(full, error, option)
     try:
         if not out.is_symlink():
             return out

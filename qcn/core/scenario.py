@@ -95,6 +95,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from qcn.core import resources
 from qcn.core.errors import QcnError
 from qcn.core.flows import (
     FLOW_SIZE_MAX,
@@ -116,6 +117,7 @@ from qcn.core.params import ParamError, QcnParams
 from qcn.core.tomlfile import read_toml
 from qcn.core.topology import (
     CP_MODES,
+    MAX_BUFFER_PKTS,
     TRAFFIC,
     LinkDefaults,
     PortRef,
@@ -486,6 +488,11 @@ class Scenario:
                 node = node.setdefault(key, {})
                 if not isinstance(node, dict):
                     raise ScenarioError(f"--set {dotted}: {key} is not a table")
+            if isinstance(node.get(last), dict) and not isinstance(value, dict):
+                # `--set network=1` replaced a table with a number: a traceback further on.
+                raise ScenarioError(
+                    f"--set {dotted}: {dotted} is a table: set its fields ({dotted}.FIELD=VALUE)"
+                )
             node[last] = value
         if data["network"].get("topology") not in SOURCE_TOPOLOGIES:
             # Another topology's sources are its traffic's: the old size goes unless set.
@@ -802,7 +809,11 @@ def _validate(s: Scenario) -> None:
         ("network.line_rate_bps", n.line_rate_bps >= MIN_RATE_BPS, MIN_RATE_TEXT),
         ("network.bottleneck_rate_bps", n.bottleneck_rate_bps >= MIN_RATE_BPS, MIN_RATE_TEXT),
         ("network.rtt_s", 0 < n.rtt_s < 1, "must be in (0, 1)"),
-        ("network.buffer_pkts", n.buffer_pkts >= 1, "must be at least 1"),
+        (
+            "network.buffer_pkts",
+            1 <= n.buffer_pkts <= MAX_BUFFER_PKTS,
+            f"must be in [1, {MAX_BUFFER_PKTS:,}]",
+        ),
         (
             "network.frame_bytes",
             FRAME_BYTES_MIN <= n.frame_bytes <= FRAME_BYTES_MAX,
@@ -879,10 +890,19 @@ def _validate(s: Scenario) -> None:
         s.bottleneck_port  # noqa: B018 - it checks that there is one
     except TopologyError as e:
         raise ScenarioError(f"network.topology: {e}") from None
+    # Before anything routes them (the timeout's check below, the simulator's routes).
+    resources.check_routed_pairs(
+        sum(len(src.destinations) for src in s.sources), f"{n.topology} with {w.traffic} traffic"
+    )
     if not all(0 <= i < sources for i in w.onoff_sources):
         raise ScenarioError(
             "workload.onoff_sources: must list source indices below the number of sources"
         )
+    if w.incast_sink and w.traffic != "incast":
+        raise ScenarioError(
+            f'workload.incast_sink: only with workload.traffic = "incast" (it is {w.traffic!r})'
+        )
+    _validate_bmv2_set(s)
     if w.pattern in MININET_PATTERNS and not multihop:
         raise ScenarioError("workload.pattern: tcp and udp go with network.topology = multihop")
     if w.pattern == "flows":
@@ -905,6 +925,19 @@ def _validate(s: Scenario) -> None:
             raise ScenarioError(
                 f"schedule[{i}]: needs at_s >= 0 and a rate of at least {MIN_RATE_BPS:g} b/s"
             )
+
+
+def _validate_bmv2_set(s: Scenario) -> None:
+    """Every ``[bmv2.set]`` key names a field of the scenario: it is applied only when the
+    scenario is scaled for BMv2 (--scaled, a Mininet run), and a mistyped one was accepted
+    until then (docs/reliability.md)."""
+    fields_now = s.to_dict()
+    for dotted in s.bmv2.set:
+        node: Any = fields_now
+        for key in dotted.split("."):
+            if not isinstance(node, dict) or key not in node:
+                raise ScenarioError(f"bmv2.set: {dotted!r} is no field of the scenario")
+            node = node[key]
 
 
 def _validate_flows(s: Scenario) -> None:

@@ -53,6 +53,10 @@ MAX_PORT = 510
 MAX_SWITCHES = 250
 """Switch sK's CNMs come from 02:00:00:00:K:00 and its gRPC/Thrift ports from K: a byte."""
 MAX_HOSTS = 4000
+MAX_BUFFER_PKTS = 1_000_000
+"""A port's buffer, in frames (a link's, a file's default, a scenario's network.buffer_pkts):
+1.5 GB of 1500-byte frames; the compiled core and BMv2 take 64-bit and 32-bit counts, and a
+larger one (2**63 - 1) passed every check and failed in the core (docs/reliability.md)."""
 HOST_PORT = 0
 """A host has one interface, ``hN-eth0``: its end of a link is port 0."""
 CpMode = Literal["congestible", "all", "none"]
@@ -275,12 +279,50 @@ class Topology:
         """Each egress port -> the ports of its switch that frames leaving by it entered
         by, over :meth:`traffic_basis`."""
         out: dict[PortRef, set[int]] = {ref: set() for ref in self.port_refs()}
-        for src, dst in self.traffic_basis():
-            entered = self.attachment(src).port
-            for ref in self.path(src, dst):
-                out[ref].add(entered)
-                entered = self.far_end(ref).port
+        if self.pairs:
+            for src, dst in self.pairs:
+                entered = self.attachment(src).port
+                for ref in self.path(src, dst):
+                    out[ref].add(entered)
+                    entered = self.far_end(ref).port
+            return out
+        # Any host to any other: by destination, each switch's route to it followed once
+        # (the frames from every source of a switch take one path on from there).  Path by
+        # path, this was 20 s for leaf-spine:16,32,32's million pairs (docs/reliability.md).
+        homes: dict[str, list[int]] = {}
+        for h in self.hosts:
+            ref = self.attachment(h.name)
+            homes.setdefault(ref.switch, []).append(ref.port)
+        for target in self.hosts:
+            own = self.attachment(target.name)
+            walked: set[str] = set()
+            for switch, ports in homes.items():
+                sources = ports if switch != own.switch else [p for p in ports if p != own.port]
+                if sources:
+                    self._follow_route(switch, target.name, sources, walked, out)
         return out
+
+    def _follow_route(
+        self, here: str, dst: str, entered: list[int], walked: set[str],
+        out: dict[PortRef, set[int]],
+    ) -> None:  # fmt: skip
+        """Add ``entered`` (ports of ``here``) to the inputs of ``here``'s egress port
+        towards ``dst``, and each later hop's entry port to its egress port's; stop where a
+        switch was already followed towards ``dst`` (the rest is the same from there)."""
+        for _ in range(len(self.switches) + 1):
+            port = self.routes[here].get(dst)
+            if port is None:
+                raise TopologyError(f"{self.name}: no path from {here} to {dst}")
+            ref = PortRef(here, port)
+            out[ref].update(entered)
+            if here in walked:
+                return
+            walked.add(here)
+            far = self.far_end(ref)
+            if far.node == dst:
+                return
+            here, entered = far.node, [far.port]
+        raise TopologyError(f"{self.name}: a routing loop towards {dst}")
 
     def congestible(self, ref: PortRef) -> bool:
         """What may arrive for this egress port (each input the traffic sends out of it,
@@ -413,14 +455,20 @@ def shortest_path_routes(
     each destination keeps one path (docs/topology.md, "Routes").  The one routing of the
     project: the controller's network files use it too."""
     out: dict[str, dict[str, int]] = {s: {} for s in neighbours}
+    # The next hops towards a switch, found once per switch (per host, they were found
+    # again for each of the 64 hosts of a leaf).
+    next_hops: dict[str, dict[str, list[int]]] = {}
     for index, (name, home, port) in enumerate(attachments):
-        dist = _distances_to(neighbours, home)
-        for s in neighbours:
-            if s == home:
-                out[s][name] = port
-            elif s in dist:
-                hops = [p for p, n in neighbours[s] if dist.get(n) == dist[s] - 1]
-                out[s][name] = hops[index % len(hops)]
+        if home not in next_hops:
+            dist = _distances_to(neighbours, home)
+            next_hops[home] = {
+                s: [p for p, n in neighbours[s] if dist.get(n) == dist[s] - 1]
+                for s in neighbours
+                if s != home and s in dist
+            }
+        out[home][name] = port
+        for s, hops in next_hops[home].items():
+            out[s][name] = hops[index % len(hops)]
     return out
 
 
@@ -502,12 +550,11 @@ def _check(t: Topology) -> None:
     _unique(where, "host MAC", [h.mac for h in t.hosts])
     _unique(where, "host IP", [h.address for h in t.hosts])
     for h in t.hosts:
-        if not MAC_RE.match(h.mac) or int(h.mac[:2], 16) & 1:
+        if not MAC_RE.match(h.mac) or int(h.mac[:2], 16) & 1 or h.mac == ZERO_MAC:
             raise TopologyError(f"{where}: host {h.name}: {h.mac!r} is not a unicast MAC")
-        try:
-            ipaddress.IPv4Interface(h.ip)
-        except ValueError:
-            raise TopologyError(f"{where}: host {h.name}: {h.ip!r} is not IPv4/len") from None
+        why = _host_ip_refusal(h.ip)
+        if why:
+            raise TopologyError(f"{where}: host {h.name}: {h.ip!r} {why}")
     switches, hosts = set(t.switches), {h.name for h in t.hosts}
     used: set[tuple[str, int]] = set()
     attached: dict[str, int] = {}
@@ -517,8 +564,8 @@ def _check(t: Topology) -> None:
             raise TopologyError(f"{lw}: rate must be at least 1 kb/s (got {link.rate_bps!r})")
         if not (math.isfinite(link.delay_s) and 0 <= link.delay_s < 1):
             raise TopologyError(f"{lw}: delay must be in [0, 1) s (got {link.delay_s!r})")
-        if link.buffer_pkts < 1:
-            raise TopologyError(f"{lw}: buffer must be at least 1 packet")
+        if not 1 <= link.buffer_pkts <= MAX_BUFFER_PKTS:
+            raise TopologyError(f"{lw}: buffer must be 1 to {MAX_BUFFER_PKTS:,} packets")
         for end in link.ends():
             if end.node in hosts:
                 attached[end.node] = attached.get(end.node, 0) + 1
@@ -547,10 +594,39 @@ def _check(t: Topology) -> None:
     for a in t.switches:
         if not t._ports[a]:
             raise TopologyError(f"{where}: switch {a} has no links")
-    for src in t.hosts:  # every host reaches every other (each path checked once)
+    # Every host reaches every other: checked once per switch that has hosts (host by host,
+    # 15 M calls for leaf-spine:32,62,64's 3,968 hosts).
+    homes: dict[str, str] = {}
+    for src in t.hosts:
+        homes.setdefault(t.attachment(src.name).switch, src.name)
+    for switch, src_name in homes.items():
+        routed = t.routes[switch]
         for dst in t.hosts:
-            if src is not dst and dst.name not in t.routes[t.attachment(src.name).switch]:
-                raise TopologyError(f"{where}: {dst.name} cannot be reached from {src.name}")
+            if dst.name != src_name and dst.name not in routed:
+                raise TopologyError(f"{where}: {dst.name} cannot be reached from {src_name}")
+
+
+ZERO_MAC = "00:00:00:00:00:00"
+
+
+def _host_ip_refusal(ip: str) -> str:
+    """Why ``ip`` (ADDRESS/LEN) cannot be a host's own address ("" if it can): the
+    unspecified, loopback, multicast, reserved and broadcast addresses, and its subnet's own
+    network and broadcast addresses, are nobody's (docs/topology.md)."""
+    try:
+        iface = ipaddress.IPv4Interface(ip)
+    except ValueError:
+        return "is not IPv4/len"
+    a, net = iface.ip, iface.network
+    if a == ipaddress.IPv4Address("255.255.255.255"):
+        return "is the broadcast address"
+    if a.is_unspecified or a.is_loopback or a.is_multicast or a.is_reserved:
+        return "is not a host's address (unspecified, loopback, multicast or reserved)"
+    if net.prefixlen <= 30 and a in (net.network_address, net.broadcast_address):
+        return (
+            f"is its subnet's own {'network' if a == net.network_address else 'broadcast'} address"
+        )
+    return ""
 
 
 def _unique(where: str, what: str, values: Iterable[str]) -> None:
@@ -756,7 +832,8 @@ def generate(spec: str, defaults: LinkDefaults | None = None) -> Topology:
         raise TopologyError(f"{spec}: {name} takes {gen.usage} (e.g. {_example(name, gen)})")
     values = []
     for arg, word, (lo, hi) in zip(gen.args, words, gen.limits, strict=True):
-        if not word.strip().isdigit() or not lo <= int(word) <= hi:
+        # ASCII digits: str.isdigit takes '²', which int() refuses (a ValueError traceback).
+        if not re.fullmatch(r"\s*[0-9]+\s*", word) or not lo <= int(word) <= hi:
             raise TopologyError(f"{spec}: {arg} must be a whole number in [{lo}, {hi}]")
         values.append(int(word))
     return gen.build(*values, d)
@@ -785,7 +862,7 @@ def load(spec: str, defaults: LinkDefaults | None = None) -> Topology:
         raise TopologyError(f"{spec}: no such topology file")
     if path.suffix == ".json":
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(path.read_text(), object_pairs_hook=_no_duplicate_keys)
         except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
             raise TopologyError(f"{path}: not a JSON topology ({e})") from None
         return parse_tutorials_json(data, name=path.stem, defaults=defaults)
@@ -793,6 +870,18 @@ def load(spec: str, defaults: LinkDefaults | None = None) -> Topology:
 
 
 # -- files ------------------------------------------------------------------------------------
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refused if a key appears twice (json keeps the last silently: a
+    second "h1" dropped the first host)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise TopologyError(f"key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
 
 TOML_KEYS = {"name", "defaults", "switch", "host", "link", "cp", "bottleneck", "traffic"}
 LINK_KEYS = {"a", "b", "rate_bps", "delay_s", "buffer_pkts"}
@@ -901,9 +990,11 @@ def parse_tutorials_json(data: Any, *, name: str, defaults: LinkDefaults | None 
     _keys(where, data, {"hosts", "switches", "links"})
     raw_hosts, raw_switches = data.get("hosts", {}), data.get("switches", {})
     if isinstance(raw_hosts, list):  # the older form: a list of names
-        raw_hosts = {h: {} for h in raw_hosts if isinstance(h, str)}
+        raw_hosts = {_string(f"{where}: hosts[{i}]", h): {} for i, h in enumerate(raw_hosts)}
     if isinstance(raw_switches, list):
-        raw_switches = {s: {} for s in raw_switches if isinstance(s, str)}
+        raw_switches = {
+            _string(f"{where}: switches[{i}]", s): {} for i, s in enumerate(raw_switches)
+        }
     if not isinstance(raw_hosts, dict) or not isinstance(raw_switches, dict):
         raise TopologyError(f"{where}: hosts and switches must be objects (or lists of names)")
     base = defaults or LinkDefaults()
@@ -911,8 +1002,10 @@ def parse_tutorials_json(data: Any, *, name: str, defaults: LinkDefaults | None 
     notes = []
     ignored: dict[tuple[str, ...], list[str]] = {}  # the switches' settings not used: by kind
     for s, conf in raw_switches.items():
+        if not isinstance(conf, dict):
+            raise TopologyError(f"{where}: switches.{s}: must be an object (got {conf!r:.40})")
         b.switch(s)
-        if isinstance(conf, dict) and set(conf) - {"program"}:
+        if set(conf) - {"program"}:
             ignored.setdefault(tuple(sorted(set(conf))), []).append(s)
     for keys, switches in ignored.items():
         # One note for all the switches that have them (it was one per switch).
@@ -926,10 +1019,19 @@ def parse_tutorials_json(data: Any, *, name: str, defaults: LinkDefaults | None 
             "runs the QCN pipeline, programmed by qcn's controller"
         )
     commands = 0
-    for h, raw in raw_hosts.items():
-        conf = raw if isinstance(raw, dict) else {}
-        b.host(h, str(conf.get("ip", "")), str(conf.get("mac", "")))
-        commands += len(conf.get("commands", []) or [])
+    for h, conf in raw_hosts.items():
+        hw = f"{where}: hosts.{h}"
+        if not isinstance(conf, dict):
+            raise TopologyError(f"{hw}: must be an object (got {conf!r:.40})")
+        b.host(
+            h,
+            _string(f"{hw}.ip", conf["ip"]) if "ip" in conf else "",
+            _string(f"{hw}.mac", conf["mac"]) if "mac" in conf else "",
+        )
+        listed = conf.get("commands", [])
+        if not isinstance(listed, list) or not all(isinstance(c, str) for c in listed):
+            raise TopologyError(f"{hw}.commands: must be a list of strings (got {listed!r:.40})")
+        commands += len(listed)
     if commands:
         notes.append(
             f"{commands} host commands (default routes and ARP entries for the tutorials' "
@@ -974,7 +1076,9 @@ def _tutorials_end(where: str, x: Any) -> tuple[str, int | None]:
 def _tutorials_latency(where: str, x: Any) -> float:
     if isinstance(x, int | float) and not isinstance(x, bool):
         value, unit = float(x), "ms"
-    elif isinstance(x, str) and (m := re.fullmatch(r"\s*([\d.]+)\s*(us|ms|s)?\s*", x)):
+    elif isinstance(x, str) and (
+        m := re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(us|ms|s)?\s*", x)
+    ):
         value, unit = float(m[1]), m[2] or "us"  # Mininet's TCLink: a bare number is us
     else:
         raise TopologyError(f"{where}: latency must be like '5ms' or a number of ms (got {x!r})")

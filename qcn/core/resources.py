@@ -1,0 +1,110 @@
+"""One resource policy: what a command will hold, estimated from the counts a user gives
+(workers, a sweep's points, a network's hosts and routed pairs, a drawing's nodes) and held
+to this machine's cores and memory before any work starts (docs/reliability.md, "Bounded
+by the machine").  A count past its bound is one line that gives the estimate and the
+bound; nothing has started.
+
+The bounds are measured, not guessed: a Dask worker held ~100 MB after one transient
+point; a route of the simulator, the parameter check and the scenario's timeout check cost
+~60 us and ~0.9 KB per (source, destination) pair (leaf-spine:16,32,32 all-to-all, a
+million pairs: 66 s and 0.9 GB before the first simulated microsecond); a drawing of 280
+nodes took 5 s, of 1,072 nodes 36 s.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from qcn.core.errors import QcnError
+
+WORKER_BYTES = 200 * 2**20
+"""A local Dask worker's memory, for the estimate: twice what one held after a transient
+point (a larger scenario's point holds more)."""
+WORKERS_PER_CORE = 4
+"""A sweep's points are single-threaded simulations: more workers than cores only share
+the cores (a few per core keep them busy while others write results)."""
+MAX_POINTS = 100_000
+"""Points in one sweep (grid combinations x seeds): each is checked before the first runs
+(~1 ms a grid combination, ~30 us a seed) and becomes a directory and a task."""
+MAX_ROUTED_PAIRS = 100_000
+"""(source, destination) pairs of a scenario's traffic (all-to-all: hosts x (hosts - 1)):
+~6 s and ~90 MB of routes and checks before a run starts."""
+MAX_DRAWN_NODES = 300
+"""Switches and hosts in one ``qcn net draw``: past this, the picture (at most 16 x 12
+inches) is unreadable, and its layout's checks grow as nodes x links."""
+MEMINFO = Path("/proc/meminfo")
+
+
+class ResourceError(QcnError):
+    """A count this machine cannot hold, or past a documented bound: one line with the
+    estimate."""
+
+
+def cores() -> int:
+    return os.cpu_count() or 1
+
+
+def available_bytes() -> int | None:
+    """The kernel's estimate of memory available without swapping (MemAvailable); None
+    where it cannot be read."""
+    try:
+        for line in MEMINFO.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _gb(n: float) -> str:
+    return f"{n / 2**30:,.1f} GB"
+
+
+def max_local_workers() -> int:
+    """The most local worker processes this machine holds: :data:`WORKERS_PER_CORE` a core,
+    and no more than its available memory holds at :data:`WORKER_BYTES` each."""
+    bound = WORKERS_PER_CORE * cores()
+    memory = available_bytes()
+    if memory is not None:
+        bound = min(bound, max(1, memory // WORKER_BYTES))
+    return bound
+
+
+def check_local_workers(workers: int, option: str = "--workers") -> None:
+    bound = max_local_workers()
+    if workers > bound:
+        memory = available_bytes()
+        held = f", {_gb(memory)} available" if memory is not None else ""
+        raise ResourceError(
+            f"{option} {workers:,}: a local cluster of {workers:,} worker processes needs "
+            f"~{_gb(workers * WORKER_BYTES)} ({WORKER_BYTES // 2**20} MB each); this machine "
+            f"has {cores()} cores{held}: at most {bound} here ({WORKERS_PER_CORE} a core, "
+            "within its memory), or --address a cluster of your own"
+        )
+
+
+def check_points(combinations: int, seeds: int) -> None:
+    points = combinations * seeds
+    if points > MAX_POINTS:
+        raise ResourceError(
+            f"{points:,} points ({combinations:,} grid combinations x {seeds:,} seeds): at "
+            f"most {MAX_POINTS:,} a sweep; split it into several sweeps"
+        )
+
+
+def check_routed_pairs(pairs: int, where: str) -> None:
+    if pairs > MAX_ROUTED_PAIRS:
+        raise ResourceError(
+            f"{where}: {pairs:,} (source, destination) pairs to route, ~{pairs * 60e-6:,.0f} s "
+            f"and ~{_gb(pairs * 900)} before the run starts: at most {MAX_ROUTED_PAIRS:,} (fewer "
+            "hosts, or workload.traffic incast or permutation: one destination a source)"
+        )
+
+
+def check_drawing(nodes: int, name: str) -> None:
+    if nodes > MAX_DRAWN_NODES:
+        raise ResourceError(
+            f"{name}: {nodes:,} switches and hosts: a drawing of more than {MAX_DRAWN_NODES} "
+            "is unreadable (qcn net show lists them all)"
+        )
