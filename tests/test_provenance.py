@@ -95,7 +95,7 @@ def test_again_reruns_a_scaled_simulation_as_it_ran(tmp_path: Path) -> None:
         (["transient"], "give none of a scenario"),
         (["--seed", "4"], "give none of --seed"),
         (["--set", "qcn.cp.w=4", "--no-qcn"], "give none of --set, --no-qcn"),
-        # Each the default's value: it was ignored without a word (issue 55, item 8).
+        # Each the default's value: it was ignored without a word.
         (["--sample-hz", "100"], "give none of --sample-hz"),
         (["--backend", "auto"], "give none of --backend"),
         (["--switch-scheduling", "realtime"], "give none of --switch-scheduling"),

@@ -203,7 +203,7 @@ def test_bad_specs_are_one_line(spec: str, message: str) -> None:
         (lambda d: d.update(traffic=[["h1", "h1"]]), "two different hosts"),
         (lambda d: d.update(colour="red"), "colour: unknown field"),
         (lambda d: d["host"][0].update(mac="01:00:00:00:00:01"), "not a unicast MAC"),
-        # Accepted before (issue 55, item 7), or passed on to fail in the core (item 6).
+        # Accepted before, or passed on to fail in the core.
         (lambda d: d["host"][0].update(mac="00:00:00:00:00:00"), "not a unicast MAC"),
         (lambda d: d["host"][0].update(mac="ff:ff:ff:ff:ff:ff"), "not a unicast MAC"),
         (lambda d: d["host"][0].update(ip="0.0.0.0/0"), "unspecified"),
@@ -291,7 +291,7 @@ TUTORIALS_OK = {
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        # Tracebacks before (issue 55, item 6).
+        # Tracebacks before.
         (json.dumps(TUTORIALS_OK | {"links": [["h1", "s1-p1", "1.2.3ms"], ["h2", "s1-p2"]]}),
          "latency must be like '5ms'"),
         (json.dumps(TUTORIALS_OK | {"links": [["h1", "s1-p1", "."], ["h2", "s1-p2"]]}),
