@@ -666,7 +666,7 @@ def test_the_rates_legend_lists_every_source_beside_its_plot() -> None:
 @pytest.mark.parametrize("sent", ["bogus", ""])
 def test_a_mode_the_knob_does_not_offer_is_said_on_the_page_and_put_back(sent: str) -> None:
     """A page's message setting the mode to "bogus" or "" was a KeyError in requested()
-    on the run's stderr (issue 55, item 12)."""
+    on the run's stderr."""
     from bokeh.document import Document  # noqa: PLC0415
 
     from qcn.live import knob_name, make_document  # noqa: PLC0415

@@ -89,7 +89,7 @@ def test_net_show_has_column_headers_and_each_note_once() -> None:
 
 
 def test_draw_into_a_directory_writes_name_png_there_and_says_so(tmp_path: Path) -> None:
-    """`-o DIR` wrote DIR.png beside it and said "drew DIR" (issue 55, item 11)."""
+    """`-o DIR` wrote DIR.png beside it and said "drew DIR"."""
     r = qcn("net", "draw", "single:2", "-o", str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().endswith(f"drew {tmp_path / 'single-2.png'}")
