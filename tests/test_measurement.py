@@ -4,6 +4,8 @@ the loop on a real switch runs in tests/test_mininet_bmv2.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from qcn.core import scenario as scenarios
@@ -89,3 +91,21 @@ def test_a_switch_that_stops_answering_is_one_error_naming_it() -> None:
         "switch s2 stopped answering at t=31.2 s (it crashed or was killed; its log is "
         "s2.log in the results)"
     )
+
+
+def test_the_progress_line_shows_the_deepest_cp_port_where_nothing_names_a_bottleneck() -> None:
+    """On a file's network the scenario's bottleneck is only its first CP port: the progress
+    line showed that port's queue (empty) while another filled (a pod with incast)."""
+    from topologies.measurement import progress_port  # noqa: PLC0415
+
+    pod = Path(__file__).resolve().parent / "data" / "pod-topo.json"
+    sc = scenarios.load("long-lived").with_overrides(
+        {"network.topology": str(pod), "workload.traffic": "incast"}
+    )
+    first, sink = PortRef("s1", 4), PortRef("s2", 2)
+    assert list(sc.topology.cp_ports) == [first, sink]
+    assert progress_port(sc, {first: 0, sink: 22}) == sink
+    assert progress_port(sc, {first: 3, sink: 1}) == first
+    # A schedule names its port: the progress line follows it whatever the others hold.
+    transient = scenarios.load("transient")
+    assert progress_port(transient, {transient.bottleneck_port: 0}) == transient.bottleneck_port

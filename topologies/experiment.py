@@ -206,9 +206,12 @@ class Experiment:
             tb.start(self.topo)
             self.agents = tb.program(self.network_config())
             cps = ", ".join(str(p) for p in self.topo.cp_ports) or "none"
+            # A bottleneck only where something names one (the topology, or a schedule that
+            # changes it): else the figures' port is chosen after the run, where it congested.
+            named = sc.schedule or (self.topo.bottleneck and not self.topo.bottleneck_chosen)
             self.progress(
-                f"qcn run: switches programmed; CP ports {cps} {cp_role(self.qcn)}; the "
-                f"bottleneck is {self.bottleneck}"
+                f"qcn run: switches programmed; CP ports {cps} {cp_role(self.qcn)}"
+                + (f"; the bottleneck is {self.bottleneck}" if named else "")
                 + (f"; PAUSE on every input ({pause_watermarks(sc)})" if sc.network.pause else "")
             )
             self.start_receivers(tb)

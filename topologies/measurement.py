@@ -115,9 +115,11 @@ def measure(
         hooks.on_sample(now - start, t)
         hooks.check()
         if now >= next_progress:
+            shown = progress_port(sc, depths)
             progress(
                 f"qcn run: t={now - start:5.1f}/{sc.duration_s:g} s  "
-                + hooks.progress_detail(depth)
+                + hooks.progress_detail(depths[shown])
+                + ("" if shown == bottleneck else f"  (queue: {shown}, the deepest CP port)")
             )
             next_progress += 1.0
         next_sample += interval_s
@@ -126,6 +128,18 @@ def measure(
     time.sleep(min(1.0, 10 * interval_s))
     hooks.on_sample(None, time.monotonic())
     return rec
+
+
+def progress_port(sc: Scenario, depths: dict[PortRef, int]) -> PortRef:
+    """The port whose queue the progress line shows: the bottleneck where something names
+    it (the topology, a schedule), else the deepest CP port now, as the run's headline
+    port is the most congested one (qcn.core.results.headline)."""
+    topo = sc.topology
+    named = sc.schedule or (topo.bottleneck is not None and not topo.bottleneck_chosen)
+    cps = [r for r in topo.cp_ports if r in depths]
+    if named or len(cps) < 2:
+        return sc.bottleneck_port
+    return max(cps, key=lambda r: depths[r])  # (max keeps the first of equals)
 
 
 def read_depths(
