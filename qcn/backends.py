@@ -341,14 +341,16 @@ def network_up(
     params: QcnParams,
     *,
     qcn: bool = True,
+    reaction_points: bool = True,
     cli: bool = False,
     say: Callable[[str], None] = print,
     live: LiveFeed | None = None,
 ) -> None:
     """``qcn net up``: ``topo`` on Mininet and BMv2 with QCN running (``params``: its CPs'
     and reaction points'), handed to Mininet's CLI or kept until Ctrl-C or ``qcn net down``;
-    everything is torn down on the way out.  ``live``: a live view's feed, filled while the
-    network runs."""
+    everything is torn down on the way out.  ``reaction_points`` false: the CPs run, and
+    no host has a daemon (the user starts their own, ``qcn rp start``).  ``live``: a live
+    view's feed, filled while the network runs."""
     require_mininet("qcn net")
     from topologies.session import NetworkSession  # noqa: PLC0415
 
@@ -358,7 +360,11 @@ def network_up(
     cps = params.cp if qcn else params.cp.never_sampling()
     with (
         NetworkSession(
-            topo, out, cp_params=cps, qcn=params if qcn else None, progress=net_say
+            topo,
+            out,
+            cp_params=cps,
+            qcn=params if qcn and reaction_points else None,
+            progress=net_say,
         ) as session,
         session.live_view(live),
     ):

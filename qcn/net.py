@@ -73,6 +73,12 @@ def register(sub: Any) -> None:
         "--no-qcn", action="store_true", help="no reaction points, CPs that never sample"
     )
     up.add_argument(
+        "--no-rp",
+        action="store_true",
+        help="CPs that sample and send CNMs, and no reaction-point daemon on any host: start "
+        "your own on a host, 'qcn rp start --iface h1-eth0'",
+    )
+    up.add_argument(
         "--params", type=Path, help="QCN parameters (TOML, in the network's units) to use"
     )
     up.add_argument(
@@ -179,7 +185,14 @@ def _up(args: argparse.Namespace) -> int:
                 serving(feed, args.live_port, lambda url: print(f"qcn net: live view at {url}"))
             )
         backends.network_up(
-            topo, args.out, params, qcn=not args.no_qcn, cli=args.cli, say=print, live=feed
+            topo,
+            args.out,
+            params,
+            qcn=not args.no_qcn,
+            reaction_points=not args.no_rp,
+            cli=args.cli,
+            say=print,
+            live=feed,
         )
     return 0
 
