@@ -131,3 +131,19 @@ def test_bytes_mode_q_eq_and_its_limits() -> None:
     CpParams(q_eq_bytes=209_715).validate()
     with pytest.raises(ParamError, match=r"cp\.q_eq_bytes.*exact quantisation"):
         CpParams(q_eq_bytes=209_716).validate()
+
+
+def test_probabilities_read_back_from_a_switch_pass_their_check() -> None:
+    """long-lived's BMv2 sampling (p_base 0.05, p_scale 0.95/63: exactly 1 at QntzFb 63) as
+    a switch holds it, in 24-bit fixed point, sums to 1 + 9e-7: `qcn ctl set s3 4
+    --q-eq-pkts 44` during such a run was refused ("must be in [0, 1] (got 1)")."""
+    from qcn.core.params import PROB_ONE  # noqa: PLC0415
+
+    def read_back(x: float) -> float:
+        return round(x * PROB_ONE) / PROB_ONE
+
+    held = CpParams(p_base=read_back(0.05), p_scale=read_back(0.95 / 63))
+    assert held.p_base + 63 * held.p_scale > 1
+    assert held.with_changes({"q_eq_pkts": 44}).q_eq_pkts == 44
+    with pytest.raises(ParamError, match="is a probability"):
+        held.with_changes({"p_scale": 0.951 / 63})  # 1.001: still refused

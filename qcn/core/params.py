@@ -741,7 +741,9 @@ def _check_linear_probability(
     _check_range(f"{section}.{base_name}", base, 0.0, 1.0)
     _check_range(f"{section}.{scale_name}", scale, 0.0, 1.0 / QNTZ_FB_MAX)
     top = base + QNTZ_FB_MAX * scale
-    if top > 1.0 + 1e-12:
+    # Within the data plane's rounding: values read back from a switch are its fixed-point
+    # integers over PROB_ONE, each off by up to half a unit (base + 63 scales: 32 units).
+    if top > 1.0 + (1 + QNTZ_FB_MAX) / (2 * PROB_ONE):
         raise ParamError(
             f"{section}.{scale_name}",
             f"{base_name} + 63 * {scale_name} is a probability and must be in [0, 1] (got {top:g})",
