@@ -18,6 +18,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -161,36 +162,19 @@ def test_knobs_csv_has_one_row_per_change(tmp_path: Path) -> None:
     ]
 
 
-def test_a_run_is_paced_to_its_speed() -> None:
-    """Two simulated seconds per second: the hook sleeps until the wall clock catches up."""
-    sc = transient(0.1)
-    feed = LiveFeed.of_scenario(sc, cp=sc.params.cp, speed=2.0)
-    wall = [100.0]
-    slept: list[float] = []
+@dataclass
+class FakeWall:
+    """A wall clock that sleeping moves, and the sleeps it was asked for."""
 
-    def sleep(s: float) -> None:
-        slept.append(s)
-        wall[0] += s
+    now: float = 100.0
+    slept: list[float] = field(default_factory=list)
 
-    live = SimulationLive(feed, clock=lambda: wall[0], sleep=sleep)
+    def clock(self) -> float:
+        return self.now
 
-    class Model:
-        now = 0.0
-
-        def live_row(self) -> LiveRow:
-            return LiveRow(self.now, (), (), 0, (), (), ())
-
-        def set_port_cp(self, port: str, cfg: CpPortConfig) -> None:  # noqa: ARG002
-            raise AssertionError("no change was asked for")
-
-    model = Model()
-    for k in range(1, 101):
-        model.now = k * 1e-3
-        live.on_sample(model, model.now)
-    rows, _ = feed.rows_since(0)
-    assert len(rows) == 10  # a row per 10 ms simulated
-    assert wall[0] == pytest.approx(100.0 + (rows[-1].t_s - rows[0].t_s) / 2, abs=1e-9)
-    assert len(slept) == 9
+    def sleep(self, s: float) -> None:
+        self.slept.append(s)
+        self.now += s
 
 
 class RowModel:
@@ -203,6 +187,23 @@ class RowModel:
 
     def set_port_cp(self, port: str, cfg: CpPortConfig) -> None:  # noqa: ARG002
         raise AssertionError("no change was asked for")
+
+
+def test_a_run_is_paced_to_its_speed() -> None:
+    """Two simulated seconds per second: the hook sleeps until the wall clock catches up."""
+    sc = transient(0.1)
+    feed = LiveFeed.of_scenario(sc, cp=sc.params.cp, speed=2.0)
+    wall = FakeWall()
+    live = SimulationLive(feed, clock=wall.clock, sleep=wall.sleep)
+
+    model = RowModel()
+    for k in range(1, 101):
+        model.now = k * 1e-3
+        live.on_sample(model, model.now)
+    rows, _ = feed.rows_since(0)
+    assert len(rows) == 10  # a row per 10 ms simulated
+    assert wall.now == pytest.approx(100.0 + (rows[-1].t_s - rows[0].t_s) / 2, abs=1e-9)
+    assert len(wall.slept) == 9
 
 
 def test_a_run_does_not_outrun_its_page() -> None:
@@ -242,27 +243,22 @@ def test_a_run_that_waited_for_its_page_goes_on_at_its_speed() -> None:
     before, half a row's interval per row at two simulated seconds per second."""
     sc = transient(0.1)
     feed = LiveFeed.of_scenario(sc, cp=sc.params.cp, speed=2.0)
-    wall = [100.0]
-    slept: list[float] = []
-
-    def sleep(s: float) -> None:
-        slept.append(s)
-        wall[0] += s
+    wall = FakeWall()
 
     def page_took_5_s_at_the_fifth_row(
         _t_s: float, _clock: Callable[[], float] = time.monotonic
     ) -> float:
         waited = 5.0 if len(feed.rows_since(0)[0]) == 5 else 0.0
-        wall[0] += waited
+        wall.now += waited
         return waited
 
     feed.wait_for_page = page_took_5_s_at_the_fifth_row  # type: ignore[method-assign,assignment]
-    live = SimulationLive(feed, clock=lambda: wall[0], sleep=sleep)
+    live = SimulationLive(feed, clock=wall.clock, sleep=wall.sleep)
     model = RowModel()
     for k in range(1, 101):
         model.now = k * 1e-3
         live.on_sample(model, model.now)
-    assert slept == pytest.approx([0.005] * 9)
+    assert wall.slept == pytest.approx([0.005] * 9)
 
 
 # -- `qcn run --live`, without a browser ------------------------------------------------------
