@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 BUILD := build
 P4_SOURCES := $(shell find p4src -name '*.p4' 2>/dev/null)
 
-.PHONY: help deps sysdeps venv lint fmt test unit build ptf bench run reproduce robustness-map clean
+.PHONY: help deps sysdeps venv lint fmt test test-long unit build ptf bench run reproduce robustness-map clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -52,6 +52,9 @@ unit: venv  ## the Python test suite only
 test: lint  ## the whole test suite (PTF/BMv2 parts skip in one line without the toolchain)
 	@scripts/install-deps.sh status
 	$(VENV)/bin/pytest
+
+test-long: venv  ## the long BMv2 scenario tests the default suite leaves out (tests/toolchain.py)
+	QCN_LONG_TESTS=1 $(VENV)/bin/pytest tests/test_mininet_bmv2.py
 
 # The p4c command line is defined once, in qcn/core/pipeline.py (stdlib only: no venv needed).
 $(BUILD)/qcn_cp.json: $(P4_SOURCES)
