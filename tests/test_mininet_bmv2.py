@@ -492,7 +492,8 @@ def test_compare_sets_bmv2_beside_the_simulator(tmp_path: Path) -> None:
          "--duration", "0.4", "--out", str(tmp_path / "cmp"), "--live"],
         capture_output=True, text=True, check=False, timeout=300,
     )  # fmt: skip
-    assert r.returncode == 0, r.stdout + r.stderr
+    # A run this short may miss a target: exit 1 by the convention (docs/reliability.md).
+    assert r.returncode in (0, 1), r.stdout + r.stderr
     assert "queue mean, episode (pkts)" in r.stdout
     assert "qcn compare: live view at http://127.0.0.1:" in r.stdout  # (what watching costs)
     result = json.loads((tmp_path / "cmp" / "compare.json").read_text())
