@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import random
 import sys
-import time
 from collections import Counter
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +21,7 @@ from reaction_point.daemon import (
     daemon_alive,
     status_files,
 )
-from reaction_point.sources import DATA_PORT, SourceSpec, run_source
+from reaction_point.sources import SEND_DESCRIPTION, add_send_arguments, send
 
 
 class RpUsageError(QcnError, ValueError):
@@ -97,44 +93,10 @@ def register(sub: Any) -> None:
     se = cmds.add_parser(
         "send",
         help="generate traffic through the kernel limiters",
-        description="Send UDP traffic, through the kernel and so through the daemon's "
-        "limiters, each frame numbered so that the sink counts what was lost.",
+        description=SEND_DESCRIPTION,
     )
-    se.add_argument("--dst", required=True, help="destination IPv4 address(es), comma-separated")
-    se.add_argument(
-        "--pattern",
-        choices=["constant", "bernoulli", "onoff"],
-        default="constant",
-        help="constant rate, Bernoulli slots at the line rate, or on/off periods "
-        "(default: %(default)s)",
-    )
-    se.add_argument("--rate-bps", type=float, default=10e6, help="rate (bernoulli: line rate)")
-    se.add_argument("--load", type=float, default=1.0, help="bernoulli: slot probability")
-    se.add_argument("--mean-on-ms", type=float, default=20.0, help="onoff: mean on period")
-    se.add_argument("--mean-off-ms", type=float, default=20.0, help="onoff: mean off period")
-    se.add_argument(
-        "--frame-bytes", type=int, default=1500, help="Ethernet frame size (default: %(default)s)"
-    )
-    se.add_argument("--duration", type=float, default=10.0, help="seconds")
-    se.add_argument(
-        "--port", type=int, default=DATA_PORT, help="UDP destination port (default: %(default)s)"
-    )
-    se.add_argument("--seed", type=int, help="random seed of the arrivals (default: random)")
-    se.add_argument(
-        "--start-at",
-        type=float,
-        metavar="T",
-        help="wait until the monotonic clock (CLOCK_MONOTONIC, seconds) reaches T, to start "
-        "several sources together",
-    )
-    se.add_argument(
-        "--report",
-        type=Path,
-        metavar="FILE",
-        help="write what was sent, and how long the source was not run, as JSON (also when "
-        "interrupted)",
-    )
-    se.set_defaults(func=_send)
+    add_send_arguments(se)
+    se.set_defaults(func=send)
 
 
 def _start(args: argparse.Namespace) -> int:
@@ -288,54 +250,3 @@ def _typed(values: dict[str, Any], kinds: Kinds) -> bool:
         isinstance(values.get(k), t) and (t is bool or not isinstance(values.get(k), bool))
         for k, t in kinds.items()
     )
-
-
-START_AT_HORIZON_S = 3600.0
-"""--start-at is a time.monotonic() value at most this far from now."""
-
-
-def _send(args: argparse.Namespace) -> int:
-    if not 1 <= args.port <= 65535:
-        raise RpUsageError(f"--port must be in [1, 65535] (got {args.port})")
-    if args.start_at is not None and not (
-        math.isfinite(args.start_at) and abs(args.start_at - time.monotonic()) <= START_AT_HORIZON_S
-    ):
-        raise RpUsageError(
-            f"--start-at must be a time.monotonic() value within {START_AT_HORIZON_S:g} s of "
-            f"now ({time.monotonic():.1f}; got {args.start_at:g})"
-        )
-    spec = SourceSpec(
-        destinations=tuple(d.strip() for d in args.dst.split(",") if d.strip()),
-        pattern=args.pattern,
-        rate_bps=args.rate_bps,
-        load=args.load,
-        mean_on_s=args.mean_on_ms / 1e3,
-        mean_off_s=args.mean_off_ms / 1e3,
-        frame_bytes=args.frame_bytes,
-        duration_s=args.duration,
-        port=args.port,
-    )
-    try:
-        spec.validate()
-    except (ValueError, OSError) as e:
-        raise RpUsageError(str(e)) from None
-    if args.start_at is not None:
-        time.sleep(max(0.0, args.start_at - time.monotonic()))
-    try:
-        report = run_source(spec, random.Random(args.seed))
-    except OSError as e:
-        # No route, a network that is down: the kernel's reason, in one line.
-        raise RpUsageError(f"cannot send to {args.dst}: {e.strerror or e}") from None
-    if args.report is not None:
-        try:
-            args.report.write_text(json.dumps(asdict(report)) + "\n")
-        except OSError as e:
-            raise RpUsageError(f"--report {args.report}: cannot write it ({e.strerror})") from None
-    print(
-        f"sent {report.sent_frames} frames ({report.sent_bytes} B) in {report.elapsed_s:.2f} s "
-        f"({spec.duration_s:g} s asked); {report.blocked} refused by a full limiter queue; "
-        f"{report.late_frames} sent late (at most {report.max_lag_s * 1e3:.1f} ms behind); "
-        f"not run for {report.stalled_s * 1e3:.0f} ms in all (what fell due then skipped)"
-        + ("; interrupted" if report.interrupted else "")
-    )
-    return 130 if report.interrupted else 0

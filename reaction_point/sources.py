@@ -14,17 +14,23 @@ losses exactly (:mod:`topologies.sink`).
 
 from __future__ import annotations
 
+import argparse
 import errno
 import ipaddress
+import json
 import math
 import random
 import socket
 import struct
+import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Literal
 
+from qcn.core.errors import QcnError
+from qcn.core.errors import report as report_error
 from qcn.core.signals import InterruptBetweenSteps
 
 ETH_IP_UDP_HEADERS = 14 + 20 + 8
@@ -214,3 +220,124 @@ def _send_until(
         finally:
             steps.step_done()
         t += slot_s
+
+
+# -- the command line (qcn rp send; python -m reaction_point.sources) ---------------------------
+# Here, not in reaction_point.cli, so that a run's ten sources start in a tenth of the time:
+# the whole `qcn` command line imports the controller and the daemon (scapy, pyroute2,
+# finsy), a second of CPU each, all of them due at once at the run's start.
+
+SEND_DESCRIPTION = (
+    "Send UDP traffic, through the kernel and so through the daemon's limiters, each frame "
+    "numbered so that the sink counts what was lost."
+)
+
+
+class SendUsageError(QcnError, ValueError):
+    """A mistake in the `qcn rp send` command line, reported in one line."""
+
+
+def add_send_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dst", required=True, help="destination IPv4 address(es), comma-separated"
+    )
+    parser.add_argument(
+        "--pattern",
+        choices=["constant", "bernoulli", "onoff"],
+        default="constant",
+        help="constant rate, Bernoulli slots at the line rate, or on/off periods "
+        "(default: %(default)s)",
+    )
+    parser.add_argument("--rate-bps", type=float, default=10e6, help="rate (bernoulli: line rate)")
+    parser.add_argument("--load", type=float, default=1.0, help="bernoulli: slot probability")
+    parser.add_argument("--mean-on-ms", type=float, default=20.0, help="onoff: mean on period")
+    parser.add_argument("--mean-off-ms", type=float, default=20.0, help="onoff: mean off period")
+    parser.add_argument(
+        "--frame-bytes", type=int, default=1500, help="Ethernet frame size (default: %(default)s)"
+    )
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds")
+    parser.add_argument(
+        "--port", type=int, default=DATA_PORT, help="UDP destination port (default: %(default)s)"
+    )
+    parser.add_argument("--seed", type=int, help="random seed of the arrivals (default: random)")
+    parser.add_argument(
+        "--start-at",
+        type=float,
+        metavar="T",
+        help="wait until the monotonic clock (CLOCK_MONOTONIC, seconds) reaches T, to start "
+        "several sources together",
+    )
+    parser.add_argument(
+        "--report",
+        type=Path,
+        metavar="FILE",
+        help="write what was sent, and how long the source was not run, as JSON (also when "
+        "interrupted)",
+    )
+
+
+START_AT_HORIZON_S = 3600.0
+"""--start-at is a time.monotonic() value at most this far from now."""
+
+
+def send(args: argparse.Namespace) -> int:
+    """`qcn rp send` (and ``python -m reaction_point.sources``)."""
+    if not 1 <= args.port <= 65535:
+        raise SendUsageError(f"--port must be in [1, 65535] (got {args.port})")
+    if args.start_at is not None and not (
+        math.isfinite(args.start_at) and abs(args.start_at - time.monotonic()) <= START_AT_HORIZON_S
+    ):
+        raise SendUsageError(
+            f"--start-at must be a time.monotonic() value within {START_AT_HORIZON_S:g} s of "
+            f"now ({time.monotonic():.1f}; got {args.start_at:g})"
+        )
+    spec = SourceSpec(
+        destinations=tuple(d.strip() for d in args.dst.split(",") if d.strip()),
+        pattern=args.pattern,
+        rate_bps=args.rate_bps,
+        load=args.load,
+        mean_on_s=args.mean_on_ms / 1e3,
+        mean_off_s=args.mean_off_ms / 1e3,
+        frame_bytes=args.frame_bytes,
+        duration_s=args.duration,
+        port=args.port,
+    )
+    try:
+        spec.validate()
+    except (ValueError, OSError) as e:
+        raise SendUsageError(str(e)) from None
+    if args.start_at is not None:
+        time.sleep(max(0.0, args.start_at - time.monotonic()))
+    try:
+        report = run_source(spec, random.Random(args.seed))
+    except OSError as e:
+        # No route, a network that is down: the kernel's reason, in one line.
+        raise SendUsageError(f"cannot send to {args.dst}: {e.strerror or e}") from None
+    if args.report is not None:
+        try:
+            args.report.write_text(json.dumps(asdict(report)) + "\n")
+        except OSError as e:
+            why = f"--report {args.report}: cannot write it ({e.strerror})"
+            raise SendUsageError(why) from None
+    print(
+        f"sent {report.sent_frames} frames ({report.sent_bytes} B) in {report.elapsed_s:.2f} s "
+        f"({spec.duration_s:g} s asked); {report.blocked} refused by a full limiter queue; "
+        f"{report.late_frames} sent late (at most {report.max_lag_s * 1e3:.1f} ms behind); "
+        f"not run for {report.stalled_s * 1e3:.0f} ms in all (what fell due then skipped)"
+        + ("; interrupted" if report.interrupted else "")
+    )
+    return 130 if report.interrupted else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="qcn rp send", description=SEND_DESCRIPTION)
+    add_send_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return send(args)
+    except QcnError as e:
+        return report_error(e)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

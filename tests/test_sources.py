@@ -16,6 +16,8 @@ import pytest
 
 from reaction_point.sources import SourceReport, SourceSpec, run_source
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 @pytest.fixture
 def receiver() -> tuple[int, list[int]]:
@@ -124,3 +126,37 @@ def test_send_reports_as_json_also_when_interrupted(tmp_path: Path) -> None:
     assert data["sent_bytes"] == 1500 * data["sent_frames"]
     assert set(data) == {f.name for f in fields(SourceReport)}
     assert "interrupted" in out
+
+
+def test_a_runs_sources_start_light() -> None:
+    """A BMv2 run starts ten sources at once (``python -m reaction_point.sources``): none
+    may import the controller's or the daemon's libraries, a second of CPU each, which
+    delayed the sources' start and everything else on the machine."""
+    heavy = ("scapy", "pyroute2", "finsy", "grpc", "p4", "controller", "reaction_point.daemon")
+    r = subprocess.run(
+        [sys.executable, "-c", "import sys, reaction_point.sources; print(' '.join(sys.modules))"],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+    )  # fmt: skip
+    assert [m for m in r.stdout.split() if m.startswith(heavy)] == []
+
+
+def test_the_sources_module_is_qcn_rp_send() -> None:
+    """The module's command line is `qcn rp send`'s: the same options and one-line errors."""
+    argv = ["--dst", "10.0.0.2", "--port", "70000"]
+    runs = [
+        subprocess.run(
+            [sys.executable, *how, *argv], capture_output=True, text=True, cwd=ROOT, check=False
+        )
+        for how in (("-m", "reaction_point.sources"), ("-m", "qcn.cli", "rp", "send"))
+    ]
+    assert [r.returncode for r in runs] == [2, 2]
+    assert [r.stderr for r in runs] == [
+        "qcn: error: --port must be in [1, 65535] (got 70000)\n"
+    ] * 2
+    helps = [
+        subprocess.run(
+            [sys.executable, *how, "--help"], capture_output=True, text=True, cwd=ROOT, check=False
+        )
+        for how in (("-m", "reaction_point.sources"), ("-m", "qcn.cli", "rp", "send"))
+    ]
+    assert helps[0].stdout == helps[1].stdout

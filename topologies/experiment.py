@@ -501,7 +501,9 @@ class StreamExperiment(Experiment):
         host = self.sources[i]
         line_rate = self.topo.access_link(host).rate_bps
         args = [
-            *(sys.executable, "-m", "qcn", "rp", "send"),
+            # `qcn rp send`'s own module: the whole `qcn` command line costs each of them a
+            # second of CPU at the run's start (reaction_point/sources.py).
+            *(sys.executable, "-m", "reaction_point.sources"),
             *("--dst", self.host_ip(sc.sources[i].destinations[0])),
             *("--pattern", pattern, "--frame-bytes", str(sc.network.frame_bytes)),
             *("--duration", f"{duration:.6f}", "--port", str(SINK_PORT), "--seed", str(i + 1)),
