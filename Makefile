@@ -71,6 +71,7 @@ bench: venv  ## benchmarks (each prints its figures and ratios against a same-ru
 	$(PY) -m bench.flow_bench
 	$(PY) -m bench.pause_bench
 	$(PY) -m bench.sweep_bench
+	$(PY) -m bench.tune_bench
 	@if command -v p4c >/dev/null && command -v simple_switch_grpc >/dev/null; then \
 	    $(PY) -m bench.pipeline_bench && $(PY) -m bench.ctl_bench && $(PY) -m bench.hold_bench; \
 	else echo "bench: pipeline, controller and hold benchmarks skipped: p4lang toolchain missing"; fi

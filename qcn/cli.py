@@ -126,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     from qcn import compare as compare_cli  # noqa: PLC0415
 
     compare_cli.register(sub)
+    from qcn import tune as tune_cli  # noqa: PLC0415
+
+    tune_cli.register(sub)
     from qcn import schemes as schemes_cli  # noqa: PLC0415
 
     schemes_cli.register(sub)

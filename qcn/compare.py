@@ -47,6 +47,7 @@ from qcn.options import (
     add_count,
     add_duration,
     add_out,
+    add_params,
     add_scenario,
     add_set,
     check_count,
@@ -278,6 +279,7 @@ def register(sub: Any) -> None:
     add_count(p, "--runs", 3, "runs per backend")
     add_duration(p)
     add_set(p)
+    add_params(p)
     add_out(p, None, f"{DEFAULT_OUT}/SCENARIO")
     p.add_argument(
         "--live",

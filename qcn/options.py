@@ -19,8 +19,9 @@ from typing import Any
 from qcn import backends
 from qcn.core import scenario as scenarios
 from qcn.core.errors import QcnError
+from qcn.core.params import ParamError, QcnParams
 from qcn.core.scenario import ScenarioError
-from qcn.core.tomlfile import toml_value
+from qcn.core.tomlfile import read_toml, toml_value
 
 SET_HELP = "override a scenario field, e.g. qcn.rp.fb_hat=true (TOML value); repeatable"
 
@@ -50,6 +51,35 @@ def add_scenario(
 def add_set(p: argparse.ArgumentParser, help_text: str = SET_HELP) -> None:
     """``--set KEY=VALUE``, repeatable: :func:`overrides_from` reads them."""
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=help_text)
+
+
+def add_params(p: argparse.ArgumentParser) -> None:
+    """``--params FILE``: QCN parameters (a TOML file's [cp] and [rp] tables, as `qcn params`
+    and `qcn tune`'s best.toml write them) over the scenario's, in its units."""
+    p.add_argument(
+        "--params",
+        type=Path,
+        metavar="FILE",
+        help="QCN parameters over the scenario's (TOML [cp] and [rp], e.g. qcn tune's best.toml)",
+    )
+
+
+def params_overrides(path: Path, sc: scenarios.Scenario) -> dict[str, Any]:
+    """A parameter file's fields as scenario overrides (``qcn.cp.w``), checked against the
+    scenario's parameters first (an error names the file and the field)."""
+    data = read_toml(path, lambda message: ParamError(*message.split(": ", 1)))
+    QcnParams.load(path, base=sc.params)
+    out: dict[str, Any] = {}
+
+    def flatten(prefix: str, node: dict[str, Any]) -> None:
+        for key, value in node.items():
+            if isinstance(value, dict):
+                flatten(f"{prefix}{key}.", value)
+            else:
+                out[f"{prefix}{key}"] = value
+
+    flatten("qcn.", data)
+    return out
 
 
 def add_duration(p: argparse.ArgumentParser) -> None:
@@ -89,12 +119,21 @@ def overrides_from(pairs: list[str]) -> dict[str, Any]:
 
 
 def load_scenario(
-    name: str, sets: list[str], duration_s: float | None
+    name: str, sets: list[str], duration_s: float | None, params: Path | None = None
 ) -> tuple[scenarios.Scenario, dict[str, Any]]:
-    """A scenario with the command line's ``--set`` and ``--duration`` applied, and those
-    overrides."""
+    """A scenario with the command line's ``--params``, ``--set`` and ``--duration``
+    applied, and those overrides."""
     sc = scenarios.load(name)
     overrides = overrides_from(sets)
+    if params is not None:
+        from_file = params_overrides(params, sc)
+        both = sorted(set(from_file) & set(overrides))
+        if both:
+            raise ScenarioError(
+                f"{', '.join(both)}: given by --params and by --set; one would win silently: "
+                "keep one"
+            )
+        overrides = {**from_file, **overrides}
     if duration_s is not None:
         if "duration_s" in overrides:
             # Which one was meant?  --duration used to win without a word (sweep refuses
@@ -109,7 +148,9 @@ def load_scenario(
 def scenario_of(args: argparse.Namespace) -> tuple[scenarios.Scenario, dict[str, Any]]:
     """The scenario the shared options name (:func:`add_scenario`, :func:`add_set`, and
     :func:`add_duration` where the command has it), and the overrides given."""
-    return load_scenario(args.scenario, args.set, getattr(args, "duration", None))
+    return load_scenario(
+        args.scenario, args.set, getattr(args, "duration", None), getattr(args, "params", None)
+    )
 
 
 def make_results_dir(out: Path, error: type[QcnError]) -> None:

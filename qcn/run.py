@@ -27,6 +27,7 @@ from qcn.options import (
     SET_HELP,
     add_duration,
     add_out,
+    add_params,
     add_quiet,
     add_scenario,
     add_set,
@@ -144,6 +145,7 @@ def register(sub: Any) -> None:
         help="--live: the port to serve on (default: a free one)",
     )
     add_set(p, SET_HELP + "; it also wins over the scenario's [bmv2.set]")
+    add_params(p)
     p.set_defaults(func=_run)
 
 
@@ -402,6 +404,7 @@ def _again_conflicts(args: argparse.Namespace) -> list[str]:
     given = {
         "a scenario": bool(args.scenario),
         "--set": bool(args.set),
+        "--params": args.params is not None,
         "--duration": args.duration is not None,
         "--seed": args.seed is not None,  # (--seed 1 too: it is not ignored)
         "--backend": args.backend is not None,  # (--backend auto too: not ignored)

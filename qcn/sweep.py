@@ -61,6 +61,7 @@ from qcn.options import (
     add_count,
     add_duration,
     add_out,
+    add_params,
     add_quiet,
     add_scenario,
     add_set,
@@ -289,6 +290,14 @@ def _describe(identity: Any) -> str:
 class Store:
     """A sweep's output directory: one folder per point, the table, the plots."""
 
+    manifest = MANIFEST
+    """The file that says which sweep (or study: qcn.tune) the directory holds."""
+    kind = "sweep"
+
+    def describe(self, identity: Any) -> str:
+        """What the directory holds, in a few words (for the refusal)."""
+        return _describe(identity)
+
     def __init__(
         self,
         out: Path,
@@ -317,8 +326,8 @@ class Store:
         """Make ``out`` ready for this sweep (``identity``: what makes it this one, kept in
         sweep.json); an ``out`` holding another sweep is refused, so that its table and
         points are never mixed with this one's."""
-        manifest = self.out / MANIFEST
-        for name in (MANIFEST, "sweep.csv", "sweep.parquet", "points"):
+        manifest = self.out / self.manifest
+        for name in (self.manifest, "sweep.csv", "sweep.parquet", "points"):
             path = self.out / name
             kind = path.is_dir() if name == "points" else path.is_file()
             if path.exists() and not kind:
@@ -332,8 +341,8 @@ class Store:
                 held = None
             if held != identity:
                 raise SweepError(
-                    f"--out {self.out} holds another sweep ({_describe(held)}); choose another "
-                    "--out for this one"
+                    f"--out {self.out} holds another {self.kind} ({self.describe(held)}); choose "
+                    "another --out for this one"
                 )
         try:
             (self.out / "points").mkdir(parents=True, exist_ok=True)
@@ -873,6 +882,7 @@ def register(sub: Any) -> None:
     p.add_argument("--address", help="join this Dask scheduler (tcp://HOST:PORT) instead")
     add_out(p, None, f"{DEFAULT_OUT}/SCENARIO")
     add_set(p, "a fixed override of a scenario field, for every point (TOML value)")
+    add_params(p)
     add_duration(p)
     add_quiet(p)
     p.add_argument(

@@ -4,6 +4,7 @@ from another shell, and nothing left behind."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -187,3 +188,88 @@ def test_a_run_while_another_network_is_up_is_refused_and_leaves_it_alone(
         assert "a run's network is not stopped by 'qcn net down'" in down.stdout
     # Released: the next one takes it.
     hold_network_lock(lock_path).close()
+
+
+def test_a_tuned_setting_is_applied_to_a_running_networks_cps(tmp_path: Path) -> None:
+    """`qcn tune --apply`: the study's best CP fields reach every CP port of a running
+    network over P4Runtime (as `qcn ctl set` writes them), logged in applied.csv; the RP's
+    fields are said to need the hosts' daemons restarted."""
+    env = net_env(tmp_path)
+    study = tmp_path / "study"
+    tune = [*QCN, "tune", "fct", "--duration", "0.05", "--trials", "2", "--seeds", "1",
+            "--holdout-seeds", "1", "--constraint", "drops<=1e9", "--out", str(study),
+            "--param", "qcn.cp.q_eq_pkts=30:40", "--param", "qcn.cp.w=3:4",
+            "--param", "qcn.rp.gd=0.004:0.008"]  # fmt: skip
+    found = subprocess.run(tune, capture_output=True, text=True, cwd=ROOT, check=False, env=env)
+    assert found.returncode == 0, found.stdout + found.stderr
+    best = json.loads((study / "tune.json").read_text())["best"]["params"]
+    out = tmp_path / "net"
+    proc = subprocess.Popen(
+        [*QCN, "net", "up", "single:2", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if "qcn net: running" in line:
+                break
+        assert "qcn net: running" in "".join(lines), "".join(lines)
+        network = out / "network.toml"
+        r = subprocess.run([*tune, "--apply", str(network)], capture_output=True, text=True,
+                           cwd=ROOT, check=False, env=env, timeout=120)  # fmt: skip
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "(2 already done)" in r.stdout
+        assert "not applied (the hosts' reaction points take them at start): qcn.rp.gd" in r.stdout
+        with (study / "applied.csv").open() as f:
+            rows = list(csv.DictReader(f))
+        ports = sorted({row["port"] for row in rows})
+        assert ports, r.stdout
+        assert {(row["field"], row["new"]) for row in rows} == {
+            ("q_eq_pkts", str(best["qcn.cp.q_eq_pkts"])),
+            ("w", f"{best['qcn.cp.w']:g}"),
+        }
+        show = subprocess.run([*QCN, "ctl", "-c", str(network), "show"], capture_output=True,
+                              text=True, check=False, env=env, timeout=60)  # fmt: skip
+        assert show.returncode == 0, show.stderr
+        assert f"w={best['qcn.cp.w']:g}" in show.stdout, show.stdout
+        down = subprocess.run([*QCN, "net", "down"], capture_output=True, text=True, env=env,
+                              timeout=60, check=False)  # fmt: skip
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+    assert leftovers() == ("", "")
+
+
+def test_a_tuned_setting_is_verified_on_bmv2_beside_the_simulator(tmp_path: Path) -> None:
+    """`qcn tune --verify`: qcn compare of the defaults and of the best setting, each on BMv2
+    and the simulator; the report's figures are those of the runs it made.  (A run this
+    short cannot promise BMv2 shows the gain: exit 0 or 1, as the verdict says.)"""
+    study = tmp_path / "study"
+    r = subprocess.run(
+        [*QCN, "tune", "fct", "--duration", "0.02", "--trials", "2", "--seeds", "1",
+         "--holdout-seeds", "1", "--constraint", "none", "--out", str(study),
+         "--param", "qcn.cp.q_eq_pkts=10:30", "--param", "qcn.cp.w=1:3", "--verify"],
+        capture_output=True, text=True, cwd=ROOT, check=False, timeout=600,
+    )  # fmt: skip
+    said = r.stdout + r.stderr
+    verdict = re.search(
+        r"qcn tune: verify: (BMv2 shows the improvement|NOT verified on BMv2)", said
+    )
+    assert verdict, said
+    assert r.returncode == (0 if verdict[1].startswith("BMv2 shows") else 1), said
+    report = json.loads((study / "verify" / "verify.json").read_text())
+    assert report["metric"] == "slowdown_short_p99"
+    for name in ("defaults", "best"):
+        for backend in ("sim", "bmv2"):
+            summary = json.loads((study / "verify" / name / f"{backend}-1" / "summary.json")
+                                 .read_text())  # fmt: skip
+            assert report["figures"][name][backend] == summary["slowdown_short_p99"]
+    best = json.loads((study / "tune.json").read_text())["best"]["params"]
+    ran = (study / "verify" / "best" / "bmv2-1" / "run.toml").read_text()
+    assert f"q_eq_pkts = {best['qcn.cp.q_eq_pkts']}" in ran  # the best's own setting
+    assert leftovers() == ("", "")

@@ -65,6 +65,8 @@ BROWSER = {"qcn run transient --backend sim --live --out results/live"}
 LONG = {
     "qcn reproduce --seeds 1,2,3",
     "qcn sweep robustness --grid network.rtt_s=10e-6,200e-6 --seeds 3",
+    # (tests/test_tune.py: shorter studies; tests/test_net_bmv2.py: --apply and --verify)
+    "qcn tune fct --trials 100 --verify",
 }
 
 TABLE_EXAMPLE = re.compile(r"^\|\s*`qcn [^`]*`\s*\|\s*`(qcn [^`]*)`\s*\|")

@@ -1,0 +1,1125 @@
+"""`qcn tune`: find a QCN setting for a scenario, closed loop: a search on the simulator
+(Optuna's TPE sampler), each trial on several seeds on the Dask cluster `qcn sweep` uses,
+the best checked on seeds the search never saw, then written to a running BMv2 network's
+CPs over P4Runtime (``--apply``).
+
+    qcn tune fct --trials 100 --seeds 2 --holdout-seeds 5 [--objective slowdown_short_p99]
+        [--constraint drops<=default] [--param qcn.cp.q_eq_pkts=5:60] [--out DIR]
+
+**Resumable.** The study is an Optuna journal (``OUT/study.journal``) beside its trials'
+runs (``OUT/points/KEY/``, each as `qcn run` writes it, with its run.toml).  Ctrl-C keeps
+every finished trial and run; the same command again continues the study where it stopped
+(a run already on disk is not run again), and a larger ``--trials`` extends it.
+
+docs/tuning.md says what it searches, how, and what it can and cannot promise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import math
+import re
+import statistics
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qcn import backends
+from qcn.core import publish
+from qcn.core.errors import CheckFailedError, QcnError
+from qcn.core.live import KnobChange, write_knobs
+from qcn.core.params import QNTZ_FB_MAX, W_ONE
+from qcn.core.progress import ProgressLine
+from qcn.core.results import FLOW_KEYS, SUMMARY_KEYS
+from qcn.core.scenario import Scenario, require_backend
+from qcn.core.signals import interrupts_deferred
+from qcn.core.tomlfile import toml_value
+from qcn.options import (
+    add_count,
+    add_duration,
+    add_out,
+    add_params,
+    add_quiet,
+    add_scenario,
+    add_set,
+    check_count,
+    plain_text,
+    require_mininet,
+    scenario_of,
+)
+from qcn.sweep import (
+    Point,
+    Store,
+    check_address,
+    dask_client,
+    input_hashes,
+    point_key,
+    quantity_label,
+    run_point,
+)
+
+DEFAULT_OUT = Path("results/tune")
+STUDY_FILE = "study.journal"
+STUDY_NAME = "qcn-tune"
+BEST_FILE = "best.toml"
+TRIALS_FILE = "trials.csv"
+REPORT_FILE = "tune.json"
+APPLIED_FILE = "applied.csv"
+METRICS = (*SUMMARY_KEYS, *FLOW_KEYS)
+"""What a study can optimise or constrain: a run's headline figures (summary.json)."""
+MAXIMISED = ("utilization", "utilization_episode", "jain_fairness")
+"""The figures that are better larger (the others: smaller)."""
+MAX_OBJECTIVES = 2
+CP_APPLIED = ("q_eq_pkts", "w", "p_base", "p_scale")
+"""The CP fields ``--apply`` writes to a running network (those a tuned setting changes and
+that are the same in BMv2's units: q_eq in frames, w and the probabilities have none)."""
+
+
+class TuneError(QcnError):
+    """A mistake in a study's objective, space, constraints or output; or no trial met the
+    constraints."""
+
+
+class NoSettingFoundError(CheckFailedError):
+    """The study ran, and no trial met its constraints (exit 1, as a missed target)."""
+
+
+# -- what the study searches -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One tuned field: ``key`` (a scenario field, ``qcn.cp.w``) from ``low`` to ``high``."""
+
+    key: str
+    low: float
+    high: float
+    log: bool
+    integer: bool
+    step: float | None = None
+    """A field the data plane holds in fixed point takes its steps (w: 1/16)."""
+
+    def text(self) -> str:
+        scale = ":log" if self.log else ""
+        return f"{self.key}={self.low:g}:{self.high:g}{scale}"
+
+    def suggest(self, trial: Any) -> Any:
+        if self.integer:
+            return trial.suggest_int(self.key, int(self.low), int(self.high), log=self.log)
+        return trial.suggest_float(self.key, self.low, self.high, log=self.log, step=self.step)
+
+
+STEPS = {"qcn.cp.w": 1 / W_ONE}
+"""Fields whose values the data plane holds in fixed point, and their step."""
+
+
+def quantised(key: str, low: float, high: float, log: bool) -> Dimension:
+    """A float field's dimension, on its step's grid where it has one (then linear)."""
+    step = STEPS.get(key)
+    if step is None:
+        return Dimension(key, low, high, log, integer=False)
+    low, high = max(step, math.ceil(low / step) * step), math.floor(high / step) * step
+    if log:
+        raise TuneError(f"--param {key}: it takes steps of {step:g} (fixed point): no log scale")
+    if low >= high:
+        raise TuneError(f"--param {key}: no step of {step:g} between its bounds")
+    return Dimension(key, low, high, log=False, integer=False, step=step)
+
+
+@dataclass(frozen=True)
+class Objective:
+    metric: str
+    maximise: bool
+
+    def text(self) -> str:
+        return f"{self.metric}:{'max' if self.maximise else 'min'}"
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """``metric <= bound`` (or ``>=``); ``bound`` None: the defaults' figure in this study."""
+
+    metric: str
+    at_most: bool
+    bound: float | None
+
+    def text(self) -> str:
+        bound = "default" if self.bound is None else f"{self.bound:g}"
+        return f"{self.metric}{'<=' if self.at_most else '>='}{bound}"
+
+    def excess(self, value: float, defaults: dict[str, float]) -> float:
+        """How far ``value`` is past the bound (<= 0: met), as Optuna's constraints take it."""
+        bound = defaults[self.metric] if self.bound is None else self.bound
+        return value - bound if self.at_most else bound - value
+
+
+def field_value(sc: Scenario, key: str) -> Any:
+    node: Any = sc.to_dict()
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def parse_dimension(text: str, sc: Scenario) -> Dimension:
+    """``KEY=LOW:HIGH[:log]``, a numeric field of the scenario's QCN parameters."""
+    key, sep, rest = text.partition("=")
+    key = key.strip()
+    parts = rest.split(":")
+    if not sep or len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "log"):
+        raise TuneError(f"--param {text!r}: expected KEY=LOW:HIGH or KEY=LOW:HIGH:log")
+    if not key.startswith(("qcn.cp.", "qcn.rp.")):
+        raise TuneError(f"--param {key}: a study tunes QCN parameters (qcn.cp.* or qcn.rp.*)")
+    now = field_value(sc, key)
+    if isinstance(now, bool) or not isinstance(now, int | float):
+        what = "no field of the scenario" if now is None else f"not a number ({now!r})"
+        raise TuneError(f"--param {key}: {what}")
+    low, high = (toml_value(p, TuneError, f"--param {key}") for p in parts[:2])
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (low, high)):
+        raise TuneError(f"--param {key}: its bounds must be numbers")
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise TuneError(f"--param {key}: empty bounds {low:g}:{high:g} (LOW must be below HIGH)")
+    log = len(parts) == 3
+    if log and low <= 0:
+        raise TuneError(f"--param {key}: a log scale needs LOW above 0 (got {low:g})")
+    if isinstance(now, int):
+        if low != int(low) or high != int(high):
+            raise TuneError(f"--param {key}: an integer field takes integer bounds")
+        return Dimension(key, float(low), float(high), log, integer=True)
+    return quantised(key, float(low), float(high), log)
+
+
+def default_space(sc: Scenario) -> list[Dimension]:
+    """CP: q_eq, w and the sampling probabilities; RP (QCN's own scheme): Gd, R_AI, the
+    byte counter and the timer.  Each from a quarter to four times the scenario's value
+    (R_AI a fifth to five times), on a log scale; q_eq below the buffer."""
+    cp, rp = sc.params.cp, sc.params.rp
+    buffer = sc.network.buffer_pkts
+    dims = [
+        Dimension("qcn.cp.q_eq_pkts", max(2, cp.q_eq_pkts // 4), min(cp.q_eq_pkts * 3, buffer - 1),
+                  log=True, integer=True),
+        quantised("qcn.cp.w", cp.w / 4, cp.w * 4, log=False),
+        Dimension("qcn.cp.p_base", cp.p_base / 4, min(cp.p_base * 4, 0.5), log=True,
+                  integer=False),
+    ]  # fmt: skip
+    if cp.p_scale > 0:
+        dims.append(Dimension("qcn.cp.p_scale", cp.p_scale / 4, cp.p_scale * 4, True, False))
+    if str(rp.scheme) == "qcn":
+        dims += [
+            # (Gd at most 1/63: the largest quantised Fb must not take the rate to zero.)
+            Dimension("qcn.rp.gd", rp.gd / 4, min(rp.gd * 4, 1 / QNTZ_FB_MAX), True, False),
+            Dimension("qcn.rp.r_ai_bps", rp.r_ai_bps / 5, rp.r_ai_bps * 5, True, False),
+            Dimension("qcn.rp.bc_limit_bytes", max(1500, rp.bc_limit_bytes // 4),
+                      rp.bc_limit_bytes * 4, log=True, integer=True),
+            Dimension("qcn.rp.timer_s", rp.timer_s / 4, rp.timer_s * 4, True, False),
+        ]  # fmt: skip
+    return dims
+
+
+def parse_objective(text: str) -> Objective:
+    """``METRIC`` or ``METRIC:min`` / ``METRIC:max``."""
+    metric, _, way = text.partition(":")
+    metric = metric.strip()
+    if metric not in METRICS:
+        raise TuneError(
+            f"--objective {metric}: not a figure of a run (one of {', '.join(METRICS)})"
+        )
+    if way not in ("", "min", "max"):
+        raise TuneError(f"--objective {text}: the direction is min or max")
+    return Objective(metric, way == "max" if way else metric in MAXIMISED)
+
+
+CONSTRAINT = re.compile(r"^\s*([a-z_0-9]+)\s*(<=|>=)\s*(\S+)\s*$")
+
+
+def parse_constraint(text: str) -> Constraint:
+    """``METRIC<=VALUE`` or ``METRIC>=VALUE``; VALUE a number or ``default``."""
+    m = CONSTRAINT.match(text)
+    if not m:
+        raise TuneError(f"--constraint {text!r}: expected METRIC<=VALUE or METRIC>=VALUE")
+    metric, op, raw = m.groups()
+    if metric not in METRICS:
+        raise TuneError(
+            f"--constraint {metric}: not a figure of a run (one of {', '.join(METRICS)})"
+        )
+    bound = None
+    if raw != "default":
+        value = toml_value(raw, TuneError, f"--constraint {metric}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise TuneError(f"--constraint {text}: the bound is a number or 'default'")
+        bound = float(value)
+    return Constraint(metric, op == "<=", bound)
+
+
+def default_objective(sc: Scenario) -> Objective:
+    """Short flows' p99 slowdown on a flows workload; the recovery time where a schedule
+    changes the bottleneck; else the caller must name one."""
+    if sc.workload.pattern == "flows":
+        return Objective("slowdown_short_p99", maximise=False)
+    if sc.schedule:
+        return Objective("recovery_ms", maximise=False)
+    raise TuneError(
+        f"{sc.name}: no objective is implied (no flows, no schedule): give one, e.g. "
+        "--objective queue_mean_pkts"
+    )
+
+
+@dataclass(frozen=True)
+class Study:
+    """What a study is: its identity (a study's ``--out`` holds one)."""
+
+    sc: Scenario
+    objectives: tuple[Objective, ...]
+    space: tuple[Dimension, ...]
+    constraints: tuple[Constraint, ...]
+    seeds: int
+    holdout_seeds: int
+    sampler_seed: int
+
+    @property
+    def search_seeds(self) -> list[int]:
+        return list(range(1, self.seeds + 1))
+
+    @property
+    def held_out(self) -> list[int]:
+        """Seeds the search never ran: after its own."""
+        return list(range(self.seeds + 1, self.seeds + self.holdout_seeds + 1))
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "study": {
+                "scenario": self.sc.to_dict(),
+                "objectives": [o.text() for o in self.objectives],
+                "space": [d.text() for d in self.space],
+                "constraints": [c.text() for c in self.constraints],
+                "seeds": self.seeds,
+                "holdout_seeds": self.holdout_seeds,
+                "sampler": f"optuna TPESampler(seed={self.sampler_seed}, constant_liar=True)",
+            }
+        }
+
+
+class StudyStore(Store):
+    """A study's directory: its trials' runs as a sweep keeps its points."""
+
+    manifest = "study.json"
+    kind = "study"
+
+    def describe(self, identity: Any) -> str:
+        study = identity.get("study") if isinstance(identity, dict) else None
+        if not isinstance(study, dict):
+            return "not a study of qcn tune"
+        name = (
+            study.get("scenario", {}).get("name")
+            if isinstance(study.get("scenario"), dict)
+            else None
+        )
+        return f"of {name}, objectives {', '.join(map(str, study.get('objectives', [])))}"
+
+
+# -- running the trials ------------------------------------------------------------------------
+
+
+@dataclass
+class Figures:
+    """A setting's figures over seeds: each metric's mean, smallest and largest."""
+
+    by_seed: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def values(self, metric: str) -> list[float]:
+        out = []
+        for summary in self.by_seed.values():
+            v = summary.get(metric)
+            out.append(math.nan if v is None or isinstance(v, bool) else float(v))
+        return out
+
+    def mean(self, metric: str) -> float:
+        values = self.values(metric)
+        if any(math.isnan(v) for v in values) or not values:
+            return math.nan
+        return statistics.fmean(values)
+
+    def as_dict(self, metrics: list[str]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for m in metrics:
+            values = self.values(m)
+            finite = [v for v in values if math.isfinite(v)]
+            out[m] = {
+                "mean": _json_number(self.mean(m)),
+                "min": _json_number(min(finite)) if finite else None,
+                "max": _json_number(max(finite)) if finite else None,
+                "seeds": [_json_number(v) for v in values],
+            }
+        return out
+
+
+def _json_number(v: float) -> float | None:
+    return v if math.isfinite(v) else None
+
+
+class Runner:
+    """Runs settings (scenario overrides) on seeds, on the Dask cluster, each run kept in
+    the store; a run whose result is on disk is not run again."""
+
+    def __init__(self, client: Any, store: StudyStore, sc: Scenario) -> None:
+        self.client, self.store, self.sc = client, store, sc
+        self.base = sc.to_dict()
+        self.futures: dict[Any, Point] = {}
+        self.inputs: dict[Path, str] = {}
+
+    def points(self, overrides: dict[str, Any], seeds: list[int]) -> list[Point]:
+        inputs = input_hashes(self.sc.with_overrides(overrides), self.inputs)
+        return [
+            Point(tuple(sorted(overrides.items())), s,
+                  point_key(self.base, dict(sorted(overrides.items())), s, "sim", inputs))
+            for s in seeds
+        ]  # fmt: skip
+
+    def submit(self, points: list[Point]) -> None:
+        running = {p.key for p in self.futures.values()}
+        for p in points:
+            if p.key in running or self.store.done(p):
+                continue
+            fut = self.client.submit(
+                run_point, self.base, dict(p.overrides), p.seed, False, "sim",
+                key=f"qcn-tune-{p.key}", pure=False, retries=2,
+            )  # fmt: skip
+            self.futures[fut] = p
+            running.add(p.key)
+
+    def finished(self, p: Point) -> bool:
+        return p.key in self.store.rows
+
+    def wait(self) -> None:
+        """Until at least one run lands (written to the store)."""
+        from distributed import wait  # noqa: PLC0415
+
+        if not self.futures:
+            return
+        done, _ = wait(list(self.futures), return_when="FIRST_COMPLETED")  # type: ignore[no-untyped-call]
+        for fut in done:
+            p = self.futures.pop(fut)
+            try:
+                trace, _seconds = fut.result()
+            except QcnError:
+                raise
+            except Exception as e:
+                raise TuneError(f"the run {p.label} failed: {e}") from None
+            with interrupts_deferred():
+                self.store.write_point(p, trace, backend="sim")
+
+    def run_all(self, points: list[Point]) -> Figures:
+        self.submit(points)
+        while not all(self.finished(p) for p in points):
+            self.wait()
+        return Figures({p.seed: self.store.rows[p.key] for p in points})
+
+    def cancel(self) -> None:
+        self.client.cancel(list(self.futures))
+        self.futures.clear()
+
+
+@dataclass
+class TrialRun:
+    trial: Any
+    """Optuna's trial, asked in this process."""
+    params: dict[str, Any]
+    points: list[Point]
+
+
+@dataclass
+class TuneReport:
+    trials: int
+    ran: int
+    best: dict[str, Any] | None
+    files: list[Path]
+    wall_s: float
+    lines: list[str]
+    search_s: float = 0.0
+    """Seconds of the search itself (its trials, not the cluster's start or the final check)."""
+
+
+def _quiet_optuna() -> Any:
+    import optuna  # noqa: PLC0415
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    return optuna
+
+
+def open_study(study: Study, out: Path) -> Any:
+    """The study's journal in ``out``, created or continued."""
+    optuna = _quiet_optuna()
+    from optuna.storages.journal import JournalFileBackend  # noqa: PLC0415
+
+    storage = optuna.storages.JournalStorage(JournalFileBackend(str(out / STUDY_FILE)))
+    sampler = optuna.samplers.TPESampler(
+        seed=study.sampler_seed,
+        constant_liar=True,  # trials in flight count as tried (several run at once)
+    )
+    return optuna.create_study(
+        study_name=STUDY_NAME,
+        storage=storage,
+        sampler=sampler,
+        directions=["maximize" if o.maximise else "minimize" for o in study.objectives],
+        load_if_exists=True,
+    )
+
+
+def tune(
+    study: Study,
+    *,
+    trials: int,
+    workers: int,
+    address: str | None,
+    out: Path,
+    quiet: bool = False,
+    say: Any = print,
+) -> TuneReport:
+    """Run the study until ``trials`` trials have finished; check the best on the held-out
+    seeds; write its files."""
+    optuna = _quiet_optuna()
+    trial_state = optuna.trial.TrialState
+    began = time.perf_counter()
+    store = StudyStore(out, study.sc, [], scaled=False, point_plots=False, address=address)
+    store.prepare(study.identity())
+    objective_names = [o.metric for o in study.objectives]
+    metrics = list(dict.fromkeys([*objective_names, *(c.metric for c in study.constraints)]))
+    handle = open_study(study, out)
+    already = finished_trials(handle)
+    say(
+        f"qcn tune: {study.sc.name}: {trials} trials ({already} already done) of "
+        f"{', '.join(o.text() for o in study.objectives)}, each on {study.seeds} seed(s), "
+        f"over {len(study.space)} parameters"
+        + (
+            f"; constraints {', '.join(c.text() for c in study.constraints)}"
+            if study.constraints
+            else ""
+        )
+    )
+    progress = ProgressLine(f"qcn tune: {study.sc.name}", unit="trials", quiet=quiet)
+    ran = 0
+    with dask_client(address, workers) as client:
+        client.wait_for_workers(1, timeout=60)
+        runner = Runner(client, store, study.sc)
+        try:
+            defaults = runner.run_all(runner.points({}, study.search_seeds))
+            _check_produced(defaults, metrics, study.sc)
+            reference = {m: defaults.mean(m) for m in metrics}
+            # Trials a Ctrl-C cut short: asked again, first (their runs on disk are kept).
+            for cut in handle.get_trials(deepcopy=False, states=(trial_state.RUNNING,)):
+                handle.tell(cut.number, state=trial_state.FAIL)
+                handle.enqueue_trial(cut.params, user_attrs={"resumes": cut.number})
+            active: list[TrialRun] = []
+            search_began = time.perf_counter()
+            while True:
+                done = finished_trials(handle)
+                progress.update(done, trials)
+                if done + len(active) < trials and len(active) < workers:
+                    refused = refused_trials(handle)
+                    if refused > MAX_REFUSED_SHARE * trials:
+                        raise TuneError(
+                            f"the parameters' checks refused {refused} settings of this space "
+                            f"({done} run): narrow it (--param); {TRIALS_FILE} says why"
+                        )
+                    asked = _ask(handle, study, runner)
+                    if asked is not None:
+                        active.append(asked)
+                    continue
+                if not active:
+                    break
+                for t in [t for t in active if all(runner.finished(p) for p in t.points)]:
+                    figures = Figures({p.seed: store.rows[p.key] for p in t.points})
+                    with interrupts_deferred():
+                        _tell(handle, study, t, figures, reference)
+                    active.remove(t)
+                    ran += 1
+                if active and not any(all(runner.finished(p) for p in t.points) for t in active):
+                    runner.wait()
+            progress.close()
+            search_s = time.perf_counter() - search_began
+            best = _best(handle, study)
+            held = None
+            if best is not None:
+                say(
+                    f"qcn tune: the best and the defaults on {len(study.held_out)} held-out seed(s)"
+                )
+                held = (
+                    runner.run_all(runner.points({}, study.held_out)),
+                    runner.run_all(runner.points(best.params, study.held_out)),
+                )
+        finally:
+            progress.close()
+            runner.cancel()
+            with contextlib.suppress(OSError):
+                write_trials(out / TRIALS_FILE, handle, study)
+    report = _finish(study, handle, best=best, held=held, defaults=defaults, metrics=metrics,
+                     out=out, trials=trials, ran=ran, began=began)  # fmt: skip
+    report.search_s = search_s
+    return report
+
+
+def finished_trials(handle: Any) -> int:
+    """Trials the study has run to their figures.  A setting the parameters' own checks
+    refuse ((2w+1) q_eq too large for the data plane's fixed point) is not counted, nor is
+    a trial a Ctrl-C cut short (it is asked again)."""
+    optuna = _quiet_optuna()
+    return len(handle.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+
+
+def refused_trials(handle: Any) -> int:
+    return sum("refused" in t.user_attrs for t in handle.get_trials(deepcopy=False))
+
+
+MAX_REFUSED_SHARE = 10
+"""A study gives up when the parameters' checks refused this many settings per trial asked."""
+
+
+def _check_produced(defaults: Figures, metrics: list[str], sc: Scenario) -> None:
+    for m in metrics:
+        if all(math.isnan(v) for v in defaults.values(m)):
+            raise TuneError(
+                f"{m}: the scenario {sc.name} does not produce it (its runs leave it empty); "
+                "choose another objective or constraint"
+            )
+
+
+def _ask(handle: Any, study: Study, runner: Runner) -> TrialRun | None:
+    """A new trial, its runs submitted; None if its setting is refused (told failed)."""
+    optuna = _quiet_optuna()
+    trial = handle.ask()
+    params = {d.key: d.suggest(trial) for d in study.space}
+    try:
+        study.sc.with_overrides(params)
+    except QcnError as e:  # a combination the parameters refuse (p_base + 63 p_scale > 1)
+        trial.set_user_attr("refused", str(e))
+        handle.tell(trial, state=optuna.trial.TrialState.FAIL)
+        return None
+    t = TrialRun(trial, params, runner.points(params, study.search_seeds))
+    runner.submit(t.points)
+    return t
+
+
+def _objective_value(figures: Figures, o: Objective) -> float:
+    """The mean over seeds; a seed without the figure (never recovered) counts as worst."""
+    values = [(-math.inf if o.maximise else math.inf) if math.isnan(v) else v
+              for v in figures.values(o.metric)]  # fmt: skip
+    return statistics.fmean(values)
+
+
+def _tell(
+    handle: Any, study: Study, t: TrialRun, figures: Figures, reference: dict[str, float]
+) -> None:
+    metrics = list(dict.fromkeys([*(o.metric for o in study.objectives),
+                                  *(c.metric for c in study.constraints)]))  # fmt: skip
+    excess = [c.excess(figures.mean(c.metric), reference) for c in study.constraints]
+    excess = [math.inf if math.isnan(e) else e for e in excess]
+    t.trial.set_user_attr("figures", figures.as_dict(metrics))
+    t.trial.set_user_attr("excess", excess)
+    for c, e in zip(study.constraints, excess, strict=True):
+        t.trial.set_constraint(c.text(), e)  # (what TPE's sampler reads inside tell)
+    handle.tell(t.trial, [_objective_value(figures, o) for o in study.objectives])
+
+
+def _feasible(t: Any) -> bool:
+    return all(e <= 0 for e in t.user_attrs.get("excess", []))
+
+
+def _best(handle: Any, study: Study) -> Any:
+    """The best feasible trial (two objectives: the front's best by the first)."""
+    optuna = _quiet_optuna()
+    done = [t for t in handle.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            if _feasible(t)]  # fmt: skip
+    if not done:
+        return None
+    front = pareto_front(done, study.objectives) if len(study.objectives) > 1 else done
+    first = study.objectives[0]
+    return (max if first.maximise else min)(front, key=lambda t: t.values[0])
+
+
+def pareto_front(trials: list[Any], objectives: tuple[Objective, ...]) -> list[Any]:
+    """The trials no other beats on every objective (ties kept)."""
+    signs = [-1.0 if o.maximise else 1.0 for o in objectives]
+
+    def key(t: Any) -> list[float]:
+        return [s * v for s, v in zip(signs, t.values, strict=True)]
+
+    out = []
+    for t in trials:
+        k = key(t)
+        dominated = any(
+            all(a <= b for a, b in zip(key(u), k, strict=True)) and key(u) != k for u in trials
+        )
+        if not dominated:
+            out.append(t)
+    return out
+
+
+def write_trials(path: Path, handle: Any, study: Study) -> None:
+    """trials.csv: one row per trial: its state, setting, objective(s) and constraints."""
+    names = [d.key for d in study.space]
+    objectives = [o.metric for o in study.objectives]
+    tmp = path.with_suffix(".csv.tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["trial", "state", *names, *objectives, "feasible", "note"])
+        trials = handle.get_trials(deepcopy=False)
+        again = {t.user_attrs["resumes"]: t.number for t in trials if "resumes" in t.user_attrs}
+        for t in trials:
+            values = list(t.values) if t.values else [""] * len(objectives)
+            note = t.user_attrs.get("refused", "")
+            if t.number in again:
+                note = f"cut short (Ctrl-C): asked again as trial {again[t.number]}"
+            w.writerow([t.number, t.state.name.lower(), *(t.params.get(n, "") for n in names),
+                        *values, _feasible(t) if t.values else "", note])  # fmt: skip
+    tmp.replace(path)
+
+
+def best_params_toml(study: Study, params: dict[str, Any]) -> str:
+    """The best setting as a parameter file (`qcn params FILE --check`, `qcn run --params`):
+    the tuned fields only, in the scenario's units."""
+    import tomli_w  # noqa: PLC0415
+
+    tables: dict[str, dict[str, Any]] = {}
+    for key, value in sorted(params.items()):
+        _, table, name = key.split(".", 2)
+        tables.setdefault(table, {})[name] = value
+    head = (
+        f"# qcn tune's best setting for {study.sc.name}, in the scenario's units\n"
+        "# (qcn run SCENARIO --params FILE; on BMv2 qcn run scales it with the scenario)\n"
+    )
+    return head + tomli_w.dumps(tables)
+
+
+def _finish(
+    study: Study,
+    handle: Any,
+    *,
+    best: Any,
+    held: tuple[Figures, Figures] | None,
+    defaults: Figures,
+    metrics: list[str],
+    out: Path,
+    trials: int,
+    ran: int,
+    began: float,
+) -> TuneReport:
+    files: list[Path] = [out / TRIALS_FILE]
+    lines: list[str] = []
+    importance = param_importances(handle, study)
+    report: dict[str, Any] = {
+        **study.identity()["study"],
+        "trials": trials,
+        "defaults_search_seeds": defaults.as_dict(metrics),
+        "importance": importance,
+    }
+    if best is None:
+        report["best"] = None
+        _write_json(out / REPORT_FILE, report)
+        files += [out / REPORT_FILE, *plot_study(out, handle, study, defaults, None)]
+        unmet = ", ".join(c.text() for c in study.constraints) or "none"
+        raise NoSettingFoundError(
+            f"no trial met the constraints ({unmet}) in {trials} trials: loosen them, or widen "
+            f"the space (trials in {out / TRIALS_FILE})"
+        )
+    assert held is not None
+    held_defaults, held_best = held
+    report["best"] = {
+        "trial": best.number,
+        "params": best.params,
+        "search_seeds": best.user_attrs.get("figures"),
+        "held_out_seeds": held_best.as_dict(metrics),
+    }
+    report["defaults_held_out_seeds"] = held_defaults.as_dict(metrics)
+    report["held_out_seeds"] = study.held_out
+    change = {}
+    for o in study.objectives:
+        a, b = held_defaults.mean(o.metric), held_best.mean(o.metric)
+        change[o.metric] = _json_number((b - a) / a) if a else None
+        lines.append(
+            f"  {o.metric}: {b:.4g} (defaults {a:.4g}) on {len(study.held_out)} held-out "
+            f"seed(s), {_percent(b, a)}; range over seeds {min(held_best.values(o.metric)):.4g}"
+            f"-{max(held_best.values(o.metric)):.4g}"
+        )
+    for c in study.constraints:
+        a, b = held_defaults.mean(c.metric), held_best.mean(c.metric)
+        met = c.excess(b, {c.metric: a}) <= 0 if c.bound is None else c.excess(b, {}) <= 0
+        lines.append(
+            f"  {c.metric}: {b:.4g} (defaults {a:.4g}): {c.text()} "
+            + ("met" if met else "NOT met on the held-out seeds")
+        )
+    report["change_held_out"] = change
+    (out / BEST_FILE).write_text(best_params_toml(study, best.params))
+    _write_json(out / REPORT_FILE, report)
+    files += [out / BEST_FILE, out / REPORT_FILE, *plot_study(out, handle, study, defaults, best)]
+    setting = ", ".join(f"{k.removeprefix('qcn.')}={_short(v)}" for k, v in best.params.items())
+    lines.insert(0, f"qcn tune: best trial {best.number}: {setting}")
+    if importance:
+        ranked = sorted(importance.items(), key=lambda kv: -kv[1])
+        lines.append("  importance: " + ", ".join(f"{k.removeprefix('qcn.')} {v:.2f}"
+                                                  for k, v in ranked[:4]))  # fmt: skip
+    return TuneReport(trials, ran, report["best"], files, time.perf_counter() - began, lines)
+
+
+def _short(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _percent(new: float, old: float) -> str:
+    if not old or not math.isfinite(old) or not math.isfinite(new):
+        return "change not defined"
+    return f"{(new - old) / old * 100:+.1f} %"
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    publish.write_atomic(path, json.dumps(data, indent=1, allow_nan=False, default=str) + "\n")
+
+
+def param_importances(handle: Any, study: Study) -> dict[str, float]:
+    """Each parameter's share of the first objective's variation (PED-ANOVA, Optuna's own:
+    fANOVA, its default, needs scikit-learn); empty with too few trials to say."""
+    optuna = _quiet_optuna()
+    complete = handle.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if len(complete) < 4 or len(study.space) < 2:
+        return {}
+    sign = -1.0 if study.objectives[0].maximise else 1.0  # (PED-ANOVA looks at low values)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            found = optuna.importance.get_param_importances(
+                handle,
+                evaluator=optuna.importance.PedAnovaImportanceEvaluator(),
+                target=lambda t: sign * t.values[0],
+            )
+    except (ValueError, RuntimeError, TypeError, ZeroDivisionError):
+        return {}
+    return {k: float(v) for k, v in found.items()}
+
+
+# -- plots ---------------------------------------------------------------------------------------
+
+
+def plot_study(out: Path, handle: Any, study: Study, defaults: Figures, best: Any) -> list[Path]:
+    """history.png (each trial's first objective, the best so far, the chosen trial, the
+    defaults), importance.png, and pareto.png with two objectives."""
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    optuna = _quiet_optuna()
+    done = handle.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    ok = [t for t in done if _feasible(t) and math.isfinite(t.values[0])]
+    bad = [t for t in done if not _feasible(t) and math.isfinite(t.values[0])]
+    paths = [_save(_history_figure(study, ok, bad, defaults, best), out / "history.png")]
+    importance = param_importances(handle, study)
+    if importance:
+        paths.append(_save(_importance_figure(study, importance), out / "importance.png"))
+    if len(study.objectives) == 2:
+        paths.append(_save(_pareto_figure(study, ok, defaults), out / "pareto.png"))
+    return paths
+
+
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _history_figure(
+    study: Study, ok: list[Any], bad: list[Any], defaults: Figures, best: Any
+) -> Any:
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    first = study.objectives[0]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.scatter([t.number for t in ok], [t.values[0] for t in ok], s=14, label="trial")
+    if bad:
+        ax.scatter([t.number for t in bad], [t.values[0] for t in bad], s=14, marker="x",
+                   color="0.6", label="trial breaking a constraint")  # fmt: skip
+    running, xs, ys = None, [], []
+    for t in sorted(ok, key=lambda t: t.number):
+        v = t.values[0]
+        if running is None or (v > running if first.maximise else v < running):
+            running = v
+        xs.append(t.number)
+        ys.append(running)
+    if xs:
+        ax.step(xs, ys, where="post", color="C2", label="best so far")
+    if best is not None and math.isfinite(best.values[0]):
+        ax.scatter([best.number], [best.values[0]], marker="*", s=160, color="C1", zorder=3,
+                   label=f"chosen (trial {best.number})")  # fmt: skip
+    ref = defaults.mean(first.metric)
+    if math.isfinite(ref):
+        ax.axhline(ref, color="C3", linestyle="--", label="defaults")
+    ax.set(xlabel="trial", ylabel=quantity_label(first.metric),
+           title=f"{study.sc.name}: {study.seeds} seed(s) a trial")  # fmt: skip
+    ax.legend(loc="best")
+    return fig
+
+
+def _importance_figure(study: Study, importance: dict[str, float]) -> Any:
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, ax = plt.subplots(figsize=(7, 0.5 * len(importance) + 1.5))
+    names = sorted(importance, key=lambda k: importance[k])
+    ax.barh([n.removeprefix("qcn.") for n in names], [importance[n] for n in names])
+    metric = quantity_label(study.objectives[0].metric)
+    ax.set(xlabel=f"share of {metric}'s variation (PED-ANOVA)",
+           title=f"{study.sc.name}: what mattered")  # fmt: skip
+    return fig
+
+
+def _pareto_figure(study: Study, ok: list[Any], defaults: Figures) -> Any:
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    finite = [t for t in ok if all(math.isfinite(v) for v in t.values)]
+    ax.scatter([t.values[0] for t in finite], [t.values[1] for t in finite], s=14,
+               color="0.6", label="trial")  # fmt: skip
+    front = sorted(pareto_front(finite, study.objectives), key=lambda t: t.values[0])
+    ax.plot([t.values[0] for t in front], [t.values[1] for t in front], "o-", color="C1",
+            label="Pareto front")  # fmt: skip
+    d = [defaults.mean(o.metric) for o in study.objectives]
+    if all(math.isfinite(v) for v in d):
+        ax.scatter([d[0]], [d[1]], marker="*", s=150, color="C3", label="defaults")
+    ax.set(xlabel=quantity_label(study.objectives[0].metric),
+           ylabel=quantity_label(study.objectives[1].metric),
+           title=f"{study.sc.name}: {study.seeds} seed(s) a trial")  # fmt: skip
+    ax.legend(loc="best")
+    return fig
+
+
+# -- applying it to a running network ------------------------------------------------------
+
+
+def apply_to_network(network: Path, params: dict[str, Any], out: Path) -> list[str]:
+    """The best setting's CP fields written to every CP port of the running network described
+    by ``network`` (the `qcn ctl set` path); each change logged in ``out/applied.csv`` as the
+    live view logs knobs.  What it said, a line each."""
+    from controller import config  # noqa: PLC0415
+    from controller.agent import SwitchAgent  # noqa: PLC0415
+
+    cp = {k.removeprefix("qcn.cp."): v for k, v in params.items() if k.startswith("qcn.cp.")}
+    applied = {k: v for k, v in cp.items() if k in CP_APPLIED}
+    left = sorted(k for k in params if k.removeprefix("qcn.cp.") not in applied)
+    net = config.load(network)
+    changes: list[KnobChange] = []
+    lines = []
+    began = time.monotonic()
+    for sw in net.switches:
+        ports = [p.port for p in sw.ports if p.cp]
+        if not ports or not applied:
+            continue
+        with SwitchAgent(net, sw.name, one_shot=True) as agent:
+            for port in ports:
+                held = agent.read_cp(port)
+                old = held[0] if held else None
+                new = agent.set_cp(port, **applied)
+                for name in applied:
+                    changes.append(KnobChange(
+                        time.monotonic() - began, f"{sw.name}:{port}", name,
+                        getattr(old, name, None), getattr(new, name), by="qcn tune"))  # fmt: skip
+                lines.append(f"qcn tune: {sw.name} port {port}: " + ", ".join(
+                    f"{k}={_short(getattr(new, k))}" for k in applied))  # fmt: skip
+    if not changes and applied:
+        raise TuneError(f"{network}: no switch of the network has a CP port to apply it to")
+    write_knobs(out, changes).replace(out / APPLIED_FILE)
+    if left:
+        lines.append(
+            f"qcn tune: not applied (the hosts' reaction points take them at start): "
+            f"{', '.join(left)}: start the network with them (qcn net up --params)"
+        )
+    return lines
+
+
+# -- verifying it on BMv2 ------------------------------------------------------------------
+
+VERIFY_DIR = "verify"
+
+
+def verify_on_bmv2(
+    study: Study, params: dict[str, Any], out: Path, runs: int, say: Any = print
+) -> tuple[list[str], bool]:
+    """`qcn compare` of the defaults and of the best setting (BMv2 beside the simulator, the
+    scenario scaled for BMv2): whether BMv2 shows the improvement the simulator predicts,
+    and whether the best's runs meet compare's fidelity targets.  What it found, a line
+    each, and whether it held; ``out/verify/`` keeps both comparisons and verify.json."""
+    from qcn.compare import run_compare  # noqa: PLC0415
+
+    first = study.objectives[0]
+    rows: dict[str, list[dict[str, Any]]] = {}
+    figures: dict[str, dict[str, float]] = {}
+    for name, overrides in (("defaults", {}), ("best", params)):
+        sc = study.sc.with_overrides(overrides) if overrides else study.sc
+        where = out / VERIFY_DIR / name
+        say(f"qcn tune: verifying on BMv2: the {name} ({runs} run(s) a backend)")
+        rows[name] = run_compare(sc, runs=runs, out=where, keep=list(overrides),
+                                 overrides=overrides, say=say)  # fmt: skip
+        figures[name] = {
+            backend: statistics.fmean(
+                _summary_figure(where / f"{backend}-{k}" / "summary.json", first.metric)
+                for k in range(1, runs + 1)
+            )
+            for backend in ("sim", "bmv2")
+        }
+    change = {
+        b: (figures["best"][b] - figures["defaults"][b]) / figures["defaults"][b]
+        if figures["defaults"][b]
+        else math.nan
+        for b in ("sim", "bmv2")
+    }
+    better = change["bmv2"] > 0 if first.maximise else change["bmv2"] < 0
+    missed = [r["label"] for r in rows["best"] if r["ok"] is False]
+    held = better and not missed
+    compare_said = (
+        f"missed compare's targets: {', '.join(missed)}" if missed else "met every compare target"
+    )
+    lines = [
+        f"qcn tune: verify: {first.metric} on BMv2 {figures['best']['bmv2']:.4g} with the best, "
+        f"{figures['defaults']['bmv2']:.4g} with the defaults ({change['bmv2'] * 100:+.1f} %); "
+        f"the simulator predicted {figures['best']['sim']:.4g} and "
+        f"{figures['defaults']['sim']:.4g} ({change['sim'] * 100:+.1f} %)",
+        "qcn tune: verify: the best's BMv2 runs " + compare_said,
+        "qcn tune: verify: " + ("BMv2 shows the improvement" if held else "NOT verified on BMv2"),
+    ]
+    _write_json(
+        out / VERIFY_DIR / "verify.json",
+        {"metric": first.metric, "runs": runs, "figures": figures,
+         "change": {b: _json_number(c) for b, c in change.items()},
+         "missed_targets": missed, "verified": held},
+    )  # fmt: skip
+    return lines, held
+
+
+def _summary_figure(path: Path, metric: str) -> float:
+    value = json.loads(path.read_text()).get(metric)
+    return float(value) if isinstance(value, int | float) else math.nan
+
+
+class NotVerifiedError(CheckFailedError):
+    """BMv2 did not show the improvement the simulator predicted (exit 1)."""
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "tune",
+        help="search the QCN setting that best meets an objective (Optuna on the simulator)",
+        description=plain_text(__doc__.split("\n\n")[0]) if __doc__ else None,
+    )
+    add_scenario(p)
+    p.add_argument(
+        "--objective", action="append", default=[], metavar="METRIC[:min|max]",
+        help="a run's figure to optimise (summary.json), e.g. slowdown_short_p99; give two for a "
+        "Pareto front (default: short flows' p99 slowdown, or the recovery time)",
+    )  # fmt: skip
+    p.add_argument(
+        "--constraint", action="append", default=None, metavar="METRIC<=VALUE",
+        help="a bound a setting must meet, VALUE a number or 'default' (the defaults' figure), "
+        "e.g. utilization>=0.9; 'none' for none (default: drops<=default)",
+    )  # fmt: skip
+    p.add_argument(
+        "--param", action="append", default=[], metavar="KEY=LOW:HIGH[:log]",
+        help="a tuned field and its bounds, e.g. qcn.cp.w=0.5:8:log; repeat (default: q_eq, w, "
+        "the sampling probabilities, Gd, R_AI, the byte counter and the timer)",
+    )  # fmt: skip
+    add_count(p, "--trials", 40, "trials in the study (a rerun continues it up to this many)")
+    add_count(p, "--seeds", 2, "random seeds each trial runs (1..N)")
+    add_count(p, "--holdout-seeds", 5, "seeds the search never runs, for the final check")
+    p.add_argument("--sampler-seed", type=int, default=1, help="the sampler's seed (default 1)")
+    add_count(p, "--workers", 2, "local cluster: worker processes")
+    p.add_argument("--address", help="join this Dask scheduler (tcp://HOST:PORT) instead")
+    add_out(p, None, f"{DEFAULT_OUT}/SCENARIO")
+    add_set(p, "a fixed override of a scenario field, for every trial (TOML value)")
+    add_params(p)
+    add_duration(p)
+    p.add_argument(
+        "--apply", type=Path, metavar="NETWORK",
+        help="write the best setting to the CPs of the running network NETWORK describes "
+        "(qcn net up writes results/net/network.toml), as qcn ctl set does",
+    )  # fmt: skip
+    p.add_argument(
+        "--verify", action="store_true",
+        help="then qcn compare the defaults and the best on BMv2 (root, the p4lang toolchain): "
+        "does BMv2 show the improvement the simulator predicts?",
+    )  # fmt: skip
+    add_count(p, "--verify-runs", 1, "--verify: runs a backend for each setting")
+    add_quiet(p)
+    p.set_defaults(func=_command)
+
+
+def study_of(args: argparse.Namespace) -> Study:
+    sc, overrides = scenario_of(args)
+    require_backend(sc, "sim", TuneError)
+    backends.check_engine("sim")
+    for flag in ("--trials", "--seeds", "--holdout-seeds", "--workers"):
+        check_count(flag, getattr(args, flag.lstrip("-").replace("-", "_")), TuneError)
+    objectives = tuple(parse_objective(o) for o in args.objective) or (default_objective(sc),)
+    if len(objectives) > MAX_OBJECTIVES:
+        raise TuneError(f"--objective: at most {MAX_OBJECTIVES} (a Pareto front of two)")
+    if len({o.metric for o in objectives}) != len(objectives):
+        raise TuneError("--objective: each figure once")
+    texts = args.constraint
+    if texts is None:
+        texts = [] if "drops" in {o.metric for o in objectives} else ["drops<=default"]
+    constraints = tuple(parse_constraint(c) for c in texts if c != "none")
+    space = tuple(parse_dimension(d, sc) for d in args.param) or tuple(default_space(sc))
+    keys = [d.key for d in space]
+    if len(set(keys)) != len(keys):
+        raise TuneError("--param: each field once")
+    fixed = sorted(set(keys) & set(overrides))
+    if fixed:
+        raise TuneError(f"{', '.join(fixed)}: tuned (--param or the default space) and fixed "
+                        "(--set or --params): keep one")  # fmt: skip
+    return Study(sc, objectives, space, constraints, args.seeds, args.holdout_seeds,
+                 args.sampler_seed)  # fmt: skip
+
+
+def _command(args: argparse.Namespace) -> int:
+    study = study_of(args)
+    check_address(args.address)
+    if args.apply is not None and not args.apply.is_file():
+        raise TuneError(f"--apply {args.apply}: no such network file (qcn net up writes one)")
+    check_count("--verify-runs", args.verify_runs, TuneError)
+    if args.verify:
+        require_mininet("qcn tune --verify", TuneError)
+    out = publish.resolve_out(args.out or DEFAULT_OUT / study.sc.name, TuneError)
+    try:
+        report = tune(study, trials=args.trials, workers=args.workers, address=args.address,
+                      out=out, quiet=args.quiet)  # fmt: skip
+    except KeyboardInterrupt:
+        print(f"qcn tune: interrupted; every finished trial is kept in {out}: the same command "
+              "continues the study")  # fmt: skip
+        raise
+    for line in report.lines:
+        print(line)
+    print(f"qcn tune: {report.ran} trials run in {report.wall_s:.1f} s; results in {out}/")
+    for path in report.files:
+        print(f"  {path.name}: {path}")
+    if args.apply is not None and report.best is not None:
+        for line in apply_to_network(args.apply, report.best["params"], out):
+            print(line)
+    if args.verify and report.best is not None:
+        lines, held = verify_on_bmv2(
+            study, report.best["params"], out, args.verify_runs,
+            say=lambda line: print(line, flush=True),
+        )  # fmt: skip
+        for line in lines:
+            print(line)
+        if not held:
+            raise NotVerifiedError(f"BMv2 did not verify the setting ({out / VERIFY_DIR})")
+    return 0

@@ -1,0 +1,187 @@
+"""`qcn tune` as a user runs it: a study on the simulator over a real local Dask cluster, its
+best setting as a parameter file that reproduces the trial, Ctrl-C and a rerun that continues,
+and one line for each mistake."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from qcn.core import scenario as scenarios
+from qcn.tune import (
+    Constraint,
+    Objective,
+    TuneError,
+    pareto_front,
+    parse_constraint,
+    parse_dimension,
+)
+from tests.kit import SLOW_SIM, assert_one_line_error, interruptible, qcn
+
+ROOT = Path(__file__).resolve().parent.parent
+# fct for 0.05 s: 0.2 s a run with the compiled core; its defaults drop frames and leave
+# short flows a p99 slowdown some settings halve (docs/tuning.md).
+SHORT = ("fct", "--duration", "0.05", "--seeds", "1", "--holdout-seeds", "1")
+
+
+def trials_of(out: Path) -> list[dict[str, str]]:
+    with (out / "trials.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_study_finds_a_setting_its_file_reproduces(tmp_path: Path) -> None:
+    """The best trial's figures come back from `qcn run --params best.toml` with its seed,
+    exactly: the file is the setting the study measured."""
+    out = tmp_path / "study"
+    r = qcn("tune", *SHORT, "--trials", "8", "--out", str(out), timeout_s=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"best trial \d+: cp\.q_eq_pkts=\d+", r.stdout), r.stdout
+    report = json.loads((out / "tune.json").read_text())
+    best = report["best"]
+    assert len([t for t in trials_of(out) if t["state"] == "complete"]) == 8
+    assert set(best["params"]) >= {"qcn.cp.q_eq_pkts", "qcn.cp.w", "qcn.rp.gd"}
+    # Its constraint (drops <= the defaults') held on the search's seed.
+    defaults = report["defaults_search_seeds"]
+    assert best["search_seeds"]["drops"]["mean"] <= defaults["drops"]["mean"]
+    assert report["held_out_seeds"] == [2]
+    for name in ("history.png", "importance.png", "best.toml", "trials.csv"):
+        assert (out / name).stat().st_size > 0, name
+    assert qcn("params", str(out / "best.toml"), "--check").returncode == 0
+    again = tmp_path / "again"
+    r = qcn("run", "fct", "--backend", "sim", "--duration", "0.05", "--seed", "1",
+            "--params", str(out / "best.toml"), "--out", str(again), "--quiet")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((again / "summary.json").read_text())
+    for metric in ("slowdown_short_p99", "drops"):
+        assert summary[metric] == best["search_seeds"][metric]["mean"], metric
+    # The defaults on the held-out seed are what `qcn run` gives there.
+    r = qcn("run", "fct", "--backend", "sim", "--duration", "0.05", "--seed", "2",
+            "--out", str(tmp_path / "defaults"), "--quiet")  # fmt: skip
+    held = json.loads((tmp_path / "defaults" / "summary.json").read_text())
+    assert held["slowdown_short_p99"] == report["defaults_held_out_seeds"][
+        "slowdown_short_p99"]["mean"]  # fmt: skip
+
+
+def test_an_interrupted_study_continues_and_loses_no_finished_trial(tmp_path: Path) -> None:
+    out = tmp_path / "study"
+    args = [sys.executable, "-m", "qcn", "tune", *SHORT, "--trials", "8", "--out", str(out),
+            "--constraint", "drops<=1e9"]  # fmt: skip
+    # The Python engine's pace (about 3 s a run), so that Ctrl-C comes mid-study; the
+    # rerun's compiled core gives the same figures (tests/test_sim_core.py).
+    proc = interruptible(
+        args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT, env=SLOW_SIM
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 120
+    seen = []
+    for line in proc.stdout:  # (the progress line comes at most once a second)
+        seen.append(line)
+        m = re.search(r"(\d+)/8 trials", line)
+        if (m and int(m[1]) >= 2) or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, "".join(seen) + rest
+    assert "the same command continues the study" in rest
+    before = {t["trial"]: t for t in trials_of(out) if t["state"] == "complete"}
+    assert 2 <= len(before) < 8
+    r = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"({len(before)} already done)" in r.stdout
+    after = {t["trial"]: t for t in trials_of(out) if t["state"] == "complete"}
+    assert len(after) == 8
+    assert {k: after[k] for k in before} == before  # each finished trial as it was
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("--param", "qcn.cp.bogus=1:2"), ("qcn.cp.bogus", "no field")),
+        (("--param", "qcn.cp.w=4:2"), ("empty bounds",)),
+        (("--param", "network.rtt_s=1e-6:1e-5"), ("QCN parameters",)),
+        (("--param", "qcn.cp.w=1:4:log"), ("steps of 0.0625",)),
+        (("--param", "qcn.cp.q_eq_pkts=0:50:log"), ("log scale needs LOW above 0",)),
+        (("--objective", "latency"), ("--objective latency", "not a figure")),
+        (("--objective", "recovery_ms"), ("recovery_ms", "does not produce it")),
+        (("--constraint", "drops<<3"), ("expected METRIC<=VALUE",)),
+        (("--param", "qcn.cp.w=1:4", "--set", "qcn.cp.w=2.0"), ("tuned", "fixed")),
+        (("--objective", "drops", "--objective", "drops"), ("each figure once",)),
+    ],
+)
+def test_a_mistake_is_one_line(tmp_path: Path, args: tuple[str, ...], expected: tuple[str]) -> None:
+    r = qcn("tune", *SHORT, "--trials", "2", "--out", str(tmp_path / "s"), *args, timeout_s=120)
+    assert_one_line_error(r, *expected)
+
+
+def test_a_constraint_no_trial_meets_is_said_and_exits_1(tmp_path: Path) -> None:
+    out = tmp_path / "s"
+    r = qcn("tune", *SHORT, "--trials", "3", "--constraint", "utilization>=2", "--out", str(out),
+            timeout_s=120)  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stderr.splitlines()[-1:] == [
+        f"qcn: error: no trial met the constraints (utilization>=2) in 3 trials: loosen them, "
+        f"or widen the space (trials in {out / 'trials.csv'})"
+    ]
+    assert len(trials_of(out)) == 3
+
+
+def test_another_study_in_the_same_out_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "s"
+    loose = ("--constraint", "drops<=1e9")
+    r = qcn("tune", *SHORT, *loose, "--trials", "1", "--out", str(out), timeout_s=120)
+    assert r.returncode == 0, r.stderr
+    r = qcn("tune", *SHORT, *loose, "--trials", "1", "--objective", "drops", "--out", str(out))
+    assert_one_line_error(r, f"--out {out} holds another study")
+
+
+def test_run_params_conflicts_are_refused(tmp_path: Path) -> None:
+    params = tmp_path / "p.toml"
+    params.write_text("[cp]\nw = 1.5\n")
+    r = qcn("run", "fct", "--backend", "sim", "--params", str(params), "--set", "qcn.cp.w=2.0")
+    assert_one_line_error(r, "qcn.cp.w: given by --params and by --set")
+    params.write_text("[cp]\nw = 1.3\n")
+    assert_one_line_error(qcn("run", "fct", "--backend", "sim", "--params", str(params)), "cp.w")
+    r = qcn("run", "--again", str(tmp_path), "--params", str(params))
+    assert_one_line_error(r, "--params")
+
+
+# -- the parts -------------------------------------------------------------------------------
+
+
+def test_w_is_searched_on_the_data_planes_steps() -> None:
+    sc = scenarios.load("fct")
+    d = parse_dimension("qcn.cp.w=0.3:8.01", sc)
+    assert (d.low, d.high, d.step, d.log) == (0.3125, 8.0, 1 / 16, False)
+    assert parse_dimension("qcn.cp.q_eq_pkts=5:60:log", sc).integer
+    with pytest.raises(TuneError, match="integer bounds"):
+        parse_dimension("qcn.cp.q_eq_pkts=5.5:60", sc)
+
+
+def test_constraints_measure_their_excess_against_the_defaults() -> None:
+    c = parse_constraint("drops<=default")
+    assert c == Constraint("drops", at_most=True, bound=None)
+    assert c.excess(90.0, {"drops": 100.0}) == -10.0
+    u = parse_constraint("utilization >= 0.9")
+    assert u.excess(0.8, {}) == pytest.approx(0.1)
+    assert u.excess(0.95, {}) <= 0
+
+
+class _T:
+    def __init__(self, *values: float) -> None:
+        self.values = list(values)
+
+
+def test_the_pareto_front_keeps_what_nothing_beats() -> None:
+    objectives = (Objective("slowdown_short_p99", False), Objective("utilization", True))
+    a, b, c, d = _T(10, 0.9), _T(20, 0.95), _T(15, 0.85), _T(10, 0.9)
+    assert pareto_front([a, b, c, d], objectives) == [a, b, d]
+    assert math.isfinite(a.values[0])
