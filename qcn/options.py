@@ -68,7 +68,7 @@ def params_overrides(path: Path, sc: scenarios.Scenario) -> dict[str, Any]:
     """A parameter file's fields as scenario overrides (``qcn.cp.w``), checked against the
     scenario's parameters first (an error names the file and the field)."""
     data = read_toml(path, lambda message: ParamError(*message.split(": ", 1)))
-    QcnParams.load(path, base=sc.params)
+    QcnParams.load_with_ports(path, base=sc.params)
     out: dict[str, Any] = {}
 
     def flatten(prefix: str, node: dict[str, Any]) -> None:
@@ -78,6 +78,7 @@ def params_overrides(path: Path, sc: scenarios.Scenario) -> dict[str, Any]:
             else:
                 out[f"{prefix}{key}"] = value
 
+    flatten("port_cp.", data.pop("port_cp", {}))  # (a scenario's table, not the parameters')
     flatten("qcn.", data)
     return out
 

@@ -377,6 +377,10 @@ class CompiledSimulation:
                 [last for _, last in shapes],
             )
         core.finish_setup()
+        for name, _own in sc.port_cp:  # a port's own CP fields, as the Python engine's
+            if ref.ports[ref.port_index(name)].cp is not None:
+                cfg = CpPortConfig.from_params(sc.cp_for(name))
+                core.set_port_cp(ref.port_index(name), cfg)
 
     # Single-bottleneck views, as the Python engine's.
     @property

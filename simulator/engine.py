@@ -365,6 +365,8 @@ class Simulation:
         self._seq = 0
         self.three_point = qcn and cp_params.three_point
         self.cp_cfg = CpPortConfig.from_params(cp_params)
+        # A port's own CP fields (the scenario's port_cp), its CP configured with them.
+        port_cfgs = {p: CpPortConfig.from_params(scenario.cp_for(p)) for p, _ in scenario.port_cp}
         self.ports: list[Port] = []
         self.port_by_ref: dict[PortRef, Port] = {}
         bottleneck = scenario.bottleneck_port
@@ -378,7 +380,9 @@ class Simulation:
             # Each CP draws from its own generator, so where it samples does not change
             # the traffic the sources offer, nor another port's draws.
             cp = (
-                CongestionPoint(self.cp_cfg, fast_randint(random.Random(cp_stream)))
+                CongestionPoint(
+                    port_cfgs.get(str(ref), self.cp_cfg), fast_randint(random.Random(cp_stream))
+                )
                 if qcn and ref in cp_ports
                 else None
             )

@@ -85,6 +85,11 @@ def cases() -> list[Case]:
             {"network.pause": True, "network.port_service": "bmv2"},
         ),
         Case(
+            "parking lot, each CP port its own CP fields",
+            "parking-lot",
+            {"port_cp.s1:1.q_eq_pkts": 10, "port_cp.s2:2.w": 4.0, "port_cp.s3:2.p_base": 0.05},
+        ),
+        Case(
             "leaf-spine, ports served as BMv2's (unshaped spines)",
             "leaf-spine-fct",
             {"network.port_service": "bmv2"},

@@ -264,6 +264,8 @@ def test_a_tuned_setting_is_verified_on_bmv2_beside_the_simulator(tmp_path: Path
     assert r.returncode == (0 if verdict[1].startswith("BMv2 shows") else 1), said
     report = json.loads((study / "verify" / "verify.json").read_text())
     assert report["metric"] == "slowdown_short_p99"
+    assert set(report["noise"]) == {"defaults", "best"}
+    assert "qcn tune: verify: BMv2 noise with the best: " in said
     for name in ("defaults", "best"):
         for backend in ("sim", "bmv2"):
             summary = json.loads((study / "verify" / name / f"{backend}-1" / "summary.json")

@@ -247,6 +247,16 @@ def test_the_controller_view_derives_from_the_topology() -> None:
         assert cfg.flood_ports(sw) == list(t.flood_ports[sw])
     # qcn net up's network.toml: read back, the same configuration.
     assert network_file.parse(tomllib.loads(network_file.dumps(cfg))) == cfg
+    # A port's own CP parameters (a scenario's port_cp) are that port's, and only its.
+    own = CpParams(q_eq_pkts=40, w=4.0)
+    cfg = network_config(t, cp_params=CpParams(), frame_bytes=1500, port_cp={"s3:2": own})
+    assert [p.cp_params for p in cfg.switch("s3").ports if p.cp] == [
+        CpParams(),
+        own,
+        CpParams(),
+        CpParams(),
+    ]
+    assert network_file.parse(tomllib.loads(network_file.dumps(cfg))) == cfg
 
 
 def test_the_docs_example_generator_builds_and_routes() -> None:

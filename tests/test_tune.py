@@ -38,6 +38,16 @@ def trials_of(out: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def rerun_best(study: Path, scenario: str, out: Path) -> dict[str, object]:
+    """`qcn run` of a study's best.toml (valid as a parameter file) on seed 1: its summary."""
+    assert qcn("params", str(study / "best.toml"), "--check").returncode == 0
+    r = qcn("run", scenario, "--backend", "sim", "--duration", "0.05", "--seed", "1",
+            "--params", str(study / "best.toml"), "--out", str(out), "--quiet")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    summary: dict[str, object] = json.loads((out / "summary.json").read_text())
+    return summary
+
+
 def test_a_study_finds_a_setting_its_file_reproduces(tmp_path: Path) -> None:
     """The best trial's figures come back from `qcn run --params best.toml` with its seed,
     exactly: the file is the setting the study measured."""
@@ -55,12 +65,7 @@ def test_a_study_finds_a_setting_its_file_reproduces(tmp_path: Path) -> None:
     assert report["held_out_seeds"] == [2]
     for name in ("history.png", "importance.png", "best.toml", "trials.csv"):
         assert (out / name).stat().st_size > 0, name
-    assert qcn("params", str(out / "best.toml"), "--check").returncode == 0
-    again = tmp_path / "again"
-    r = qcn("run", "fct", "--backend", "sim", "--duration", "0.05", "--seed", "1",
-            "--params", str(out / "best.toml"), "--out", str(again), "--quiet")  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    summary = json.loads((again / "summary.json").read_text())
+    summary = rerun_best(out, "fct", tmp_path / "again")
     for metric in ("slowdown_short_p99", "drops"):
         assert summary[metric] == best["search_seeds"][metric]["mean"], metric
     # The defaults on the held-out seed are what `qcn run` gives there.
@@ -185,3 +190,55 @@ def test_the_pareto_front_keeps_what_nothing_beats() -> None:
     a, b, c, d = _T(10, 0.9), _T(20, 0.95), _T(15, 0.85), _T(10, 0.9)
     assert pareto_front([a, b, c, d], objectives) == [a, b, d]
     assert math.isfinite(a.values[0])
+
+
+# -- a port's own CP fields (networks of several CPs) -----------------------------------------
+
+
+def test_a_ports_own_q_eq_holds_that_ports_queue_only(tmp_path: Path) -> None:
+    """The parking lot's middle hop at q_eq 60, the others at the scenario's 22."""
+    queues = {}
+    for name, extra in (("own", ("--set", "port_cp.s2:2.q_eq_pkts=60")), ("all", ())):
+        r = qcn("run", "parking-lot", "--backend", "sim", "--duration", "0.2", "--quiet",
+                "--out", str(tmp_path / name), *extra)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        ports = json.loads((tmp_path / name / "summary.json").read_text())["ports"]
+        queues[name] = {p: v["queue_mean_pkts"] for p, v in ports.items()}
+    assert queues["own"]["s2:2"] > 2 * queues["all"]["s2:2"]
+    for other in ("s1:1", "s3:2"):
+        assert queues["own"][other] == pytest.approx(queues["all"][other], rel=0.15)
+    assert 'port_cp."s2:2"' in (tmp_path / "own" / "run.toml").read_text()
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        ("port_cp.s9:9.q_eq_pkts=30", ("port_cp.s9:9: not a CP port", "s1:1, s2:2, s3:2")),
+        ("port_cp.s2:2.sampling=1", ("port_cp.s2:2.sampling", "q_eq_pkts, w, p_base, p_scale")),
+        ("port_cp.s2:2.w=1.3", ("port_cp.s2:2.w", "multiple of 1/16")),
+    ],
+)
+def test_a_bad_port_setting_is_one_line(setting: str, expected: tuple[str, ...]) -> None:
+    r = qcn("run", "parking-lot", "--backend", "sim", "--set", setting)
+    assert_one_line_error(r, *expected)
+
+
+def test_a_per_port_study_writes_each_ports_setting_and_its_file_reproduces_it(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "study"
+    r = qcn("tune", "parking-lot", "--duration", "0.05", "--per-port", "--objective",
+            "jain_fairness", "--constraint", "none", "--trials", "3", "--seeds", "1",
+            "--holdout-seeds", "1", "--out", str(out), timeout_s=300)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads((out / "tune.json").read_text())
+    best = report["best"]["params"]
+    assert {k.rsplit(".", 1)[0] for k in best if k.startswith("port_cp.")} == {
+        "port_cp.s1:1",
+        "port_cp.s2:2",
+        "port_cp.s3:2",
+    }
+    text = (out / "best.toml").read_text()
+    assert '[port_cp."s2:2"]' in text
+    summary = rerun_best(out, "parking-lot", tmp_path / "again")
+    assert summary["jain_fairness"] == report["best"]["search_seeds"]["jain_fairness"]["mean"]

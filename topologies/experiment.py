@@ -175,6 +175,7 @@ class Experiment:
         return network_config(
             self.topo,
             cp_params=cp_params(sc, qcn=self.qcn),
+            port_cp={p: sc.cp_for(p) for p, _ in sc.port_cp} if self.qcn else None,
             frame_bytes=net.frame_bytes,
             pause=pause,
             pause_output_limit_pkts=PAUSE_OUTPUT_LIMIT_PKTS,

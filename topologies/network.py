@@ -114,6 +114,7 @@ def network_config(
     *,
     cp_params: CpParams,
     frame_bytes: int,
+    port_cp: dict[str, CpParams] | None = None,
     pause: PauseWatermarks | None = None,
     pause_output_limit_pkts: int | None = None,
     honour_pause: bool = False,
@@ -124,7 +125,8 @@ def network_config(
     every input is guarded by it and every shaped port's queue is
     ``pause_output_limit_pkts`` deep (the partitions bound the buffer); ``honour_pause``:
     every port facing another switch holds its queue on a PAUSE, counted at its link's
-    rate (its held frames go round at that rate, so it is shaped too)."""
+    rate (its held frames go round at that rate, so it is shaped too); ``port_cp``: a
+    port's own CP parameters (by its name, "s2:3"), over ``cp_params``."""
     cps, shaped = set(topo.cp_ports), set(topo.shaped_ports)
     switches = []
     for sw in topo.switches:
@@ -144,7 +146,7 @@ def network_config(
                     port=number,
                     edge=edge,
                     cp=ref in cps,
-                    cp_params=cp_params,
+                    cp_params=(port_cp or {}).get(str(ref), cp_params),
                     queue_rate_pps=shaping.rate_pps,
                     queue_depth_pkts=shaping.depth_pkts,
                     pause=pause,

@@ -518,6 +518,38 @@ class QcnParams:
             raise ParamError(str(path), f"cannot write: {e.strerror}") from None
 
     @classmethod
+    def load_with_ports(
+        cls, path: Path, base: QcnParams | None = None
+    ) -> tuple[QcnParams, dict[str, dict[str, Any]]]:
+        """A parameter file that may also give ports their own CP fields (``[port_cp."s2:3"]``,
+        :data:`PORT_CP_FIELDS`, as `qcn tune --per-port` writes it): the parameters, and
+        each port's own fields, checked as the port's CP would take them (its port names
+        are checked against a network by the scenario that uses them)."""
+        data = read_toml(path, lambda message: ParamError(*message.split(": ", 1)))
+        ports = data.pop("port_cp", {})
+        try:
+            params = cls.from_dict(data, base)
+        except ParamError as e:
+            raise ParamError(f"{path}: {e.field}", str(e).split(": ", 1)[1]) from None
+        if not isinstance(ports, dict) or not all(isinstance(v, dict) for v in ports.values()):
+            raise ParamError(f"{path}: port_cp", "must be a table of ports' tables")
+        for port, own in ports.items():
+            for name in own:
+                if name not in PORT_CP_FIELDS:
+                    raise ParamError(
+                        f"{path}: port_cp.{port}.{name}",
+                        f"a port's own CP fields are {', '.join(PORT_CP_FIELDS)}",
+                    )
+            try:
+                replace(params.cp, **_coerce(CpParams, "cp", own)).validate()
+            except ParamError as e:
+                field = e.field.removeprefix("cp.")
+                raise ParamError(
+                    f"{path}: port_cp.{port}.{field}", str(e).split(": ", 1)[1]
+                ) from None
+        return params, ports
+
+    @classmethod
     def load(cls, path: Path, base: QcnParams | None = None) -> QcnParams:
         """Read a TOML parameter file; errors name the file and the field."""
         data = read_toml(path, lambda message: ParamError(*message.split(": ", 1)))
@@ -525,6 +557,12 @@ class QcnParams:
             return cls.from_dict(data, base)
         except ParamError as e:
             raise ParamError(f"{path}: {e.field}", str(e).split(": ", 1)[1]) from None
+
+
+PORT_CP_FIELDS = ("q_eq_pkts", "w", "p_base", "p_scale")
+"""The CP fields a port may hold of its own (a scenario's ``port_cp``): those BMv2's scaling
+leaves alone (q_eq in frames, the rest without a unit), so a port's own value means the same
+on both backends."""
 
 
 def _two_qcn_check(rp: RpParams) -> None:

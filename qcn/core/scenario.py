@@ -113,7 +113,7 @@ from qcn.core.flows import (
     expected_flows,
     size_distribution,
 )
-from qcn.core.params import ParamError, QcnParams
+from qcn.core.params import PORT_CP_FIELDS, CpParams, ParamError, QcnParams
 from qcn.core.tomlfile import read_toml
 from qcn.core.topology import (
     CP_MODES,
@@ -309,6 +309,14 @@ class Scenario:
     bmv2: Bmv2Scale = field(default_factory=Bmv2Scale)
     preset: str = "qcn"
     """The parameter set ``params`` was built on (qcn.core.params.Preset)."""
+    port_cp: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    """CP fields of one port over ``params.cp`` (``[port_cp."s2:3"]``, :data:`PORT_CP_FIELDS`):
+    a network of several CPs need not hold every queue at one q_eq."""
+
+    def cp_for(self, port: str) -> CpParams:
+        """The CP parameters of the port named ``port`` (``params.cp`` unless overridden)."""
+        own = dict(self.port_cp).get(port)
+        return replace(self.params.cp, **dict(own)) if own else self.params.cp
 
     @cached_property
     def topology(self) -> Topology:
@@ -543,6 +551,8 @@ class Scenario:
             "workload": {**vars(self.workload), "onoff_sources": list(self.workload.onoff_sources)},
             "schedule": [dict(vars(c)) for c in self.schedule],
             "bmv2": {**vars(self.bmv2), "set": dict(self.bmv2.set)},
+            # (only when set: the runs recorded before it existed keep their keys)
+            **({"port_cp": {p: dict(f) for p, f in self.port_cp}} if self.port_cp else {}),
         }
 
 
@@ -746,6 +756,7 @@ def _parse(data: dict[str, Any]) -> Scenario:
         "workload",
         "schedule",
         "bmv2",
+        "port_cp",
     }
     _unknown("", data, known)
     try:
@@ -790,9 +801,46 @@ def _parse(data: dict[str, Any]) -> Scenario:
         notes=str(data.get("notes", "")),
         bmv2=bmv2,
         preset=str(data.get("qcn_preset", "qcn")),
+        port_cp=_port_cp(data.get("port_cp", {})),
     )
     _validate(scenario)
+    _validate_port_cp(scenario)
     return scenario
+
+
+def _port_cp(raw: Any) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"port_cp: must be a table of ports' tables, got {raw!r:.40}")
+    out = []
+    for port, fields_ in sorted(raw.items()):
+        if not isinstance(fields_, dict):
+            raise ScenarioError(f"port_cp.{port}: must be a table of CP fields")
+        for name in fields_:
+            if name not in PORT_CP_FIELDS:
+                raise ScenarioError(
+                    f"port_cp.{port}.{name}: a port's own CP fields are {', '.join(PORT_CP_FIELDS)}"
+                )
+        out.append((str(port), tuple(sorted(fields_.items()))))
+    return tuple(out)
+
+
+def _validate_port_cp(s: Scenario) -> None:
+    if not s.port_cp:
+        return
+    cps = {str(p) for p in s.topology.cp_ports}
+    for port, own in s.port_cp:
+        if port not in cps:
+            raise ScenarioError(
+                f"port_cp.{port}: not a CP port of the network (its CP ports: "
+                f"{', '.join(sorted(cps)) or 'none'})"
+            )
+        for name, value in own:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ScenarioError(f"port_cp.{port}.{name}: must be a number (got {value!r:.40})")
+        try:
+            s.cp_for(port).validate()
+        except ParamError as e:
+            raise ScenarioError(f"port_cp.{port}.{str(e).removeprefix('cp.')}") from None
 
 
 def _validate(s: Scenario) -> None:
