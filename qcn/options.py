@@ -60,7 +60,8 @@ def add_params(p: argparse.ArgumentParser) -> None:
         "--params",
         type=Path,
         metavar="FILE",
-        help="QCN parameters over the scenario's (TOML [cp] and [rp], e.g. qcn tune's best.toml)",
+        help="QCN parameters over the scenario's: TOML [cp], [rp], [port_cp.PORT] (qcn tune's "
+        "best.toml)",
     )
 
 

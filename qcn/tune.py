@@ -1,7 +1,7 @@
 """`qcn tune`: find a QCN setting for a scenario, closed loop: a search on the simulator
 (Optuna's TPE sampler), each trial on several seeds on the Dask cluster `qcn sweep` uses,
 the best checked on seeds the search never saw, then written to a running BMv2 network's
-CPs over P4Runtime (``--apply``).
+CPs over P4Runtime (``--apply``) and checked on BMv2 beside the simulator (``--verify``).
 
     qcn tune fct --trials 100 --seeds 2 --holdout-seeds 5 [--objective slowdown_short_p99]
         [--constraint drops<=default] [--param qcn.cp.q_eq_pkts=5:60] [--out DIR]
@@ -23,6 +23,7 @@ import json
 import math
 import re
 import statistics
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -487,6 +488,27 @@ def _quiet_optuna() -> Any:
     return optuna
 
 
+STUDY_TOML = "run.toml"
+
+
+def write_study_toml(path: Path, study: Study) -> None:
+    """The study's run.toml: its objective(s), space, constraints, seeds and sampler, and the
+    scenario it searched (every field, overrides applied)."""
+    import tomli_w  # noqa: PLC0415
+
+    from qcn.core.provenance import project_version  # noqa: PLC0415
+
+    identity = study.identity()["study"]
+    header = (
+        "# A qcn tune study: what it searched, and the scenario it searched it on.\n"
+        f"# Made by: qcn {' '.join(sys.argv[1:])}\n"
+        f"# Version: project {project_version()}; optuna {_quiet_optuna().__version__}\n\n"
+    )
+    data = {"study": {k: v for k, v in identity.items() if k != "scenario"},
+            "scenario": identity["scenario"]}  # fmt: skip
+    publish.write_atomic(path, header + tomli_w.dumps(data))
+
+
 def open_study(study: Study, out: Path) -> Any:
     """The study's journal in ``out``, created or continued."""
     optuna = _quiet_optuna()
@@ -523,6 +545,7 @@ def tune(
     began = time.perf_counter()
     store = StudyStore(out, study.sc, [], scaled=False, point_plots=False, address=address)
     store.prepare(study.identity())
+    write_study_toml(out / STUDY_TOML, study)
     objective_names = [o.metric for o in study.objectives]
     metrics = list(dict.fromkeys([*objective_names, *(c.metric for c in study.constraints)]))
     handle = open_study(study, out)
@@ -748,7 +771,7 @@ def _finish(
     ran: int,
     began: float,
 ) -> TuneReport:
-    files: list[Path] = [out / TRIALS_FILE]
+    files: list[Path] = [out / STUDY_TOML, out / TRIALS_FILE]
     lines: list[str] = []
     importance = param_importances(handle, study)
     report: dict[str, Any] = {
@@ -1101,8 +1124,8 @@ def register(sub: Any) -> None:
     )  # fmt: skip
     p.add_argument(
         "--param", action="append", default=[], metavar="KEY=LOW:HIGH[:log]",
-        help="a tuned field and its bounds, e.g. qcn.cp.w=0.5:8:log; repeat (default: q_eq, w, "
-        "the sampling probabilities, Gd, R_AI, the byte counter and the timer)",
+        help="a tuned field and its bounds, e.g. qcn.rp.gd=0.001:0.03:log; repeat (default: "
+        "q_eq, w, the sampling probabilities, Gd, R_AI, the byte counter and the timer)",
     )  # fmt: skip
     p.add_argument(
         "--per-port", action="store_true",

@@ -199,13 +199,14 @@ def test_a_tuned_setting_is_applied_to_a_running_networks_cps(tmp_path: Path) ->
     tune = [*QCN, "tune", "fct", "--duration", "0.05", "--trials", "2", "--seeds", "1",
             "--holdout-seeds", "1", "--constraint", "drops<=1e9", "--out", str(study),
             "--param", "qcn.cp.q_eq_pkts=30:40", "--param", "qcn.cp.w=3:4",
+            "--param", "port_cp.s1:11.p_base=0.01:0.02",  # (that port's own)
             "--param", "qcn.rp.gd=0.004:0.008"]  # fmt: skip
     found = subprocess.run(tune, capture_output=True, text=True, cwd=ROOT, check=False, env=env)
     assert found.returncode == 0, found.stdout + found.stderr
     best = json.loads((study / "tune.json").read_text())["best"]["params"]
     out = tmp_path / "net"
     proc = subprocess.Popen(
-        [*QCN, "net", "up", "single:2", "--out", str(out)],
+        [*QCN, "net", "up", "single:10", "--out", str(out)],  # (fct's network: s1:11 its CP)
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env,
     )  # fmt: skip
     try:
@@ -224,12 +225,13 @@ def test_a_tuned_setting_is_applied_to_a_running_networks_cps(tmp_path: Path) ->
         assert "not applied (the hosts' reaction points take them at start): qcn.rp.gd" in r.stdout
         with (study / "applied.csv").open() as f:
             rows = list(csv.DictReader(f))
-        ports = sorted({row["port"] for row in rows})
-        assert ports, r.stdout
-        assert {(row["field"], row["new"]) for row in rows} == {
-            ("q_eq_pkts", str(best["qcn.cp.q_eq_pkts"])),
-            ("w", f"{best['qcn.cp.w']:g}"),
-        }
+        assert {row["port"] for row in rows} == {"s1:11"}, r.stdout
+        new = {row["field"]: float(row["new"]) for row in rows}
+        assert new == pytest.approx({
+            "q_eq_pkts": best["qcn.cp.q_eq_pkts"],
+            "w": best["qcn.cp.w"],
+            "p_base": best["port_cp.s1:11.p_base"],
+        })  # fmt: skip
         show = subprocess.run([*QCN, "ctl", "-c", str(network), "show"], capture_output=True,
                               text=True, check=False, env=env, timeout=60)  # fmt: skip
         assert show.returncode == 0, show.stderr

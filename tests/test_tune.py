@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,12 @@ def test_a_study_finds_a_setting_its_file_reproduces(tmp_path: Path) -> None:
     assert report["held_out_seeds"] == [2]
     for name in ("history.png", "importance.png", "best.toml", "trials.csv"):
         assert (out / name).stat().st_size > 0, name
+    recorded = tomllib.loads((out / "run.toml").read_text())
+    assert recorded["study"]["objectives"] == ["slowdown_short_p99:min"]
+    assert recorded["study"]["constraints"] == ["drops<=default"]
+    assert recorded["study"]["sampler"].startswith("optuna TPESampler(seed=1")
+    assert "qcn.cp.w=0.5:8" in recorded["study"]["space"]
+    assert recorded["scenario"]["duration_s"] == 0.05
     summary = rerun_best(out, "fct", tmp_path / "again")
     for metric in ("slowdown_short_p99", "drops"):
         assert summary[metric] == best["search_seeds"][metric]["mean"], metric
