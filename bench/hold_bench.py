@@ -45,7 +45,8 @@ from controller.entries import (
     pause_honour_entry,
 )
 from controller.p4runtime import P4RuntimeSwitch
-from qcn.core.frames import PAUSE_QUANTA_MAX, parse_pause, pause_frame
+from qcn.core.frames import parse_pause, pause_frame
+from qcn.core.params import PAUSE_QUANTA_MAX
 from qcn.core.pipeline import BMV2_GRPC_PORT, BMV2_THRIFT_PORT, compile_program
 from reaction_point.packet_socket import (
     ANCILLARY_BYTES,

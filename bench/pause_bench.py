@@ -20,7 +20,8 @@ import json
 import os
 import threading
 
-from qcn.core.frames import PAUSE_QUANTA_MAX, pause_frame
+from qcn.core.frames import pause_frame
+from qcn.core.params import PAUSE_QUANTA_MAX
 from reaction_point.pause import PauseAgent
 from topologies.netns import VethEnd, add_veth, namespaces, send_frames
 

@@ -20,8 +20,9 @@ from finsy import (
 )
 
 from qcn.core.cp_model import CpPortConfig
-from qcn.core.frames import PAUSE_QUANTA_MAX, PAUSE_QUANTUM_BITS
 from qcn.core.params import (
+    PAUSE_QUANTA_MAX,
+    PAUSE_QUANTUM_BITS,
     PROB_ONE,
     SEED_FRAME_BYTES,
     W_ONE,

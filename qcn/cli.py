@@ -89,7 +89,27 @@ def run_tool(name: str, argv: Sequence[str]) -> int:
     return code
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: The commands whose command line their own module registers (its ``register(sub)``), in
+#: the order `qcn --help` lists them.  `qcn NAME ...` imports only NAME's module: all of
+#: them (the controller's and the daemon's bring gRPC, finsy, scapy and pyroute2) cost
+#: every command most of a second (1.1 s for `qcn params`; a test suite runs qcn hundreds
+#: of times).
+COMMANDS: dict[str, str] = {
+    "ctl": "controller.cli",
+    "rp": "reaction_point.cli",
+    "run": "qcn.run",
+    "sweep": "qcn.sweep",
+    "compare": "qcn.compare",
+    "tune": "qcn.tune",
+    "schemes": "qcn.schemes",
+    "net": "qcn.net",
+    "wireshark": "qcn.wireshark",
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The `qcn` command line; ``only``: with that command's own options alone (the others
+    are named, not imported)."""
     parser = argparse.ArgumentParser(
         prog="qcn",
         description="IEEE 802.1Qau QCN on P4/BMv2: congestion point, controller, reaction point.",
@@ -114,33 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--write", type=Path, metavar="OUT", help="write the result to OUT")
     p.set_defaults(func=_params_command)
 
-    from controller import cli as controller_cli  # noqa: PLC0415 - keeps `qcn params` light
-
-    controller_cli.register(sub)
-    from reaction_point import cli as rp_cli  # noqa: PLC0415
-
-    rp_cli.register(sub)
-    from qcn import run as run_cli  # noqa: PLC0415
-
-    run_cli.register(sub)
-    from qcn import sweep as sweep_cli  # noqa: PLC0415
-
-    sweep_cli.register(sub)
-    from qcn import compare as compare_cli  # noqa: PLC0415
-
-    compare_cli.register(sub)
-    from qcn import tune as tune_cli  # noqa: PLC0415
-
-    tune_cli.register(sub)
-    from qcn import schemes as schemes_cli  # noqa: PLC0415
-
-    schemes_cli.register(sub)
-    from qcn import net as net_cli  # noqa: PLC0415
-
-    net_cli.register(sub)
-    from qcn import wireshark as wireshark_cli  # noqa: PLC0415
-
-    wireshark_cli.register(sub)
+    for name, module in COMMANDS.items():
+        if only is None or name == only:
+            importlib.import_module(module).register(sub)
+        else:  # (another command's: its module is not imported)
+            sub.add_parser(name, add_help=False)
     for name, (_module, text) in TOOLS.items():
         # Listed here for --help; main() hands them their arguments before parsing.
         sub.add_parser(name, help=text, add_help=False)
@@ -164,7 +162,8 @@ def _main(argv: Sequence[str] | None) -> int:
         except QcnError as e:  # one a tool's main let through
             print(f"qcn: error: {e}", file=sys.stderr)
             return e.exit_code
-    parser = build_parser()
+    named = argv[0] if argv and (argv[0] in COMMANDS or argv[0] == "params") else None
+    parser = build_parser(only=named)
     args = parser.parse_args(argv)
     provenance.set_command(["qcn", *argv])  # what every run's provenance.json records
     if getattr(args, "check", False) and not args.file:

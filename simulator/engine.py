@@ -96,9 +96,8 @@ from qcn.core.flows import (
     flow_frames,
     ideal_fct_s,
 )
-from qcn.core.frames import PAUSE_QUANTA_MAX, PAUSE_QUANTUM_BITS
 from qcn.core.live import QNTZ_LEVELS, LiveRow
-from qcn.core.params import QueueDepth, QueueUnit
+from qcn.core.params import PAUSE_QUANTA_MAX, PAUSE_QUANTUM_BITS, QueueDepth, QueueUnit
 from qcn.core.scenario import Scenario, require_backend
 from qcn.core.topology import PortRef, Topology
 from qcn.core.trace import Trace

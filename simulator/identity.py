@@ -84,11 +84,7 @@ def cases() -> list[Case]:
             "parking-lot",
             {"network.pause": True, "network.port_service": "bmv2"},
         ),
-        Case(
-            "parking lot, each CP port its own CP fields",
-            "parking-lot",
-            {"port_cp.s1:1.q_eq_pkts": 10, "port_cp.s2:2.w": 4.0, "port_cp.s3:2.p_base": 0.05},
-        ),
+        Case("parking lot, each CP port its own CP fields", "parking-lot", own_cp_fields()),
         Case(
             "leaf-spine, ports served as BMv2's (unshaped spines)",
             "leaf-spine-fct",
@@ -96,6 +92,16 @@ def cases() -> list[Case]:
         ),
     ]
     return out
+
+
+def own_cp_fields() -> dict[str, Any]:
+    """The parking lot's three CP ports, each with a field of its own (port_cp)."""
+    first, second, third = sorted(str(p) for p in scenarios.load("parking-lot").topology.cp_ports)
+    return {
+        f"port_cp.{first}.q_eq_pkts": 10,
+        f"port_cp.{second}.w": 4.0,
+        f"port_cp.{third}.p_base": 0.05,
+    }
 
 
 def scaled(case: Case) -> Case:

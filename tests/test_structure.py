@@ -92,6 +92,7 @@ def test_the_front_door_is_the_only_one_above_everything() -> None:
         "qcn.cli",
         "qcn.run",
         "qcn.sweep",
+        "qcn.tune",
         "qcn.compare",
         "qcn.schemes",
         "qcn.backends",

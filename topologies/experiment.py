@@ -43,9 +43,9 @@ from controller import config as network_file
 from controller.config import NetworkConfig
 from controller.entries import PauseWatermarks
 from qcn.core.flows import FlowRecord, records_from_logs
-from qcn.core.frames import PAUSE_QUANTA_MAX, pause_quanta, pause_seconds
+from qcn.core.frames import pause_quanta, pause_seconds
 from qcn.core.live import LiveFeed
-from qcn.core.params import CpParams, QcnParams
+from qcn.core.params import PAUSE_QUANTA_MAX, CpParams, QcnParams
 from qcn.core.results import write_csvs
 from qcn.core.scenario import Scenario, require_backend
 from qcn.core.stats import percentile

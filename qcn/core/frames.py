@@ -42,6 +42,7 @@ from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Packet, bind_layers
 
 from qcn.core.cp_model import CpDecision, FbTag
+from qcn.core.params import PAUSE_QUANTA_MAX, PAUSE_QUANTUM_BITS
 
 ETHERTYPE_CNM = 0x22E7
 ETHERTYPE_CNTAG = 0x22E9
@@ -350,9 +351,6 @@ MAC_CONTROL_OPCODE_PAUSE = 0x0001
 PAUSE_DST_MAC = "01:80:c2:00:00:01"
 PAUSE_FRAME_BYTES = 60
 """The minimum frame, without its FCS: what the pipeline sends and a PAUSE must fill."""
-PAUSE_QUANTUM_BITS = 512
-"""A pause quantum: the time of 512 bits at the link's rate."""
-PAUSE_QUANTA_MAX = 0xFFFF
 
 
 def mac_control_frame(src_mac: str, opcode: int, pause_time: int = 0) -> bytes:

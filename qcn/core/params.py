@@ -35,6 +35,10 @@ SEED_FRAME_BYTES = 1500
 
 #: QntzFb is a 6-bit field: 0..63.
 QNTZ_FB_MAX = 63
+PAUSE_QUANTUM_BITS = 512
+"""802.3x: a pause quantum is the time of 512 bits at the link's rate (here, not with the
+frame in qcn.core.frames, so that the simulator needs no scapy)."""
+PAUSE_QUANTA_MAX = 0xFFFF
 
 #: The 802.1Qau byte-interval sampling table, indexed by QntzFb >> 3 (bytes; 1 KB = 1000 B).
 STANDARD_SAMPLE_INTERVALS_BYTES: tuple[int, ...] = (
