@@ -685,6 +685,12 @@ def dask_client(address: str | None, workers: int) -> Iterator[Any]:
             dashboard_address=None,
             silence_logs=logging.ERROR,
         )
+    # The scheduler (in this process) hooks a diagnosis into Python's garbage collector: a
+    # Ctrl-C or SIGTERM whose KeyboardInterrupt fell inside that hook was printed as
+    # "Exception ignored" and lost, and the sweep ran on to its end (exit 0).
+    from distributed.gc import disable_gc_diagnosis  # noqa: PLC0415
+
+    disable_gc_diagnosis(force=True)
     with cluster, Client(cluster) as client:
         yield client
 

@@ -85,10 +85,11 @@ def test_a_study_finds_a_setting_its_file_reproduces(tmp_path: Path) -> None:
 
 def test_an_interrupted_study_continues_and_loses_no_finished_trial(tmp_path: Path) -> None:
     out = tmp_path / "study"
-    args = [sys.executable, "-m", "qcn", "tune", *SHORT, "--trials", "8", "--out", str(out),
+    args = [sys.executable, "-m", "qcn", "tune", "fct", "--duration", "0.3", "--seeds", "1",
+            "--holdout-seeds", "1", "--trials", "8", "--out", str(out),
             "--constraint", "drops<=1e9"]  # fmt: skip
-    # The Python engine's pace (about 3 s a run), so that Ctrl-C comes mid-study; the
-    # rerun's compiled core gives the same figures (tests/test_sim_core.py).
+    # The Python engine's pace (seconds a run), so that Ctrl-C comes mid-study; the rerun's
+    # compiled core gives the same figures (tests/test_sim_core.py).
     proc = interruptible(
         args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT, env=SLOW_SIM
     )
