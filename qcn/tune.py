@@ -217,25 +217,34 @@ def port_value(sc: Scenario, key: str) -> Any:
     return getattr(sc.cp_for(port), name)
 
 
+SPAN = 8
+"""The default space: each field from an eighth to eight times the scenario's value (on a
+log scale; w on its steps).  A quarter to four times left w and Gd at their lower bounds in
+seed 003's study (docs/tuning.md)."""
+
+
 def cp_dimensions(prefix: str, cp: CpParams, buffer_pkts: int) -> list[Dimension]:
     """q_eq, w and the sampling probabilities under ``prefix`` (``qcn.cp.``, or a port's
-    ``port_cp.s2:3.``), a quarter to four times ``cp``'s values (q_eq below the buffer)."""
+    ``port_cp.s2:3.``), around ``cp``'s values (:data:`SPAN`; q_eq below the buffer)."""
     dims = [
-        Dimension(f"{prefix}q_eq_pkts", max(2, cp.q_eq_pkts // 4),
+        Dimension(f"{prefix}q_eq_pkts", max(2, cp.q_eq_pkts // SPAN),
                   min(cp.q_eq_pkts * 3, buffer_pkts - 1), log=True, integer=True),
-        quantised(f"{prefix}w", cp.w / 4, cp.w * 4, log=False),
-        Dimension(f"{prefix}p_base", cp.p_base / 4, min(cp.p_base * 4, 0.5), log=True,
+        # (w at most 8: (2w+1) q_eq must fit the data plane's fixed point.)
+        quantised(f"{prefix}w", cp.w / SPAN, min(cp.w * SPAN, 8.0), log=False),
+        Dimension(f"{prefix}p_base", cp.p_base / SPAN, min(cp.p_base * SPAN, 0.5), log=True,
                   integer=False),
     ]  # fmt: skip
     if cp.p_scale > 0:
-        dims.append(Dimension(f"{prefix}p_scale", cp.p_scale / 4, cp.p_scale * 4, True, False))
+        # (p_base + 63 p_scale is a probability.)
+        top = min(cp.p_scale * SPAN, (1 - cp.p_base) / QNTZ_FB_MAX)
+        dims.append(Dimension(f"{prefix}p_scale", cp.p_scale / SPAN, top, True, False))
     return dims
 
 
 def default_space(sc: Scenario, *, per_port: bool = False) -> list[Dimension]:
     """CP: q_eq, w and the sampling probabilities (``per_port``: each CP port's own); RP
-    (QCN's own scheme): Gd, R_AI, the byte counter and the timer.  Each from a quarter to
-    four times the scenario's value (R_AI a fifth to five times), on a log scale."""
+    (QCN's own scheme): Gd, R_AI, the byte counter and the timer.  Each from an eighth to
+    eight times the scenario's value (:data:`SPAN`), on a log scale."""
     rp, buffer = sc.params.rp, sc.network.buffer_pkts
     if per_port:
         dims = [d for p in sorted(str(p) for p in sc.topology.cp_ports)
@@ -245,11 +254,11 @@ def default_space(sc: Scenario, *, per_port: bool = False) -> list[Dimension]:
     if str(rp.scheme) == "qcn":
         dims += [
             # (Gd at most 1/63: the largest quantised Fb must not take the rate to zero.)
-            Dimension("qcn.rp.gd", rp.gd / 4, min(rp.gd * 4, 1 / QNTZ_FB_MAX), True, False),
-            Dimension("qcn.rp.r_ai_bps", rp.r_ai_bps / 5, rp.r_ai_bps * 5, True, False),
-            Dimension("qcn.rp.bc_limit_bytes", max(1500, rp.bc_limit_bytes // 4),
-                      rp.bc_limit_bytes * 4, log=True, integer=True),
-            Dimension("qcn.rp.timer_s", rp.timer_s / 4, rp.timer_s * 4, True, False),
+            Dimension("qcn.rp.gd", rp.gd / SPAN, min(rp.gd * SPAN, 1 / QNTZ_FB_MAX), True, False),
+            Dimension("qcn.rp.r_ai_bps", rp.r_ai_bps / SPAN, rp.r_ai_bps * SPAN, True, False),
+            Dimension("qcn.rp.bc_limit_bytes", max(1500, rp.bc_limit_bytes // SPAN),
+                      rp.bc_limit_bytes * SPAN, log=True, integer=True),
+            Dimension("qcn.rp.timer_s", rp.timer_s / SPAN, rp.timer_s * SPAN, True, False),
         ]  # fmt: skip
     return dims
 

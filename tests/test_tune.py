@@ -70,7 +70,7 @@ def test_a_study_finds_a_setting_its_file_reproduces(tmp_path: Path) -> None:
     assert recorded["study"]["objectives"] == ["slowdown_short_p99:min"]
     assert recorded["study"]["constraints"] == ["drops<=default"]
     assert recorded["study"]["sampler"].startswith("optuna TPESampler(seed=1")
-    assert "qcn.cp.w=0.5:8" in recorded["study"]["space"]
+    assert "qcn.cp.w=0.25:8" in recorded["study"]["space"]
     assert recorded["scenario"]["duration_s"] == 0.05
     summary = rerun_best(out, "fct", tmp_path / "again")
     for metric in ("slowdown_short_p99", "drops"):
