@@ -37,7 +37,7 @@ from qcn.core.errors import CheckFailedError, QcnError
 from qcn.core.live import KnobChange, write_knobs
 from qcn.core.params import PORT_CP_FIELDS, QNTZ_FB_MAX, W_ONE, CpParams
 from qcn.core.progress import ProgressLine
-from qcn.core.results import FLOW_KEYS, SUMMARY_KEYS
+from qcn.core.results import FLOW_KEYS, SUMMARY_KEYS, json_safe
 from qcn.core.scenario import Scenario, require_backend
 from qcn.core.signals import interrupts_deferred
 from qcn.core.tomlfile import toml_value
@@ -396,16 +396,12 @@ class Figures:
             values = self.values(m)
             finite = [v for v in values if math.isfinite(v)]
             out[m] = {
-                "mean": _json_number(self.mean(m)),
-                "min": _json_number(min(finite)) if finite else None,
-                "max": _json_number(max(finite)) if finite else None,
-                "seeds": [_json_number(v) for v in values],
+                "mean": json_safe(self.mean(m)),
+                "min": json_safe(min(finite)) if finite else None,
+                "max": json_safe(max(finite)) if finite else None,
+                "seeds": [json_safe(v) for v in values],
             }
         return out
-
-
-def _json_number(v: float) -> float | None:
-    return v if math.isfinite(v) else None
 
 
 def record_point(out: Path, base: dict[str, Any], p: Point) -> dict[str, Any]:
@@ -835,7 +831,7 @@ def _finish(
     change = {}
     for o in study.objectives:
         a, b = held_defaults.mean(o.metric), held_best.mean(o.metric)
-        change[o.metric] = _json_number((b - a) / a) if a else None
+        change[o.metric] = (b - a) / a if a else None
         lines.append(
             f"  {o.metric}: {b:.4g} (defaults {a:.4g}) on {len(study.held_out)} held-out "
             f"seed(s), {_percent(b, a)}; range over seeds {min(held_best.values(o.metric)):.4g}"
@@ -872,7 +868,10 @@ def _percent(new: float, old: float) -> str:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    publish.write_atomic(path, json.dumps(data, indent=1, allow_nan=False, default=str) + "\n")
+    # (json_safe: a figure a run left without a value, NaN, is null, as in summary.json)
+    publish.write_atomic(
+        path, json.dumps(json_safe(data), indent=1, allow_nan=False, default=str) + "\n"
+    )
 
 
 def param_importances(handle: Any, study: Study) -> dict[str, float]:
@@ -1113,7 +1112,7 @@ def verify_on_bmv2(
     _write_json(
         out / VERIFY_DIR / "verify.json",
         {"metric": first.metric, "runs": runs, "figures": figures,
-         "change": {b: _json_number(c) for b, c in change.items()},
+         "change": change,
          "missed_targets": missed, "noise": noise, "verified": held},
     )  # fmt: skip
     return lines, held
