@@ -193,6 +193,20 @@ def check_engine(backend: Backend) -> None:
         check()
 
 
+def sim_sample_interval_s(options: RunOptions) -> float:
+    """The simulator's sampling interval: 1 ms, or as long again as a scaled run's times."""
+    return SIM_SAMPLE_INTERVAL_S * (options.scaled_by or 1.0)
+
+
+def check_fits(sc: Scenario, backend: Backend, options: RunOptions) -> None:
+    """A simulation this machine's memory cannot hold, refused before a command writes or
+    starts anything (simulator.engine.memory_estimate_bytes)."""
+    if backend == "sim":
+        from simulator.engine import check_memory  # noqa: PLC0415
+
+        check_memory(sc, sim_sample_interval_s(options))
+
+
 def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions) -> Trace:
     """Run ``sc`` on ``backend``; a Mininet run keeps its logs and captures in ``out``."""
     require_backend(sc, backend)
@@ -234,7 +248,7 @@ def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions)
         sc,
         seed=options.seed,
         qcn=options.qcn,
-        sample_interval_s=SIM_SAMPLE_INTERVAL_S * (options.scaled_by or 1.0),
+        sample_interval_s=sim_sample_interval_s(options),
         cp_at_departure=options.scaled_by is not None,
         progress=progress,
     )

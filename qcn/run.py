@@ -508,6 +508,7 @@ def _execute_run(args: argparse.Namespace, run: Prepared, out: Path) -> int:
     sc, backend = run.sc, run.backend
     feed = run.options.live
     backends.check_engine(backend)  # (before anything is written)
+    backends.check_fits(sc, backend, run.options)
     staged = prepare_out(out, sc.name, force=args.force)
     print(f"qcn run: {sc.name} on the {run.why}", flush=True)
     misfit = fit.misfit_line(sc) if run.options.qcn else ""

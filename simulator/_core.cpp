@@ -142,7 +142,7 @@ struct Decision {
 
 struct Cp {
   const CpConfig* cfg = nullptr;
-  MT rand;
+  MT* rand = nullptr;  // its stream, kept out of the port's record (Core::cp_rands)
   int64_t p_max = 0;
   int64_t q_old = 0, bytes_to_sample = 0;
 
@@ -155,7 +155,7 @@ struct Cp {
   /// CongestionPoint.sample: false where stage 1 rules the frame out.
   bool sample(int64_t q, int64_t frame_bytes, Decision& d) {
     if (cfg->bernoulli) {
-      int64_t r = rand.randint(0, PROB_ONE - 1);
+      int64_t r = rand->randint(0, PROB_ONE - 1);
       if (r >= p_max) return false;
       judge(q, r, d);
       return true;
@@ -168,7 +168,7 @@ struct Cp {
   /// CongestionPoint.on_frame.
   void on_frame(int64_t q, int64_t frame_bytes, Decision& d) {
     if (cfg->bernoulli) {
-      judge(q, rand.randint(0, PROB_ONE - 1), d);
+      judge(q, rand->randint(0, PROB_ONE - 1), d);
       return;
     }
     bytes_to_sample -= frame_bytes;
@@ -187,7 +187,7 @@ struct Cp {
       sampled = bytes_to_sample <= 0;
       if (sampled) {
         const auto& row = c.intervals[qntz >> 3];
-        bytes_to_sample = row.first - row.second / 2 + rand.randint(0, row.second);
+        bytes_to_sample = row.first - row.second / 2 + rand->randint(0, row.second);
       }
     }
     if (sampled) q_old = q;
@@ -493,7 +493,6 @@ struct Port {
   double delay_s = 0;
   bool has_cp = false, arrival_cp = false;
   Cp cp;
-  MT reflect;
   Fifo queue;
   int64_t queue_bytes = 0;
   bool paced = false;        // served as BMv2 serves (simulator/engine.py: Port.paced)
@@ -560,7 +559,7 @@ struct Source {
   bool has_rules = false;
   Rp rules;
   double offered_bps = 0, line_rate_bps = 0, slot_s = 0, quantum_s = 0;
-  std::vector<int32_t> routes;
+  int32_t route = -1;  // not flows: its one route (flows: each arrival names its own)
   bool bernoulli = false, onoff = false;
   double load = 0;
   double log1p_minus_load = 0;  // log1p(-load): the same float every frame, computed once
@@ -568,6 +567,7 @@ struct Source {
   double next_arrival = INF, on_until = INF, last_send = -INF;
   int64_t send_version = 0, timer_version = 0;
   double timer_at = NONE;
+  double timer_queued = INF;  // its earliest TIMER event in the heap (schedule_timer)
   int64_t sent_frames = 0, window_bytes = 0, delivered_window_bytes = 0;
   double paused_until = 0.0;
   IdDeque flows;
@@ -595,6 +595,7 @@ struct Flow {
   double next_eligible = 0.0;
   int64_t timer_version = 0;
   double timer_at = NONE;
+  double timer_queued = INF;  // its earliest TIMER event in the heap (schedule_timer)
   std::vector<double> acked_at;
   bool has_frames() const { return next_frame < frames || !resend.empty(); }
   int64_t frame_bytes(int64_t index, int64_t full) const {
@@ -668,6 +669,94 @@ struct Heap {
   }
 };
 
+/// The pending events, earliest first by Earlier's whole key (so in the order of one heap
+/// of them, which the Python engine's heapq is): a calendar queue (R. Brown, CACM 1988).
+/// Time is cut in buckets of ``width``; bucket b's events live in slot b mod (slots), each
+/// slot a small heap, and ``cur`` is a bucket no event is before, so the earliest event
+/// is the top of the first slot from ``cur`` whose top is in the bucket scanned.  One
+/// heap of all pending events cost a sift of 12-15 levels a pop at 1,024 hosts (5,000 to
+/// 30,000 pending) and was a third of the run; a slot holds one or two (docs/simulator.md).
+/// The width follows the events' spacing, and the slots their number (rebuilt, rarely).
+template <class T, class Less>
+struct CalendarQueue {
+  std::vector<Heap<T, Less>> slots;
+  size_t mask = 0;
+  double inv_width = 0;
+  int64_t cur = 0;
+  size_t n = 0;
+  // the spacing of the events popped since the last look (adapt)
+  int64_t popped = 0, look_every = 1024;
+  double since = 0, last_t = 0;
+
+  CalendarQueue() { rebuild(1024, 1e-6); }
+  bool empty() const { return n == 0; }
+  size_t size() const { return n; }
+  int64_t bucket(double t) const {
+    double b = t * inv_width;
+    return b < 4e18 ? static_cast<int64_t>(b) : static_cast<int64_t>(4e18);  // inf: far
+  }
+  void push(const T& e) {
+    int64_t b = bucket(e.t);
+    if (b < cur) cur = b;  // an event before the one last found (the buckets between: empty)
+    slots[static_cast<size_t>(b) & mask].push(e);
+    n++;
+  }
+  /// The earliest event (the queue is not empty).
+  const T& top() {
+    size_t scanned = 0;
+    for (;;) {
+      const auto& h = slots[static_cast<size_t>(cur) & mask];
+      if (!h.empty() && bucket(h.top().t) == cur) return h.top();
+      if (++scanned > slots.size()) {  // nothing within a turn of the slots: jump
+        cur = INT64_MAX;
+        for (const auto& slot : slots)
+          if (!slot.empty()) cur = std::min(cur, bucket(slot.top().t));
+        scanned = 0;
+        continue;
+      }
+      cur++;
+    }
+  }
+  T pop() {
+    top();
+    n--;
+    T e = slots[static_cast<size_t>(cur) & mask].pop();
+    adapt(e.t);
+    return e;
+  }
+  void adapt(double t) {
+    if (++popped < look_every) return;
+    double gap = (t - since) / static_cast<double>(popped);
+    size_t want = 1024;
+    while (want < 2 * n) want *= 2;
+    // ~3 events a bucket as they come: Brown's choice (fewer: empty slots scanned; more:
+    // deeper slot heaps).
+    double width = gap > 0 ? 3 * gap : 1 / inv_width;
+    double ratio = width * inv_width;
+    if (want > slots.size() || want * 4 < slots.size() || ratio > 4 || ratio < 0.25)
+      rebuild(want, width);
+    popped = 0;
+    since = t;
+    look_every = 16384;
+  }
+  void rebuild(size_t count, double width) {
+    std::vector<T> all;
+    all.reserve(n);
+    for (auto& slot : slots) all.insert(all.end(), slot.v.begin(), slot.v.end());
+    slots.assign(count, Heap<T, Less>{});
+    mask = count - 1;
+    inv_width = 1 / width;
+    cur = INT64_MAX;
+    n = 0;
+    for (const T& e : all) {
+      cur = std::min(cur, bucket(e.t));
+      slots[static_cast<size_t>(bucket(e.t)) & mask].push(e);
+      n++;
+    }
+    if (n == 0) cur = 0;
+  }
+};
+
 // -- the engine --------------------------------------------------------------------------------
 
 struct Core {
@@ -695,19 +784,22 @@ struct Core {
   std::vector<int32_t> measured;
   // arrivals (flows)
   std::vector<double> arr_start;
-  std::vector<int32_t> arr_source, arr_destination;
+  std::vector<int32_t> arr_source, arr_destination, arr_route;
   std::vector<int64_t> arr_size, arr_frames, arr_last;
 
   // state
   MT rng;
   double now = 0;
   std::vector<Port> ports;
+  // Each port's CP and reflection streams, by port: 2.5 KB each, kept out of the ports'
+  // records, which the run walks (5.8 KB a port with them inline: 7.4 MB at 1,280 ports).
+  std::vector<MT> cp_rands, reflect_rands;
   std::vector<Input> inputs;
   std::vector<Source> sources;
   std::vector<Route> routes;
   std::vector<Flow> flows;
-  Heap<Event, Earlier> heap;
-  Heap<Dep, DepEarlier> dheap;
+  CalendarQueue<Event, Earlier> heap;
+  CalendarQueue<Dep, DepEarlier> dheap;
   double next_depart = INF;
   int32_t next_port = 0;
   uint64_t seq = 0;
@@ -790,7 +882,7 @@ struct Core {
     } else {
       gap = s.slot_s;
     }
-    int32_t ri = s.routes[0];
+    int32_t ri = s.route;
     Frame f{si, 0, static_cast<int32_t>(frame_bytes), -1, 0, ri, 0, Tag{}};
     arrive(routes[ri].ports[0], f);
     double due = now + gap;
@@ -822,7 +914,7 @@ struct Core {
       if (three_point) {
         if (port.cp.sample(depth, frame.bytes, d)) {
           Tag out;
-          if (overwrite_fb_tag(d, frame.tag, cp_cfg, pi, port.reflect, out)) {
+          if (overwrite_fb_tag(d, frame.tag, cp_cfg, pi, reflect_rands[pi], out)) {
             frame.tag = out;
             if (out.reflected) {
               port.cp_reflections += 1;
@@ -951,7 +1043,7 @@ struct Core {
   void end_reflect(int32_t pi, int32_t target, double delay_s, const Tag& tag) {
     Port& port = ports[pi];
     Tag out;
-    if (end_reflection(tag, cp_cfg, pi, port.reflect, out)) {
+    if (end_reflection(tag, cp_cfg, pi, reflect_rands[pi], out)) {
       if (out.qntz_fb) {
         port.fb_reflections += 1;
         count_extra("fb_reflections");
@@ -982,15 +1074,36 @@ struct Core {
     kick(si);
   }
 
-  /// A reaction point's timer event, pushed again when its deadline moved (a source's
-  /// or a flow's: ``index`` is the event's target).
+  /// A reaction point's timer event at its new deadline (a source's or a flow's:
+  /// ``index`` is the event's target), unless one of its events is due earlier: that one,
+  /// found stale, pushes the deadline then (Simulation._schedule_timer).
   template <class Owner>
   void schedule_timer(Owner& o, int32_t index) {
     double deadline = o.rules.timer_deadline;
     if (!is_none(deadline) && deadline != o.timer_at) {
       o.timer_at = deadline;
       o.timer_version += 1;
-      push(deadline, TIMER, index, o.timer_version);
+      if (deadline <= o.timer_queued) {
+        o.timer_queued = deadline;
+        push(deadline, TIMER, index, o.timer_version);
+      }
+    }
+  }
+  /// A timer's event (Simulation._timer_event): it fires if it is the latest; a stale one
+  /// pushes the later deadline if no event of the timer's is due before it.
+  template <class Owner>
+  void timer_event(Owner& o, int32_t index, double t, int64_t version, bool changed_flow) {
+    if (t == o.timer_queued) o.timer_queued = INF;
+    if (version == o.timer_version) {
+      o.timer_at = NONE;
+      if (o.rules.advance(t, rng)) {
+        if (changed_flow) rate_changed_flow(index);
+        else rate_changed_source(index);
+      }
+      schedule_timer(o, index);
+    } else if (!is_none(o.timer_at) && t < o.timer_at && o.timer_at < o.timer_queued) {
+      o.timer_queued = o.timer_at;
+      push(o.timer_at, TIMER, index, o.timer_version);
     }
   }
   void schedule_timer_source(int32_t si) { schedule_timer(sources[si], si); }
@@ -1011,7 +1124,7 @@ struct Core {
     f.active = true;
     f.frames = arr_frames[number];
     f.last_frame_bytes = arr_last[number];
-    f.route = s.routes[f.destination];
+    f.route = arr_route[number];
     f.next_eligible = now;
     if (qcn) {
       f.has_rules = true;
@@ -1324,18 +1437,10 @@ struct Core {
         case TIMER: {
           if (flow_mode) {
             Flow& f = flows[src];
-            if (f.active && e.version == f.timer_version && f.has_rules) {
-              f.timer_at = NONE;
-              if (f.rules.advance(e.t, rng)) rate_changed_flow(src);
-              schedule_timer_flow(src);
-            }
+            if (f.active && f.has_rules) timer_event(f, src, e.t, e.version, true);
           } else {
             Source& s = sources[src];
-            if (e.version == s.timer_version && s.has_rules) {
-              s.timer_at = NONE;
-              if (s.rules.advance(e.t, rng)) rate_changed_source(src);
-              schedule_timer_source(src);
-            }
+            if (s.has_rules) timer_event(s, src, e.t, e.version, false);
           }
           break;
         }
@@ -1452,11 +1557,12 @@ RpParams rp_params(const py::dict& d) {
 struct CpModel {
   CpConfig cfg;
   Cp cp;
-  MT reflect;
+  MT rand, reflect;
   CpModel(const py::object& config, const py::object& rand_state, const py::object& reflect_state)
       : cfg(cp_config(config)) {
     cp.init(&cfg);
-    cp.rand.set_state(state_of(rand_state));
+    cp.rand = &rand;
+    rand.set_state(state_of(rand_state));
     reflect.set_state(state_of(reflect_state));
   }
   py::object decision(const Decision& d) const {
@@ -1607,8 +1713,10 @@ PYBIND11_MODULE(_core, m) {
              p.arrival_cp = arrival_cp;
              p.paced = paced;
              p.service_bits = service_bits;
-             if (has_cp) p.cp.rand.set_state(state_of(cp_state));
-             p.reflect.set_state(state_of(reflect_state));
+             c.cp_rands.emplace_back();
+             c.reflect_rands.emplace_back();
+             if (has_cp) c.cp_rands.back().set_state(state_of(cp_state));
+             c.reflect_rands.back().set_state(state_of(reflect_state));
            })
       .def("add_input",
            [](Core& c, int64_t partition_bytes, double delay_s, double quantum_s, int32_t source,
@@ -1624,7 +1732,7 @@ PYBIND11_MODULE(_core, m) {
       .def("add_source",
            [](Core& c, bool has_rules, double offered_bps, double line_rate_bps, double slot_s,
               double quantum_s, bool bernoulli, bool onoff, double load,
-              std::vector<int32_t> routes) {
+              int32_t route) {
              c.sources.emplace_back();
              Source& s = c.sources.back();
              s.has_rules = has_rules;
@@ -1636,7 +1744,7 @@ PYBIND11_MODULE(_core, m) {
              s.onoff = onoff;
              s.load = load;
              s.log1p_minus_load = std::log1p(-load);
-             s.routes = std::move(routes);
+             s.route = route;
            })
       .def("add_route",
            [](Core& c, int32_t source, std::vector<int32_t> ports, std::vector<int32_t> inputs,
@@ -1653,17 +1761,21 @@ PYBIND11_MODULE(_core, m) {
       .def("set_arrivals",
            [](Core& c, std::vector<double> start, std::vector<int32_t> source,
               std::vector<int32_t> destination, std::vector<int64_t> size,
-              std::vector<int64_t> frames, std::vector<int64_t> last) {
+              std::vector<int64_t> frames, std::vector<int64_t> last,
+              std::vector<int32_t> route) {
              c.arr_start = std::move(start);
              c.arr_source = std::move(source);
              c.arr_destination = std::move(destination);
              c.arr_size = std::move(size);
              c.arr_frames = std::move(frames);
              c.arr_last = std::move(last);
+             c.arr_route = std::move(route);
            })
       .def("finish_setup",
            [](Core& c) {
-             for (Port& p : c.ports) {
+             for (size_t i = 0; i < c.ports.size(); i++) {
+               Port& p = c.ports[i];
+               p.cp.rand = &c.cp_rands[i];
                int64_t q_old = p.cp.q_old, bts = p.cp.bytes_to_sample;
                p.cp.init(&c.cp_cfg);
                p.cp.q_old = q_old;

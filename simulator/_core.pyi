@@ -37,7 +37,7 @@ class Core:
         bernoulli: bool,
         onoff: bool,
         load: float,
-        routes: list[int],
+        route: int,
     ) -> None: ...
     def add_route(
         self,
@@ -55,6 +55,7 @@ class Core:
         size: list[int],
         frames: list[int],
         last: list[int],
+        route: list[int],
     ) -> None: ...
     def finish_setup(self) -> None: ...
     def run(self, progress: Callable[[float, float], None] | None = None) -> bool: ...

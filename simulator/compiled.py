@@ -344,7 +344,7 @@ class CompiledSimulation:
         route_ids: dict[int, int] = {}
         self.routes: list[Route] = []
         for s in ref.sources:
-            for route in s.routes:
+            for route in s.routes.values():
                 route_ids[id(route)] = len(self.routes)
                 self.routes.append(route)
                 core.add_route(
@@ -364,7 +364,7 @@ class CompiledSimulation:
                 s.bernoulli,
                 s.onoff,
                 s.load,
-                [route_ids[id(r)] for r in s.routes],
+                route_ids[id(s.routes[0])] if 0 in s.routes and not ref.flow_mode else -1,
             )
         if ref.arrivals:
             shapes = [flow_frames(a.size_bytes, net.frame_bytes) for a in ref.arrivals]
@@ -375,6 +375,7 @@ class CompiledSimulation:
                 [a.size_bytes for a in ref.arrivals],
                 [frames for frames, _ in shapes],
                 [last for _, last in shapes],
+                [route_ids[id(ref.sources[a.source].routes[a.destination])] for a in ref.arrivals],
             )
         core.finish_setup()
         for name, _own in sc.port_cp:  # a port's own CP fields, as the Python engine's

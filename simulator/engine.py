@@ -81,6 +81,7 @@ from heapq import heappop, heappush, heapreplace
 from itertools import pairwise
 from typing import Any, TypeAlias
 
+from qcn.core import resources
 from qcn.core.cp_model import (
     CongestionPoint,
     CpDecision,
@@ -93,8 +94,10 @@ from qcn.core.cp_model import (
 from qcn.core.flows import (
     FlowArrival,
     FlowRecord,
+    expected_flows,
     flow_frames,
     ideal_fct_s,
+    size_distribution,
 )
 from qcn.core.live import QNTZ_LEVELS, LiveRow
 from qcn.core.params import PAUSE_QUANTA_MAX, PAUSE_QUANTUM_BITS, QueueDepth, QueueUnit
@@ -145,6 +148,8 @@ class ActiveFlow:
     """When its limiter lets it send its next frame."""
     timer_version: int = 0
     timer_at: float | None = None
+    timer_queued: float = math.inf
+    """The earliest TIMER event of its in the heap (inf: none; see ``_schedule_timer``)."""
     acked_at: list[float] | None = None
     """With PAUSE: when each frame's acknowledgement reaches the source (inf: not yet
     delivered), so that a timeout tells a held frame from an acknowledged one and a later
@@ -175,8 +180,9 @@ class Source:
     """A frame's time on its host link (a Bernoulli slot, the gap at line rate)."""
     quantum_s: float
     """A PAUSE quantum (512 bit times) on its host link."""
-    routes: tuple[Route, ...] = ()
-    """Its route to each of its destinations (``SourceHost.destinations``)."""
+    routes: dict[int, Route] = field(default_factory=dict)
+    """Its route to each destination the run sends to, by index in
+    ``SourceHost.destinations`` (the others are never built)."""
     bernoulli: bool = False
     onoff: bool = False
     load: float = 0.0
@@ -188,6 +194,8 @@ class Source:
     send_version: int = 0
     timer_version: int = 0
     timer_at: float | None = None
+    timer_queued: float = math.inf
+    """The earliest TIMER event of its in the heap (inf: none; see ``_schedule_timer``)."""
     sent_frames: int = 0
     window_bytes: int = 0
     delivered_window_bytes: int = 0
@@ -320,6 +328,41 @@ def port_stream_names(seed: int, port: PortRef, bottleneck: PortRef) -> tuple[st
     return f"cp-{seed}-{port}", f"reflect-{seed}-{port}"
 
 
+BASE_BYTES = 150 * 2**20
+"""The interpreter, the project's modules and the plots' (what a short run's process held,
+rounded up)."""
+FLOW_BYTES = 3000
+"""A flow: its arrival, its record, its route, the core's copy (2.1-2.5 KB measured at
+10,000 to 50,000 flows; docs/simulator.md)."""
+SAMPLE_VALUE_BYTES = 80
+"""A value of a sample: the core's, its Python float in the trace, the CSV and plots'."""
+
+
+def memory_estimate_bytes(sc: Scenario, sample_interval_s: float) -> float:
+    """What a run of ``sc`` holds at its peak, estimated before it starts: its flows (their
+    expected number) and its samples (each source's four rates, each measured port's four
+    counts, every ``sample_interval_s``); routes exist only for pairs that flows join."""
+    wl = sc.workload
+    flows = 0.0
+    if wl.pattern == "flows":
+        sizes = size_distribution(wl.flow_sizes, wl.ipc_fraction)
+        flows = expected_flows(
+            sizes, wl.load, sc.flows_capacity_bps, sc.flows_until_s, wl.flow_size_scale
+        )
+    samples = sc.duration_s / sample_interval_s
+    values = 4 * len(sc.sources) + 4 * (len(sc.topology.cp_ports) + 1) + 5
+    return BASE_BYTES + FLOW_BYTES * flows + SAMPLE_VALUE_BYTES * samples * values
+
+
+def check_memory(sc: Scenario, sample_interval_s: float) -> None:
+    """A run this machine's memory cannot hold: one line with the estimate."""
+    resources.check_memory(
+        memory_estimate_bytes(sc, sample_interval_s),
+        f"{sc.name}: a simulation of {sc.duration_s:g} s on {sc.network.topology}",
+        "a shorter run, fewer hosts, or fewer flows (a lower workload.load)",
+    )
+
+
 class Simulation:
     def __init__(
         self,
@@ -333,6 +376,7 @@ class Simulation:
         arrivals: list[FlowArrival] | None = None,
     ) -> None:
         require_backend(scenario, "sim")
+        check_memory(scenario, sample_interval_s)
         self.sc = scenario
         self.rng = random.Random(seed)
         self.qcn = qcn
@@ -439,20 +483,30 @@ class Simulation:
                     source=s,
                 )
             )
-        for s, host in zip(self.sources, scenario.sources, strict=True):
-            s.routes = tuple(self._route(s, host.host, dst) for dst in host.destinations)
-        self.trace = Trace()
         self.flow_mode = wl.pattern == "flows"
+        self.arrivals: list[FlowArrival] = []
+        """flows: every flow to start, in order (``arrivals``, else drawn from the seed)."""
+        if self.flow_mode:
+            self.arrivals = arrivals if arrivals is not None else scenario.draw_flows(seed)
+        # Only the routes the run takes: every pair's was quadratic in the hosts (261,632
+        # at 512 hosts all-to-all, most never used).  Built source by source, destinations in
+        # order, as all were, so inputs keep their relative order (PAUSE events' ties).
+        hosts = scenario.sources
+        used = (
+            {(a.source, a.destination) for a in self.arrivals}
+            if self.flow_mode
+            else {(i, 0) for i, host in enumerate(hosts) if host.destinations}
+        )
+        for i, d in sorted(used):
+            s = self.sources[i]
+            s.routes[d] = self._route(s, hosts[i].host, hosts[i].destinations[d])
+        self.trace = Trace()
         self.flow_records: list[FlowRecord] = []
         self._lost: dict[int, tuple[ActiveFlow, int]] = {}
         """flows: frames due again by retransmission event token (with PAUSE: every frame
         sent, until its timeout)."""
         self.active: dict[int, ActiveFlow] = {}
         """flows: the unfinished flows by id (CNMs and timers of finished ones are void)."""
-        self.arrivals: list[FlowArrival] = []
-        """flows: every flow to start, in order (``arrivals``, else drawn from the seed)."""
-        if self.flow_mode:
-            self.arrivals = arrivals if arrivals is not None else scenario.draw_flows(seed)
 
     def _route(self, s: Source, src: str, dst: str) -> Route:
         topo = self.topology
@@ -893,12 +947,33 @@ class Simulation:
         self._push(max(self.now, lim.last_send + gap), SEND, lim.index, lim.send_version)
 
     def _schedule_timer(self, s: Source | ActiveFlow) -> None:
+        """The timer's event at its new deadline, unless an event of its that is due
+        earlier is in the heap: that one, found stale, pushes the deadline then
+        (``_timer_event``).  A timer moved later (at every CNM) pushed an event each time,
+        and the heap held some 50 stale ones a flow (30,000 at 1,024 hosts; docs/simulator.md)."""
         assert s.rules is not None
         deadline = s.rules.timer_deadline
         if deadline is not None and deadline != s.timer_at:
             s.timer_at = deadline
             s.timer_version += 1
-            self._push(deadline, TIMER, s.index, s.timer_version)
+            if deadline <= s.timer_queued:
+                s.timer_queued = deadline
+                self._push(deadline, TIMER, s.index, s.timer_version)
+
+    def _timer_event(self, lim: Source | ActiveFlow, t: float, version: int) -> None:
+        """A timer's event at ``t``: it fires if it is the timer's latest; a stale one
+        pushes the timer's later deadline if no event of its is due before it."""
+        assert lim.rules is not None
+        if t == lim.timer_queued:
+            lim.timer_queued = math.inf
+        if version == lim.timer_version:
+            lim.timer_at = None
+            if lim.rules.advance(t):
+                self._rate_changed(lim)
+            self._schedule_timer(lim)
+        elif lim.timer_at is not None and t < lim.timer_at < lim.timer_queued:
+            lim.timer_queued = lim.timer_at
+            self._push(lim.timer_at, TIMER, lim.index, lim.timer_version)
 
     def _sample(self) -> None:
         tr, dt = self.trace, self.sample_interval_s
@@ -1130,11 +1205,8 @@ class Simulation:
                 self._rate_changed(lim)
             elif kind == TIMER:
                 lim = self._limiter(src)
-                if lim is not None and version == lim.timer_version and lim.rules is not None:
-                    lim.timer_at = None
-                    if lim.rules.advance(t):
-                        self._rate_changed(lim)
-                    self._schedule_timer(lim)
+                if lim is not None and lim.rules is not None:
+                    self._timer_event(lim, t, version)
             elif kind == PAUSE:
                 inp = inputs[src]
                 if inp.source is not None:

@@ -126,6 +126,7 @@ bandwidth (the scenario's line rate)."""
             {"workload.traffic": "permutation", "network.fabric_rate_bps": 5e9},
         ),
         ("leaf-spine:2,2,2", {"workload.traffic": "incast"}),
+        ("fat-tree:4", {"workload.traffic": "permutation"}),
     ],
 )
 def test_every_generator_runs_on_the_simulator(topology: str, overrides: dict[str, Any]) -> None:
@@ -175,8 +176,13 @@ def test_a_flows_ideal_fct_takes_its_own_path() -> None:
     )
     sim = Simulation(sc)
     topo = sc.topology
+    # Only the pairs its flows join are routed.
+    assert {(s.index, d) for s in sim.sources for d in s.routes} == {
+        (a.source, a.destination) for a in sim.arrivals
+    }
     for s, host in zip(sim.sources, sc.sources, strict=True):
-        for route, dst in zip(s.routes, host.destinations, strict=True):
+        for d, route in s.routes.items():
+            dst = host.destinations[d]
             assert route.last + 1 == topo.hops(host.host, dst)
             wire = topo.one_way_delay_s(host.host, dst) - topo.access_link(host.host).delay_s
             assert route.one_way_s == pytest.approx(wire)
@@ -351,3 +357,39 @@ def test_a_flows_ideal_is_the_same_on_both_backends() -> None:
         assert record.ideal_fct_s == ideal_fct_s(
             a.size_bytes, sc.network.frame_bytes, path.rate_bps, path.one_way_s
         )
+
+
+PEAK_OF_CHILD = (
+    "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, "
+    "capture_output=True); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides"),
+    [
+        # ~4,000 flows on 128 hosts; and the transient's 10,000 samples of 45 values.
+        ("leaf-spine-fct", {"duration_s": 0.1, "network.topology": "leaf-spine:4,8,16"}),
+        ("transient", {"duration_s": 10.0}),
+    ],
+)
+def test_a_runs_memory_estimate_covers_what_it_holds(
+    tmp_path: Path, name: str, overrides: dict[str, Any]
+) -> None:
+    """The estimate a run too large for the machine is refused by is above the peak a
+    `qcn run` holds (plots included), and not so far above that it refuses runs that fit."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from simulator.engine import memory_estimate_bytes  # noqa: PLC0415
+
+    sc = scenarios.load(name).with_overrides(overrides)
+    sets = [a for k, v in overrides.items() for a in ("--set", f"{k}={json.dumps(v)}")]
+    run = [sys.executable, "-m", "qcn.cli", "run", name, "--backend", "sim", *sets]
+    got = subprocess.run(
+        [sys.executable, "-c", PEAK_OF_CHILD, *run, "--out", str(tmp_path / "o"), "--quiet"],
+        capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    peak = int(got.stdout) * 1024
+    estimate = memory_estimate_bytes(sc, 1e-3)
+    assert peak <= estimate <= 3 * peak

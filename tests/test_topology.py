@@ -53,6 +53,45 @@ def test_generators_build_their_networks(
         assert t.far_end(t.path(src, dst)[-1]).node == dst
 
 
+@pytest.mark.parametrize(
+    ("spec", "switches", "hosts", "links", "ports"),
+    [
+        # k^3/4 hosts; (k/2)^2 cores of k ports; k pods of k/2 + k/2 switches of k ports.
+        ("fat-tree:4", 20, 16, 48, {"core": 4, "agg": 4, "tor": 4}),
+        ("fat-tree:6", 45, 54, 162, {"core": 6, "agg": 6, "tor": 6}),
+        # HPCC's fat.txt: 16 cores of 5 pods; aggregation: 4 ToRs + 4 cores; ToR: 16 + 4.
+        ("hpcc-fat-tree", 56, 320, 480, {"core": 5, "agg": 8, "tor": 20}),
+    ],
+)
+def test_fat_trees_are_built_as_their_papers_say(
+    spec: str, switches: int, hosts: int, links: int, ports: dict[str, int]
+) -> None:
+    t = generate(spec, LinkDefaults(line_rate_bps=100e9, fabric_rate_bps=400e9))
+    assert (len(t.switches), len(t.hosts), len(t.links)) == (switches, hosts, links)
+    tors = {t.attachment(h.name).switch for h in t.hosts}
+    linked = {s: {t.far_end(PortRef(s, p)).node for p in t.ports(s)} for s in t.switches}
+    aggs = {s for s in t.switches if s not in tors and linked[s] & tors}
+    cores = set(t.switches) - tors - aggs
+    for role, members in (("core", cores), ("agg", aggs), ("tor", tors)):
+        assert {len(t.ports(s)) for s in members} == {ports[role]}, role
+    assert all(linked[c] <= aggs for c in cores)  # cores link aggregation switches only
+    for h in t.hosts:
+        assert t.access_link(h.name).rate_bps == 100e9
+    assert {t.link_at(PortRef(s, p)).rate_bps for s in aggs for p in t.ports(s)} == {400e9}
+    # Across pods: up to a core and down (5 switches); the cores share the destinations.
+    far = t.hosts[-1].name
+    assert t.hops(t.hosts[0].name, far) == 5
+    used = {r.switch for h in t.hosts[len(t.hosts) // 2 :] for r in t.path(t.hosts[0].name, h.name)}
+    assert len(used & cores) > 1
+
+
+def test_a_fat_tree_needs_an_even_k() -> None:
+    with pytest.raises(TopologyError, match="fat-tree:5: K must be even"):
+        load("fat-tree:5")
+    with pytest.raises(TopologyError, match="hpcc-fat-tree:2: hpcc-fat-tree takes no arguments"):
+        load("hpcc-fat-tree:2")
+
+
 def test_single_is_the_seeds_shape() -> None:
     d = LinkDefaults(line_rate_bps=10e9, bottleneck_rate_bps=0.5e9, delay_s=20e-6, buffer_pkts=100)
     t = generate("single:10", d)

@@ -11,9 +11,11 @@ what does not fit, in words a user can act on.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from qcn.core.params import QueueUnit, RpParams
 from qcn.core.scenario import SOURCE_TOPOLOGIES, Scenario
-from qcn.core.topology import is_generator_spec
+from qcn.core.topology import PortRef, is_generator_spec
 
 STANDARD = RpParams()
 """The standard's reaction point, at its own line rate (10 Gb/s): the proportions below."""
@@ -80,11 +82,7 @@ def _ports_that_cannot_drain(sc: Scenario) -> list[str]:
     MIN_RATE, still send at least its rate (the bottleneck at its slowest); or a q_eq the
     port's buffer never reaches."""
     topo, rp, cp = sc.topology, sc.params.rp, sc.params.cp
-    through: dict[str, int] = {}
-    for src in sc.sources:
-        crossed = {r for d in src.destinations for r in topo.path(src.host, d)}
-        for ref in crossed:
-            through[str(ref)] = through.get(str(ref), 0) + 1
+    through = _sources_through(sc)
     slowest_bottleneck = min(
         [sc.initial_capacity_bps, *(c.bottleneck_rate_bps for c in sc.schedule)]
     )
@@ -95,7 +93,7 @@ def _ports_that_cannot_drain(sc: Scenario) -> list[str]:
     for ref in topo.cp_ports:
         link = topo.link_at(ref)
         rate = slowest_bottleneck if ref == sc.bottleneck_port else link.rate_bps
-        n = through.get(str(ref), 0)
+        n = through.get(ref, 0)
         if n and n * rp.min_rate_bps >= rate:
             stuck.append(f"{ref} ({n} source{'s' if n > 1 else ''}, {rate_text(rate)})")
         if n and q_eq_frames >= link.buffer_pkts:
@@ -113,6 +111,35 @@ def _ports_that_cannot_drain(sc: Scenario) -> list[str]:
             f"{'its CP never signals' if len(starved) == 1 else 'their CPs never signal'}"
         )
     return out
+
+
+def _sources_through(sc: Scenario) -> Counter[PortRef]:
+    """How many sources send through each port.  A source reaches most hosts (all-to-all)
+    or few: the ports of the chains from its switch to every host are counted once per
+    switch, and each source subtracts the chains of the hosts it does not send to, or adds
+    those of the few it does (path by path this was 23 s at 1,024 hosts)."""
+    topo = sc.topology
+    hosts = [h.name for h in topo.hosts]
+    by_home: dict[str, list[tuple[str, ...]]] = {}
+    for src in sc.sources:
+        by_home.setdefault(topo.attachment(src.host).switch, []).append(src.destinations)
+    through: Counter[PortRef] = Counter()
+    for home, destinations in by_home.items():
+        every: Counter[PortRef] = Counter()  # each port: the hosts whose chain crosses it
+        most = 0  # sources of this switch that send to most hosts
+        for dsts in destinations:
+            if 2 * len(dsts) <= len(hosts):
+                through.update({r for d in dsts for r in topo.chain(home, d)})
+                continue
+            if not every:
+                every.update(r for d in hosts for r in topo.chain(home, d))
+            most += 1
+            sent = set(dsts)
+            missed = Counter(r for d in hosts if d not in sent for r in topo.chain(home, d))
+            through.subtract(r for r, n in missed.items() if n >= every[r])
+        for r in every:
+            through[r] += most
+    return +through
 
 
 def _some(items: list[str], shown: int = 3) -> str:

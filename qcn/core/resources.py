@@ -1,14 +1,13 @@
 """One resource policy: what a command will hold, estimated from the counts a user gives
-(workers, a sweep's points, a network's hosts and routed pairs, a drawing's nodes) and held
+(workers, a sweep's points, a simulation's flows and samples, a drawing's nodes) and held
 to this machine's cores and memory before any work starts (docs/reliability.md, "Bounded
 by the machine").  A count past its bound is one line that gives the estimate and the
 bound; nothing has started.
 
 The bounds are measured, not guessed: a Dask worker held ~100 MB after one transient
-point; a route of the simulator, the parameter check and the scenario's timeout check cost
-~60 us and ~0.9 KB per (source, destination) pair (leaf-spine:16,32,32 all-to-all, a
-million pairs: 66 s and 0.9 GB before the first simulated microsecond); a drawing of 280
-nodes took 5 s, of 1,072 nodes 36 s.
+point; a simulation holds ~2.5 KB a flow and ~80 B a sampled value
+(simulator.engine.memory_estimate_bytes); a drawing of 280 nodes took 5 s, of 1,072 nodes
+36 s.
 """
 
 from __future__ import annotations
@@ -27,9 +26,6 @@ the cores (a few per core keep them busy while others write results)."""
 MAX_POINTS = 100_000
 """Points in one sweep (grid combinations x seeds): each is checked before the first runs
 (~1 ms a grid combination, ~30 us a seed) and becomes a directory and a task."""
-MAX_ROUTED_PAIRS = 100_000
-"""(source, destination) pairs of a scenario's traffic (all-to-all: hosts x (hosts - 1)):
-~6 s and ~90 MB of routes and checks before a run starts."""
 MAX_DRAWN_NODES = 300
 """Switches and hosts in one ``qcn net draw``: past this, the picture (at most 16 x 12
 inches) is unreadable, and its layout's checks grow as nodes x links."""
@@ -93,12 +89,13 @@ def check_points(combinations: int, seeds: int) -> None:
         )
 
 
-def check_routed_pairs(pairs: int, where: str) -> None:
-    if pairs > MAX_ROUTED_PAIRS:
+def check_memory(estimate_bytes: float, what: str, advice: str) -> None:
+    """Refuse ``what`` if its estimated memory exceeds what this machine has available."""
+    memory = available_bytes()
+    if memory is not None and estimate_bytes > memory:
         raise ResourceError(
-            f"{where}: {pairs:,} (source, destination) pairs to route, ~{pairs * 60e-6:,.0f} s "
-            f"and ~{_gb(pairs * 900)} before the run starts: at most {MAX_ROUTED_PAIRS:,} (fewer "
-            "hosts, or workload.traffic incast or permutation: one destination a source)"
+            f"{what} needs ~{_gb(estimate_bytes)}; this machine has {_gb(memory)} available: "
+            + advice
         )
 
 

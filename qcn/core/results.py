@@ -594,6 +594,17 @@ line each on one panel."""
 
 LEGEND_ROWS = 24
 """A legend of more lines than this takes another column."""
+LEGEND_LINES_MAX = 4 * LEGEND_ROWS
+"""Past this many lines a legend names only the headline port: a thousand ports' legend
+is unreadable, and took matplotlib 15 s to lay out (ports.csv lists them all)."""
+
+
+def line_label(port: str, head: Headline, lines: int) -> str | None:
+    """A port's line's legend label: the headline port's always, the others' while the
+    legend stays readable (None: no entry)."""
+    if port == head.port:
+        return f"{port} (headline)"
+    return port if lines <= LEGEND_LINES_MAX else None
 
 
 def queue_plot_ports(sc: Scenario, tr: Trace, head: Headline) -> list[str]:
@@ -697,7 +708,7 @@ def queue_figure(plt: Any, sc: Scenario, tr: Trace, head: Headline) -> Any:
     title = f"{sc.title}: queue at {named}; the headline port is {head.port}: {head.reason}"
     for k, port in enumerate(ports):
         ax = axes[min(k, panels - 1)][0]
-        mark = f"{port} (headline)" if port == head.port else port
+        mark = line_label(port, head, len(ports))
         # The headline port stands out: thicker, and black among many lines on one panel.
         style = {"lw": 1.2, "color": "k" if panels < len(ports) else None}
         style = style if port == head.port else {"lw": 0.8}
@@ -705,14 +716,15 @@ def queue_figure(plt: Any, sc: Scenario, tr: Trace, head: Headline) -> Any:
         if port in steps and (panels > 1 or len(set(map(tuple, steps.values()))) > 1):
             xs, ys = step_xy(steps[port], end)
             color = "r" if panels > 1 else line.get_color()
-            ax.step(xs, ys, where="post", color=color, ls="--", lw=1, label=f"q_eq {port}")
+            label = f"q_eq {port}" if mark is not None else None
+            ax.step(xs, ys, where="post", color=color, ls="--", lw=1, label=label)
     if panels == 1 and steps and len(set(map(tuple, steps.values()))) == 1:
         xs, ys = step_xy(next(iter(steps.values())), end)
         axes[0][0].step(xs, ys, where="post", color="r", ls="--", lw=1, label="q_eq")
     for (ax,) in axes:
         ax.axhline(sc.network.buffer_pkts, color="k", ls=":", lw=1, label="buffer")
         ax.set_ylabel("queue (pkts)")
-        outside_legend(ax, fontsize=7, ncol=1 + len(ports) // LEGEND_ROWS)
+        outside_legend(ax, fontsize=7, ncol=1 + min(len(ports), LEGEND_LINES_MAX) // LEGEND_ROWS)
     axes[-1][0].set_xlabel("time (s)")
     fig.suptitle(textwrap.fill(title, 100), fontsize=10)
     fig.tight_layout()
@@ -725,8 +737,9 @@ def ports_figure(plt: Any, sc: Scenario, tr: Trace, head: Headline) -> Any:
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
     rates = [v for series in tr.port_throughput_bps.values() for v in series]
     div, unit = rate_unit(rates)
+    lines = len(tr.port_queue_pkts)
     for k, (port, queue) in enumerate(tr.port_queue_pkts.items()):
-        label = f"{port} (headline)" if port == head.port else port
+        label = line_label(port, head, lines)
         style = {"lw": 1.4 if port == head.port else 0.7, "color": f"C{k % 10}", "label": label}
         top.plot(tr.times_s, queue, **style)
         rate = tr.port_throughput_bps.get(port)
@@ -737,6 +750,6 @@ def ports_figure(plt: Any, sc: Scenario, tr: Trace, head: Headline) -> Any:
     if not rates:
         bottom.text(0.5, 0.5, "the ports' throughput was not measured", ha="center",
                     va="center", transform=bottom.transAxes)  # fmt: skip
-    outside_legend(top, fontsize=7, ncol=1 + len(tr.port_queue_pkts) // LEGEND_ROWS)
+    outside_legend(top, fontsize=7, ncol=1 + min(lines, LEGEND_LINES_MAX) // LEGEND_ROWS)
     fig.tight_layout()
     return fig

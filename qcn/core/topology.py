@@ -244,19 +244,33 @@ class Topology:
     def path(self, src: str, dst: str) -> list[PortRef]:
         """The switch egress ports a frame from ``src`` to ``dst`` leaves through, in
         order (the last faces ``dst``)."""
+        return list(self.chain(self.attachment(src).switch, dst, src))
+
+    @cached_property
+    def _chains(self) -> dict[tuple[str, str], tuple[PortRef, ...]]:
+        return {}
+
+    def chain(self, switch: str, dst: str, src: str = "") -> tuple[PortRef, ...]:
+        """The egress ports from ``switch`` to ``dst`` (routes are per destination, so a
+        path is its first switch's chain: found once, kept)."""
+        known = self._chains.get((switch, dst))
+        if known is not None:
+            return known
         out: list[PortRef] = []
-        here = self.attachment(src).switch
+        here = switch
         while True:
             port = self.routes[here].get(dst)
             if port is None:
-                raise TopologyError(f"{self.name}: no path from {src} to {dst}")
+                raise TopologyError(f"{self.name}: no path from {src or switch} to {dst}")
             out.append(PortRef(here, port))
             far = self.far_end(out[-1])
             if far.node == dst:
-                return out
+                break
             here = far.node
             if len(out) > len(self.switches):
-                raise TopologyError(f"{self.name}: a routing loop from {src} to {dst}")
+                raise TopologyError(f"{self.name}: a routing loop from {src or switch} to {dst}")
+        self._chains[(switch, dst)] = found = tuple(out)
+        return found
 
     def one_way_delay_s(self, src: str, dst: str) -> float:
         """Propagation from ``src`` to ``dst``: every link on the path."""
@@ -781,6 +795,69 @@ def leaf_spine(spines: int, leaves: int, per_leaf: int, d: LinkDefaults) -> Topo
     return b.build()
 
 
+def pod_fabric(
+    name: str,
+    d: LinkDefaults,
+    *,
+    pods: int,
+    tors: int,
+    aggs: int,
+    per_tor: int,
+    cores_per_agg: int,
+) -> Topology:
+    """A three-tier fabric of ``pods`` pods: each pod's ``tors`` top-of-rack switches are
+    each linked to its ``aggs`` aggregation switches, and the i-th aggregation switch of
+    every pod to the i-th group of ``cores_per_agg`` cores.  Cores s1..sC first, then pod
+    by pod its aggregation switches and its ToRs; hosts h1.. ToR by ToR.  A ToR's ports
+    1..H face its hosts, H+1.. its pod's aggregation switches; an aggregation switch's
+    ports 1..T its pod's ToRs, T+1.. its cores; a core's port p its pod p's switch.  Host
+    links at the line rate, the rest at the fabric rate."""
+    b = Builder(name)
+    cores = [b.switch(f"s{i}") for i in range(1, aggs * cores_per_agg + 1)]
+    number = len(cores)
+    fabric = d.fabric_rate_bps or d.line_rate_bps
+    host = 0
+    for pod in range(pods):
+        agg = [b.switch(f"s{number + i + 1}") for i in range(aggs)]
+        tor = [b.switch(f"s{number + aggs + j + 1}") for j in range(tors)]
+        number += aggs + tors
+        for j, t in enumerate(tor):
+            for k in range(per_tor):
+                host += 1
+                b.link(
+                    b.host(f"h{host}"), t, d.line_rate_bps, d.delay_s, d.buffer_pkts, port_b=k + 1
+                )
+            for i, a in enumerate(agg):
+                b.link(t, a, fabric, d.delay_s, d.buffer_pkts, port_a=per_tor + i + 1, port_b=j + 1)
+        for i, a in enumerate(agg):
+            for c in range(cores_per_agg):
+                core = cores[i * cores_per_agg + c]
+                b.link(
+                    a, core, fabric, d.delay_s, d.buffer_pkts, port_a=tors + c + 1, port_b=pod + 1
+                )
+    return b.build()
+
+
+def fat_tree(k: int, d: LinkDefaults) -> Topology:
+    """The k-ary fat-tree (Al-Fares et al.): k pods of k/2 ToRs and k/2 aggregation
+    switches, (k/2)^2 cores, k/2 hosts a ToR: k^3/4 hosts, 5k^2/4 switches."""
+    if k % 2:
+        raise TopologyError(
+            f"fat-tree:{k}: K must be even (k/2 ToRs, aggregation switches and hosts a ToR)"
+        )
+    half = k // 2
+    return pod_fabric(
+        f"fat-tree:{k}", d, pods=k, tors=half, aggs=half, per_tor=half, cores_per_agg=half
+    )
+
+
+def hpcc_fat_tree(d: LinkDefaults) -> Topology:
+    """HPCC's evaluation fabric (its simulator's fat.txt): 320 hosts, 16 a ToR; 5 pods of 4
+    ToRs and 4 aggregation switches, each ToR linked to its pod's 4, each aggregation
+    switch to 4 of the 16 cores: 56 switches, 480 links (docs/topology.md)."""
+    return pod_fabric("hpcc-fat-tree", d, pods=5, tors=4, aggs=4, per_tor=16, cores_per_agg=4)
+
+
 @dataclass(frozen=True)
 class Generator:
     """A named family of topologies: ``NAME:ARGS`` (whole numbers, comma separated)."""
@@ -794,6 +871,10 @@ class Generator:
     @property
     def usage(self) -> str:
         return ",".join(self.args)
+
+    def spec(self, name: str) -> str:
+        """How it is written: ``NAME:ARGS``, or ``NAME`` where it takes none."""
+        return f"{name}:{self.usage}" if self.args else name
 
 
 GENERATORS: dict[str, Generator] = {
@@ -813,6 +894,15 @@ GENERATORS: dict[str, Generator] = {
         ((1, 32), (1, 64), (1, 64)),
         "S spines, L leaves, H hosts per leaf",
     ),
+    "fat-tree": Generator(
+        fat_tree,
+        ("K",),
+        ((2, 12),),
+        "the k-ary fat-tree: K pods, K^3/4 hosts (K even)",
+    ),
+    "hpcc-fat-tree": Generator(
+        hpcc_fat_tree, (), (), "HPCC's 320-host fat-tree: 20 ToRs, 20 aggregation, 16 cores"
+    ),
 }
 
 
@@ -824,11 +914,13 @@ def generate(spec: str, defaults: LinkDefaults | None = None) -> Topology:
     if gen is None:
         raise TopologyError(
             f"no topology generator {name!r} (known: "
-            + ", ".join(f"{n}:{g.usage}" for n, g in GENERATORS.items())
+            + ", ".join(g.spec(n) for n, g in GENERATORS.items())
             + "; or a .toml or .json file)"
         )
     words = rest.split(",") if rest else []
     if len(words) != len(gen.args):
+        if not gen.args:
+            raise TopologyError(f"{spec}: {name} takes no arguments")
         raise TopologyError(f"{spec}: {name} takes {gen.usage} (e.g. {_example(name, gen)})")
     values = []
     for arg, word, (lo, hi) in zip(gen.args, words, gen.limits, strict=True):
@@ -855,7 +947,7 @@ def load(spec: str, defaults: LinkDefaults | None = None) -> Topology:
     if path.suffix not in (".toml", ".json"):
         raise TopologyError(
             f"{spec!r} is neither a generator ("
-            + ", ".join(f"{n}:{g.usage}" for n, g in GENERATORS.items())
+            + ", ".join(g.spec(n) for n, g in GENERATORS.items())
             + ") nor a .toml or .json topology file"
         )
     if not path.is_file():
