@@ -669,94 +669,6 @@ struct Heap {
   }
 };
 
-/// The pending events, earliest first by Earlier's whole key (so in the order of one heap
-/// of them, which the Python engine's heapq is): a calendar queue (R. Brown, CACM 1988).
-/// Time is cut in buckets of ``width``; bucket b's events live in slot b mod (slots), each
-/// slot a small heap, and ``cur`` is a bucket no event is before, so the earliest event
-/// is the top of the first slot from ``cur`` whose top is in the bucket scanned.  One
-/// heap of all pending events cost a sift of 12-15 levels a pop at 1,024 hosts (5,000 to
-/// 30,000 pending) and was a third of the run; a slot holds one or two (docs/simulator.md).
-/// The width follows the events' spacing, and the slots their number (rebuilt, rarely).
-template <class T, class Less>
-struct CalendarQueue {
-  std::vector<Heap<T, Less>> slots;
-  size_t mask = 0;
-  double inv_width = 0;
-  int64_t cur = 0;
-  size_t n = 0;
-  // the spacing of the events popped since the last look (adapt)
-  int64_t popped = 0, look_every = 1024;
-  double since = 0, last_t = 0;
-
-  CalendarQueue() { rebuild(1024, 1e-6); }
-  bool empty() const { return n == 0; }
-  size_t size() const { return n; }
-  int64_t bucket(double t) const {
-    double b = t * inv_width;
-    return b < 4e18 ? static_cast<int64_t>(b) : static_cast<int64_t>(4e18);  // inf: far
-  }
-  void push(const T& e) {
-    int64_t b = bucket(e.t);
-    if (b < cur) cur = b;  // an event before the one last found (the buckets between: empty)
-    slots[static_cast<size_t>(b) & mask].push(e);
-    n++;
-  }
-  /// The earliest event (the queue is not empty).
-  const T& top() {
-    size_t scanned = 0;
-    for (;;) {
-      const auto& h = slots[static_cast<size_t>(cur) & mask];
-      if (!h.empty() && bucket(h.top().t) == cur) return h.top();
-      if (++scanned > slots.size()) {  // nothing within a turn of the slots: jump
-        cur = INT64_MAX;
-        for (const auto& slot : slots)
-          if (!slot.empty()) cur = std::min(cur, bucket(slot.top().t));
-        scanned = 0;
-        continue;
-      }
-      cur++;
-    }
-  }
-  T pop() {
-    top();
-    n--;
-    T e = slots[static_cast<size_t>(cur) & mask].pop();
-    adapt(e.t);
-    return e;
-  }
-  void adapt(double t) {
-    if (++popped < look_every) return;
-    double gap = (t - since) / static_cast<double>(popped);
-    size_t want = 1024;
-    while (want < 2 * n) want *= 2;
-    // ~3 events a bucket as they come: Brown's choice (fewer: empty slots scanned; more:
-    // deeper slot heaps).
-    double width = gap > 0 ? 3 * gap : 1 / inv_width;
-    double ratio = width * inv_width;
-    if (want > slots.size() || want * 4 < slots.size() || ratio > 4 || ratio < 0.25)
-      rebuild(want, width);
-    popped = 0;
-    since = t;
-    look_every = 16384;
-  }
-  void rebuild(size_t count, double width) {
-    std::vector<T> all;
-    all.reserve(n);
-    for (auto& slot : slots) all.insert(all.end(), slot.v.begin(), slot.v.end());
-    slots.assign(count, Heap<T, Less>{});
-    mask = count - 1;
-    inv_width = 1 / width;
-    cur = INT64_MAX;
-    n = 0;
-    for (const T& e : all) {
-      cur = std::min(cur, bucket(e.t));
-      slots[static_cast<size_t>(bucket(e.t)) & mask].push(e);
-      n++;
-    }
-    if (n == 0) cur = 0;
-  }
-};
-
 // -- the engine --------------------------------------------------------------------------------
 
 struct Core {
@@ -798,8 +710,8 @@ struct Core {
   std::vector<Source> sources;
   std::vector<Route> routes;
   std::vector<Flow> flows;
-  CalendarQueue<Event, Earlier> heap;
-  CalendarQueue<Dep, DepEarlier> dheap;
+  Heap<Event, Earlier> heap;
+  Heap<Dep, DepEarlier> dheap;
   double next_depart = INF;
   int32_t next_port = 0;
   uint64_t seq = 0;

@@ -92,6 +92,7 @@ import re
 from collections.abc import Collection
 from dataclasses import MISSING, dataclass, field, fields, replace
 from functools import cached_property
+from itertools import chain
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -413,7 +414,7 @@ class Scenario:
         """What ``workload.load`` is a fraction of: what the flows' destinations can
         receive together (each one's link; the single bottleneck's sink: its rate)."""
         topo = self.topology
-        destinations = {d for s in self.sources for d in s.destinations}
+        destinations = set(chain.from_iterable(s.destinations for s in self.sources))
         return sum(topo.access_link(d).rate_bps for d in sorted(destinations))
 
     def flow_path(self, arrival: FlowArrival) -> FlowPath:
@@ -1061,11 +1062,26 @@ def worst_frame_wait_s(s: Scenario) -> float:
             known[switch] = total
         return known[home]
 
+    class Tails(dict[str, float]):
+        """A switch's tail to each destination, found when first asked for."""
+
+        def __init__(self, home: str) -> None:
+            super().__init__()
+            self.home = home
+
+        def __missing__(self, dst: str) -> float:
+            self[dst] = found = tail(self.home, dst)
+            return found
+
     worst = 0.0
+    by_home: dict[str, Tails] = {}
     for src in s.sources:
         home = topo.attachment(src.host).switch
+        table = by_home.get(home)
+        if table is None:
+            table = by_home[home] = Tails(home)
         access = 2 * topo.access_link(src.host).delay_s
-        worst = max(worst, access + max(tail(home, dst) for dst in src.destinations))
+        worst = max(worst, access + max(map(table.__getitem__, src.destinations)))
     return worst
 
 

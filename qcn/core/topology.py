@@ -36,7 +36,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -405,8 +405,8 @@ class Topology:
         """Each source host of flows and the destinations its flows are drawn from
         (uniformly; one: every flow goes there)."""
         if traffic == "all-to-all":
-            names = [h.name for h in self.hosts]
-            return [(n, tuple(d for d in names if d != n)) for n in names]
+            names = tuple(h.name for h in self.hosts)  # (sliced: hosts^2 names at C speed)
+            return [(n, names[:i] + names[i + 1 :]) for i, n in enumerate(names)]
         return [(s, (d,)) for s, d in self.traffic_pairs(traffic, sink=sink, seed=seed)]
 
     def with_traffic(self, pairs: Sequence[tuple[str, str]]) -> Topology:
@@ -623,6 +623,7 @@ def _check(t: Topology) -> None:
 ZERO_MAC = "00:00:00:00:00:00"
 
 
+@cache  # (a network is checked again each time its traffic or bottleneck is set)
 def _host_ip_refusal(ip: str) -> str:
     """Why ``ip`` (ADDRESS/LEN) cannot be a host's own address ("" if it can): the
     unspecified, loopback, multicast, reserved and broadcast addresses, and its subnet's own
