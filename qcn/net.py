@@ -28,7 +28,7 @@ from qcn.core.errors import QcnError
 from qcn.core.live import LiveFeed
 from qcn.core.params import SEED_FRAME_BYTES, Preset, QcnParams
 from qcn.core.scenario import scaled_params
-from qcn.core.topology import LinkDefaults, PortRef, Topology, is_generator_spec
+from qcn.core.topology import GENERATORS, LinkDefaults, PortRef, Topology, is_generator_spec
 from qcn.core.topology import load as load_topology
 from qcn.options import plain_text
 
@@ -125,8 +125,9 @@ def register(sub: Any) -> None:
 def _topology_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "topology",
-        help="a generator (single:N, multihop:HOT,INNOCENT, parking-lot:H, leaf-spine:S,L,H) "
-        "or a topology file (.toml, or p4lang/tutorials' .json)",
+        help="a generator ("
+        + ", ".join(g.spec(name) for name, g in GENERATORS.items())
+        + ") or a topology file (.toml, or p4lang/tutorials' .json)",
     )
     p.add_argument(
         "--line-rate",

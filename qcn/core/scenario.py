@@ -55,8 +55,9 @@ whose service rate can change on a schedule::
 
 A topology (docs/topology.md) is the network as data: ``single`` (N = network.sources
 sources and a sink on one switch, the sink's link the bottleneck), ``multihop`` (seed 001,
-below), ``parking-lot:H``, ``leaf-spine:S,L,H``, or a topology file (TOML, or
-p4lang/tutorials' topology.json; a relative path starts at the scenario file's folder).
+below), ``parking-lot:H``, ``leaf-spine:S,L,H``, ``fat-tree:K``, ``hpcc-fat-tree``, or a
+topology file (TOML, or p4lang/tutorials' topology.json; a relative path starts at the
+scenario file's folder).
 A generator's host links run at line_rate_bps, as a file's links that give no rate (a
 file's own rates are taken as they are, never scaled for BMv2); a generator's bottleneck
 (the sink's link, the parking lot's hops) at bottleneck_rate_bps; every link's one-way
@@ -152,11 +153,11 @@ class Network:
     buffer_pkts: int = 100
     frame_bytes: int = 1500
     topology: str = "single"
-    """A generator (``single``, ``multihop``, ``parking-lot:H``, ``leaf-spine:S,L,H``) or a
-    topology file (qcn.core.topology)."""
+    """A generator (``single``, ``multihop``, ``parking-lot:H``, ``leaf-spine:S,L,H``,
+    ``fat-tree:K``, ``hpcc-fat-tree``) or a topology file (qcn.core.topology)."""
     fabric_rate_bps: float = 0.0
-    """leaf-spine: the leaf-spine links (0: line rate); multihop: the s1-s2 link (0: the
-    faster of the line and innocent rates)."""
+    """leaf-spine: the leaf-spine links; the fat-trees: every link between switches (0: line
+    rate); multihop: the s1-s2 link (0: the faster of the line and innocent rates)."""
     innocent_sources: int = 0
     innocent_rate_bps: float = 40e9
     cp_ports: str = ""

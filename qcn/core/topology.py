@@ -14,8 +14,8 @@ states a port number again:
 Where a topology comes from (docs/topology.md):
 
 - a generator, ``NAME[:ARGS]`` (:data:`GENERATORS`): ``single:N``, ``multihop``,
-  ``parking-lot:H``, ``leaf-spine:S,L,H``; their rates, delays and buffers come from a
-  scenario's ``[network]`` table (:class:`LinkDefaults`);
+  ``parking-lot:H``, ``leaf-spine:S,L,H``, ``fat-tree:K``, ``hpcc-fat-tree``; their rates,
+  delays and buffers come from a scenario's ``[network]`` table (:class:`LinkDefaults`);
 - a TOML file of switches, hosts and links (:func:`parse_toml`);
 - p4lang/tutorials' ``topology.json`` (:func:`parse_tutorials_json`).
 
@@ -125,8 +125,8 @@ class LinkDefaults:
     bottleneck_rate_bps: float = 10e9
     """single: the sink's link; multihop: the hot-spot sink's; parking-lot: every hop."""
     fabric_rate_bps: float = 0.0
-    """leaf-spine: leaf-to-spine links (0: line rate); multihop: the s1-s2 link (0: the
-    fastest of the line and innocent rates)."""
+    """leaf-spine: leaf-to-spine links, fat-trees: links between switches (0: line rate);
+    multihop: the s1-s2 link (0: the fastest of the line and innocent rates)."""
     innocent_rate_bps: float = 40e9
     """multihop: the innocent sink's link."""
     delay_s: float = 20e-6
@@ -470,20 +470,38 @@ def shortest_path_routes(
     project: the controller's network files use it too."""
     out: dict[str, dict[str, int]] = {s: {} for s in neighbours}
     # The next hops towards a switch, found once per switch (per host, they were found
-    # again for each of the 64 hosts of a leaf).
-    next_hops: dict[str, dict[str, list[int]]] = {}
+    # again for each of the 64 hosts of a leaf), each with the divisor of its tier.
+    next_hops: dict[str, dict[str, tuple[list[int], int]]] = {}
     for index, (name, home, port) in enumerate(attachments):
         if home not in next_hops:
-            dist = _distances_to(neighbours, home)
-            next_hops[home] = {
-                s: [p for p, n in neighbours[s] if dist.get(n) == dist[s] - 1]
-                for s in neighbours
-                if s != home and s in dist
-            }
+            next_hops[home] = _tiered_next_hops(neighbours, home)
         out[home][name] = port
-        for s, hops in next_hops[home].items():
-            out[s][name] = hops[index % len(hops)]
+        for s, (hops, divisor) in next_hops[home].items():
+            out[s][name] = hops[index // divisor % len(hops)]
     return out
+
+
+def _tiered_next_hops(neighbours: Neighbours, home: str) -> dict[str, tuple[list[int], int]]:
+    """Each switch's equal-cost next hops towards ``home``, and the divisor that makes the
+    choices along a path independent digits of a destination's index: a switch takes
+    digit (index // divisor) % (its choices), its divisor being the most its next hops
+    multiply the choices after them by.  With one tier of choice (a leaf-spine's leaves) it
+    is index mod k; with two (a fat-tree's ToRs, then its aggregation switches) index mod k
+    at both sent every destination of an aggregation switch to the same one of its cores,
+    and half the cores carried nothing."""
+    dist = _distances_to(neighbours, home)
+    hops = {
+        s: [p for p, n in neighbours[s] if dist.get(n) == dist[s] - 1]
+        for s in neighbours
+        if s != home and s in dist
+    }
+    span = {home: 1}  # a switch's choices times its divisor: the digits from it on
+    divisor: dict[str, int] = {}
+    for s in sorted(hops, key=dist.__getitem__):  # nearer switches first
+        after = {n for p, n in neighbours[s] if p in hops[s]}
+        divisor[s] = max(span[n] for n in after)
+        span[s] = divisor[s] * len(hops[s])
+    return {s: (ports, divisor[s]) for s, ports in hops.items()}
 
 
 def spanning_tree(neighbours: Neighbours) -> dict[str, set[int]]:
