@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from qcn import backends
+from qcn.core import capacity
 from qcn.core.errors import ExitCode, QcnError
 from qcn.core.live import LiveFeed
 from qcn.core.results import json_safe
@@ -223,6 +224,8 @@ def run_compare(
     for backend in backends.BACKENDS:
         require_backend(sc, backend, CompareError, "qcn compare runs both backends: ")
     require_mininet("qcn compare", CompareError)
+    sc, chosen = capacity.with_chosen_scale(sc, keep)
+    say(f"qcn compare: {sc.name}: {chosen}")
     scaled = sc.scaled_for_bmv2(keep=keep)
     figures = figures_for(sc)
     make_results_dir(out, CompareError)

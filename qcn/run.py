@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from qcn import backends
-from qcn.core import fit, provenance, publish
+from qcn.core import capacity, fit, provenance, publish
 from qcn.core import scenario as scenarios
 from qcn.core.errors import CheckFailedError
 from qcn.core.live import KNOBS_FILE, LiveFeed, write_knobs
@@ -380,11 +380,10 @@ def _fresh(args: argparse.Namespace) -> Prepared:
     if args.pcap and backend != "mininet":
         raise ScenarioError("--pcap needs the Mininet backend (the simulator has no frames)")
     if backend == "mininet" or args.scaled:
+        sc, chosen = capacity.with_chosen_scale(sc, overrides.keys())
+        scale = sc.bmv2
         sc = sc.scaled_for_bmv2(keep=overrides.keys())
-        why += (
-            f"; rates x{scale.rate_scale:g}, times x{scale.time_scale:g} "
-            f"(the scenario's [bmv2] section): {sc.duration_s:g} s"
-        )
+        why += f"; {chosen}: {sc.duration_s:g} s"
     options = backends.RunOptions(
         qcn=not args.no_qcn,
         seed=DEFAULT_SEED if args.seed is None else args.seed,

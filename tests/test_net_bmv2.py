@@ -77,6 +77,33 @@ def test_a_leaf_spine_through_mininets_cli(tmp_path: Path) -> None:
     assert (links, procs) == ("", "")
 
 
+@pytest.mark.parametrize(
+    ("topology", "hosts"),
+    [
+        ("fat-tree:4", 16),  # 20 switches
+        (str(DATA / "pod-topo.json"), 4),  # p4lang/tutorials' exercises' pod topology
+    ],
+)
+def test_a_fat_tree_and_the_tutorials_pod_topology_ping_all(
+    tmp_path: Path, topology: str, hosts: int
+) -> None:
+    r = subprocess.run(
+        [*QCN, "net", "up", topology, "--cli", "--out", str(tmp_path / "net")],
+        input="pingall\nexit\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=net_env(tmp_path),
+        timeout=240,
+        check=False,
+    )
+    text = r.stdout + r.stderr
+    assert r.returncode == 0, text[-3000:]
+    pairs = hosts * (hosts - 1)
+    assert f"Results: 0% dropped ({pairs}/{pairs} received)" in text, text[-3000:]
+    assert leftovers() == ("", "")
+
+
 def test_a_tutorials_topology_runs_unchanged_and_net_down_stops_it(tmp_path: Path) -> None:
     out = tmp_path / "net"
     env = net_env(tmp_path)

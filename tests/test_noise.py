@@ -320,3 +320,26 @@ def test_senders_that_wrote_no_report_make_the_run_noisy() -> None:
     assert reason.startswith("2 of 10 senders wrote no report")
     # An experiment whose senders write no report (the flows workload's) is not judged so.
     assert noise.report(sc, recording([0.0], senders=10), QUIET)["verdict"] == "ok"
+
+
+def test_the_monitor_adds_up_a_groups_time_on_a_cpu() -> None:
+    """The switches' CPU the capacity model is held to: a process spinning for its whole
+    life is counted as about one core, one that sleeps as almost none."""
+    spinning = subprocess.Popen([sys.executable, "-c", "while 1: pass"])
+    sleeping = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        monitor = NoiseMonitor(
+            {"spin": lambda: [spinning.pid], "sleep": lambda: [sleeping.pid]}, 0.01, "test"
+        )
+        end = time.monotonic() + 1.0
+        while (now := time.monotonic()) < end:
+            monitor.sample(now, 0)
+            time.sleep(0.01)
+    finally:
+        for p in (spinning, sleeping):
+            p.kill()
+            p.wait()
+    rec = monitor.finish()
+    spin = rec.groups["spin"].figures(rec.run_s, 0.01)["cores"]
+    assert 0.5 <= spin <= 1.05  # (the machine's other load may take some of its core)
+    assert rec.groups["sleep"].figures(rec.run_s, 0.01)["cores"] < 0.05

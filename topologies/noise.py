@@ -66,7 +66,7 @@ class _Group:
     def __init__(self, pids: Callable[[], list[int]]) -> None:
         self.pids = pids
         self.fds: dict[int, int] = {}
-        self.last: dict[int, int] = {}
+        self.last: dict[int, tuple[int, int]] = {}  # (on a CPU, waiting) ns
         self.waits = GroupWaits()
         self.tracker = StallTracker()
 
@@ -80,27 +80,31 @@ class _Group:
                 except OSError:
                     continue
                 self.fds[tid] = fd
-                self.last[tid] = self._read(fd) or 0
+                self.last[tid] = self._read(fd) or (0, 0)
         self.waits.threads = max(self.waits.threads, len(self.fds))
 
     @staticmethod
-    def _read(fd: int) -> int | None:
+    def _read(fd: int) -> tuple[int, int] | None:
+        """A thread's schedstat: its time on a CPU and waiting for one, in ns."""
         try:
-            return int(os.pread(fd, 96, 0).split()[1])
-        except (OSError, IndexError, ValueError):
+            ran, waited = os.pread(fd, 96, 0).split()[:2]
+            return int(ran), int(waited)
+        except (OSError, ValueError):
             return None  # the thread has ended
 
     def sample(self, k: int) -> None:
         """Sample ``k``: each thread's wait since the last one."""
         for tid, fd in list(self.fds.items()):
-            delay = self._read(fd)
-            if delay is None:
+            now = self._read(fd)
+            if now is None:
                 os.close(fd)
                 del self.fds[tid], self.last[tid]
                 self.tracker.add(tid, k, 0.0)  # ends a stall it was in
                 continue
-            wait_s = (delay - self.last[tid]) / 1e9
-            self.last[tid] = delay
+            ran, waited = now
+            wait_s = (waited - self.last[tid][1]) / 1e9
+            self.waits.ran_s += (ran - self.last[tid][0]) / 1e9
+            self.last[tid] = now
             self.waits.waited_s += wait_s
             self.tracker.add(tid, k, wait_s)
 

@@ -159,6 +159,9 @@ class GroupWaits:
     """Every thread's waits added up."""
     threads: int = 0
     """How many threads the group had (at most, over the run)."""
+    ran_s: float = 0.0
+    """Every thread's time on a CPU added up (the switches': what the capacity model
+    predicts, qcn.core.capacity)."""
 
     def figures(self, run_s: float, tolerance_s: float) -> dict[str, Any]:
         lengths = [s.length_s for s in self.stalls]
@@ -174,6 +177,7 @@ class GroupWaits:
             "histogram": histogram(lengths),
             "over_tolerance": len(over),
             "over_tolerance_per_min": len(over) / minutes if minutes else math.nan,
+            "cores": self.ran_s / run_s if run_s > 0 else math.nan,
         }
 
 
@@ -296,7 +300,7 @@ def report(
     groups = {}
     for name, g in rec.groups.items():
         limit = tolerances.get(name, tolerance)
-        before = GroupWaits([s for s in g.stalls if judged(s)], g.waited_s, g.threads)
+        before = GroupWaits([s for s in g.stalls if judged(s)], g.waited_s, g.threads, g.ran_s)
         after = GroupWaits([s for s in g.stalls if not judged(s)], 0.0, g.threads)
         late = after.figures(rec.run_s, limit)
         groups[name] = before.figures(rec.run_s, limit) | {

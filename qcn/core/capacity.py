@@ -1,0 +1,166 @@
+"""What a network costs BMv2 on this machine, predicted before a run (docs/experiments.md,
+"How large a network this machine carries"), and the scale chosen from it.
+
+A BMv2 switch spends a measured CPU time on every frame it forwards
+(:data:`FRAME_COST_S`, from ``bench.pipeline_bench``).  The frames each switch must
+forward follow from the scenario scaled for BMv2: what each source offers, spread over
+its destinations, along each route, each port passing no more than its link carries.
+Their sum over the switches, times the cost, is the share of a core the switches will
+take.  Where it passes :data:`SWITCH_BUDGET_CORES`, the run is slowed down: rates scale
+down and times up by the same factor, so that every byte quantity (flow sizes, byte
+counters) stays what the scenario's own scaling made it, and the run lasts longer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from qcn.core.scenario import Scenario, ScenarioError
+from qcn.core.topology import PortRef
+
+FRAME_COST_S = 115e-6
+"""A switch's CPU time for one frame it forwards (two-point QCN, 1500-byte frames, all its
+threads): fitted to the switches' CPU measured in runs of four networks on this machine
+(2026-11-27, quiet; docs/experiments.md, "How large a network this machine carries"),
+109-115 us a frame.  ``bench.pipeline_bench``'s 100-byte frames at a steady pace cost 61."""
+THREE_POINT_FRAME_COST_S = FRAME_COST_S / 0.78
+"""Three-point QCN's pipeline (the Fb tag pushed and popped): 0.77-0.78 of two-point's
+frames per CPU-second (bench.pipeline_bench)."""
+SWITCH_BUDGET_CORES = 0.4
+"""The share of a core the switches may take together (docs/experiments.md): of the runs
+measured, those at 0.51 and 0.85 of a core were noise-ok on a quiet machine, those at 0.8
+to 1.2 noisy; with another process taking one of the 2 cores there is less."""
+MAX_RUN_S = 600.0
+"""The longest run a chosen scale may make (a scenario's own [bmv2] scale may be longer)."""
+
+
+@dataclass(frozen=True)
+class SwitchLoad:
+    frames_per_s: dict[str, float]
+    """Each switch: the frames it must forward a second."""
+    frame_cost_s: float
+
+    @property
+    def cores(self) -> float:
+        return sum(self.frames_per_s.values()) * self.frame_cost_s
+
+
+def switch_load(sc: Scenario) -> SwitchLoad:
+    """What ``sc`` (in BMv2's units: :meth:`Scenario.scaled_for_bmv2`) asks of its
+    switches: each source's offered load split evenly over its destinations, followed
+    along each route; a port offered more than its link carries passes its link's worth,
+    the same share of every pair's frames through it."""
+    topo, frame_bits = sc.topology, 8 * sc.network.frame_bytes
+    offered_total = max(sc.offered_bps(t * sc.duration_s / 10) for t in range(10))
+    sources = sc.sources
+    per_source = offered_total / len(sources) if sources else 0.0
+    paths: list[tuple[float, tuple[PortRef, ...]]] = []
+    through: dict[PortRef, float] = {}
+    for src in sources:
+        home = topo.attachment(src.host).switch
+        rate = per_source / len(src.destinations)
+        for dst in src.destinations:
+            chain = topo.chain(home, dst, src.host)
+            paths.append((rate, chain))
+            for ref in chain:
+                through[ref] = through.get(ref, 0.0) + rate
+    passed = {
+        ref: min(1.0, topo.link_at(ref).rate_bps / bps) for ref, bps in through.items() if bps
+    }
+    frames: dict[str, float] = {}
+    for offered, chain in paths:
+        rate = offered
+        for ref in chain:  # the frames reaching this switch, then what its port passes on
+            frames[ref.switch] = frames.get(ref.switch, 0.0) + rate / frame_bits
+            rate *= passed.get(ref, 1.0)
+    cost = THREE_POINT_FRAME_COST_S if sc.params.cp.three_point else FRAME_COST_S
+    return SwitchLoad(frames, cost)
+
+
+@dataclass(frozen=True)
+class ScaleChoice:
+    rate_scale: float
+    time_scale: float
+    load: SwitchLoad
+    """The switches' load at the chosen scale."""
+    slowed_by: float
+    """How much slower than the scenario's own [bmv2] scale (1: its own)."""
+
+    def line(self, sc: Scenario) -> str:
+        """The choice and why, in one line."""
+        own = f"its own [bmv2] scale (rates x{sc.bmv2.rate_scale:g}, times x{sc.bmv2.time_scale:g})"
+        frames = sum(self.load.frames_per_s.values())
+        if self.slowed_by == 1:
+            return (
+                f"scale: {own}: the switches' predicted load {self.load.cores:.2f} of a core "
+                f"({frames:,.0f} frames/s over {len(self.load.frames_per_s)} switches) is "
+                f"within the budget of {SWITCH_BUDGET_CORES:g}"
+            )
+        return (
+            f"scale: rates x{self.rate_scale:.3g}, times x{self.time_scale:.4g} "
+            f"({self.slowed_by:.2f}x slower than {own}): at its own the switches would take "
+            f"{self.load.cores * self.slowed_by:.2f} of a core, over the budget of "
+            f"{SWITCH_BUDGET_CORES:g} (predicted, {self.load.frame_cost_s * 1e6:.0f} us a "
+            "frame: docs/experiments.md); --set bmv2.rate_scale and bmv2.time_scale choose"
+        )
+
+
+class ScaleError(ValueError):
+    pass
+
+
+def choose_scale(sc: Scenario) -> ScaleChoice:
+    """The scale that keeps the switches within :data:`SWITCH_BUDGET_CORES`: the
+    scenario's own [bmv2] scale if it does, else its rates slowed and its times stretched
+    by the same factor.  A network no scale fits within :data:`MAX_RUN_S` raises
+    ScaleError, saying what would."""
+    own = switch_load(sc.scaled_for_bmv2())
+    if own.cores <= SWITCH_BUDGET_CORES:
+        return ScaleChoice(sc.bmv2.rate_scale, sc.bmv2.time_scale, own, 1.0)
+    slower = own.cores / SWITCH_BUDGET_CORES
+    k, tau = sc.bmv2.rate_scale / slower, sc.bmv2.time_scale * slower
+    run_s = sc.duration_s * tau
+    if run_s > MAX_RUN_S:
+        fits = MAX_RUN_S / tau
+        raise ScaleError(
+            f"{sc.network.topology}: its switches would take {own.cores:.2f} of a core at "
+            f"the scenario's scale; slowed to the budget of {SWITCH_BUDGET_CORES:g} a run of "
+            f"{sc.duration_s:g} s lasts {run_s:,.0f} s, over {MAX_RUN_S:g} s: at most "
+            f"--duration {fits:.3g} fits, or a smaller network, or the simulator"
+        )
+    scaled = sc.with_overrides({"bmv2.rate_scale": k, "bmv2.time_scale": tau})
+    return ScaleChoice(k, tau, switch_load(scaled.scaled_for_bmv2()), slower)
+
+
+SCALE_FIELDS = ("bmv2", "bmv2.rate_scale", "bmv2.time_scale")
+
+
+def with_chosen_scale(sc: Scenario, given: Collection[str]) -> tuple[Scenario, str]:
+    """``sc`` at the scale a BMv2 run of it takes, and the choice in words (``given``: the
+    command line's --set keys): the scale --set gave; else, on the scenario's own network,
+    its [bmv2] scale, chosen and held to the simulator by measurement (qcn compare); on
+    another network (a --set of network.*), the capacity model's (:func:`choose_scale`).
+    A network that fits no scale raises ScenarioError."""
+    k, tau = sc.bmv2.rate_scale, sc.bmv2.time_scale
+    if any(key in SCALE_FIELDS for key in given):
+        return sc, f"rates x{k:g}, times x{tau:g} (the scale --set gave)"
+    if not any(key == "network" or key.startswith("network.") for key in given):
+        cores = switch_load(sc.scaled_for_bmv2()).cores
+        return sc, (
+            f"rates x{k:g}, times x{tau:g} (the scenario's [bmv2] section, measured; the "
+            f"switches' predicted load {cores:.2f} of a core)"
+        )
+    try:
+        choice = choose_scale(sc)
+    except ScaleError as e:
+        raise ScenarioError(str(e)) from None
+    if choice.slowed_by == 1:
+        return sc, (
+            f"rates x{choice.rate_scale:g}, times x{choice.time_scale:g} (the scenario's "
+            f"[bmv2] section; the switches' predicted load {choice.load.cores:.2f} of a core)"
+        )
+    chosen = sc.with_overrides(
+        {"bmv2.rate_scale": choice.rate_scale, "bmv2.time_scale": choice.time_scale}
+    )
+    return chosen, choice.line(sc)
