@@ -52,7 +52,7 @@ def test_a_scenarios_own_network_keeps_its_measured_scale() -> None:
     chooses for networks the command line brings."""
     sc = scenarios.load("leaf-spine-fct")
     assert choose_scale(sc).slowed_by > 1  # the model alone would slow it
-    chosen, line = with_chosen_scale(sc, ["duration_s", "qcn.cp.w"])
+    chosen, line = with_chosen_scale(sc, ["duration_s", "qcn.cp.w", "network.pause"])
     assert chosen is sc
     assert line.startswith("rates x0.001, times x250 (the scenario's [bmv2] section, measured")
     assert with_chosen_scale(sc, ["network.topology"])[0] is not sc

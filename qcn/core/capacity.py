@@ -134,18 +134,27 @@ def choose_scale(sc: Scenario) -> ScaleChoice:
 
 
 SCALE_FIELDS = ("bmv2", "bmv2.rate_scale", "bmv2.time_scale")
+LOAD_FIELDS = (
+    "network", "network.topology", "network.sources", "network.innocent_sources",
+    "network.line_rate_bps", "network.bottleneck_rate_bps", "network.fabric_rate_bps",
+    "network.innocent_rate_bps", "workload", "workload.pattern", "workload.traffic",
+    "workload.load", "workload.max_rate_bps",
+)  # fmt: skip
+"""A --set of any of these makes another network or load than the scenario's [bmv2] scale
+was measured on: the capacity model chooses its scale."""
 
 
 def with_chosen_scale(sc: Scenario, given: Collection[str]) -> tuple[Scenario, str]:
     """``sc`` at the scale a BMv2 run of it takes, and the choice in words (``given``: the
     command line's --set keys): the scale --set gave; else, on the scenario's own network,
     its [bmv2] scale, chosen and held to the simulator by measurement (qcn compare); on
-    another network (a --set of network.*), the capacity model's (:func:`choose_scale`).
+    another network or load (:data:`LOAD_FIELDS`), the capacity model's
+    (:func:`choose_scale`).
     A network that fits no scale raises ScenarioError."""
     k, tau = sc.bmv2.rate_scale, sc.bmv2.time_scale
     if any(key in SCALE_FIELDS for key in given):
         return sc, f"rates x{k:g}, times x{tau:g} (the scale --set gave)"
-    if not any(key == "network" or key.startswith("network.") for key in given):
+    if not any(key in LOAD_FIELDS for key in given):
         cores = switch_load(sc.scaled_for_bmv2()).cores
         return sc, (
             f"rates x{k:g}, times x{tau:g} (the scenario's [bmv2] section, measured; the "
