@@ -68,6 +68,7 @@ ptf: venv build  ## PTF tests of the pipeline on simple_switch_grpc (needs root 
 bench: venv  ## benchmarks (each prints its figures and ratios against a same-run baseline)
 	$(PY) -m bench.sim_bench
 	$(PY) -m bench.scale_bench
+	$(PY) -m bench.htsim_bench
 	$(PY) -m bench.rp_bench
 	$(PY) -m bench.flow_bench
 	$(PY) -m bench.pause_bench
