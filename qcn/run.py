@@ -368,6 +368,11 @@ def _fresh(args: argparse.Namespace) -> Prepared:
     backend, why = backends.choose_backend(args.backend)
     if args.backend == "auto" and backend == "mininet" and scenarios.backend_refusal(sc, backend):
         backend, why = "sim", "simulator (the only backend that runs this scenario)"
+    if args.backend == "auto" and backend == "mininet":
+        try:
+            capacity.with_chosen_scale(sc, overrides.keys())
+        except ScenarioError as e:  # no scale fits this machine: the simulator runs it
+            backend, why = "sim", f"simulator (BMv2 on this machine: {e})"
     scenarios.require_backend(sc, backend)
     scale = sc.bmv2
     if args.cli and backend != "mininet":

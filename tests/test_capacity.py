@@ -94,3 +94,15 @@ def test_a_network_no_scale_fits_is_refused_with_what_would() -> None:
     fits = float(str(e.value).split("--duration ")[1].split()[0])
     with_chosen_scale(sc.with_overrides({"duration_s": fits * 0.99}), ["network.topology"])
     assert capacity.MAX_RUN_S == 600.0
+
+
+def test_a_scenarios_own_network_too_large_for_any_scale_is_refused() -> None:
+    """HPCC's fat-tree on BMv2: its own [bmv2] scale would need ~35 cores of switches; no
+    scale fits a run of 600 s (qcn run's auto backend then runs the simulator)."""
+    sc = scenarios.load("hpcc-fat-tree")
+    assert switch_load(sc.scaled_for_bmv2()).cores > capacity.OWN_SCALE_MAX_CORES
+    with pytest.raises(ScenarioError, match="hpcc-fat-tree: its switches would take"):
+        with_chosen_scale(sc, ())
+    # however short the run: its times would scale past what BMv2 scaling takes
+    with pytest.raises(ScenarioError, match=r"would scale x[0-9,]+, past the bound of x10000"):
+        with_chosen_scale(sc.with_overrides({"duration_s": 0.001}), ())

@@ -65,3 +65,15 @@ def test_auto_runs_what_bmv2_refuses_on_the_simulator(tmp_path: Path) -> None:
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("qcn run: long-lived on the simulator")
+
+
+def test_auto_runs_a_network_too_large_for_bmv2_here_on_the_simulator(tmp_path: Path) -> None:
+    """HPCC's 56 switches fit no BMv2 scale on this machine (qcn.core.capacity): auto
+    runs the simulator, saying why where BMv2 is installed."""
+    r = qcn(
+        "run", "hpcc-fat-tree", "--quiet", "--duration", "0.001", "--out", str(tmp_path / "run")
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("qcn run: hpcc-fat-tree on the simulator (")
+    if "BMv2 on this machine" in r.stdout:
+        assert "its switches would take" in r.stdout

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from qcn.core.scenario import Scenario, ScenarioError
+from qcn.core.scenario import MAX_TIME_SCALE, Scenario, ScenarioError
 from qcn.core.topology import PortRef
 
 FRAME_COST_S = 115e-6
@@ -31,6 +31,10 @@ SWITCH_BUDGET_CORES = 0.4
 """The share of a core the switches may take together (docs/experiments.md): of the runs
 measured, those at 0.51 and 0.85 of a core were noise-ok on a quiet machine, those at 0.8
 to 1.2 noisy; with another process taking one of the 2 cores there is less."""
+OWN_SCALE_MAX_CORES = 1.0
+"""A scenario's own [bmv2] scale stands on its own network up to this predicted load: the
+seeds' scenarios were measured and held to the simulator at theirs (0.08 to 0.81 of a
+core); past it (HPCC's fat-tree: 35 cores) the model chooses there too."""
 MAX_RUN_S = 600.0
 """The longest run a chosen scale may make (a scenario's own [bmv2] scale may be longer)."""
 
@@ -120,6 +124,13 @@ def choose_scale(sc: Scenario) -> ScaleChoice:
         return ScaleChoice(sc.bmv2.rate_scale, sc.bmv2.time_scale, own, 1.0)
     slower = own.cores / SWITCH_BUDGET_CORES
     k, tau = sc.bmv2.rate_scale / slower, sc.bmv2.time_scale * slower
+    if tau > MAX_TIME_SCALE:
+        raise ScaleError(
+            f"{sc.network.topology}: its switches would take {own.cores:.2f} of a core at "
+            f"the scenario's scale; slowed to the budget of {SWITCH_BUDGET_CORES:g} its times "
+            f"would scale x{tau:,.0f}, past the bound of x{MAX_TIME_SCALE:g}: a smaller "
+            "network, or the simulator"
+        )
     run_s = sc.duration_s * tau
     if run_s > MAX_RUN_S:
         fits = MAX_RUN_S / tau
@@ -156,10 +167,11 @@ def with_chosen_scale(sc: Scenario, given: Collection[str]) -> tuple[Scenario, s
         return sc, f"rates x{k:g}, times x{tau:g} (the scale --set gave)"
     if not any(key in LOAD_FIELDS for key in given):
         cores = switch_load(sc.scaled_for_bmv2()).cores
-        return sc, (
-            f"rates x{k:g}, times x{tau:g} (the scenario's [bmv2] section, measured; the "
-            f"switches' predicted load {cores:.2f} of a core)"
-        )
+        if cores <= OWN_SCALE_MAX_CORES:
+            return sc, (
+                f"rates x{k:g}, times x{tau:g} (the scenario's [bmv2] section, measured; the "
+                f"switches' predicted load {cores:.2f} of a core)"
+            )
     try:
         choice = choose_scale(sc)
     except ScaleError as e:
