@@ -270,7 +270,9 @@ def run_at_full_strength(
     out: Path, command: tuple[str, ...] = (), at_s: float = 1.0
 ) -> tuple[subprocess.Popen[str], list[str]]:
     """A run (``command``; by default a 2 s transient), returned once its progress line
-    reaches ``at_s``, with what it printed until then."""
+    reaches ``at_s`` or later (a line is printed about once a second, at whatever time the
+    run has reached: waiting for exactly ``t=  1.0`` read on to the run's end when the
+    first line said 1.2), with what it printed until then."""
     # A suite started as a shell's background job runs with SIGINT ignored (POSIX), which
     # its children inherit, and Python then keeps ignoring it: the run would not see the
     # test's Ctrl-C (it ran to its end once, under `make test &`).  A handler here is reset
@@ -290,7 +292,8 @@ def run_at_full_strength(
     seen = []
     for line in proc.stdout:
         seen.append(line)
-        if f"t={at_s:5.1f}/" in line:
+        reached = re.search(r"\bt=\s*([0-9.]+)/", line)
+        if reached and float(reached[1]) >= at_s:
             break
     return proc, seen
 
