@@ -6,6 +6,7 @@ import contextlib
 import csv
 import json
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -298,6 +299,23 @@ def run_at_full_strength(
     return proc, seen
 
 
+def line_within(proc: subprocess.Popen[str], text: str, timeout_s: float) -> str:
+    """The first line of ``proc``'s output with ``text`` in it, read within ``timeout_s``
+    (what comes before it is read and dropped)."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout_s
+    while (left := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([proc.stdout], [], [], left)
+        if not ready:
+            break
+        line = proc.stdout.readline()
+        if not line:
+            break  # the run ended
+        if text in line:
+            return line
+    raise AssertionError(f"no {text!r} from the run within {timeout_s:g} s")
+
+
 def host_helpers() -> str:
     """Any sink, reaction point, source or iperf3 still running (none should be)."""
     found = subprocess.run(
@@ -334,7 +352,10 @@ def test_interrupted_live_run_takes_a_shells_change_and_leaves_nothing_behind(
             capture_output=True, text=True, check=False, cwd=ROOT, timeout=60,
         )  # fmt: skip
         assert r.returncode == 0, r.stdout + r.stderr
-        time.sleep(1.0)  # (the run reads its entries back twice a second)
+        # The run reads its entries back twice a second and says what another controller
+        # set: waited for (a second's sleep missed it once on a loaded machine).
+        took = line_within(proc, "another controller set s1:11 p_base 0.04 -> 0.05", 60.0)
+        seen.append(took)
     finally:
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=60)

@@ -48,9 +48,13 @@ class ControllerKnobs:
     :class:`controller.agent.SwitchAgent` by switch; ``clock``: the run's time."""
 
     def __init__(
-        self, feed: LiveFeed, agents: Mapping[str, Any], clock: Callable[[], float]
+        self,
+        feed: LiveFeed,
+        agents: Mapping[str, Any],
+        clock: Callable[[], float],
+        say: Callable[[str], None] = print,
     ) -> None:
-        self.feed, self.agents, self.clock = feed, agents, clock
+        self.feed, self.agents, self.clock, self.say = feed, agents, clock, say
         self.lock = threading.Lock()
         """One P4Runtime call at a time from the view's threads."""
 
@@ -67,7 +71,12 @@ class ControllerKnobs:
             with self.lock:
                 held = self.agents[where.switch].read_cp(where.number)
                 if held is not None and not same_entry(held[0], self.feed.params(port)):
-                    self.feed.record(self.clock(), port, held[0], "controller")
+                    made = self.feed.record(self.clock(), port, held[0], "controller")
+                    if made:  # the shell's user sees the run take it (and a test can wait)
+                        self.say(
+                            "qcn run: another controller set "
+                            + ", ".join(f"{c.port} {c.field} {c.old} -> {c.new}" for c in made)
+                        )
 
     def counters(self) -> dict[str, dict[str, int]]:
         """Each followed port's pipeline counters."""
@@ -110,7 +119,7 @@ class SwitchLive:
     ) -> None:
         self.feed, self.depths, self.status_dir, self.clock = feed, depths, status_dir, clock
         self.say = say
-        self.knobs = ControllerKnobs(feed, agents, clock)
+        self.knobs = ControllerKnobs(feed, agents, clock, say)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._cnms: dict[str, int] = {}
