@@ -38,6 +38,24 @@ def net_env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "QCN_NET_STATE": str(tmp_path / "qcn-net.json")}
 
 
+def net_up_cli(tmp_path: Path, topology: str, out: Path, script: str) -> str:
+    """`qcn net up TOPOLOGY --cli` fed ``script``, which ends it: what it printed (its exit
+    status checked)."""
+    r = subprocess.run(
+        [*QCN, "net", "up", topology, "--cli", "--out", str(out)],
+        input=script + "\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=net_env(tmp_path),
+        timeout=240,
+        check=False,
+    )
+    text = r.stdout + r.stderr
+    assert r.returncode == 0, text[-3000:]
+    return text
+
+
 def test_a_leaf_spine_through_mininets_cli(tmp_path: Path) -> None:
     out = tmp_path / "net"
     script = "\n".join(
@@ -49,18 +67,7 @@ def test_a_leaf_spine_through_mininets_cli(tmp_path: Path) -> None:
         ]
     )
     started = time.monotonic()
-    r = subprocess.run(
-        [*QCN, "net", "up", "leaf-spine:2,2,2", "--cli", "--out", str(out)],
-        input=script + "\n",
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=net_env(tmp_path),
-        timeout=240,
-        check=False,
-    )
-    text = r.stdout + r.stderr
-    assert r.returncode == 0, text[-3000:]
+    text = net_up_cli(tmp_path, "leaf-spine:2,2,2", out, script)
     up = re.search(r"qcn net: up: .*", text)
     assert up is not None, text[-3000:]
     assert "Results: 0% dropped (12/12 received)" in text, text[-3000:]
@@ -87,18 +94,7 @@ def test_a_leaf_spine_through_mininets_cli(tmp_path: Path) -> None:
 def test_a_fat_tree_and_the_tutorials_pod_topology_ping_all(
     tmp_path: Path, topology: str, hosts: int
 ) -> None:
-    r = subprocess.run(
-        [*QCN, "net", "up", topology, "--cli", "--out", str(tmp_path / "net")],
-        input="pingall\nexit\n",
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=net_env(tmp_path),
-        timeout=240,
-        check=False,
-    )
-    text = r.stdout + r.stderr
-    assert r.returncode == 0, text[-3000:]
+    text = net_up_cli(tmp_path, topology, tmp_path / "net", "pingall\nexit")
     pairs = hosts * (hosts - 1)
     assert f"Results: 0% dropped ({pairs}/{pairs} received)" in text, text[-3000:]
     assert leftovers() == ("", "")
