@@ -368,9 +368,10 @@ def _fresh(args: argparse.Namespace) -> Prepared:
     backend, why = backends.choose_backend(args.backend)
     if args.backend == "auto" and backend == "mininet" and scenarios.backend_refusal(sc, backend):
         backend, why = "sim", "simulator (the only backend that runs this scenario)"
+    chosen_scale = None
     if args.backend == "auto" and backend == "mininet":
         try:
-            capacity.with_chosen_scale(sc, overrides.keys())
+            chosen_scale = capacity.with_chosen_scale(sc, overrides.keys())
         except ScenarioError as e:  # no scale fits this machine: the simulator runs it
             backend, why = "sim", f"simulator (BMv2 on this machine: {e})"
     scenarios.require_backend(sc, backend)
@@ -385,7 +386,7 @@ def _fresh(args: argparse.Namespace) -> Prepared:
     if args.pcap and backend != "mininet":
         raise ScenarioError("--pcap needs the Mininet backend (the simulator has no frames)")
     if backend == "mininet" or args.scaled:
-        sc, chosen = capacity.with_chosen_scale(sc, overrides.keys())
+        sc, chosen = chosen_scale or capacity.with_chosen_scale(sc, overrides.keys())
         scale = sc.bmv2
         sc = sc.scaled_for_bmv2(keep=overrides.keys())
         why += f"; {chosen}: {sc.duration_s:g} s"
