@@ -49,6 +49,7 @@ from qcn.options import (
     add_duration,
     add_out,
     add_params,
+    add_scale,
     add_scenario,
     add_set,
     check_count,
@@ -283,6 +284,7 @@ def register(sub: Any) -> None:
     add_duration(p)
     add_set(p)
     add_params(p)
+    add_scale(p)
     add_out(p, None, f"{DEFAULT_OUT}/SCENARIO")
     p.add_argument(
         "--live",

@@ -7,34 +7,38 @@
     qcn net show leaf-spine:2,2,2         # its switches, ports, links, CPs and routes
 
 A topology is a generator or a file (qcn.core.topology, docs/topology.md).  A generator's
-links run at ``--line-rate`` (10 Mb/s: what BMv2 carries comfortably per port); a file's
-at its own rates.  Every switch runs the CP pipeline with a CP on each port that can
-congest, every host a reaction-point daemon with the QCN parameters scaled to the hosts'
-line rate (``--params`` to give your own), and ``qcn ctl -c DIR/network.toml`` tunes it
-live.
+links run at ``--line-rate`` (10 Mb/s: what BMv2 carries comfortably per port; on ``up``,
+less where this machine's switches would not keep up with every host sending at it,
+said in one line); a file's at its own rates.  Every switch runs the CP pipeline with a
+CP on each port that can congest, every host a reaction-point daemon with the QCN
+parameters scaled to the hosts' line rate (``--params`` to give your own), and
+``qcn ctl -c DIR/network.toml`` tunes it live.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 from pathlib import Path
 from typing import Any
 
 from controller.cli import NET_UP_FILE
 from qcn import backends
-from qcn.core import resources
+from qcn.core import capacity, resources
 from qcn.core.errors import QcnError
 from qcn.core.live import LiveFeed
 from qcn.core.params import SEED_FRAME_BYTES, Preset, QcnParams
-from qcn.core.scenario import scaled_params
+from qcn.core.scenario import MAX_TIME_SCALE, scaled_params
 from qcn.core.topology import GENERATORS, LinkDefaults, PortRef, Topology, is_generator_spec
 from qcn.core.topology import load as load_topology
 from qcn.options import plain_text
 
 DEFAULT_OUT = NET_UP_FILE.parent
 NET_LINE_RATE_BPS = 10e6
-"""A generator's links on BMv2 (docs/bmv2.md: BMv2 carries tens of Mb/s per port here)."""
+"""A generator's links on BMv2 (docs/bmv2.md: BMv2 carries tens of Mb/s per port here), where
+the switches keep up with every host sending at it (:func:`chosen_topology`)."""
+MIN_LINE_RATE_BPS = 1e3
 SEED_LINE_RATE_BPS = 10e9
 """The line rate the QCN defaults are written for (the seeds')."""
 NET_TIME_SCALE = 250.0
@@ -132,16 +136,20 @@ def _topology_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--line-rate",
         type=float,
-        default=NET_LINE_RATE_BPS,
         metavar="BPS",
-        help="a generator's links, and a file's that give no rate, b/s (default %(default)g)",
+        help="a generator's links, and a file's that give no rate, b/s (default "
+        f"{NET_LINE_RATE_BPS:g}; on 'up', less where this machine's switches would not keep "
+        "up with every host sending at it: docs/experiments.md)",
     )
 
 
-def topology_of(args: argparse.Namespace) -> Topology:
-    if not 1e3 <= args.line_rate <= 100e9:
+def topology_of(args: argparse.Namespace, line_rate_bps: float | None = None) -> Topology:
+    """The network the command line names, its rate-less links at ``line_rate_bps`` (by
+    default --line-rate's)."""
+    given = NET_LINE_RATE_BPS if args.line_rate is None else args.line_rate
+    if not MIN_LINE_RATE_BPS <= given <= 100e9:
         raise NetError("--line-rate must be in [1e3, 1e11] b/s")
-    rate = args.line_rate
+    rate = given if line_rate_bps is None else line_rate_bps
     defaults = LinkDefaults(
         line_rate_bps=rate,
         bottleneck_rate_bps=rate,
@@ -151,9 +159,69 @@ def topology_of(args: argparse.Namespace) -> Topology:
     return load_topology(args.topology, defaults)
 
 
-def net_params(topo: Topology, params_file: Path | None) -> QcnParams:
+def chosen_topology(args: argparse.Namespace) -> tuple[Topology, float, str]:
+    """``qcn net up``'s network and its scale in words: rate-less links at --line-rate if
+    given, else at the default or, where every host sending at it would take the switches
+    past their budget of the cores (qcn.core.capacity), at the rate that keeps them within
+    it (rounded down to two digits), the QCN parameters' times then stretched alike, so
+    that byte quantities stay what the default makes them (as a run's chosen scale keeps
+    them: qcn.core.capacity).  A file's own rates stand.  Returns the network, the
+    parameters' time scale and the choice in words."""
+    topo = topology_of(args)
+    budget = capacity.SWITCH_BUDGET_CORES
+    cores = capacity.full_line_rate_load(topo, SEED_FRAME_BYTES).cores
+    at = f"every host sending at its line rate would take the switches {cores:.2f} of a core"
+    if args.line_rate is None and cores > budget:
+        rate = _two_digits_down(NET_LINE_RATE_BPS * budget / cores)
+        time_scale = NET_TIME_SCALE * NET_LINE_RATE_BPS / rate
+        if time_scale > MAX_TIME_SCALE:
+            raise NetError(
+                f"{topo.name}: {at} at {NET_LINE_RATE_BPS / 1e6:g} Mb/s; within the budget "
+                f"of {budget:g} its links would run at {rate / 1e3:.3g} kb/s, the QCN "
+                f"parameters' times scaled x{time_scale:,.0f}, past the bound of "
+                f"x{MAX_TIME_SCALE:g}: a smaller network, or --line-rate to run it anyway"
+            )
+        slowed = topology_of(args, rate)
+        slowed_cores = capacity.full_line_rate_load(slowed, SEED_FRAME_BYTES).cores
+        if slowed_cores < cores:
+            within = "within" if slowed_cores <= budget * 1.001 else "still over"
+            return (
+                slowed,
+                NET_TIME_SCALE * NET_LINE_RATE_BPS / rate,
+                (
+                    f"scale: links at {_mbps(slowed)}, not {NET_LINE_RATE_BPS / 1e6:g} Mb/s: at "
+                    f"that {at}, over the budget of {budget:g}; at this {slowed_cores:.2f}, "
+                    f"{within} it (docs/experiments.md); --line-rate sets it"
+                ),
+            )
+    given = "--line-rate" if args.line_rate is not None else "the default"
+    within = "within" if cores <= budget else "over"
+    return (
+        topo,
+        NET_TIME_SCALE,
+        (
+            f"scale: links at {_mbps(topo)} ({given}): {at}, {within} the budget of {budget:g}"
+            + ("" if cores <= budget else ": keep your traffic below that for fidelity")
+        ),
+    )
+
+
+def _mbps(topo: Topology) -> str:
+    rates = sorted({link.rate_bps for link in topo.links})
+    shown = [f"{r / 1e6:g}" for r in rates[:3]] + (["..."] if len(rates) > 3 else [])
+    return "/".join(shown) + " Mb/s"
+
+
+def _two_digits_down(x: float) -> float:
+    step = 10.0 ** (math.floor(math.log10(x)) - 1)
+    return float(math.floor(x / step) * step)
+
+
+def net_params(
+    topo: Topology, params_file: Path | None, time_scale: float = NET_TIME_SCALE
+) -> QcnParams:
     """The reaction points' and CPs' parameters: a file's, or the defaults scaled to the
-    hosts' fastest link (the daemons' line rate)."""
+    hosts' fastest link (the daemons' line rate) and by ``time_scale``."""
     line = max(topo.access_link(h.name).rate_bps for h in topo.hosts)
     if params_file is not None:
         params = QcnParams.load(params_file, QcnParams.preset(Preset.QCN.value))
@@ -162,12 +230,12 @@ def net_params(topo: Topology, params_file: Path | None) -> QcnParams:
                 f"{params_file}: rp.line_rate_bps must be the hosts' line rate ({line:g} b/s)"
             )
         return params
-    return scaled_params(QcnParams(), line / SEED_LINE_RATE_BPS, NET_TIME_SCALE)
+    return scaled_params(QcnParams(), line / SEED_LINE_RATE_BPS, time_scale)
 
 
 def _up(args: argparse.Namespace) -> int:
-    topo = topology_of(args)
-    params = net_params(topo, args.params)
+    topo, time_scale, scale = chosen_topology(args)
+    params = net_params(topo, args.params, time_scale)
     if args.out.exists() and not args.out.is_dir():
         raise NetError(f"--out {args.out}: not a directory")
     if args.live_port and not args.live:
@@ -185,6 +253,7 @@ def _up(args: argparse.Namespace) -> int:
             view.enter_context(
                 serving(feed, args.live_port, lambda url: print(f"qcn net: live view at {url}"))
             )
+        print(f"qcn net: {scale}")
         backends.network_up(
             topo,
             args.out,

@@ -84,6 +84,36 @@ def params_overrides(path: Path, sc: scenarios.Scenario) -> dict[str, Any]:
     return out
 
 
+def add_scale(p: argparse.ArgumentParser) -> None:
+    """``--scale own|RATE[,TIME]``: the BMv2 scale, over the one the capacity model would
+    choose (:func:`scale_overrides`)."""
+    p.add_argument(
+        "--scale",
+        metavar="own|RATE[,TIME]",
+        help="the Mininet/BMv2 scale, over the one chosen for this machine: 'own' for the "
+        "scenario's [bmv2] section; RATE multiplies its rates (times then scale so that byte "
+        "quantities stay the section's), RATE,TIME both (docs/experiments.md)",
+    )
+
+
+def scale_overrides(given: str, sc: scenarios.Scenario) -> dict[str, Any]:
+    """``--scale``'s value as ``bmv2.rate_scale`` and ``bmv2.time_scale`` overrides: 'own'
+    is the scenario's [bmv2] section; a rate alone keeps rate x time the section's, as the
+    capacity model's choice does (qcn.core.capacity)."""
+    own = sc.bmv2
+    if given == "own":
+        return {"bmv2.rate_scale": own.rate_scale, "bmv2.time_scale": own.time_scale}
+    try:
+        numbers = [float(part) for part in given.split(",")]
+    except ValueError:
+        numbers = []
+    if len(numbers) not in (1, 2):
+        raise ScenarioError(f"--scale {given}: give own, RATE or RATE,TIME (e.g. 0.002,50)")
+    rate = numbers[0]
+    time = numbers[1] if len(numbers) == 2 else own.rate_scale * own.time_scale / rate
+    return {"bmv2.rate_scale": rate, "bmv2.time_scale": time}
+
+
 def add_duration(p: argparse.ArgumentParser) -> None:
     """``--duration S``: the scenario's ``duration_s`` (:func:`load_scenario`)."""
     p.add_argument("--duration", type=float, help="override the scenario's duration, s")
@@ -121,12 +151,24 @@ def overrides_from(pairs: list[str]) -> dict[str, Any]:
 
 
 def load_scenario(
-    name: str, sets: list[str], duration_s: float | None, params: Path | None = None
+    name: str,
+    sets: list[str],
+    duration_s: float | None,
+    params: Path | None = None,
+    scale: str | None = None,
 ) -> tuple[scenarios.Scenario, dict[str, Any]]:
-    """A scenario with the command line's ``--params``, ``--set`` and ``--duration``
-    applied, and those overrides."""
+    """A scenario with the command line's ``--params``, ``--set``, ``--duration`` and
+    ``--scale`` applied, and those overrides."""
     sc = scenarios.load(name)
     overrides = overrides_from(sets)
+    if scale is not None:
+        both = sorted(k for k in overrides if k.startswith("bmv2"))
+        if both:
+            raise ScenarioError(
+                f"{', '.join(both)}: given by --set and by --scale; one would win silently: "
+                "keep one"
+            )
+        overrides.update(scale_overrides(scale, sc))
     if params is not None:
         from_file = params_overrides(params, sc)
         both = sorted(set(from_file) & set(overrides))
@@ -151,7 +193,11 @@ def scenario_of(args: argparse.Namespace) -> tuple[scenarios.Scenario, dict[str,
     """The scenario the shared options name (:func:`add_scenario`, :func:`add_set`, and
     :func:`add_duration` where the command has it), and the overrides given."""
     return load_scenario(
-        args.scenario, args.set, getattr(args, "duration", None), getattr(args, "params", None)
+        args.scenario,
+        args.set,
+        getattr(args, "duration", None),
+        getattr(args, "params", None),
+        getattr(args, "scale", None),
     )
 
 

@@ -29,6 +29,7 @@ from qcn.options import (
     add_out,
     add_params,
     add_quiet,
+    add_scale,
     add_scenario,
     add_set,
     scenario_of,
@@ -146,6 +147,7 @@ def register(sub: Any) -> None:
     )
     add_set(p, SET_HELP + "; it also wins over the scenario's [bmv2.set]")
     add_params(p)
+    add_scale(p)
     p.set_defaults(func=_run)
 
 
@@ -385,6 +387,8 @@ def _fresh(args: argparse.Namespace) -> Prepared:
         raise ScenarioError("--inject-stalls needs the Mininet backend")
     if args.pcap and backend != "mininet":
         raise ScenarioError("--pcap needs the Mininet backend (the simulator has no frames)")
+    if args.scale is not None and backend != "mininet" and not args.scaled:
+        raise ScenarioError("--scale needs the Mininet backend, or --scaled on the simulator")
     if backend == "mininet" or args.scaled:
         sc, chosen = chosen_scale or capacity.with_chosen_scale(sc, overrides.keys())
         scale = sc.bmv2
@@ -420,6 +424,7 @@ def _again_conflicts(args: argparse.Namespace) -> list[str]:
         "--switch-scheduling": args.switch_scheduling is not None,
         "--inject-stalls": args.inject_stalls is not None,
         "--pcap": args.pcap,
+        "--scale": args.scale is not None,
     }
     return [flag for flag, on in given.items() if on]
 

@@ -3,6 +3,9 @@ share of a core that takes, and the scale a run is slowed to when it would take 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from qcn.core import capacity
@@ -15,6 +18,8 @@ from qcn.core.capacity import (
     with_chosen_scale,
 )
 from qcn.core.scenario import ScenarioError
+from qcn.options import scale_overrides
+from tests.kit import qcn
 
 FRAME_BITS = 8 * 1500
 
@@ -71,7 +76,7 @@ def test_a_network_over_the_budget_is_slowed_to_it_its_bytes_kept() -> None:
     chosen, line = with_chosen_scale(sc, ["network.topology"])
     assert chosen.bmv2.rate_scale == choice.rate_scale
     assert f"{choice.slowed_by:.2f}x slower" in line
-    assert "--set bmv2.rate_scale" in line
+    assert "--scale chooses another" in line
 
 
 def test_the_command_lines_scale_wins() -> None:
@@ -80,7 +85,7 @@ def test_the_command_lines_scale_wins() -> None:
     )
     chosen, line = with_chosen_scale(sc, ["bmv2.rate_scale"])
     assert chosen is sc
-    assert line == "rates x0.002, times x250 (the scale --set gave)"
+    assert line == "rates x0.002, times x250 (the scale the command line gave)"
 
 
 def test_a_network_no_scale_fits_is_refused_with_what_would() -> None:
@@ -106,3 +111,33 @@ def test_a_scenarios_own_network_too_large_for_any_scale_is_refused() -> None:
     # however short the run: its times would scale past what BMv2 scaling takes
     with pytest.raises(ScenarioError, match=r"would scale x[0-9,]+, past the bound of x10000"):
         with_chosen_scale(sc.with_overrides({"duration_s": 0.001}), ())
+
+
+@pytest.mark.parametrize(
+    ("given", "rate_scale", "time_scale"),
+    [("own", 1e-3, 250.0), ("0.002", 2e-3, 125.0), ("0.002,50", 2e-3, 50.0)],
+)
+def test_scale_from_the_command_line(given: str, rate_scale: float, time_scale: float) -> None:
+    """--scale: the scenario's own [bmv2] section, a rate with rate x time kept (as the
+    model's choice keeps it), or both; the run then says the command line chose."""
+    sc = scenarios.load("leaf-spine-fct")  # [bmv2]: rates x0.001, times x250
+    overrides = scale_overrides(given, sc)
+    assert overrides == {
+        "bmv2.rate_scale": rate_scale,
+        "bmv2.time_scale": pytest.approx(time_scale),
+    }
+    big = sc.with_overrides({"network.topology": "fat-tree:4", **overrides})
+    chosen, line = with_chosen_scale(big, ["network.topology", *overrides])
+    assert chosen is big
+    assert line.endswith("(the scale the command line gave)")
+
+
+def test_qcn_run_says_the_scale_it_was_given(tmp_path: Path) -> None:
+    r = qcn(
+        "run", "transient", "--backend", "sim", "--scaled", "--scale", "0.002",
+        "--duration", "0.05", "--out", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "rates x0.002, times x125 (the scale the command line gave)" in r.stdout
+    provenance = json.loads((tmp_path / "o" / "provenance.json").read_text())
+    assert provenance["overrides"]["bmv2.rate_scale"] == 0.002

@@ -317,6 +317,22 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("net", "draw", "leaf-spine:16,32,32", "-o", "{d}/ls.png"),
         ("1,072 switches and hosts: a drawing of more than 300 is unreadable",),
     ),
+    (
+        "a scale that is no number",
+        (*RUN, "--scaled", "--scale", "fast"),
+        ("--scale fast: give own, RATE or RATE,TIME",),
+    ),
+    (
+        "a scale past BMv2's bounds",
+        (*RUN, "--scaled", "--scale", "2"),
+        ("bmv2: rate_scale must be in (0, 1]",),
+    ),
+    (
+        "a scale given twice",
+        (*RUN, "--scaled", "--scale", "own", "--set", "bmv2.time_scale=5"),
+        ("bmv2.time_scale: given by --set and by --scale",),
+    ),
+    ("a scale for the simulator", (*RUN, "--scale", "own"), ("--scale needs the Mininet",)),
     # Accepted until --scaled, or ignored without a word.
     (
         "an unknown bmv2.set key",

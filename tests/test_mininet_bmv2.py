@@ -25,6 +25,7 @@ import pytest
 from qcn.core import scenario as scenarios
 from tests.kit import Cluster
 from tests.toolchain import long_test, requires_p4lang, requires_root
+from topologies.testbed import host_helper_pids
 
 pytestmark = [
     requires_p4lang(),
@@ -317,14 +318,19 @@ def line_within(proc: subprocess.Popen[str], text: str, timeout_s: float) -> str
 
 
 def host_helpers() -> str:
-    """Any sink, reaction point, source or iperf3 still running (none should be)."""
+    """Any process a run started on its hosts still running (none should be): those marked
+    as such, and any by name, in case the mark went missing."""
     found = subprocess.run(
-        ["pgrep", "-af", "topologies.sink|flow_receiver|flow_sender|qcn rp|iperf3|mnexec"],
+        ["pgrep", "-af", r"-m (reaction_point|topologies)\.|-m qcn rp|iperf3|mnexec"],
         capture_output=True,
         text=True,
         check=False,
     )
-    return found.stdout
+    marked = []
+    for pid in host_helper_pids():
+        with contextlib.suppress(OSError):  # it exited meanwhile
+            marked.append(f"{pid} {Path(f'/proc/{pid}/cmdline').read_bytes()!r}\n")
+    return found.stdout + "".join(marked)
 
 
 PAGE_WAIT_S = 60.0
@@ -382,6 +388,8 @@ def test_a_run_after_a_killed_run_cleans_up_and_measures(tmp_path: Path) -> None
     killed.kill()
     killed.communicate(timeout=60)
     assert leftovers()[1] != "", "the killed run's switches should still be running"
+    # Its sources run to their scheduled end (50 s): they are there for the next run to find.
+    assert host_helpers() != "", "the killed run's sources should still be running"
     r = subprocess.run(
         [*QCN_RUN, *TRANSIENT, "--duration", "0.4", "--out", str(tmp_path / "next")],
         capture_output=True,

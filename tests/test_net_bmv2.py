@@ -85,16 +85,19 @@ def test_a_leaf_spine_through_mininets_cli(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("topology", "hosts"),
+    ("topology", "hosts", "links_at"),
     [
-        ("fat-tree:4", 16),  # 20 switches
-        (str(DATA / "pod-topo.json"), 4),  # p4lang/tutorials' exercises' pod topology
+        ("fat-tree:4", 16, "0.63 Mb/s"),  # 20 switches
+        (str(DATA / "pod-topo.json"), 4, "4.4 Mb/s"),  # p4lang/tutorials' pod topology
     ],
 )
 def test_a_fat_tree_and_the_tutorials_pod_topology_ping_all(
-    tmp_path: Path, topology: str, hosts: int
+    tmp_path: Path, topology: str, hosts: int, links_at: str
 ) -> None:
+    """At the line rate chosen for this machine (said, in one line), every host reaches
+    every other."""
     text = net_up_cli(tmp_path, topology, tmp_path / "net", "pingall\nexit")
+    assert f"qcn net: scale: links at {links_at}, not 10 Mb/s" in text, text[-3000:]
     pairs = hosts * (hosts - 1)
     assert f"Results: 0% dropped ({pairs}/{pairs} received)" in text, text[-3000:]
     assert leftovers() == ("", "")

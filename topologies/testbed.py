@@ -42,8 +42,11 @@ from topologies.noise import NoiseMonitor, StallInjector, realtime_available
 
 SWITCH_INTERFACE = re.compile(r"^s\d+-eth\d+$")
 """Switch-side veths of a Mininet run (sK-ethP)."""
-HOST_HELPER = r"-m qcn |topologies\.sink|iperf3"
-"""What a run starts on its hosts (a pgrep -f pattern)."""
+HOST_HELPER_MARK = "QCN_HOST_HELPER"
+"""An environment variable set on everything a run starts on its hosts (reaction points,
+sources, sinks, PAUSE agents, iperf3): a killed run's leftovers are found by it, whatever
+their command line (a list of command names missed the sources once they got their own
+module)."""
 QDISC_BACKLOG = re.compile(r"backlog \S+ (\d+)p")
 """The frames in a qdisc's backlog, in `tc -s qdisc show`."""
 DAEMON_START_TIMEOUT_S = 20.0
@@ -193,13 +196,25 @@ def stop_stale_switches(progress: Progress) -> None:
         progress(f"qcn run: stopped {len(stale)} switches left by an earlier run")
 
 
+def host_helper_pids() -> list[int]:
+    """The processes started on a run's hosts (marked with HOST_HELPER_MARK) still running."""
+    mark = f"{HOST_HELPER_MARK}=".encode()
+    pids = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            marked = any(v.startswith(mark) for v in environ.read_bytes().split(b"\0"))
+        except OSError:
+            continue  # exited, or not ours to read
+        if marked:
+            pids.append(int(environ.parent.name))
+    return pids
+
+
 def stop_orphaned_helpers(progress: Progress) -> None:
     """Stop the hosts' helpers (reaction points, sources, sinks, PAUSE agents, iperf3) a
     killed run left in namespaces whose links are gone (run after remove_stale_interfaces):
     they would only take CPU from this run's switches."""
-    orphaned = [
-        pid for pid, _argv in _pids_matching(HOST_HELPER) if _interfaces_seen_by(pid) == ["lo"]
-    ]
+    orphaned = [pid for pid in host_helper_pids() if _interfaces_seen_by(pid) == ["lo"]]
     _kill_all(orphaned)
     if orphaned:
         progress(f"qcn run: stopped {len(orphaned)} host processes left by an earlier run")
@@ -381,12 +396,14 @@ class Testbed:
         logs.mkdir(exist_ok=True)
         log = (logs / f"{name.replace(' ', '-')}.log").open("w")
         start = subprocess.Popen if host is None else self.net.get(host).popen
+        env = None if host is None else {**os.environ, HOST_HELPER_MARK: str(self.out)}
         proc: subprocess.Popen[str] = start(
             command,
             stdout=subprocess.PIPE if capture else log,
             stderr=log,
             text=True,
             cwd=str(self.out),
+            env=env,
         )
         log.close()
         self.procs.append((name, proc))

@@ -17,7 +17,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from qcn.core.scenario import MAX_TIME_SCALE, Scenario, ScenarioError
-from qcn.core.topology import PortRef
+from qcn.core.topology import PortRef, Topology
 
 FRAME_COST_S = 115e-6
 """A switch's CPU time for one frame it forwards (two-point QCN, 1500-byte frames, all its
@@ -53,22 +53,51 @@ class SwitchLoad:
 def switch_load(sc: Scenario) -> SwitchLoad:
     """What ``sc`` (in BMv2's units: :meth:`Scenario.scaled_for_bmv2`) asks of its
     switches: each source's offered load split evenly over its destinations, followed
-    along each route; a port offered more than its link carries passes its link's worth,
-    the same share of every pair's frames through it."""
-    topo, frame_bits = sc.topology, 8 * sc.network.frame_bytes
+    along each route (:func:`load_along`)."""
     offered_total = max(sc.offered_bps(t * sc.duration_s / 10) for t in range(10))
     sources = sc.sources
     per_source = offered_total / len(sources) if sources else 0.0
+    offers = [
+        (src.host, dst, per_source / len(src.destinations))
+        for src in sources
+        for dst in src.destinations
+    ]
+    cost = THREE_POINT_FRAME_COST_S if sc.params.cp.three_point else FRAME_COST_S
+    return load_along(sc.topology, offers, sc.network.frame_bytes, cost)
+
+
+def full_line_rate_load(topo: Topology, frame_bytes: int) -> SwitchLoad:
+    """What a network asks of its switches when every host sends at its link's rate,
+    spread evenly over the hosts it may send to (:meth:`Topology.traffic_basis`): the
+    most a user's own traffic on ``qcn net up`` can ask."""
+    basis = topo.traffic_basis()
+    fan_out: dict[str, int] = {}
+    for src, _dst in basis:
+        fan_out[src] = fan_out.get(src, 0) + 1
+    offers = [(src, dst, topo.access_link(src).rate_bps / fan_out[src]) for src, dst in basis]
+    return load_along(topo, offers, frame_bytes, FRAME_COST_S)
+
+
+def load_along(
+    topo: Topology, offers: list[tuple[str, str, float]], frame_bytes: int, frame_cost_s: float
+) -> SwitchLoad:
+    """The frames each switch forwards a second for ``offers`` (source host, destination
+    host, b/s), each followed along its route: a port offered more than its link carries
+    passes its link's worth, the same share of every pair's frames through it."""
+    frame_bits = 8 * frame_bytes
+    # A route is its first switch's chain: offers from one switch to one host add up
+    # (a leaf's 32 hosts to all the others: a thousandth of the pairs' chains to follow).
+    by_chain: dict[tuple[str, str], float] = {}
+    for src, dst, rate in offers:
+        key = (topo.attachment(src).switch, dst)
+        by_chain[key] = by_chain.get(key, 0.0) + rate
     paths: list[tuple[float, tuple[PortRef, ...]]] = []
     through: dict[PortRef, float] = {}
-    for src in sources:
-        home = topo.attachment(src.host).switch
-        rate = per_source / len(src.destinations)
-        for dst in src.destinations:
-            chain = topo.chain(home, dst, src.host)
-            paths.append((rate, chain))
-            for ref in chain:
-                through[ref] = through.get(ref, 0.0) + rate
+    for (home, dst), rate in by_chain.items():
+        chain = topo.chain(home, dst)
+        paths.append((rate, chain))
+        for ref in chain:
+            through[ref] = through.get(ref, 0.0) + rate
     passed = {
         ref: min(1.0, topo.link_at(ref).rate_bps / bps) for ref, bps in through.items() if bps
     }
@@ -78,8 +107,7 @@ def switch_load(sc: Scenario) -> SwitchLoad:
         for ref in chain:  # the frames reaching this switch, then what its port passes on
             frames[ref.switch] = frames.get(ref.switch, 0.0) + rate / frame_bits
             rate *= passed.get(ref, 1.0)
-    cost = THREE_POINT_FRAME_COST_S if sc.params.cp.three_point else FRAME_COST_S
-    return SwitchLoad(frames, cost)
+    return SwitchLoad(frames, frame_cost_s)
 
 
 @dataclass(frozen=True)
@@ -106,7 +134,7 @@ class ScaleChoice:
             f"({self.slowed_by:.2f}x slower than {own}): at its own the switches would take "
             f"{self.load.cores * self.slowed_by:.2f} of a core, over the budget of "
             f"{SWITCH_BUDGET_CORES:g} (predicted, {self.load.frame_cost_s * 1e6:.0f} us a "
-            "frame: docs/experiments.md); --set bmv2.rate_scale and bmv2.time_scale choose"
+            "frame: docs/experiments.md); --scale chooses another"
         )
 
 
@@ -164,7 +192,7 @@ def with_chosen_scale(sc: Scenario, given: Collection[str]) -> tuple[Scenario, s
     A network that fits no scale raises ScenarioError."""
     k, tau = sc.bmv2.rate_scale, sc.bmv2.time_scale
     if any(key in SCALE_FIELDS for key in given):
-        return sc, f"rates x{k:g}, times x{tau:g} (the scale --set gave)"
+        return sc, f"rates x{k:g}, times x{tau:g} (the scale the command line gave)"
     if not any(key in LOAD_FIELDS for key in given):
         cores = switch_load(sc.scaled_for_bmv2()).cores
         if cores <= OWN_SCALE_MAX_CORES:
