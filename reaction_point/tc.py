@@ -6,13 +6,18 @@ Layout on the interface::
       htb 5143:  default 5143:2
       class 5143:1     rate = ceil = the host's line rate: nothing leaves faster
         class 5143:2   traffic no limiter claims (ceil: the line rate)
-        class 5143:N   a limiter (N >= 3): rate = ceil = its current rate
+        class 5143:N   a limiter (N >= 3): ceil = its current rate
       u32 filters, all at one priority, handles 800::K -> their limiter's class
 
 The line-rate class stands in for the link a Mininet host lacks: a veth sends at memory
 speed, so without it a source's backlog (frames a limiter held back, or queued behind a
 limiter when it is released) would leave as one burst that the congestion point then
-punishes.  Without a line rate (``line_rate_bps=None``) the tree is flat and unclaimed
+punishes.  Its children borrow what they send from it (a guaranteed rate of
+:data:`BORROWING_RATE_BPS`, their limit as ceil): HTB lets a class send up to its own
+rate without asking its parent, so children at rate = ceil once sent more than the
+line rate together (a released limiter draining its backlog beside the unclaimed
+class: a host at 1.8x its line rate, measured; docs/experiments.md, the three-point
+parking lot).  Without a line rate (``line_rate_bps=None``) the tree is flat and unclaimed
 traffic goes unshaped, as before.
 
 The tree always hangs under the PAUSE gate, so that a PAUSE holds the limiters' traffic
@@ -116,6 +121,11 @@ MAX_FILTERS = 0xFFF
 MAX_CLASS_MINOR = 0xFFFF
 IDLE_CLASS_RATE_BPS = 10e9
 """An idle class's rate when the tree has no line rate (its backlog drains at it)."""
+BORROWING_RATE_BPS = 10e3
+"""The rate HTB guarantees each class under the line-rate class: next to nothing (0.1 % of
+a 10 Mb/s line), so that what they send is borrowed from it and together they pass the
+line rate by at most this for each class with a backlog.  Not less: a class's burst is
+a frame's time at this rate, which the kernel keeps in 32 bits of nanoseconds."""
 
 
 @dataclass(frozen=True)
@@ -325,11 +335,15 @@ class HtbLimiters:
             )  # fmt: skip
             if self.line_rate_bps:
                 line = _rate(self.line_rate_bps)
-                for minor, parent in ((LINE_MINOR, ROOT_HANDLE), (DEFAULT_MINOR, self._parent)):
-                    self._ipr.tc(
-                        "add-class", "htb", self.ifindex, ROOT_HANDLE | minor, parent=parent,
-                        rate=line, ceil=line, mtu=self.mtu,
-                    )  # fmt: skip
+                self._ipr.tc(
+                    "add-class", "htb", self.ifindex, ROOT_HANDLE | LINE_MINOR,
+                    parent=ROOT_HANDLE, rate=line, ceil=line, mtu=self.mtu,
+                )  # fmt: skip
+                self._ipr.tc(
+                    "add-class", "htb", self.ifindex, ROOT_HANDLE | DEFAULT_MINOR,
+                    parent=self._parent, rate=_rate(BORROWING_RATE_BPS), ceil=line,
+                    mtu=self.mtu, quantum=self.mtu,
+                )  # fmt: skip
         except (NetlinkError, PauseError) as e:
             raise TcError(f"{self.ifname}: cannot install the HTB root qdisc: {e}") from e
         self._open = True
@@ -497,13 +511,13 @@ class HtbLimiters:
         return read_class_stats(self._ipr, self.ifindex)
 
     def class_rate_bps(self, minor: int) -> float:
-        """The rate the kernel holds for a class (bits/s), for tests and status."""
+        """The rate the kernel holds a class to (its ceil, bits/s), for tests and status."""
         for c in self._ipr.get_classes(index=self.ifindex):
             if c["handle"] == ROOT_HANDLE | minor:
                 opts = c.get_attr("TCA_OPTIONS")
                 params = opts.get_attr("TCA_HTB_PARMS")
-                rate64 = opts.get_attr("TCA_HTB_RATE64")
-                return 8.0 * float(rate64 or params["rate"])
+                ceil64 = opts.get_attr("TCA_HTB_CEIL64")
+                return 8.0 * float(ceil64 or params["ceil"])
         raise KeyError(minor)
 
 
@@ -646,14 +660,23 @@ class LimiterWriter:
     def _class(
         self, classid: int, parent: int, rate_bps: float, mtu: int, *, create: bool
     ) -> tuple[bytes, int]:
-        rate = int(max(1, round(rate_bps)) / 8)  # bytes/s, as pyroute2 and tc round it
-        burst = calc_xmittime(rate, rate / get_hz() + mtu)
-        spec = (0, TC_LINKLAYER_ETHERNET, 0, 0, 0, min(rate, U32_MAX))
-        parms = TC_HTB_OPT.pack(*spec, *spec, burst, burst, 0, 0, 0)
+        ceil = int(max(1, round(rate_bps)) / 8)  # bytes/s, as pyroute2 and tc round it
+        # Under the line-rate class all is borrowed (BORROWING_RATE_BPS); at the root a
+        # class has no parent to borrow from, so it is guaranteed its limit.
+        borrows = parent == ROOT_HANDLE | LINE_MINOR
+        rate = int(BORROWING_RATE_BPS / 8) if borrows else ceil
+        buffer = calc_xmittime(rate, rate / get_hz() + mtu)
+        cbuffer = calc_xmittime(ceil, ceil / get_hz() + mtu)
+        rate_spec = (0, TC_LINKLAYER_ETHERNET, 0, 0, 0, min(rate, U32_MAX))
+        ceil_spec = (0, TC_LINKLAYER_ETHERNET, 0, 0, 0, min(ceil, U32_MAX))
+        # quantum given: the kernel's own (rate / r2q) is below its floor for a borrowing
+        # class's rate, and it would log a warning at every change.
+        parms = TC_HTB_OPT.pack(*rate_spec, *ceil_spec, buffer, cbuffer, mtu, 0, 0)
         options = rtattr(TCA_HTB_PARMS, parms)
         if rate > U32_MAX:
-            wide = struct.pack("=Q", rate)
-            options += rtattr(TCA_HTB_RATE64, wide) + rtattr(TCA_HTB_CEIL64, wide)
+            options += rtattr(TCA_HTB_RATE64, struct.pack("=Q", rate))
+        if ceil > U32_MAX:
+            options += rtattr(TCA_HTB_CEIL64, struct.pack("=Q", ceil))
         attrs = rtattr(TCA_KIND, b"htb\0") + rtattr(TCA_OPTIONS, options)
         seq = self._next()
         flags = NLM_F_CREATE | NLM_F_EXCL if create else 0

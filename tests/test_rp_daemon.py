@@ -188,7 +188,7 @@ def cnm(
 
 
 def kernel_rates(hosts: Hosts) -> list[float]:
-    """The rates of h1's limiter classes that a filter feeds (bits/s, read over netlink):
+    """The limits (ceil) of h1's limiter classes that a filter feeds (bits/s, over netlink):
     a released limiter's class stays, idle, for the next one (reaction_point.tc)."""
     filters = subprocess.run(
         ["ip", "netns", "exec", hosts.h1, "tc", "filter", "show", "dev", hosts.if1,
@@ -202,7 +202,7 @@ def kernel_rates(hosts: Hosts) -> list[float]:
         for c in ns.get_classes(index=idx):
             opts = c.get_attr("TCA_OPTIONS")
             if c["handle"] >> 16 == ROOT_MAJOR and c["handle"] & 0xFFFF in fed and opts:
-                rates.append(8.0 * opts.get_attr("TCA_HTB_PARMS")["rate"])
+                rates.append(8.0 * opts.get_attr("TCA_HTB_PARMS")["ceil"])  # its limit
         return rates
 
 

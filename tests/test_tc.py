@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from pyroute2 import NetNS
 from reaction_point.tc import (
     FIRST_LIMITER_MINOR,
     ROOT_MAJOR,
+    DestinationMatch,
     FlowMatch,
     HtbLimiters,
     IdPool,
@@ -156,11 +158,60 @@ def test_all_traffic_is_held_to_the_line_rate(veth: Veth) -> None:
         classes = veth.tc("class", "show", "dev", veth.iface)
         # The line-rate class, the default class under it, the limiter under it too.
         assert "class htb 5143:1 root rate 100Mbit ceil 100Mbit" in classes
-        assert "class htb 5143:2 parent 5143:1 prio 0 rate 100Mbit ceil 100Mbit" in classes
+        # The default class borrows all it sends (reaction_point.tc.BORROWING_RATE_BPS).
+        assert "class htb 5143:2 parent 5143:1 prio 0 rate 10Kbit ceil 100Mbit" in classes
         assert f"class htb 5143:{minor:x} parent 5143:1" in classes
         assert "default 0x2" in veth.tc("qdisc", "show", "dev", veth.iface)
         tc.remove(flow(1))
         assert f"flowid 5143:{minor:x}" not in filters(veth)
+
+
+def test_limiters_together_never_pass_the_line_rate(veth: Veth) -> None:
+    """Two limiters each at the line rate (as a released limiter still draining its backlog
+    beside new traffic), each offered twice the line rate: together they leave at the line
+    rate.  When each class was guaranteed its own rate, HTB let each send it without asking
+    the line-rate class, and the host sent twice its line rate."""
+    run("ip", "-n", veth.ns, "link", "set", "tc-b", "up")
+    run("ip", "-n", veth.ns, "addr", "add", "10.0.0.9/24", "dev", veth.iface)
+    line = 20e6
+    destinations = [("10.0.0.1", "00:00:00:00:00:02"), ("10.0.0.2", "00:00:00:00:00:03")]
+    with HtbLimiters(veth.iface, netns=veth.ns, line_rate_bps=line) as tc:
+        minors = []
+        for ip, mac in destinations:
+            run("ip", "-n", veth.ns, "neigh", "add", ip, "lladdr", mac, "dev", veth.iface,
+                "nud", "permanent")  # fmt: skip
+            minors.append(tc.add(DestinationMatch(mac, (ip,)), line))
+        start_at = time.monotonic() + 1.0  # both sources start together, imports done
+        senders = [
+            subprocess.Popen(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    veth.ns,
+                    sys.executable,
+                    "-m",
+                    "reaction_point.sources",
+                    "--dst",
+                    ip,
+                    "--rate-bps",
+                    str(2 * line),
+                    "--duration",
+                    "1",
+                    "--start-at",
+                    repr(start_at),
+                ],
+                stdout=subprocess.DEVNULL,
+            )
+            for ip, _mac in destinations
+        ]
+        for sender in senders:
+            sender.wait(timeout=30)
+        elapsed = time.monotonic() - start_at
+        stats = tc.class_stats()
+    sent = [stats[m][0] * 8 / elapsed for m in minors]
+    assert all(rate > 0.2 * line for rate in sent), sent  # both were served
+    assert 0.8 * line < sum(sent) < 1.1 * line, sent
 
 
 def test_bare_netlink_stats_match_pyroute2s(veth: Veth) -> None:
