@@ -80,6 +80,12 @@ def test_a_toy_scheme_added_as_documented_runs_on_the_simulator(
     assert "[rp.aimd]" in QcnParams.preset("aimd").dumps()
     with pytest.raises(params_module.ParamError, match=r"rp\.aimd\.beta: must be in"):
         QcnParams.from_dict({"rp": {"scheme": "aimd", "aimd": {"beta": 0.0}}})
+    # Its fields' units: scaled for BMv2, its rate and its period follow the scale.
+    sc = scenarios.load("transient").with_overrides({"qcn.rp.scheme": "aimd"})
+    scaled = sc.scaled_for_bmv2().params.rp.own(aimd)
+    assert scaled.step_bps == pytest.approx(50e6 * sc.bmv2.rate_scale)
+    assert scaled.period_s == pytest.approx(1e-3 * sc.bmv2.time_scale)
+    assert scaled.beta == 0.5
     # Step 2: the daemon's and the simulator's constructor builds its rules.
     rules = RateLimiterRules(p.rp, lambda: 0.0, lambda: 0.5)
     assert type(rules) is toy_scheme["rules"]

@@ -29,6 +29,7 @@ import tomli_w
 from qcn.core.errors import QcnError
 from qcn.core.publish import write_atomic
 from qcn.core.tomlfile import read_toml
+from qcn.core.units import plain, rate, seconds, size, volume
 
 #: Frame size of every seed's workload (bytes).  q_eq = 33 KB = 22 frames of this size.
 SEED_FRAME_BYTES = 1500
@@ -138,19 +139,19 @@ P = TypeVar("P", bound=SchemeParams)
 class CpParams:
     """Congestion-point parameters of one egress port."""
 
-    q_eq_pkts: int = 22
+    q_eq_pkts: int = size(22)
     """Equilibrium queue depth, packets (33 KB of 1500 B frames; seed 001 used 26 KB)."""
-    w: float = 2.0
+    w: float = plain(2.0)
     """Weight of qdelta in Fb = -(qoff + w * qdelta); a multiple of 1/16 (fixed point)."""
-    p_base: float = 0.01
+    p_base: float = plain(0.01)
     """Bernoulli sampling probability at QntzFb = 0."""
-    p_scale: float = 0.09 / 64
+    p_scale: float = plain(0.09 / 64)
     """Added sampling probability per QntzFb step (about 10 % in all at QntzFb = 63)."""
     sampling: SamplingMode = SamplingMode.BERNOULLI
     """Sampling mode: the seeds' Bernoulli or the standard's byte interval."""
-    sample_intervals_bytes: tuple[int, ...] = STANDARD_SAMPLE_INTERVALS_BYTES
+    sample_intervals_bytes: tuple[int, ...] = volume(STANDARD_SAMPLE_INTERVALS_BYTES)
     """Byte-interval mode: bytes between samples for QntzFb >> 3 = 0..7."""
-    sample_jitter: float = 0.15
+    sample_jitter: float = plain(0.15)
     """Byte-interval mode: each interval is drawn uniformly within +/- this fraction."""
     depth_at: QueueDepth = QueueDepth.ARRIVAL
     """The queue depth taken as q: arriving frames against the queue they find (the
@@ -158,7 +159,7 @@ class CpParams:
     both)."""
     queue_unit: QueueUnit = QueueUnit.BYTES
     """What q counts: bytes (the standard) or packets.  Bytes need ``depth_at = arrival``."""
-    q_eq_bytes: int = 0
+    q_eq_bytes: int = size(0)
     """Bytes mode's q_eq; 0: q_eq_pkts frames of 1500 bytes (33 KB at the default)."""
     positive_feedback: bool = False
     """ECM's CP: a sampled frame with Fb > 0 gets a message too, flagged positive
@@ -169,14 +170,14 @@ class CpParams:
     reflected by the CP with probability reflect_p_base + QntzFb * reflect_p_scale; as a
     host-facing port, frames from the host get a tag and frames to it meet the end
     reflection point.  Pair it with ``rp.positive_reinforcement``."""
-    reflect_p_base: float = 1.0
+    reflect_p_base: float = plain(1.0)
     """Three-point: the probability of reflecting a negative Fb at QntzFb 0, at the CP and
     at the end reflection point alike.  The seed gives no function; 1 reflects every
     sampled Fb < 0 at its CP (whose sampling already grows with |Fb|), so P0 = 0 is
     two-point QCN, as the seed's own rows at reflection 0 are."""
-    reflect_p_scale: float = 0.0
+    reflect_p_scale: float = plain(0.0)
     """Three-point: added reflection probability per QntzFb step."""
-    reflect_p0: float = 0.0
+    reflect_p0: float = plain(0.0)
     """Three-point, the end reflection point: the probability P0 of reflecting Fb = 0
     (seed 003's "reflection probability": 0, 2.5 and 5 %)."""
 
@@ -259,27 +260,27 @@ class CpParams:
 class RpParams:
     """Reaction-point parameters of one rate limiter."""
 
-    line_rate_bps: float = 10e9
+    line_rate_bps: float = rate(10e9)
     """Rate of the host link; a limiter at this rate is released."""
-    min_rate_bps: float = 10e6
+    min_rate_bps: float = rate(10e6)
     """MIN_RATE: CR never goes below this."""
-    rate_unit_bps: float = 1e6
+    rate_unit_bps: float = rate(1e6)
     """R_unit: granularity of rates written to a real limiter."""
-    gd: float = 1 / 128
+    gd: float = plain(1 / 128)
     """Gd: CR *= 1 - Gd * QntzFb on a CNM (at most a ~50 % cut)."""
-    bc_limit_bytes: int = 150_000
+    bc_limit_bytes: int = volume(150_000)
     """BC_LIMIT: bytes in one byte-counter cycle (100 frames of 1500 B)."""
-    timer_s: float = 0.015
+    timer_s: float = seconds(0.015)
     """TIMER_PERIOD: length of one timer cycle."""
-    r_ai_bps: float = 5e6
+    r_ai_bps: float = rate(5e6)
     """R_AI: target-rate step in active increase (seed 003: 3 Mb/s; 2-QCN of seed 000: 25 Mb/s)."""
-    r_hai_bps: float = 50e6
+    r_hai_bps: float = rate(50e6)
     """R_HAI: target-rate step unit in hyper-active increase."""
-    fast_recovery_th: int = 5
+    fast_recovery_th: int = plain(5)
     """FAST_RECOVERY_TH: fast-recovery cycles before active increase."""
-    jitter: float = 0.15
+    jitter: float = plain(0.15)
     """Byte-counter and timer cycles are drawn uniformly within +/- this fraction."""
-    hai_min_frames: int = 500
+    hai_min_frames: int = volume(500)
     """Frames that must be sent since the last CNM before hyper-active increase."""
     timer_enabled: bool = True
     """False for 2-QCN: the byte counter alone clocks the cycles."""
@@ -289,7 +290,7 @@ class RpParams:
     """Halve byte-counter and timer cycles after fast recovery (False for 2-QCN)."""
     fb_hat: bool = False
     """Seed 000's Fb-hat cycle shrinking: 50-frame cycles while Fb-hat <= 1, else 100."""
-    frame_bytes: int = SEED_FRAME_BYTES
+    frame_bytes: int = size(SEED_FRAME_BYTES)
     """Frame size the Fb-hat variant counts cycles in."""
     positive_reinforcement: bool = False
     """Seed 003's three-point QCN: a CNM with QntzFb 0 (a reflection point saw Fb = 0)
@@ -298,15 +299,15 @@ class RpParams:
     """The reaction point's scheme: a name of :data:`SCHEMES` (qcn, 2-qcn, timer-qcn, ecm)."""
     adaptive_timer: bool = False
     """Seed 004's adaptive timer: the timer period T moves with the feedback (below)."""
-    timer_expiry_factor: float = 0.9
+    timer_expiry_factor: float = plain(0.9)
     """Adaptive timer, the c of seed 004: after a cycle ends by expiry, T = T * c - a."""
-    timer_expiry_step_s: float = 0.0
+    timer_expiry_step_s: float = seconds(0.0)
     """Adaptive timer, the a of seed 004 (seconds)."""
-    timer_cnm_factor: float = 1.25
+    timer_cnm_factor: float = plain(1.25)
     """Adaptive timer, the d of seed 004: on a CNM before expiry, T = T * d + b."""
-    timer_cnm_step_s: float = 0.0
+    timer_cnm_step_s: float = seconds(0.0)
     """Adaptive timer, the b of seed 004 (seconds)."""
-    adaptive_timer_span: float = 4.0
+    adaptive_timer_span: float = plain(4.0)
     """Adaptive timer: T stays within [timer_s / span, timer_s * span]."""
     scheme_params: tuple[SchemeParams, ...] = ()
     """The schemes' own parameters (:class:`SchemeParams`) that differ from their defaults,
@@ -388,17 +389,17 @@ ECM_SAMPLE_PROBABILITY = 0.05
 class EcmParams(SchemeParams):
     """ECM's own parameters (seed 004; ``[rp.ecm]``)."""
 
-    gi: float = 0.53333
+    gi: float = plain(0.53333)
     """Gi: r += Gi * Fb * Ru on Fb > 0 (seed 004; 0.0053333 stability-adjusted)."""
-    gd: float = 0.00026667
+    gd: float = plain(0.00026667)
     """Gd: r *= 1 - Gd * |Fb| on Fb < 0 (Gd * fb_max = 1/2, as QCN's largest cut)."""
-    ru_bps: float = 1e6
+    ru_bps: float = rate(1e6)
     """Ru: the rate unit of the increase on Fb > 0."""
-    rd_bps: float = 1e6
+    rd_bps: float = rate(1e6)
     """Rd: the drift, added every Td without a message."""
-    td_s: float = 1e-3
+    td_s: float = seconds(1e-3)
     """Td: the drift period."""
-    fb_max: float = 1875.0
+    fb_max: float = plain(1875.0)
     """The |Fb| that QntzFb 63 stands for, in seed 004's queue unit (64-byte pages):
     (2W + 1) * Qeq = 5 * 375.  The CP quantises in its own unit; this turns QntzFb back
     into the seed's Fb, so Gi and Gd keep seed 004's values."""

@@ -114,7 +114,15 @@ from qcn.core.flows import (
     expected_flows,
     size_distribution,
 )
-from qcn.core.params import PORT_CP_FIELDS, CpParams, ParamError, QcnParams
+from qcn.core.params import (
+    PORT_CP_FIELDS,
+    CpParams,
+    ParamError,
+    QcnParams,
+    RpParams,
+    scheme_def,
+    scheme_names,
+)
 from qcn.core.tomlfile import read_toml
 from qcn.core.topology import (
     CP_MODES,
@@ -128,6 +136,7 @@ from qcn.core.topology import (
     is_generator_spec,
 )
 from qcn.core.topology import load as load_topology
+from qcn.core.units import UNIT, Unit, plain, rate, scaled_fields, seconds, size, volume
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 Pattern = Literal["bernoulli", "constant", "onoff", "tcp", "udp", "flows"]
@@ -146,20 +155,20 @@ class ScenarioError(QcnError, ValueError):
 
 @dataclass(frozen=True)
 class Network:
-    sources: int = 10
-    line_rate_bps: float = 10e9
-    bottleneck_rate_bps: float = 10e9
-    rtt_s: float = 40e-6
-    buffer_pkts: int = 100
-    frame_bytes: int = 1500
+    sources: int = plain(10)
+    line_rate_bps: float = rate(10e9)
+    bottleneck_rate_bps: float = rate(10e9)
+    rtt_s: float = seconds(40e-6)
+    buffer_pkts: int = size(100)
+    frame_bytes: int = size(1500)
     topology: str = "single"
     """A generator (``single``, ``multihop``, ``parking-lot:H``, ``leaf-spine:S,L,H``,
     ``fat-tree:K``, ``hpcc-fat-tree``) or a topology file (qcn.core.topology)."""
-    fabric_rate_bps: float = 0.0
+    fabric_rate_bps: float = rate(0.0)
     """leaf-spine: the leaf-spine links; the fat-trees: every link between switches (0: line
     rate); multihop: the s1-s2 link (0: the faster of the line and innocent rates)."""
-    innocent_sources: int = 0
-    innocent_rate_bps: float = 40e9
+    innocent_sources: int = plain(0)
+    innocent_rate_bps: float = rate(40e9)
     cp_ports: str = ""
     """Which egress ports run a CP: "congestible", "all", "none"; "": the topology's own
     choice (every port that can congest; seed 001's hot spot alone for multihop)."""
@@ -167,11 +176,11 @@ class Network:
     """Ports ("s1:3") that run a CP besides."""
     cp_off: tuple[str, ...] = ()
     """Ports that do not."""
-    file_rate_scale: float = 1.0
+    file_rate_scale: float = plain(1.0)
     """The rates a topology file gives its links are multiplied by this (1: as the file
     says).  BMv2's scaling leaves it: a file's rates are the network's own, scaled once
     by whoever wrote them (a link without a rate takes ``line_rate_bps``, which scales)."""
-    file_time_scale: float = 1.0
+    file_time_scale: float = plain(1.0)
     """The delays a topology file gives its links are multiplied by this (1: as it says)."""
     port_service: PortService = "bytes"
     """How a port serves its frames: "bytes", as an Ethernet port (each frame on the wire for
@@ -184,34 +193,34 @@ class Network:
     (each input may hold its link's ``buffer_pkts`` frames in the switch; no output queue
     limit), an input above ``pause_hi_bytes`` pauses its upstream sender (a source or a
     switch port), below ``pause_lo_bytes`` resumes it (simulator: docs/topology.md)."""
-    pause_hi_bytes: int = 130_000
-    pause_lo_bytes: int = 110_000
+    pause_hi_bytes: int = size(130_000)
+    pause_lo_bytes: int = size(110_000)
 
 
 @dataclass(frozen=True)
 class Workload:
     pattern: Pattern = "bernoulli"
-    max_rate_bps: float = 10e9
-    stagger_s: float = 0.0
-    onoff_sources: tuple[int, ...] = ()
-    mean_on_s: float = 0.020
-    mean_off_s: float = 0.020
-    hotspot_start_s: float = 0.0
-    hotspot_duration_s: float = 0.0
-    hotspot_period_s: float = 0.0
+    max_rate_bps: float = rate(10e9)
+    stagger_s: float = seconds(0.0)
+    onoff_sources: tuple[int, ...] = plain(())
+    mean_on_s: float = seconds(0.020)
+    mean_off_s: float = seconds(0.020)
+    hotspot_start_s: float = seconds(0.0)
+    hotspot_duration_s: float = seconds(0.0)
+    hotspot_period_s: float = seconds(0.0)
     """> 0: the hot-spot episode repeats every period, as long as one fits in the run."""
     flow_sizes: str = "seed003"
     """flows: the size distribution (qcn.core.flows.size_distribution)."""
-    load: float = 0.8
+    load: float = plain(0.8)
     """flows: what the sources offer together, as a fraction of the bottleneck's initial
     rate, counting the flows' bytes (as HPCC's traffic generator; headers come on top)."""
-    ipc_fraction: float = 0.5
+    ipc_fraction: float = plain(0.5)
     """flows, seed003: the share of flows that are IPC (the seed gives none)."""
-    flow_size_scale: float = 1.0
+    flow_size_scale: float = volume(1.0)
     """flows: drawn sizes are multiplied by this (BMv2's scaling sets it to k * tau)."""
-    drain_fraction: float = 0.0
+    drain_fraction: float = plain(0.0)
     """flows: no flow starts in this last fraction of the run, so the last ones can finish."""
-    rto_s: float = 1e-3
+    rto_s: float = seconds(1e-3)
     """flows: a lost frame is sent again this long after it was sent."""
     transport: str = "frames"
     """flows: "frames", acknowledged datagrams sent again after ``rto_s`` (both backends,
@@ -262,38 +271,22 @@ class Bmv2Scale:
     set: dict[str, Any] = field(default_factory=dict)
 
 
-#: Scenario fields (dotted) that are rates, times and byte counts, for Bmv2Scale.
-RATE_FIELDS = (
-    "network.line_rate_bps",
-    "network.bottleneck_rate_bps",
-    "network.fabric_rate_bps",
-    "network.innocent_rate_bps",
-    "workload.max_rate_bps",
-    "qcn.rp.line_rate_bps",
-    "qcn.rp.min_rate_bps",
-    "qcn.rp.rate_unit_bps",
-    "qcn.rp.r_ai_bps",
-    "qcn.rp.r_hai_bps",
-    "qcn.rp.ecm.ru_bps",
-    "qcn.rp.ecm.rd_bps",
-)
-TIME_FIELDS = (
-    "duration_s",
-    "network.rtt_s",
-    "workload.stagger_s",
-    "workload.mean_on_s",
-    "workload.mean_off_s",
-    "workload.hotspot_start_s",
-    "workload.hotspot_duration_s",
-    "workload.hotspot_period_s",
-    "workload.rto_s",
-    "qcn.rp.timer_s",
-    "qcn.rp.timer_expiry_step_s",
-    "qcn.rp.timer_cnm_step_s",
-    "qcn.rp.ecm.td_s",
-)
-BYTE_FIELDS = ("qcn.rp.bc_limit_bytes", "qcn.rp.hai_min_frames")
-"""Byte and frame counts: they scale by rate_scale * time_scale."""
+def unit_roots() -> dict[str, type[Any]]:
+    """The dataclasses whose fields a scenario's dict holds, by dotted prefix (every
+    registered scheme's parameters included), for :func:`fields_in`."""
+    roots: dict[str, type[Any]] = {"": Scenario, "network": Network, "workload": Workload}
+    roots |= {"qcn.cp": CpParams, "qcn.rp": RpParams}
+    for name in scheme_names():  # (read through the module: a test registers its own)
+        own = scheme_def(name).params
+        if own is not None:
+            roots[f"qcn.rp.{name}"] = own
+    return roots
+
+
+def fields_in(unit: Unit) -> tuple[str, ...]:
+    """The scenario's fields (dotted) declared in ``unit`` (qcn.core.units): what BMv2
+    scaling multiplies by the rate scale (RATE), the time scale (TIME) or both (VOLUME)."""
+    return scaled_fields(unit_roots(), unit)
 
 
 @dataclass(frozen=True)
@@ -301,7 +294,7 @@ class Scenario:
     name: str
     seed: str
     title: str
-    duration_s: float
+    duration_s: float = field(metadata={UNIT: Unit.TIME})  # (no default: mypy reads field())
     params: QcnParams
     network: Network = field(default_factory=Network)
     workload: Workload = field(default_factory=Workload)
@@ -505,7 +498,6 @@ class Scenario:
         k, tau = self.bmv2.rate_scale, self.bmv2.time_scale
         data = self.to_dict()
         _scale_fields(data, k, tau)
-        data["workload"]["flow_size_scale"] *= k * tau
         for change in data["schedule"]:
             change["at_s"] *= tau
             change["bottleneck_rate_bps"] *= k
@@ -551,21 +543,24 @@ def _scale_fields(data: dict[str, Any], k: float, tau: float, prefix: str = "") 
     """Scale the rates (by ``k``), times (by ``tau``) and byte counts (by both) of a
     scenario's dict in place, those under ``prefix`` only (:class:`Bmv2Scale`)."""
 
-    def scale(dotted: str, factor: float, kind: type = float) -> None:
+    def scale(dotted: str, factor: float) -> None:
         if not dotted.startswith(prefix):
             return
         *path, last = dotted.split(".")
         node = data
         for key in path:
-            node = node[key]
-        node[last] = kind(round(node[last] * factor)) if kind is int else node[last] * factor
+            node = node.get(key, {})  # (a scheme's table the dict does not hold)
+        value = node.get(last)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            node[last] = round(value * factor) if isinstance(value, int) else value * factor
+        # (a list, the CP's sampling intervals, is scaled below with its floor)
 
-    for name in RATE_FIELDS:
+    for name in fields_in(Unit.RATE):
         scale(name, k)
-    for name in TIME_FIELDS:
+    for name in fields_in(Unit.TIME):
         scale(name, tau)
-    for name in BYTE_FIELDS:
-        scale(name, k * tau, int)
+    for name in fields_in(Unit.VOLUME):
+        scale(name, k * tau)
     cp, rp = data["qcn"]["cp"], data["qcn"]["rp"]
     cp["sample_intervals_bytes"] = [
         max(64, round(n * k * tau)) for n in cp["sample_intervals_bytes"]
