@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,78 +31,6 @@ SIM_SAMPLE_INTERVAL_S = 1e-3
 """The simulator's trace sampling, in the scenario's own time."""
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    """How a scenario runs, whichever the backend (each field says which uses it)."""
-
-    qcn: bool = True
-    """False: the same run without QCN (the CP never samples, no reaction point runs)."""
-    seed: int = 1
-    """The random seed: sim, the whole run's (same seed, same trace); mininet, the flows
-    workload's flows (the same as the simulator's for the same seed)."""
-    scaled_by: float | None = None
-    """sim: the time scale the scenario was scaled for BMv2 by (None: not scaled); the
-    simulator then models BMv2's run (samples as often in BMv2's time, the CP judges
-    departing frames)."""
-    cli: bool = False
-    """mininet: hand the running network to the Mininet CLI instead of measuring."""
-    sample_hz: float = 100.0
-    """mininet: queue samples per second."""
-    realtime_switch: bool = True
-    """mininet: the switches under SCHED_FIFO where the machine allows it."""
-    inject_stalls: tuple[float, float] | None = None
-    """mininet: (stall, period) in seconds, stalls of the switch made on purpose."""
-    pcap: bool = False
-    """mininet: capture the CP port and one source's port."""
-    say: Callable[[str], None] = print
-    """mininet: where progress lines go."""
-    sim_progress: Callable[[float, float], None] | None = None
-    """sim: called with (simulated time, duration) as the run advances."""
-    sim_partial: Callable[[Trace], None] | None = None
-    """sim: given the trace as far as it got when the run is interrupted or fails (a Mininet
-    experiment writes its own partial CSVs)."""
-    live: LiveFeed | None = None
-    """Both: the feed of a live view (qcn.core.live), which the run fills as it measures
-    and whose knobs it applies (sim: paced to the feed's speed)."""
-
-    def recorded(self) -> dict[str, Any]:
-        """The options that decide a run's result, as its provenance.json keeps them."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in RECORDED}
-
-    @classmethod
-    def from_recorded(cls, run: Any, backend: Backend) -> RunOptions:
-        """The options :meth:`recorded` kept (``qcn run --again``), each checked as the
-        command line checks it: a ScenarioError names the first that is not (a tampered
-        ``scaled_by = -25`` made a rerun's sampling grow past 11 GB)."""
-        if not isinstance(run, dict):
-            raise ScenarioError("run: not a table of options")
-        unknown = sorted(set(run) - set(RECORDED), key=str)
-        missing = [k for k in RECORDED if k not in run]
-        if unknown or missing:
-            raise ScenarioError(
-                f"run: {'unknown option ' + repr(unknown[0]) if unknown else 'no ' + missing[0]}"
-                f" (a run records {', '.join(RECORDED)})"
-            )
-        for name, (fits, expected) in _RECORDED_CHECKS.items():
-            if not fits(run[name]):
-                raise ScenarioError(f"run.{name} = {run[name]!r}: expected {expected}")
-        for name in ("inject_stalls", "pcap"):
-            if run[name] and backend != "mininet":
-                raise ScenarioError(f"run.{name}: only a Mininet run has it (this was {backend})")
-        stalls = run["inject_stalls"]
-        return cls(
-            qcn=run["qcn"],
-            seed=run["seed"],
-            scaled_by=None if run["scaled_by"] is None else float(run["scaled_by"]),
-            sample_hz=float(run["sample_hz"]),
-            realtime_switch=run["realtime_switch"],
-            inject_stalls=None if stalls is None else (float(stalls[0]), float(stalls[1])),
-            pcap=run["pcap"],
-        )
-
-
-#: RunOptions' fields that decide a run's result (the rest say how to show it).
-RECORDED = ("qcn", "seed", "scaled_by", "sample_hz", "realtime_switch", "inject_stalls", "pcap")
 MAX_SAMPLE_HZ = 1000.0
 """--sample-hz's bound (queue samples per second on BMv2)."""
 MAX_STALL_PERIOD_S = 60.0
@@ -122,22 +50,115 @@ def _stalls(x: Any) -> bool:
     return x is None or (isinstance(x, list | tuple) and len(x) == 2 and stalls_fit(*x))
 
 
-#: What each recorded option may be: the command line's types and bounds.
-_RECORDED_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "qcn": (lambda x: isinstance(x, bool), "true or false"),
-    "seed": (lambda x: isinstance(x, int) and not isinstance(x, bool), "a whole number"),
-    "scaled_by": (
+def _boolean(x: Any) -> bool:
+    return isinstance(x, bool)
+
+
+RECORD = "recorded"
+"""RunOptions field metadata: how provenance.json's value of a field that decides a run's
+result is checked (``qcn run --again``): (fits, what it expects); None for a field that
+only says how to show or follow a run."""
+
+
+def decides_result(default: Any, fits: Callable[[Any], bool], expected: str) -> Any:
+    """A RunOptions field that decides the run's result: kept in provenance.json, and
+    checked when read back as the command line checks it."""
+    return field(default=default, metadata={RECORD: (fits, expected)})
+
+
+def shown_only(default: Any) -> Any:
+    """A RunOptions field that only says how to show or follow the run."""
+    return field(default=default, metadata={RECORD: None})
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a scenario runs, whichever the backend (each field says which uses it)."""
+
+    qcn: bool = decides_result(True, _boolean, "true or false")
+    """False: the same run without QCN (the CP never samples, no reaction point runs)."""
+    seed: int = decides_result(
+        1, lambda x: isinstance(x, int) and not isinstance(x, bool), "a whole number"
+    )
+    """The random seed: sim, the whole run's (same seed, same trace); mininet, the flows
+    workload's flows (the same as the simulator's for the same seed)."""
+    scaled_by: float | None = decides_result(
+        None,
         lambda x: x is None or (_number(x) and 0 < x <= MAX_TIME_SCALE),
         f"null or a time scale in (0, {MAX_TIME_SCALE:g}]",
-    ),
-    "sample_hz": (lambda x: _number(x) and 0 < x <= MAX_SAMPLE_HZ, f"in (0, {MAX_SAMPLE_HZ:g}]"),
-    "realtime_switch": (lambda x: isinstance(x, bool), "true or false"),
-    "inject_stalls": (
+    )
+    """sim: the time scale the scenario was scaled for BMv2 by (None: not scaled); the
+    simulator then models BMv2's run (samples as often in BMv2's time, the CP judges
+    departing frames)."""
+    cli: bool = shown_only(False)
+    """mininet: hand the running network to the Mininet CLI instead of measuring."""
+    sample_hz: float = decides_result(
+        100.0, lambda x: _number(x) and 0 < x <= MAX_SAMPLE_HZ, f"in (0, {MAX_SAMPLE_HZ:g}]"
+    )
+    """mininet: queue samples per second."""
+    realtime_switch: bool = decides_result(True, _boolean, "true or false")
+    """mininet: the switches under SCHED_FIFO where the machine allows it."""
+    inject_stalls: tuple[float, float] | None = decides_result(
+        None,
         _stalls,
         f"null or [STALL_S, PERIOD_S] with 0 < STALL_S < PERIOD_S <= {MAX_STALL_PERIOD_S:g}",
-    ),
-    "pcap": (lambda x: isinstance(x, bool), "true or false"),
-}
+    )
+    """mininet: (stall, period) in seconds, stalls of the switch made on purpose."""
+    pcap: bool = decides_result(False, _boolean, "true or false")
+    """mininet: capture the CP port and one source's port."""
+    say: Callable[[str], None] = shown_only(print)
+    """mininet: where progress lines go."""
+    sim_progress: Callable[[float, float], None] | None = shown_only(None)
+    """sim: called with (simulated time, duration) as the run advances."""
+    sim_partial: Callable[[Trace], None] | None = shown_only(None)
+    """sim: given the trace as far as it got when the run is interrupted or fails (a Mininet
+    experiment writes its own partial CSVs)."""
+    live: LiveFeed | None = shown_only(None)
+    """Both: the feed of a live view (qcn.core.live), which the run fills as it measures
+    and whose knobs it applies (sim: paced to the feed's speed)."""
+
+    def recorded(self) -> dict[str, Any]:
+        """The options that decide a run's result, as its provenance.json keeps them."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.metadata[RECORD]}
+
+    @classmethod
+    def from_recorded(cls, run: Any, backend: Backend) -> RunOptions:
+        """The options :meth:`recorded` kept (``qcn run --again``), each checked as the
+        command line checks it: a ScenarioError names the first that is not (a tampered
+        ``scaled_by = -25`` made a rerun's sampling grow past 11 GB)."""
+        if not isinstance(run, dict):
+            raise ScenarioError("run: not a table of options")
+        unknown = sorted(set(run) - set(RECORDED), key=str)
+        missing = [k for k in RECORDED if k not in run]
+        if unknown or missing:
+            raise ScenarioError(
+                f"run: {'unknown option ' + repr(unknown[0]) if unknown else 'no ' + missing[0]}"
+                f" (a run records {', '.join(RECORDED)})"
+            )
+        for f in fields(cls):
+            if f.metadata[RECORD] is None:
+                continue
+            name, (fits, expected) = f.name, f.metadata[RECORD]
+            if not fits(run[name]):
+                raise ScenarioError(f"run.{name} = {run[name]!r}: expected {expected}")
+        for name in ("inject_stalls", "pcap"):
+            if run[name] and backend != "mininet":
+                raise ScenarioError(f"run.{name}: only a Mininet run has it (this was {backend})")
+        stalls = run["inject_stalls"]
+        return cls(
+            qcn=run["qcn"],
+            seed=run["seed"],
+            scaled_by=None if run["scaled_by"] is None else float(run["scaled_by"]),
+            sample_hz=float(run["sample_hz"]),
+            realtime_switch=run["realtime_switch"],
+            inject_stalls=None if stalls is None else (float(stalls[0]), float(stalls[1])),
+            pcap=run["pcap"],
+        )
+
+
+#: RunOptions' fields that decide a run's result, as their declarations say (the rest say
+#: how to show or follow it).
+RECORDED = tuple(f.name for f in fields(RunOptions) if f.metadata[RECORD] is not None)
 
 
 def mininet_missing() -> str:

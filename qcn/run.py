@@ -149,6 +149,7 @@ def register(sub: Any) -> None:
     add_params(p)
     add_scale(p)
     p.set_defaults(func=_run)
+    p.set_defaults(option_defaults=_option_defaults(p))
 
 
 @dataclass(frozen=True)
@@ -407,26 +408,29 @@ def _fresh(args: argparse.Namespace) -> Prepared:
     return Prepared(sc, backend, why, options, overrides)
 
 
+AGAIN_KEEPS = frozenset(
+    {"again", "with_changed_inputs", "out", "force", "quiet", "live", "live_speed", "live_port"}
+)
+"""The options of ``qcn run`` that say where its results go and how it is shown, which
+``--again`` takes beside the run it reruns.  Every other option, one added later too,
+changes what runs: given with ``--again`` it is refused (which would win?)."""
+
+
+def _option_defaults(p: argparse.ArgumentParser) -> dict[str, Any]:
+    """Each option's destination and its default, "not given" (:func:`_again_conflicts`)."""
+    given, _ = p.parse_known_args([])
+    return {dest: value for dest, value in vars(given).items() if dest != "func"}
+
+
 def _again_conflicts(args: argparse.Namespace) -> list[str]:
-    """What the command line gave of what ``--again`` takes from the results it reruns
-    (giving both is an error: which would win?)."""
-    given = {
-        "a scenario": bool(args.scenario),
-        "--set": bool(args.set),
-        "--params": args.params is not None,
-        "--duration": args.duration is not None,
-        "--seed": args.seed is not None,  # (--seed 1 too: it is not ignored)
-        "--backend": args.backend is not None,  # (--backend auto too: not ignored)
-        "--no-qcn": args.no_qcn,
-        "--scaled": args.scaled,
-        "--cli": args.cli,
-        "--sample-hz": args.sample_hz is not None,
-        "--switch-scheduling": args.switch_scheduling is not None,
-        "--inject-stalls": args.inject_stalls is not None,
-        "--pcap": args.pcap,
-        "--scale": args.scale is not None,
-    }
-    return [flag for flag, on in given.items() if on]
+    """What the command line gave besides :data:`AGAIN_KEEPS`: what ``--again`` takes from
+    the results it reruns (a default given on purpose counts: ``--seed 1`` is not
+    ignored)."""
+    return [
+        "a scenario" if dest == "scenario" else "--" + dest.replace("_", "-")
+        for dest, default in args.option_defaults.items()
+        if dest not in AGAIN_KEEPS and getattr(args, dest) != default
+    ]
 
 
 def _again(args: argparse.Namespace) -> Prepared:

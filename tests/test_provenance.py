@@ -3,18 +3,22 @@ and provenance.json, everything else a rerun needs; `qcn run --again DIR` reruns
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from qcn import backends
+from qcn import run as run_command
 from qcn.cli import main
 from qcn.core import provenance
 from qcn.core import scenario as scenarios
 from qcn.core.provenance import PROVENANCE_FILE, RUN_FILE, RUN_ITSELF_KEYS
+from qcn.run import AGAIN_KEEPS
 from qcn.sweep import Store, make_points, run_point
 
 #: A short transient with a hot spot in it, so the reaction points have work to do.
@@ -94,7 +98,9 @@ def test_again_reruns_a_scaled_simulation_as_it_ran(tmp_path: Path) -> None:
     [
         (["transient"], "give none of a scenario"),
         (["--seed", "4"], "give none of --seed"),
-        (["--set", "qcn.cp.w=4", "--no-qcn"], "give none of --set, --no-qcn"),
+        (["--set", "qcn.cp.w=4", "--no-qcn"], "give none of --no-qcn, --set"),
+        (["--scale", "own"], "give none of --scale"),
+        (["--params", "p.toml"], "give none of --params"),
         # Each the default's value: it was ignored without a word.
         (["--sample-hz", "100"], "give none of --sample-hz"),
         (["--backend", "auto"], "give none of --backend"),
@@ -106,6 +112,26 @@ def test_again_refuses_what_it_would_override(
 ) -> None:
     assert main(["run", "--again", str(tmp_path), *extra]) == 2
     assert expected in capsys.readouterr().err
+
+
+def test_every_run_option_is_declared_for_again_and_provenance() -> None:
+    """Each of qcn run's options is one --again takes along (AGAIN_KEEPS) or one it
+    refuses, with nothing to keep in step by hand; each RunOptions field says whether
+    provenance.json records it, and those it records are what a rerun reads back."""
+    sub = argparse.ArgumentParser().add_subparsers()
+    run_command.register(sub)
+    run_parser = sub.choices["run"]
+    defaults = run_parser.get_default("option_defaults")
+    assert set(defaults) > AGAIN_KEEPS  # (no stale name in it)
+    flags = run_parser.format_usage()
+    for dest in set(defaults) - AGAIN_KEEPS:
+        assert dest == "scenario" or "--" + dest.replace("_", "-") in flags, dest
+    assert all(backends.RECORD in f.metadata for f in fields(backends.RunOptions))
+    assert backends.RECORDED == (
+        "qcn", "seed", "scaled_by", "sample_hz", "realtime_switch", "inject_stalls", "pcap",
+    )  # fmt: skip
+    options = backends.RunOptions(seed=7, sample_hz=50.0, pcap=True)
+    assert backends.RunOptions.from_recorded(options.recorded(), "mininet") == options
 
 
 def test_again_on_results_without_provenance_is_one_line(
