@@ -455,37 +455,43 @@ struct Frame {
   Tag tag;
 };
 
-/// A FIFO of frames (a ring buffer that grows).
-struct Fifo {
-  std::vector<Frame> buf;
+/// A FIFO that grows (a ring buffer): a port's frames, a source's flows in turn (Python's
+/// deque in simulator/engine.py, with rotate(-1) as pop_front + push_back).
+template <typename T, size_t MinCapacity>
+struct Ring {
+  std::vector<T> buf;
   size_t head = 0, n = 0;
   size_t size() const { return n; }
   bool empty() const { return n == 0; }
-  Frame& front() { return buf[head]; }
-  void push_back(const Frame& f) {
+  T& front() { return buf[head]; }
+  const T& operator[](size_t i) const { return buf[slot(i)]; }
+  void push_back(const T& v) {
     if (n == buf.size()) grow();
-    size_t at = head + n;
-    if (at >= buf.size()) at -= buf.size();
-    buf[at] = f;
+    buf[slot(n)] = v;
     n++;
   }
-  Frame pop_front() {
-    Frame f = buf[head];
+  T pop_front() {
+    T v = buf[head];
     if (++head == buf.size()) head = 0;
     n--;
-    return f;
+    return v;
+  }
+  void rotate_left() { push_back(pop_front()); }
+
+ private:
+  size_t slot(size_t i) const {
+    size_t at = head + i;
+    return at >= buf.size() ? at - buf.size() : at;
   }
   void grow() {
-    std::vector<Frame> bigger(std::max<size_t>(16, buf.size() * 2));
-    for (size_t i = 0; i < n; i++) {
-      size_t at = head + i;
-      if (at >= buf.size()) at -= buf.size();
-      bigger[i] = buf[at];
-    }
+    std::vector<T> bigger(std::max<size_t>(MinCapacity, buf.size() * 2));
+    for (size_t i = 0; i < n; i++) bigger[i] = buf[slot(i)];
     buf.swap(bigger);
     head = 0;
   }
 };
+
+using Fifo = Ring<Frame, 16>;
 
 struct Port {
   double rate_bps = 0;
@@ -523,37 +529,7 @@ struct Route {
   double ack_after_depart_s = 0;
 };
 
-/// A Python deque of flow ids, with rotate(-1) as popleft + append.
-struct IdDeque {
-  std::vector<int32_t> buf;
-  size_t head = 0, n = 0;
-  size_t size() const { return n; }
-  bool empty() const { return n == 0; }
-  int32_t operator[](size_t i) const {
-    size_t at = head + i;
-    if (at >= buf.size()) at -= buf.size();
-    return buf[at];
-  }
-  void push_back(int32_t v) {
-    if (n == buf.size()) {
-      std::vector<int32_t> bigger(std::max<size_t>(8, buf.size() * 2));
-      for (size_t i = 0; i < n; i++) bigger[i] = (*this)[i];
-      buf.swap(bigger);
-      head = 0;
-    }
-    size_t at = head + n;
-    if (at >= buf.size()) at -= buf.size();
-    buf[at] = v;
-    n++;
-  }
-  int32_t pop_front() {
-    int32_t v = buf[head];
-    if (++head == buf.size()) head = 0;
-    n--;
-    return v;
-  }
-  void rotate_left() { push_back(pop_front()); }
-};
+using IdDeque = Ring<int32_t, 8>;
 
 struct Source {
   bool has_rules = false;
