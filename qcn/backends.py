@@ -196,12 +196,22 @@ def choose_backend(requested: str) -> tuple[Backend, str]:
 
 def mininet_experiment(pattern: str) -> Any:
     """The Mininet experiment that adds ``pattern``'s traffic to the one run script (the
-    topology is the scenario's data: no experiment is chosen by it)."""
+    topology is the scenario's data: no experiment is chosen by it): the flows workload,
+    iperf3's, or the hosts' sources (each pattern ``qcn rp send`` declares).  Any other is
+    refused in one line (it went to the sources, which refused it on each host once the
+    network was up)."""
+    from reaction_point.sources import PATTERNS as SOURCE_PATTERNS  # noqa: PLC0415
     from topologies.experiment import FlowsExperiment, StreamExperiment  # noqa: PLC0415
     from topologies.iperf import IperfExperiment  # noqa: PLC0415
 
     traffic = {"flows": FlowsExperiment, "tcp": IperfExperiment, "udp": IperfExperiment}
-    return traffic.get(pattern, StreamExperiment)
+    traffic |= {name: StreamExperiment for name in SOURCE_PATTERNS}
+    if pattern not in traffic:
+        raise ScenarioError(
+            f"the Mininet backend has no traffic pattern {pattern!r} (it runs "
+            f"{', '.join(sorted(traffic))})"
+        )
+    return traffic[pattern]
 
 
 def check_engine(backend: Backend) -> None:
@@ -220,12 +230,17 @@ def sim_sample_interval_s(options: RunOptions) -> float:
 
 
 def check_fits(sc: Scenario, backend: Backend, options: RunOptions) -> None:
-    """A simulation this machine's memory cannot hold, refused before a command writes or
-    starts anything (simulator.engine.memory_estimate_bytes)."""
-    if backend == "sim":
-        from simulator.engine import check_memory  # noqa: PLC0415
+    """A scenario the backend does not run (its traffic pattern: each engine and Mininet
+    declare theirs), or a simulation this machine's memory cannot hold, refused before a
+    command writes or starts anything (simulator.engine.memory_estimate_bytes)."""
+    if backend == "mininet":
+        mininet_experiment(sc.workload.pattern)
+        return
+    from simulator.compiled import check_runs  # noqa: PLC0415
+    from simulator.engine import check_memory  # noqa: PLC0415
 
-        check_memory(sc, sim_sample_interval_s(options))
+    check_runs(sc)
+    check_memory(sc, sim_sample_interval_s(options))
 
 
 def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions) -> Trace:

@@ -24,6 +24,7 @@ import socket
 import struct
 import sys
 import time
+import typing
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,6 +38,8 @@ ETH_IP_UDP_HEADERS = 14 + 20 + 8
 SEQUENCE = struct.Struct("!Q")
 """The first payload bytes of every frame: its sequence number from this source, from 0."""
 Pattern = Literal["constant", "bernoulli", "onoff"]
+PATTERNS: tuple[Pattern, ...] = typing.get_args(Pattern)
+"""The patterns a host's source sends (the Mininet backend runs a scenario's by them)."""
 MAX_DURATION_S = 7 * 24 * 3600.0
 STALL_S = 0.005
 """A sleep that overruns by more than this (and a frame time) was the process not being run:
@@ -243,7 +246,7 @@ def add_send_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--pattern",
-        choices=["constant", "bernoulli", "onoff"],
+        choices=PATTERNS,
         default="constant",
         help="constant rate, Bernoulli slots at the line rate, or on/off periods "
         "(default: %(default)s)",

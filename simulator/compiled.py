@@ -33,10 +33,10 @@ from qcn.core.errors import QcnError
 from qcn.core.flows import FlowArrival, FlowRecord, flow_frames, ideal_fct_s
 from qcn.core.live import LiveRow
 from qcn.core.params import EcmParams, RpParams
-from qcn.core.scenario import Scenario
+from qcn.core.scenario import Scenario, ScenarioError
 from qcn.core.trace import Trace
 from reaction_point.rules import EcmRules, QcnRules, TimerQcnRules, TwoQcnRules, rules_class
-from simulator.engine import Route, Simulation, port_stream_names
+from simulator.engine import Route, Simulation, pattern_refusal, port_stream_names
 
 CORE_SOURCE = Path(__file__).with_name("_core.cpp")
 
@@ -173,8 +173,15 @@ def core_status() -> str:
     )
 
 
+PATTERNS = ("bernoulli", "constant", "onoff", "flows")
+"""The traffic patterns the core generates (simulator/_core.cpp); a pattern the Python
+engine declares and the core does not runs there (``auto``) or is refused (``compiled``)."""
+
+
 def unsupported(scenario: Scenario) -> str | None:
     """Why the core cannot run ``scenario`` (None: it can)."""
+    if scenario.workload.pattern not in PATTERNS:
+        return f"the compiled core has no traffic pattern {scenario.workload.pattern!r}"
     rp = scenario.params.rp
     try:
         kind = rules_class(rp.scheme)
@@ -202,6 +209,21 @@ def check_engine() -> None:
     engine, or ``compiled`` with no usable core (an EngineError, one line)."""
     if engine_choice() == "compiled" and CORE_MISSING is not None:
         raise EngineError(f"{ENGINE_ENV}=compiled: {core_unusable()}")
+
+
+def check_runs(scenario: Scenario) -> None:
+    """Refuse, before a command writes anything, a scenario the chosen engine would refuse
+    at its start (:func:`make_simulation`): one line."""
+    choice = engine_choice()
+    core_runs = CORE_MISSING is None and unsupported(scenario) is None
+    if choice != "python" and core_runs:
+        return
+    if choice == "compiled":
+        cannot = core_unusable() if CORE_MISSING is not None else unsupported(scenario)
+        raise EngineError(f"{ENGINE_ENV}=compiled: {cannot}")
+    refused = pattern_refusal(scenario)
+    if refused:
+        raise ScenarioError(refused)
 
 
 def core_unusable() -> str:

@@ -101,7 +101,7 @@ from qcn.core.flows import (
 )
 from qcn.core.live import QNTZ_LEVELS, LiveRow
 from qcn.core.params import PAUSE_QUANTA_MAX, PAUSE_QUANTUM_BITS, QueueDepth, QueueUnit
-from qcn.core.scenario import Scenario, require_backend
+from qcn.core.scenario import Scenario, ScenarioError, require_backend
 from qcn.core.topology import PortRef, Topology
 from qcn.core.trace import Trace
 from reaction_point.rules import RateLimiterRules
@@ -363,6 +363,22 @@ def check_memory(sc: Scenario, sample_interval_s: float) -> None:
     )
 
 
+PATTERNS = ("bernoulli", "constant", "onoff", "flows")
+"""The traffic patterns this engine generates (a source's frames: Bernoulli slots, a
+constant rate, on/off periods; or the flows workload).  Any other is refused: a pattern
+this engine did not know ran as a constant source without a word."""
+
+
+def pattern_refusal(scenario: Scenario) -> str:
+    """Why this engine cannot generate ``scenario``'s traffic ("" when it can)."""
+    if scenario.workload.pattern in PATTERNS:
+        return ""
+    return (
+        f"{scenario.name}: the simulator's Python engine has no traffic pattern "
+        f"{scenario.workload.pattern!r} (it generates {', '.join(PATTERNS)})"
+    )
+
+
 class Simulation:
     def __init__(
         self,
@@ -376,6 +392,9 @@ class Simulation:
         arrivals: list[FlowArrival] | None = None,
     ) -> None:
         require_backend(scenario, "sim")
+        refused = pattern_refusal(scenario)
+        if refused:
+            raise ScenarioError(refused)
         check_memory(scenario, sample_interval_s)
         self.sc = scenario
         self.rng = random.Random(seed)

@@ -84,3 +84,46 @@ def test_bmv2_serves_frames_and_says_so_for_bytes(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match="shaped in frames per second"):
         backends.run_scenario(scaled, "mininet", tmp_path, backends.RunOptions())
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_pattern_only_the_python_engine_declares_is_refused_elsewhere(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A traffic pattern added to the scenario and to the Python engine alone: that engine
+    runs it; the compiled core and Mininet refuse it in one line each, before anything is
+    written (an engine that did not know a pattern ran it as a constant source)."""
+    from qcn.cli import main  # noqa: PLC0415
+    from simulator import compiled, engine  # noqa: PLC0415
+
+    monkeypatch.setattr(scenarios, "PATTERNS", (*scenarios.PATTERNS, "pareto"))
+    monkeypatch.setattr(engine, "PATTERNS", (*engine.PATTERNS, "pareto"))
+    sc = scenarios.load("transient").with_overrides(
+        {"workload.pattern": "pareto", "duration_s": 0.01}
+    )
+    Simulation(sc)  # the Python engine declares it
+    assert compiled.unsupported(sc) == "the compiled core has no traffic pattern 'pareto'"
+    with pytest.raises(ScenarioError, match=r"^the Mininet backend has no traffic pattern"):
+        backends.check_fits(sc, "mininet", backends.RunOptions())
+    file = tmp_path / "pareto.toml"
+    file.write_text(
+        (scenarios.SCENARIO_DIR / "transient.toml")
+        .read_text()
+        .replace('pattern = "bernoulli"', 'pattern = "pareto"')
+    )
+    assert 'pattern = "pareto"' in file.read_text()
+    refusals = {
+        "compiled": "QCN_SIM_ENGINE=compiled: the compiled core has no traffic pattern 'pareto'",
+    }
+    if compiled.CORE_MISSING is None:
+        monkeypatch.setenv("QCN_SIM_ENGINE", "compiled")
+        assert main(["run", str(file), "--backend", "sim", "--out", str(tmp_path / "c")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1
+        assert refusals["compiled"] in err
+        assert not (tmp_path / "c").exists()
+    monkeypatch.setenv("QCN_SIM_ENGINE", "python")
+    monkeypatch.setattr(engine, "PATTERNS", engine.PATTERNS[:-1])  # now neither engine
+    assert main(["run", str(file), "--backend", "sim", "--out", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "the simulator's Python engine has no traffic pattern 'pareto'" in err
