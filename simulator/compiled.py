@@ -22,21 +22,26 @@ import os
 import random
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 from qcn.core.cp_model import CpPortConfig
 from qcn.core.errors import QcnError
-from qcn.core.flows import FlowArrival, FlowRecord, flow_frames, ideal_fct_s
+from qcn.core.flows import FlowRecord, flow_frames, ideal_fct_s
 from qcn.core.live import LiveRow
 from qcn.core.params import EcmParams, RpParams
 from qcn.core.scenario import Scenario, ScenarioError
 from qcn.core.trace import Trace
 from reaction_point.rules import EcmRules, QcnRules, TimerQcnRules, TwoQcnRules, rules_class
-from simulator.engine import Route, Simulation, pattern_refusal, port_stream_names
+from simulator.engine import (
+    Route,
+    Simulation,
+    SimulationArgs,
+    pattern_refusal,
+    port_stream_names,
+)
 
 CORE_SOURCE = Path(__file__).with_name("_core.cpp")
 
@@ -232,27 +237,11 @@ def core_unusable() -> str:
 
 
 def make_simulation(
-    scenario: Scenario,
-    *,
-    seed: int = 1,
-    qcn: bool = True,
-    sample_interval_s: float = 1e-3,
-    cp_at_departure: bool = False,
-    progress: Callable[[float, float], None] | None = None,
-    arrivals: list[FlowArrival] | None = None,
-    engine: str | None = None,
+    scenario: Scenario, *, engine: str | None = None, **kwargs: Unpack[SimulationArgs]
 ) -> Runnable:
     """The simulation of ``scenario`` on the engine ``engine`` (default: ``QCN_SIM_ENGINE``,
     else ``auto``)."""
     choice = engine or engine_choice()
-    kwargs: dict[str, Any] = {
-        "seed": seed,
-        "qcn": qcn,
-        "sample_interval_s": sample_interval_s,
-        "cp_at_departure": cp_at_departure,
-        "progress": progress,
-        "arrivals": arrivals,
-    }
     if choice == "python":
         return Simulation(scenario, **kwargs)
     why = core_status() if CORE_MISSING is not None else unsupported(scenario)
@@ -286,32 +275,17 @@ def random_state(rng: random.Random) -> tuple[Any, ...]:
 class CompiledSimulation:
     """:class:`simulator.engine.Simulation`'s run on the compiled core (same arguments)."""
 
-    def __init__(
-        self,
-        scenario: Scenario,
-        *,
-        seed: int = 1,
-        qcn: bool = True,
-        sample_interval_s: float = 1e-3,
-        cp_at_departure: bool = False,
-        progress: Callable[[float, float], None] | None = None,
-        arrivals: list[FlowArrival] | None = None,
-    ) -> None:
+    def __init__(self, scenario: Scenario, **kwargs: Unpack[SimulationArgs]) -> None:
         if _core is None:
             raise RuntimeError(core_status())
         why = unsupported(scenario)
         if why is not None:
             raise ValueError(f"the compiled core cannot run this scenario: {why}")
-        # The Python engine's constructor builds the run; its loop never runs.
-        self.ref = ref = Simulation(
-            scenario,
-            seed=seed,
-            qcn=qcn,
-            sample_interval_s=sample_interval_s,
-            cp_at_departure=cp_at_departure,
-            arrivals=arrivals,
-        )
-        self.progress = progress
+        # The Python engine's constructor builds the run (and holds its arguments, with
+        # their defaults); its loop never runs.
+        self.ref = ref = Simulation(scenario, **kwargs)
+        seed, qcn, sample_interval_s = ref.seed, ref.qcn, ref.sample_interval_s
+        self.progress = ref.progress
         self.core = core = _core.Core()
         sc, net, wl = scenario, scenario.network, scenario.workload
         core.configure(

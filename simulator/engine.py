@@ -79,7 +79,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from heapq import heappop, heappush, heapreplace
 from itertools import pairwise
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypedDict
 
 from qcn.core import resources
 from qcn.core.cp_model import (
@@ -379,6 +379,19 @@ def pattern_refusal(scenario: Scenario) -> str:
     )
 
 
+class SimulationArgs(TypedDict, total=False):
+    """A simulation's keyword arguments, whichever engine runs it: :class:`Simulation`
+    declares them with their defaults, and the compiled core's constructor and
+    ``simulator.compiled.make_simulation`` take them as they are."""
+
+    seed: int
+    qcn: bool
+    sample_interval_s: float
+    cp_at_departure: bool
+    progress: Callable[[float, float], None] | None
+    arrivals: list[FlowArrival] | None
+
+
 class Simulation:
     def __init__(
         self,
@@ -397,6 +410,7 @@ class Simulation:
             raise ScenarioError(refused)
         check_memory(scenario, sample_interval_s)
         self.sc = scenario
+        self.seed = seed
         self.rng = random.Random(seed)
         self.qcn = qcn
         self.sample_interval_s = sample_interval_s
