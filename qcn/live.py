@@ -230,28 +230,56 @@ def make_document(feed: LiveFeed) -> Callable[[Any], None]:
 
 
 def _build(doc: Any, feed: LiveFeed) -> PageState:
+    """The page of ``feed``: its figures, its knobs and the update loop that fills them."""
     from bokeh.layouts import column, row  # noqa: PLC0415 - Bokeh only for a live run
-    from bokeh.models import (  # noqa: PLC0415
-        BoxAnnotation,
-        ColumnDataSource,
-        CustomJS,
-        DataRange1d,
-        Div,
-        Range1d,
-        Select,
-        Span,
-        Spinner,
+    from bokeh.models import Div  # noqa: PLC0415
+
+    state = PageState()
+    plot = _plotter(feed)
+    queue, queue_data = _queue_figure(plot, feed)
+    rates, rate_data = _rates_figure(plot, feed)
+    cnms, cnm_data, drops, drop_data, hist, hist_data = _count_figures(plot)
+    marks = _knob_marks((queue, rates))
+    clock, log, updates = _status_models()
+    title = Div(
+        text=f"<h3>{feed.name}: {feed.title}</h3>" + "<br>".join(p.text() for p in feed.phases)
     )
+    doc.title = f"qcn live: {feed.name}"
+    doc.add_root(
+        column(
+            title,
+            clock,
+            *_knob_rows(feed, state, log),
+            log,
+            queue,
+            rates,
+            row(cnms, hist, sizing_mode="stretch_width"),
+            drops,
+            sizing_mode="stretch_width",
+        )
+    )
+    doc.add_root(updates)
+    rollover = None if feed.duration_s is not None else OPEN_ROLLOVER
+    models = PageModels(
+        queue_data, rate_data, cnm_data, drop_data, hist_data, marks, clock, log, updates,
+        rollover,
+    )  # fmt: skip
+    updates.on_change("shown", lambda _attr, _old, new: _acknowledged(feed, state, new))
+    doc.add_periodic_callback(lambda: _update(feed, state, models), TICK_MS)
+    return state
+
+
+def _plotter(feed: LiveFeed) -> Callable[..., Any]:
+    """A maker of the page's time plots: one time axis (the run's length, or a window that
+    follows an open-ended run), the congested phases shaded."""
+    from bokeh.models import BoxAnnotation, DataRange1d, Range1d  # noqa: PLC0415
     from bokeh.plotting import figure  # noqa: PLC0415
 
-    ports, sources = feed.ports, feed.sources
-    state = PageState()
     x_range: Any = (
         Range1d(start=0, end=feed.duration_s)
         if feed.duration_s is not None
         else DataRange1d(follow="end", follow_interval=OPEN_WINDOW_S, range_padding=0)
     )
-    rollover = None if feed.duration_s is not None else OPEN_ROLLOVER
 
     def plot(title: str, y_label: str, height: int = 230) -> Any:
         fig = figure(
@@ -273,6 +301,14 @@ def _build(doc: Any, feed: LiveFeed) -> PageState:
                 )
         return fig
 
+    return plot
+
+
+def _queue_figure(plot: Callable[..., Any], feed: LiveFeed) -> tuple[Any, Any]:
+    """Each port's queue against its q_eq and its buffer, and the data it draws."""
+    from bokeh.models import ColumnDataSource, Range1d, Span  # noqa: PLC0415
+
+    ports = feed.ports
     queue_data = ColumnDataSource(
         {
             "t": [],
@@ -294,7 +330,14 @@ def _build(doc: Any, feed: LiveFeed) -> PageState:
             Span(location=p.buffer_pkts, dimension="width", line_color=color, line_dash="dotted")
         )
     _legend_beside(queue)
+    return queue, queue_data
 
+
+def _rates_figure(plot: Callable[..., Any], feed: LiveFeed) -> tuple[Any, Any]:
+    """Each source's current and target rate, and the data it draws."""
+    from bokeh.models import ColumnDataSource, Range1d  # noqa: PLC0415
+
+    sources = feed.sources
     rate_data = ColumnDataSource(
         {
             "t": [],
@@ -310,6 +353,13 @@ def _build(doc: Any, feed: LiveFeed) -> PageState:
         rates.line("t", f"c{i}", source=rate_data, color=color, legend_label=host)
         rates.line("t", f"r{i}", source=rate_data, color=color, line_dash="dashed", alpha=0.6)
     _legend_beside(rates)
+    return rates, rate_data
+
+
+def _count_figures(plot: Callable[..., Any]) -> tuple[Any, Any, Any, Any, Any, Any]:
+    """CNMs a second, drops so far and the CNMs' QntzFb, each with its data."""
+    from bokeh.models import ColumnDataSource  # noqa: PLC0415
+    from bokeh.plotting import figure  # noqa: PLC0415
 
     cnm_data = ColumnDataSource({"t": [], "rate": []}, name="cnm data")
     cnms = plot("CNMs per second, all CP ports", "CNMs/s", height=180)
@@ -331,10 +381,15 @@ def _build(doc: Any, feed: LiveFeed) -> PageState:
         tools="",
     )
     hist.vbar(x="qntz_fb", top="cnms", width=0.9, source=hist_data, color="steelblue")
+    return cnms, cnm_data, drops, drop_data, hist, hist_data
 
-    # Each knob change is a vertical mark on the queue's and the rates' plots.
+
+def _knob_marks(figures: tuple[Any, ...]) -> list[tuple[Any, float]]:
+    """Each knob change is a vertical mark on these figures: their data, and each one's top."""
+    from bokeh.models import ColumnDataSource  # noqa: PLC0415
+
     marks: list[tuple[Any, float]] = []
-    for fig in (queue, rates):
+    for fig in figures:
         data = ColumnDataSource({"t": [], "top": [], "text": []}, name=f"knob marks {len(marks)}")
         fig.segment(
             x0="t", x1="t", y0=0, y1="top", source=data, color="black", line_width=2, alpha=0.7,
@@ -344,6 +399,13 @@ def _build(doc: Any, feed: LiveFeed) -> PageState:
             text_baseline="top", x_offset=3,
         )  # fmt: skip
         marks.append((data, fig.y_range.end))
+    return marks
+
+
+def _status_models() -> tuple[Any, Any, Any]:
+    """The run's clock line, the knob changes' log, and the model the browser acknowledges
+    each update with."""
+    from bokeh.models import CustomJS, Div  # noqa: PLC0415
 
     clock = Div(text="waiting for the run", name="clock")
     log = Div(text="", name="knob log", styles={"font-family": "monospace"})
@@ -363,6 +425,13 @@ def _build(doc: Any, feed: LiveFeed) -> PageState:
             "{reconnect_session: false, notify_connection_status: false}, {silent: true}); }",
         ),
     )
+    return clock, log, updates
+
+
+def _knob_rows(feed: LiveFeed, state: PageState, log: Any) -> list[Any]:
+    """A row of widgets for each CP port's knobs; a change goes to the run (_on_knob)."""
+    from bokeh.layouts import row  # noqa: PLC0415
+    from bokeh.models import Div, Select, Spinner  # noqa: PLC0415
 
     knob_rows = []
     for port in feed.cp_ports:
@@ -386,32 +455,7 @@ def _build(doc: Any, feed: LiveFeed) -> PageState:
             widget.on_change("value", _on_knob(feed, state, port, knob, log))
             widgets.append(widget)
         knob_rows.append(row(Div(text=f"<b>CP {port}</b>", width=80), *widgets))
-
-    title = Div(
-        text=f"<h3>{feed.name}: {feed.title}</h3>" + "<br>".join(p.text() for p in feed.phases)
-    )
-    doc.title = f"qcn live: {feed.name}"
-    doc.add_root(
-        column(
-            title,
-            clock,
-            *knob_rows,
-            log,
-            queue,
-            rates,
-            row(cnms, hist, sizing_mode="stretch_width"),
-            drops,
-            sizing_mode="stretch_width",
-        )
-    )
-    doc.add_root(updates)
-    models = PageModels(
-        queue_data, rate_data, cnm_data, drop_data, hist_data, marks, clock, log, updates,
-        rollover,
-    )  # fmt: skip
-    updates.on_change("shown", lambda _attr, _old, new: _acknowledged(feed, state, new))
-    doc.add_periodic_callback(lambda: _update(feed, state, models), TICK_MS)
-    return state
+    return knob_rows
 
 
 def _acknowledged(feed: LiveFeed, state: PageState, number: int) -> None:

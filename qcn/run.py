@@ -77,6 +77,18 @@ def register(sub: Any) -> None:
     p.add_argument("--no-qcn", action="store_true", help="the same run without QCN")
     add_quiet(p)
     add_duration(p)
+    _add_run_choices(p)
+    _add_mininet_options(p)
+    _add_live_options(p)
+    add_set(p, SET_HELP + "; it also wins over the scenario's [bmv2.set]")
+    add_params(p)
+    add_scale(p)
+    p.set_defaults(func=_run)
+    p.set_defaults(option_defaults=_option_defaults(p))
+
+
+def _add_run_choices(p: argparse.ArgumentParser) -> None:
+    """What runs: the seed, the backend, the simulator's scaled model of a BMv2 run."""
     p.add_argument(
         "--seed",
         type=int,
@@ -96,6 +108,10 @@ def register(sub: Any) -> None:
         help="sim: run the scenario as scaled for BMv2 (its [bmv2] section), with BMv2's CP "
         "(a departure CP judges departing frames), to predict a Mininet run",
     )
+
+
+def _add_mininet_options(p: argparse.ArgumentParser) -> None:
+    """How a Mininet run goes: its CLI, sampling, the switch's scheduling, stalls, captures."""
     p.add_argument(
         "--cli", action="store_true", help="mininet: open the Mininet CLI with everything running"
     )
@@ -124,6 +140,10 @@ def register(sub: Any) -> None:
         help="mininet: capture the CP port and the first source's port into DIR/captures/ "
         "(ring buffers, 128-byte snap length; read CNMs with 'qcn wireshark')",
     )
+
+
+def _add_live_options(p: argparse.ArgumentParser) -> None:
+    """The live view (docs/live.md)."""
     p.add_argument(
         "--live",
         action="store_true",
@@ -145,11 +165,6 @@ def register(sub: Any) -> None:
         metavar="PORT",
         help="--live: the port to serve on (default: a free one)",
     )
-    add_set(p, SET_HELP + "; it also wins over the scenario's [bmv2.set]")
-    add_params(p)
-    add_scale(p)
-    p.set_defaults(func=_run)
-    p.set_defaults(option_defaults=_option_defaults(p))
 
 
 @dataclass(frozen=True)

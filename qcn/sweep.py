@@ -767,46 +767,14 @@ def sweep(
     began = time.perf_counter()
     compute = startup = loop = 0.0
     progress = ProgressLine(f"qcn sweep: {sc.name}", unit="points", quiet=quiet)
-    done = 0
     try:
         if backend == "mininet" and not address:
             compute = _run_mininet(sc, pending, store, progress)
         elif pending:
-            with dask_client(address, workers) as client:
-                client.wait_for_workers(1, timeout=60)
-                resources = None
-                if backend == "mininet":
-                    require_mininet_workers(client, address or "")
-                    resources = {MININET_RESOURCE: 1}
-                startup = time.perf_counter() - began
-                base = sc.to_dict()
-                loop_began = time.perf_counter()
-                futures = {
-                    client.submit(
-                        run_point, base, dict(p.overrides), p.seed, scaled, backend,
-                        key=f"qcn-point-{p.key}", pure=False, retries=2, resources=resources,
-                    ): p
-                    for p in pending
-                }  # fmt: skip
-                from distributed import as_completed  # noqa: PLC0415
-
-                try:
-                    for fut in as_completed(futures):
-                        p = futures[fut]
-                        try:
-                            trace, seconds = fut.result()
-                        except QcnError:
-                            raise
-                        except Exception as e:
-                            raise SweepError(f"point {p.label} failed: {e}") from None
-                        compute += seconds
-                        store.write_point(p, trace, backend=backend)
-                        store.write_table()
-                        done += 1
-                        progress.update(done, len(pending))
-                    loop = time.perf_counter() - loop_began
-                finally:
-                    client.cancel(list(futures))
+            compute, startup, loop = _run_on_dask(
+                sc, pending, store, progress, scaled=scaled, backend=backend,
+                address=address, workers=workers, began=began,
+            )  # fmt: skip
     except OSError as e:
         # A full disk, or the directory taken away: one line; a point cut short stays
         # marked partial and runs again next time.
@@ -828,6 +796,59 @@ def sweep(
         startup,
         loop,
     )
+
+
+def _run_on_dask(
+    sc: Scenario,
+    pending: list[Point],
+    store: Store,
+    progress: ProgressLine,
+    *,
+    scaled: bool,
+    backend: backends.Backend,
+    address: str | None,
+    workers: int,
+    began: float,
+) -> tuple[float, float, float]:
+    """The pending points on a Dask cluster (a local one, or ``address``), each written as
+    it completes.  Returns the points' own compute time, the cluster's start-up time (from
+    ``began``) and the time of the loop over the points."""
+    compute = 0.0
+    with dask_client(address, workers) as client:
+        client.wait_for_workers(1, timeout=60)
+        resources = None
+        if backend == "mininet":
+            require_mininet_workers(client, address or "")
+            resources = {MININET_RESOURCE: 1}
+        startup = time.perf_counter() - began
+        base = sc.to_dict()
+        loop_began = time.perf_counter()
+        futures = {
+            client.submit(
+                run_point, base, dict(p.overrides), p.seed, scaled, backend,
+                key=f"qcn-point-{p.key}", pure=False, retries=2, resources=resources,
+            ): p
+            for p in pending
+        }  # fmt: skip
+        from distributed import as_completed  # noqa: PLC0415
+
+        try:
+            for done, fut in enumerate(as_completed(futures), start=1):
+                p = futures[fut]
+                try:
+                    trace, seconds = fut.result()
+                except QcnError:
+                    raise
+                except Exception as e:
+                    raise SweepError(f"point {p.label} failed: {e}") from None
+                compute += seconds
+                store.write_point(p, trace, backend=backend)
+                store.write_table()
+                progress.update(done, len(pending))
+            loop = time.perf_counter() - loop_began
+        finally:
+            client.cancel(list(futures))
+    return compute, startup, loop
 
 
 def require_mininet_workers(client: Any, address: str) -> None:

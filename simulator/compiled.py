@@ -284,40 +284,12 @@ class CompiledSimulation:
         # The Python engine's constructor builds the run (and holds its arguments, with
         # their defaults); its loop never runs.
         self.ref = ref = Simulation(scenario, **kwargs)
-        seed, qcn, sample_interval_s = ref.seed, ref.qcn, ref.sample_interval_s
         self.progress = ref.progress
         self.core = core = _core.Core()
-        sc, net, wl = scenario, scenario.network, scenario.workload
-        core.configure(
-            {
-                "end": sc.duration_s,
-                "sample_interval_s": sample_interval_s,
-                "frame_bytes": ref.frame_bytes,
-                "q_unit": ref.q_unit,
-                "qcn": qcn,
-                "pause": ref.pause,
-                "three_point": ref.three_point,
-                "flow_mode": ref.flow_mode,
-                "cp_at_departure": ref.cp_at_departure,
-                "left_behind": ref.depth_left_behind,
-                "pause_hi_bytes": net.pause_hi_bytes,
-                "pause_lo_bytes": net.pause_lo_bytes,
-                "stagger_s": wl.stagger_s,
-                "mean_on_s": wl.mean_on_s,
-                "mean_off_s": wl.mean_off_s,
-                "rto_s": wl.rto_s,
-                "rate_times": [c.at_s for c in sc.schedule],
-                "rates": [c.bottleneck_rate_bps for c in sc.schedule],
-                "bottleneck": ref.bottleneck.index,
-                "measured": [p.index for p in ref.measured],
-                "cp_config": ref.cp_cfg,
-                "rp": rp_params(sc.params.rp),
-                "rng_state": random_state(ref.rng),
-            }
-        )
-        bottleneck = sc.bottleneck_port
+        core.configure(self._run_config(scenario))
+        bottleneck = scenario.bottleneck_port
         for port_ref, port in ref.port_by_ref.items():
-            cp_stream, reflect_stream = port_stream_names(seed, port_ref, bottleneck)
+            cp_stream, reflect_stream = port_stream_names(ref.seed, port_ref, bottleneck)
             core.add_port(
                 port.rate_bps,
                 port.buffer_pkts,
@@ -337,6 +309,45 @@ class CompiledSimulation:
                 -1 if inp.source is None else inp.source.index,
                 -1 if inp.upstream is None else inp.upstream.index,
             )
+        self._add_traffic(scenario)
+        core.finish_setup()
+        for name, _own in scenario.port_cp:  # a port's own CP fields, as the Python engine's
+            if ref.ports[ref.port_index(name)].cp is not None:
+                cfg = CpPortConfig.from_params(scenario.cp_for(name))
+                core.set_port_cp(ref.port_index(name), cfg)
+
+    def _run_config(self, sc: Scenario) -> dict[str, Any]:
+        """The run's settings, as the core takes them (the Python engine's, as it built them)."""
+        ref, net, wl = self.ref, sc.network, sc.workload
+        return {
+            "end": sc.duration_s,
+            "sample_interval_s": ref.sample_interval_s,
+            "frame_bytes": ref.frame_bytes,
+            "q_unit": ref.q_unit,
+            "qcn": ref.qcn,
+            "pause": ref.pause,
+            "three_point": ref.three_point,
+            "flow_mode": ref.flow_mode,
+            "cp_at_departure": ref.cp_at_departure,
+            "left_behind": ref.depth_left_behind,
+            "pause_hi_bytes": net.pause_hi_bytes,
+            "pause_lo_bytes": net.pause_lo_bytes,
+            "stagger_s": wl.stagger_s,
+            "mean_on_s": wl.mean_on_s,
+            "mean_off_s": wl.mean_off_s,
+            "rto_s": wl.rto_s,
+            "rate_times": [c.at_s for c in sc.schedule],
+            "rates": [c.bottleneck_rate_bps for c in sc.schedule],
+            "bottleneck": ref.bottleneck.index,
+            "measured": [p.index for p in ref.measured],
+            "cp_config": ref.cp_cfg,
+            "rp": rp_params(sc.params.rp),
+            "rng_state": random_state(ref.rng),
+        }
+
+    def _add_traffic(self, sc: Scenario) -> None:
+        """The routes the run's traffic takes, its sources, and the flows' arrivals."""
+        ref, core = self.ref, self.core
         route_ids: dict[int, int] = {}
         self.routes: list[Route] = []
         for s in ref.sources:
@@ -363,7 +374,7 @@ class CompiledSimulation:
                 route_ids[id(s.routes[0])] if 0 in s.routes and not ref.flow_mode else -1,
             )
         if ref.arrivals:
-            shapes = [flow_frames(a.size_bytes, net.frame_bytes) for a in ref.arrivals]
+            shapes = [flow_frames(a.size_bytes, sc.network.frame_bytes) for a in ref.arrivals]
             core.set_arrivals(
                 [a.start_s for a in ref.arrivals],
                 [a.source for a in ref.arrivals],
@@ -373,11 +384,6 @@ class CompiledSimulation:
                 [last for _, last in shapes],
                 [route_ids[id(ref.sources[a.source].routes[a.destination])] for a in ref.arrivals],
             )
-        core.finish_setup()
-        for name, _own in sc.port_cp:  # a port's own CP fields, as the Python engine's
-            if ref.ports[ref.port_index(name)].cp is not None:
-                cfg = CpPortConfig.from_params(sc.cp_for(name))
-                core.set_port_cp(ref.port_index(name), cfg)
 
     # Single-bottleneck views, as the Python engine's.
     @property

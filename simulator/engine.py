@@ -417,7 +417,7 @@ class Simulation:
         self.progress = progress
         """Told (simulated time, duration) at each sample, for a progress line."""
         self.now = 0.0
-        net, wl = scenario.network, scenario.workload
+        net = scenario.network
         topo = scenario.topology
         self.topology: Topology = topo
         self.frame_bytes = net.frame_bytes
@@ -441,6 +441,21 @@ class Simulation:
         self._seq = 0
         self.three_point = qcn and cp_params.three_point
         self.cp_cfg = CpPortConfig.from_params(cp_params)
+        self._build_ports(scenario, seed)
+        self._build_sources(scenario)
+        self._build_routes(scenario, seed, arrivals)
+        self.trace = Trace()
+        self.flow_records: list[FlowRecord] = []
+        self._lost: dict[int, tuple[ActiveFlow, int]] = {}
+        """flows: frames due again by retransmission event token (with PAUSE: every frame
+        sent, until its timeout)."""
+        self.active: dict[int, ActiveFlow] = {}
+        """flows: the unfinished flows by id (CNMs and timers of finished ones are void)."""
+
+    def _build_ports(self, scenario: Scenario, seed: int) -> None:
+        """Every switch port, each CP with its own generator, and the ports the trace
+        follows."""
+        net, topo, qcn = scenario.network, self.topology, self.qcn
         # A port's own CP fields (the scenario's port_cp), its CP configured with them.
         port_cfgs = {p: CpPortConfig.from_params(scenario.cp_for(p)) for p, _ in scenario.port_cp}
         self.ports: list[Port] = []
@@ -483,6 +498,10 @@ class Simulation:
             self.port_by_ref[r] for r in topo.port_refs() if r in cp_ports or r == bottleneck
         ]
         """The ports the trace follows: the bottleneck and every CP port (with QCN or not)."""
+
+    def _build_sources(self, scenario: Scenario) -> None:
+        """The sources, each with its reaction point's rules, and their switch inputs."""
+        net, wl, topo, qcn = scenario.network, scenario.workload, self.topology, self.qcn
         self.sources: list[Source] = []
         for i, host in enumerate(scenario.sources):
             rate = topo.access_link(host.host).rate_bps
@@ -516,6 +535,12 @@ class Simulation:
                     source=s,
                 )
             )
+
+    def _build_routes(
+        self, scenario: Scenario, seed: int, arrivals: list[FlowArrival] | None
+    ) -> None:
+        """The flows to start (flows workload), and the routes the run's traffic takes."""
+        wl = scenario.workload
         self.flow_mode = wl.pattern == "flows"
         self.arrivals: list[FlowArrival] = []
         """flows: every flow to start, in order (``arrivals``, else drawn from the seed)."""
@@ -533,13 +558,6 @@ class Simulation:
         for i, d in sorted(used):
             s = self.sources[i]
             s.routes[d] = self._route(s, hosts[i].host, hosts[i].destinations[d])
-        self.trace = Trace()
-        self.flow_records: list[FlowRecord] = []
-        self._lost: dict[int, tuple[ActiveFlow, int]] = {}
-        """flows: frames due again by retransmission event token (with PAUSE: every frame
-        sent, until its timeout)."""
-        self.active: dict[int, ActiveFlow] = {}
-        """flows: the unfinished flows by id (CNMs and timers of finished ones are void)."""
 
     def _route(self, s: Source, src: str, dst: str) -> Route:
         topo = self.topology

@@ -291,6 +291,42 @@ def report(
     (docs/bmv2.md, "Noise")."""
     tolerances = tolerances_s(sc)
     tolerance = tolerances["switch"]
+    groups = _group_figures(rec, tolerances, recovery_from_s)
+    reaction = reaction_points(rec, tolerances["senders"])
+    steal = rec.steal_fractions
+    skipped = rec.sender_skipped_s / (rec.senders * rec.run_s) if rec.senders and rec.run_s else 0.0
+    steal_mean = sum(steal) / len(steal) if steal else 0.0
+    sink = sink_silence(rec)
+    reasons = _reasons(
+        rec, groups=groups, tolerance=tolerance, skipped=skipped, reaction=reaction,
+        steal_mean=steal_mean, sink=sink, queue=queue,
+    )  # fmt: skip
+    return {
+        "verdict": "noisy" if reasons else "ok",
+        "reasons": reasons,
+        "tolerable_stall_ms": tolerance * 1e3,
+        "stalls_judged_until_s": recovery_from_s,
+        "sample_interval_ms": rec.interval_s * 1e3,
+        "switch_scheduling": rec.scheduling,
+        "stalls": groups,
+        "steal_mean": steal_mean,
+        "steal_max_per_s": max(steal, default=0.0),
+        "sender_skipped_fraction": skipped,
+        "uncongested_queue": queue,
+        "uncongested_rises": excursions(sc, rec, span_s),
+        **({"reaction_points": reaction} if reaction else {}),
+        **({"sink": sink} if sink is not None else {}),
+        **({"senders_reported": rec.senders_reported} if rec.senders_reported is not None
+           else {}),
+        **({"injected": rec.injected} if rec.injected else {}),
+    }  # fmt: skip
+
+
+def _group_figures(
+    rec: NoiseRecording, tolerances: dict[str, float], recovery_from_s: float
+) -> dict[str, dict[str, Any]]:
+    """Each group's stalls (switch, reaction points, senders), those before the recovery
+    judged and those after it apart."""
     split = bisect.bisect_left(rec.times_s, recovery_from_s)
 
     def judged(s: Stall) -> bool:
@@ -299,7 +335,7 @@ def report(
 
     groups = {}
     for name, g in rec.groups.items():
-        limit = tolerances.get(name, tolerance)
+        limit = tolerances.get(name, tolerances["switch"])
         before = GroupWaits([s for s in g.stalls if judged(s)], g.waited_s, g.threads, g.ran_s)
         after = GroupWaits([s for s in g.stalls if not judged(s)], 0.0, g.threads)
         late = after.figures(rec.run_s, limit)
@@ -309,9 +345,21 @@ def report(
                 k: late[k] for k in ("stalls", "longest_ms", "over_tolerance", "histogram")
             },
         }
-    reaction = reaction_points(rec, tolerances["senders"])
-    steal = rec.steal_fractions
-    skipped = rec.sender_skipped_s / (rec.senders * rec.run_s) if rec.senders and rec.run_s else 0.0
+    return groups
+
+
+def _reasons(
+    rec: NoiseRecording,
+    *,
+    groups: dict[str, dict[str, Any]],
+    tolerance: float,
+    skipped: float,
+    reaction: dict[str, Any] | None,
+    steal_mean: float,
+    sink: dict[str, Any] | None,
+    queue: dict[str, Any],
+) -> list[str]:
+    """Why the run is noisy, each with its figure and the threshold it passed ([]: ok)."""
     reasons = []
     switch = groups.get("switch")
     allowed = max(MIN_STALLS_ALLOWED, MAX_STALLS_OVER_TOLERANCE_PER_MIN * rec.run_s / 60)
@@ -333,13 +381,11 @@ def report(
             f"(the slowest daemon's p99; allowed {reaction['tolerable_latency_ms']:.0f} ms, in "
             "which one source fills q_eq): QCN's loop was slower than the modelled network's"
         )
-    steal_mean = sum(steal) / len(steal) if steal else 0.0
     if steal_mean > MAX_STEAL_FRACTION:
         reasons.append(
             f"the hypervisor stole {100 * steal_mean:.1f} % of the CPU (allowed "
             f"{100 * MAX_STEAL_FRACTION:g} %)"
         )
-    sink = sink_silence(rec)
     if sink is not None and sink["longest_silence_s"] > sink["allowed_s"]:
         end = "the run's end" if sink["at_the_end"] else f"{sink['silent_to_s']:.1f} s"
         reasons.append(
@@ -361,25 +407,7 @@ def report(
             f"while uncongested the queue was above q_eq in {100 * above:.1f} % of samples "
             f"(allowed {100 * MAX_UNCONGESTED_ABOVE_Q_EQ:g} %; the modelled traffic: ~0.04 %)"
         )
-    return {
-        "verdict": "noisy" if reasons else "ok",
-        "reasons": reasons,
-        "tolerable_stall_ms": tolerance * 1e3,
-        "stalls_judged_until_s": recovery_from_s,
-        "sample_interval_ms": rec.interval_s * 1e3,
-        "switch_scheduling": rec.scheduling,
-        "stalls": groups,
-        "steal_mean": steal_mean,
-        "steal_max_per_s": max(steal, default=0.0),
-        "sender_skipped_fraction": skipped,
-        "uncongested_queue": queue,
-        "uncongested_rises": excursions(sc, rec, span_s),
-        **({"reaction_points": reaction} if reaction else {}),
-        **({"sink": sink} if sink is not None else {}),
-        **({"senders_reported": rec.senders_reported} if rec.senders_reported is not None
-           else {}),
-        **({"injected": rec.injected} if rec.injected else {}),
-    }  # fmt: skip
+    return reasons
 
 
 def sink_silence(rec: NoiseRecording) -> dict[str, Any] | None:

@@ -830,11 +830,21 @@ def _validate_port_cp(s: Scenario) -> None:
 
 
 def _validate(s: Scenario) -> None:
-    n, w = s.network, s.workload
-    multihop = n.topology == "multihop"
+    n = s.network
     if n.topology in SOURCE_TOPOLOGIES and not 1 <= n.sources <= 1000:
         raise ScenarioError("network.sources: must be in [1, 1000]")
-    checks = [
+    for name, ok, message in _field_checks(s):
+        if not ok:
+            raise ScenarioError(f"{name}: {message}")
+    _validate_structure(s)
+
+
+def _field_checks(s: Scenario) -> list[tuple[str, bool, str]]:
+    """Each field's own bounds: (its name, whether it is within them, what they are), in
+    the order they are checked (the first out of bounds is the error)."""
+    n, w = s.network, s.workload
+    multihop = n.topology == "multihop"
+    return [
         (
             "duration_s",
             MIN_DURATION_S <= s.duration_s <= MAX_DURATION_S,
@@ -916,9 +926,13 @@ def _validate(s: Scenario) -> None:
             "must be in [0, 1)",
         ),
     ]
-    for name, ok, message in checks:
-        if not ok:
-            raise ScenarioError(f"{name}: {message}")
+
+
+def _validate_structure(s: Scenario) -> None:
+    """What holds between fields: a topology with a bottleneck, sources that exist, a
+    pattern its topology carries, the reaction points' line rate, the BMv2 scale."""
+    n, w = s.network, s.workload
+    multihop = n.topology == "multihop"
     try:
         sources = len(s.sources)
         s.bottleneck_port  # noqa: B018 - it checks that there is one
