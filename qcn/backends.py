@@ -119,7 +119,7 @@ class RunOptions:
 
     def recorded(self) -> dict[str, Any]:
         """The options that decide a run's result, as its provenance.json keeps them."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.metadata[RECORD]}
+        return {name: getattr(self, name) for name in RECORDED}
 
     @classmethod
     def from_recorded(cls, run: Any, backend: Backend) -> RunOptions:

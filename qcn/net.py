@@ -187,7 +187,7 @@ def chosen_topology(args: argparse.Namespace) -> tuple[Topology, float, str]:
             within = "within" if slowed_cores <= budget * 1.001 else "still over"
             return (
                 slowed,
-                NET_TIME_SCALE * NET_LINE_RATE_BPS / rate,
+                time_scale,
                 (
                     f"scale: links at {_mbps(slowed)}, not {NET_LINE_RATE_BPS / 1e6:g} Mb/s: at "
                     f"that {at}, over the budget of {budget:g}; at this {slowed_cores:.2f}, "

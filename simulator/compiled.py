@@ -216,19 +216,30 @@ def check_engine() -> None:
         raise EngineError(f"{ENGINE_ENV}=compiled: {core_unusable()}")
 
 
+def engine_for(scenario: Scenario, choice: str | None = None) -> tuple[str, str | None]:
+    """The engine that runs ``scenario`` under ``choice`` (default: ``QCN_SIM_ENGINE``,
+    else ``auto``): "compiled" or "python", and why the core does not (None where it does,
+    or where the Python engine was chosen).  An EngineError, one line, where ``compiled``
+    was chosen and cannot run it."""
+    choice = choice or engine_choice()
+    if choice == "python":
+        return "python", None
+    why = core_status() if CORE_MISSING is not None else unsupported(scenario)
+    if why is None:
+        return "compiled", None
+    if choice == "compiled":
+        cannot = core_unusable() if CORE_MISSING is not None else why
+        raise EngineError(f"{ENGINE_ENV}=compiled: {cannot}")
+    return "python", why
+
+
 def check_runs(scenario: Scenario) -> None:
     """Refuse, before a command writes anything, a scenario the chosen engine would refuse
     at its start (:func:`make_simulation`): one line."""
-    choice = engine_choice()
-    core_runs = CORE_MISSING is None and unsupported(scenario) is None
-    if choice != "python" and core_runs:
-        return
-    if choice == "compiled":
-        cannot = core_unusable() if CORE_MISSING is not None else unsupported(scenario)
-        raise EngineError(f"{ENGINE_ENV}=compiled: {cannot}")
-    refused = pattern_refusal(scenario)
-    if refused:
-        raise ScenarioError(refused)
+    if engine_for(scenario)[0] == "python":
+        refused = pattern_refusal(scenario)
+        if refused:
+            raise ScenarioError(refused)
 
 
 def core_unusable() -> str:
@@ -241,18 +252,12 @@ def make_simulation(
 ) -> Runnable:
     """The simulation of ``scenario`` on the engine ``engine`` (default: ``QCN_SIM_ENGINE``,
     else ``auto``)."""
-    choice = engine or engine_choice()
-    if choice == "python":
-        return Simulation(scenario, **kwargs)
-    why = core_status() if CORE_MISSING is not None else unsupported(scenario)
-    if why is None:
+    chosen, why = engine_for(scenario, engine)
+    if chosen == "compiled":
         return CompiledSimulation(scenario, **kwargs)
-    if choice == "compiled":
-        cannot = core_unusable() if CORE_MISSING is not None else why
-        raise EngineError(f"{ENGINE_ENV}=compiled: {cannot}")
-    if CORE_MISSING is None:
+    if why is not None and CORE_MISSING is None:
         _say_once(f"simulator: the Python engine runs this scenario: {why}")
-    else:
+    elif why is not None:
         _say_once(why)
     return Simulation(scenario, **kwargs)
 

@@ -13,7 +13,7 @@ from qcn.core.units import Unit, numeric_fields, scaled_fields, unit_of
 
 
 def test_every_numeric_parameter_has_a_unit() -> None:
-    missing = [name for name, f, _ in numeric_fields(unit_roots()) if unit_of(f) is None]
+    missing = [name for name, f in numeric_fields(unit_roots()) if unit_of(f) is None]
     assert missing == []
 
 
@@ -23,7 +23,7 @@ def test_a_numeric_field_without_a_unit_is_found() -> None:
         step_bps: float = 1e6
         enabled: bool = True  # (not a number)
 
-    found = [name for name, f, _ in numeric_fields({"x": Forgotten}) if unit_of(f) is None]
+    found = [name for name, f in numeric_fields({"x": Forgotten}) if unit_of(f) is None]
     assert found == ["x.step_bps"]
 
 

@@ -13,6 +13,7 @@ counters) stays what the scenario's own scaling made it, and the run lasts longe
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -71,9 +72,7 @@ def full_line_rate_load(topo: Topology, frame_bytes: int) -> SwitchLoad:
     spread evenly over the hosts it may send to (:meth:`Topology.traffic_basis`): the
     most a user's own traffic on ``qcn net up`` can ask."""
     basis = topo.traffic_basis()
-    fan_out: dict[str, int] = {}
-    for src, _dst in basis:
-        fan_out[src] = fan_out.get(src, 0) + 1
+    fan_out = Counter(src for src, _dst in basis)
     offers = [(src, dst, topo.access_link(src).rate_bps / fan_out[src]) for src, dst in basis]
     return load_along(topo, offers, frame_bytes, FRAME_COST_S)
 

@@ -136,7 +136,18 @@ from qcn.core.topology import (
     is_generator_spec,
 )
 from qcn.core.topology import load as load_topology
-from qcn.core.units import UNIT, Unit, plain, rate, scaled_fields, seconds, size, volume
+from qcn.core.units import (
+    UNIT,
+    Unit,
+    numeric_fields,
+    plain,
+    rate,
+    scaled_fields,
+    seconds,
+    size,
+    unit_of,
+    volume,
+)
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 Pattern = Literal["bernoulli", "constant", "onoff", "tcp", "udp", "flows"]
@@ -555,12 +566,11 @@ def _scale_fields(data: dict[str, Any], k: float, tau: float, prefix: str = "") 
             node[last] = round(value * factor) if isinstance(value, int) else value * factor
         # (a list, the CP's sampling intervals, is scaled below with its floor)
 
-    for name in fields_in(Unit.RATE):
-        scale(name, k)
-    for name in fields_in(Unit.TIME):
-        scale(name, tau)
-    for name in fields_in(Unit.VOLUME):
-        scale(name, k * tau)
+    factors = {Unit.RATE: k, Unit.TIME: tau, Unit.VOLUME: k * tau}
+    for name, f in numeric_fields(unit_roots()):
+        unit = unit_of(f)
+        if unit is not None and unit in factors:
+            scale(name, factors[unit])
     cp, rp = data["qcn"]["cp"], data["qcn"]["rp"]
     cp["sample_intervals_bytes"] = [
         max(64, round(n * k * tau)) for n in cp["sample_intervals_bytes"]

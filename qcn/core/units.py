@@ -82,18 +82,28 @@ def is_numeric(annotation: Any) -> bool:
     return bool(args) and any(a in (int, float) for a in args)
 
 
-def numeric_fields(
-    roots: dict[str, type[Any]],
-) -> Iterator[tuple[str, dataclasses.Field[Any], Any]]:
-    """(dotted name, field, its type) of every numeric field of the dataclasses in
-    ``roots`` (dotted prefix -> class; "" for top-level fields)."""
-    for prefix, cls in roots.items():
+_NUMERIC_FIELDS: dict[type[Any], tuple[dataclasses.Field[Any], ...]] = {}
+"""Each class's numeric fields, found once: reading its type hints was most of the time
+a scenario took to scale for BMv2 (2.9 of 4.0 ms)."""
+
+
+def _numeric_fields_of(cls: type[Any]) -> tuple[dataclasses.Field[Any], ...]:
+    found = _NUMERIC_FIELDS.get(cls)
+    if found is None:
         hints = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):
-            if is_numeric(hints[f.name]):
-                yield (f"{prefix}.{f.name}" if prefix else f.name), f, hints[f.name]
+        found = tuple(f for f in dataclasses.fields(cls) if is_numeric(hints[f.name]))
+        _NUMERIC_FIELDS[cls] = found
+    return found
+
+
+def numeric_fields(roots: dict[str, type[Any]]) -> Iterator[tuple[str, dataclasses.Field[Any]]]:
+    """(dotted name, field) of every numeric field of the dataclasses in ``roots`` (dotted
+    prefix -> class; "" for top-level fields)."""
+    for prefix, cls in roots.items():
+        for f in _numeric_fields_of(cls):
+            yield (f"{prefix}.{f.name}" if prefix else f.name), f
 
 
 def scaled_fields(roots: dict[str, type[Any]], unit: Unit) -> tuple[str, ...]:
     """The dotted names of ``roots``' fields in ``unit``, in declaration order."""
-    return tuple(name for name, f, _ in numeric_fields(roots) if unit_of(f) is unit)
+    return tuple(name for name, f in numeric_fields(roots) if unit_of(f) is unit)
