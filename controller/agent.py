@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from finsy import (
+    P4ActionProfileGroup,
+    P4ActionProfileMember,
     P4CloneSessionEntry,
     P4CounterEntry,
     P4MulticastGroupEntry,
@@ -25,6 +27,7 @@ from controller.config import NetworkConfig, PortConfig, SwitchConfig
 from controller.entries import (
     BMV2_DEFAULT_QUEUE_PKTS,
     CpPort,
+    EcmpProgram,
     PauseWatermarks,
     admission_entry,
     bmv2_queue_pkts,
@@ -40,8 +43,8 @@ from controller.entries import (
     edge_entries,
     fb_tag_exit_entry,
     flood_groups,
+    forwarding_entries,
     input_port_entry,
-    l2_entry,
     pause_honour_entry,
     pause_source_entry,
     sample_interval_entries,
@@ -54,13 +57,17 @@ from qcn.core.params import (
     QcnParams,
 )
 from qcn.core.pipeline import (
+    ACTION_PROFILE_ECMP,
     COUNTERS,
     CP_DEPARTURE,
     CP_INSTANCES,
     CP_TABLE_CONFIG,
     CP_TABLE_SAMPLE_INTERVAL,
+    ETHERTYPE_IPV4,
+    PARSE_VSET_FLOW_ETHERTYPES,
     TABLE_ADMISSION,
     TABLE_CP_SAMPLING,
+    TABLE_ECMP,
     TABLE_FB_TAG_EXIT,
     TABLE_INPUT_PORT,
     TABLE_PAUSE_SOURCE,
@@ -184,10 +191,15 @@ class SwitchAgent:
             limit_bytes=p.queue_depth_bytes,
         )
 
+    def forwarding(self) -> tuple[list[P4TableEntry], EcmpProgram]:
+        """The switch's forwarding entries, and its per-flow ECMP program (empty but with
+        per-flow ECMP)."""
+        name = self.cfg.name
+        return forwarding_entries(self.net.l2_ports(name), self.net.ecmp_choices(name))
+
     def desired_table_entries(self) -> list[P4TableEntry]:
-        out = [
-            l2_entry(mac, port) for mac, port in sorted(self.net.l2_ports(self.cfg.name).items())
-        ]
+        plain, program = self.forwarding()
+        out = [*plain, *program.entries]
         for p in self.cfg.ports:
             if p.edge:
                 cpid = self.cpid(p.port)
@@ -212,7 +224,9 @@ class SwitchAgent:
         """Push the pipeline (if it differs) and make the switch hold exactly the config."""
         sw = self.connect()
         ports = [p.port for p in self.cfg.ports]
-        report = self._reconcile_tables(sw, self.desired_table_entries())
+        # The selector's groups before the entries that name them.
+        report = self._reconcile_ecmp(sw, self.forwarding()[1])
+        report = _add(report, self._reconcile_tables(sw, self.desired_table_entries()))
         groups = flood_groups(self.net.flood_ports(self.cfg.name))
         report = _add(
             report, self._reconcile_ids(sw, P4MulticastGroupEntry(), groups, "multicast_group_id")
@@ -259,6 +273,38 @@ class SwitchAgent:
         return _apply_difference(
             sw, have, want, lambda a, b: _action_bytes(a, schema) == _action_bytes(b, schema)
         )
+
+    def _reconcile_ecmp(self, sw: P4RuntimeSwitch, program: EcmpProgram) -> ReconcileReport:
+        """Make the ECMP selector hold exactly ``program``'s members and groups, and the
+        parser read IPv4 exactly where it has any.  A difference rebuilds both from empty:
+        members must be created in port order (controller.entries.EcmpProgram)."""
+        schema = sw.switch.p4info
+        members = sw.read(P4ActionProfileMember(ACTION_PROFILE_ECMP))
+        groups = sw.read(P4ActionProfileGroup(ACTION_PROFILE_ECMP))
+
+        def encoded(entities: Any) -> list[bytes]:
+            return sorted(e.encode(schema).SerializeToString() for e in entities)
+
+        report = ReconcileReport(0, 0, 0)
+        if encoded(members) != encoded(program.members) or encoded(groups) != encoded(
+            program.groups
+        ):
+            using = [e for e in sw.read(P4TableEntry(TABLE_ECMP)) if not e.is_default_action]
+            for stale in (using, groups, members):
+                if stale:
+                    sw.delete(stale)
+            for fresh in (program.members, program.groups):
+                if fresh:
+                    sw.insert(fresh)
+            report = ReconcileReport(
+                len(program.members) + len(program.groups),
+                0,
+                len(using) + len(groups) + len(members),
+            )
+        with self.thrift() as t:
+            flows = [ETHERTYPE_IPV4.to_bytes(2, "big")] if program.members else []
+            t.set_parse_vset(PARSE_VSET_FLOW_ETHERTYPES, flows)
+        return report
 
     def _reconcile_ids(
         self, sw: P4RuntimeSwitch, wildcard: Any, desired: list[Any], id_field: str

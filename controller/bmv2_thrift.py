@@ -78,6 +78,14 @@ class Bmv2Thrift:
         else:
             self.sswitch.set_egress_queue_depth(port, depth_pkts)
 
+    def set_parse_vset(self, name: str, values: list[bytes]) -> None:
+        """Make parser value set ``name`` hold exactly ``values`` (PI writes none)."""
+        if sorted(bytes(v) for v in self.standard.bm_parse_vset_get(0, name)) == sorted(values):
+            return
+        self.standard.bm_parse_vset_clear(0, name)
+        for value in values:
+            self.standard.bm_parse_vset_add(0, name, value)
+
     def register_read(self, name: str, index: int) -> int:
         return int(self.standard.bm_register_read(0, name, index))
 

@@ -50,10 +50,11 @@ import tomli_w
 
 from controller.entries import MAX_HONOUR_RATE_BPS, MIN_HONOUR_RATE_BPS, PauseWatermarks
 from controller.errors import ConfigError
+from qcn.core.ecmp import ECMP_MODES, EcmpMode
 from qcn.core.params import CpParams, ParamError, QcnParams
 from qcn.core.pipeline import BMV2_DEVICE_ID, BMV2_THRIFT_PORT, HELD_PORTS, outputs
 from qcn.core.tomlfile import read_toml
-from qcn.core.topology import shortest_path_routes, spanning_tree
+from qcn.core.topology import equal_cost_next_hops, shortest_path_routes, spanning_tree
 
 MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 MAX_PORT = 510
@@ -141,6 +142,9 @@ class NetworkConfig:
     switches: tuple[SwitchConfig, ...]
     hosts: tuple[HostConfig, ...] = ()
     links: tuple[LinkConfig, ...] = ()
+    ecmp: EcmpMode = "per-destination"
+    """``[routing] ecmp``: where a destination has equal-cost ports, each destination takes
+    one (per-destination) or each flow, by its 5-tuple (per-flow: qcn.core.ecmp)."""
 
     def switch(self, name: str) -> SwitchConfig:
         for s in self.switches:
@@ -166,6 +170,23 @@ class NetworkConfig:
         )
         return routes[switch]
 
+    def ecmp_choices(self, switch: str) -> dict[str, tuple[tuple[int, ...], int]]:
+        """Per-flow ECMP: for every host MAC that ``switch`` reaches by more than one
+        equal-cost port, those ports and its distance in switch hops (empty:
+        per-destination, or no such host)."""
+        if self.ecmp != "per-flow":
+            return {}
+        out = {}
+        neighbours = self._neighbours()
+        by_home: dict[str, dict[str, tuple[tuple[int, ...], int]]] = {}
+        for h in self.hosts:
+            if h.switch not in by_home:
+                by_home[h.switch] = equal_cost_next_hops(neighbours, h.switch)
+            ports, distance = by_home[h.switch].get(switch, ((), 0))
+            if len(ports) > 1:
+                out[h.mac] = (ports, distance)
+        return out
+
     def flood_ports(self, switch: str) -> list[int]:
         """The ports of ``switch`` a flooded frame may leave by: every port but the links
         off the switches' spanning tree (qcn.core.topology.spanning_tree), so a looped
@@ -190,7 +211,14 @@ def load(path: Path) -> NetworkConfig:
 def parse(data: dict[str, Any], base_dir: Path | None = None) -> NetworkConfig:
     """``base_dir``: where relative paths in ``data`` start (default: the working folder)."""
     base_dir = base_dir if base_dir is not None else Path.cwd()
-    _keys("", data, {"qcn", "switch", "host", "link"})
+    _keys("", data, {"qcn", "routing", "switch", "host", "link"})
+    routing = data.get("routing", {})
+    if not isinstance(routing, dict):
+        raise ConfigError("routing: must be a table")
+    _keys("routing", routing, {"ecmp"})
+    ecmp = routing.get("ecmp", "per-destination")
+    if ecmp not in ECMP_MODES:
+        raise ConfigError(f"routing.ecmp: must be one of {', '.join(ECMP_MODES)} (got {ecmp!r})")
     base = _cp_params("qcn", data.get("qcn", {}), CpParams())
     raw_switches = _list("switch", data.get("switch"), required=True)
     switches = tuple(_switch(f"switch[{i}]", s, base, base_dir) for i, s in enumerate(raw_switches))
@@ -205,7 +233,7 @@ def parse(data: dict[str, Any], base_dir: Path | None = None) -> NetworkConfig:
     links = tuple(
         _link(f"link[{i}]", lk, by_name) for i, lk in enumerate(_list("link", data.get("link")))
     )
-    return NetworkConfig(switches, hosts, links)
+    return NetworkConfig(switches, hosts, links, ecmp=ecmp)
 
 
 def _switch(where: str, s: Any, base: CpParams, base_dir: Path) -> SwitchConfig:
@@ -452,6 +480,7 @@ def dumps(cfg: NetworkConfig) -> str:
         )
     data = {
         "qcn": base_values,
+        "routing": {"ecmp": cfg.ecmp},
         "switch": switches,
         "host": [
             {"name": h.name, "mac": h.mac, "switch": h.switch, "port": h.port} for h in cfg.hosts

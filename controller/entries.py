@@ -12,7 +12,11 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 
 from finsy import (
+    P4ActionProfileGroup,
+    P4ActionProfileMember,
     P4CloneSessionEntry,
+    P4IndirectAction,
+    P4Member,
     P4MulticastGroupEntry,
     P4TableAction,
     P4TableEntry,
@@ -20,6 +24,7 @@ from finsy import (
 )
 
 from qcn.core.cp_model import CpPortConfig
+from qcn.core.ecmp import hash_shift
 from qcn.core.params import (
     PAUSE_QUANTA_MAX,
     PAUSE_QUANTUM_BITS,
@@ -37,9 +42,11 @@ from qcn.core.pipeline import (
     ACTION_ADMIT_SAMPLE_BERNOULLI,
     ACTION_ADMIT_SAMPLE_BYTE_INTERVAL,
     ACTION_FORWARD,
+    ACTION_FORWARD_BY_FLOW,
     ACTION_HONOUR,
     ACTION_MARK_EDGE,
     ACTION_POP_FB_TAG,
+    ACTION_PROFILE_ECMP,
     ACTION_PUSH_FB_TAG,
     ACTION_REFLECT_FB,
     ACTION_SAMPLE_BERNOULLI,
@@ -57,6 +64,7 @@ from qcn.core.pipeline import (
     PAUSE_PARAMS,
     TABLE_ADMISSION,
     TABLE_CP_SAMPLING,
+    TABLE_ECMP,
     TABLE_EDGE_PORT,
     TABLE_FB_TAG_EXIT,
     TABLE_INPUT_PORT,
@@ -338,6 +346,67 @@ def l2_entry(mac: str, port: int) -> P4TableEntry:
     return P4TableEntry(
         TABLE_L2, match=P4TableMatch(dst_addr=mac), action=P4TableAction(ACTION_FORWARD, port=port)
     )
+
+
+@dataclass(frozen=True)
+class EcmpProgram:
+    """Per-flow ECMP on one switch (p4src/control/forwarding.p4, qcn.core.ecmp): the
+    selector's members and groups, and the entries that use them."""
+
+    members: tuple[P4ActionProfileMember, ...]
+    """One per port, created in port order: BMv2 takes a group's members in the order of
+    their handles, which is the order of creation."""
+    groups: tuple[P4ActionProfileGroup, ...]
+    entries: tuple[P4TableEntry, ...]
+    """Each destination with equal-cost ports: its l2_forwarding entry (forward_by_flow),
+    then its ecmp_forwarding entry (its group)."""
+
+
+def forwarding_entries(
+    ports: dict[str, int], choices: dict[str, tuple[tuple[int, ...], int]]
+) -> tuple[list[P4TableEntry], EcmpProgram]:
+    """A switch's forwarding: for each destination MAC in ``ports`` (its per-destination
+    port), an l2_forwarding entry; where ``choices`` gives it equal-cost ports (and its
+    distance, qcn.core.ecmp.hash_shift), one that sends flows by their hash instead, and
+    the selector's program."""
+    plain = [l2_entry(mac, port) for mac, port in sorted(ports.items()) if mac not in choices]
+    spread = sorted(choices.items())
+    member_ports = sorted({p for hops, _ in choices.values() for p in hops})
+    members = tuple(
+        P4ActionProfileMember(
+            ACTION_PROFILE_ECMP, member_id=port + 1, action=P4TableAction(ACTION_FORWARD, port=port)
+        )
+        for port in member_ports
+    )
+    group_ids = {hops: i + 1 for i, hops in enumerate(sorted({h for h, _ in choices.values()}))}
+    groups = tuple(
+        P4ActionProfileGroup(
+            ACTION_PROFILE_ECMP,
+            group_id=gid,
+            max_size=len(hops),
+            members=[P4Member(port + 1, weight=1) for port in hops],
+        )
+        for hops, gid in group_ids.items()
+    )
+    entries: list[P4TableEntry] = []
+    for mac, (hops, distance) in spread:
+        entries.append(
+            P4TableEntry(
+                TABLE_L2,
+                match=P4TableMatch(dst_addr=mac),
+                action=P4TableAction(
+                    ACTION_FORWARD_BY_FLOW, port=ports[mac], hash_shift=hash_shift(distance)
+                ),
+            )
+        )
+        entries.append(
+            P4TableEntry(
+                TABLE_ECMP,
+                match=P4TableMatch(dst_addr=mac),
+                action=P4IndirectAction(group_id=group_ids[hops]),
+            )
+        )
+    return plain, EcmpProgram(members, groups, tuple(entries))
 
 
 def edge_port_entry(port: int) -> P4TableEntry:

@@ -20,12 +20,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from controller.cli import NET_UP_FILE
 from qcn import backends
 from qcn.core import capacity, resources
+from qcn.core.ecmp import ECMP_MODES
 from qcn.core.errors import QcnError
 from qcn.core.live import LiveFeed
 from qcn.core.params import SEED_FRAME_BYTES, Preset, QcnParams
@@ -141,6 +143,13 @@ def _topology_argument(p: argparse.ArgumentParser) -> None:
         f"{NET_LINE_RATE_BPS:g}; on 'up', less where this machine's switches would not keep "
         "up with every host sending at it: docs/experiments.md)",
     )
+    p.add_argument(
+        "--ecmp",
+        choices=ECMP_MODES,
+        default=ECMP_MODES[0],
+        help="where a host has equal-cost paths: each destination takes one, or each flow "
+        'by its 5-tuple\'s hash (docs/topology.md, "Routes"; default: %(default)s)',
+    )
 
 
 def topology_of(args: argparse.Namespace, line_rate_bps: float | None = None) -> Topology:
@@ -156,7 +165,8 @@ def topology_of(args: argparse.Namespace, line_rate_bps: float | None = None) ->
         innocent_rate_bps=rate,
         delay_s=0.0,
     )
-    return load_topology(args.topology, defaults)
+    topo = load_topology(args.topology, defaults)
+    return topo if topo.ecmp == args.ecmp else replace(topo, ecmp=args.ecmp)
 
 
 def chosen_topology(args: argparse.Namespace) -> tuple[Topology, float, str]:

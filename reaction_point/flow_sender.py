@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from qcn.core.ecmp import flow_port
 from qcn.core.flows import (
     COPY_SHIFT,
     ETH_IP_UDP_BYTES,
@@ -211,7 +212,7 @@ class FlowSender:
             kept = sock is not None  # (only tcp's kept connections are ever idle)
             try:
                 if sock is None:
-                    sock = self._connect(dst)
+                    sock = self._connect(dst, a.flow_id)
             except OSError as e:
                 if e.errno not in OUT_OF_PORTS:
                     raise
@@ -250,8 +251,10 @@ class FlowSender:
                 | ({"kept": True} if kept else {})
             )
 
-    def _connect(self, dst: str) -> socket.socket:
-        """A flow's socket, connected to ``dst`` (tcp: connecting); raises OSError."""
+    def _connect(self, dst: str, flow_id: int) -> socket.socket:
+        """Flow ``flow_id``'s socket, connected to ``dst`` (tcp: connecting); raises
+        OSError.  A datagram flow sends from its own port (qcn.core.ecmp.flow_port), so
+        its path under per-flow ECMP is the one the simulator computes."""
         kind = socket.SOCK_STREAM if self.tcp else socket.SOCK_DGRAM
         sock = socket.socket(socket.AF_INET, kind)
         try:
@@ -267,6 +270,9 @@ class FlowSender:
                     raise OSError(code, os.strerror(code))
             else:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
+                # (A flow 20,000 numbers before it may still hold the port: shared.)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind(("", flow_port(flow_id)))
                 sock.connect((dst, self.port))
         except OSError:
             sock.close()

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+from qcn.core.ecmp import DATA_PORT, SOURCE_PORT
 from qcn.core.errors import QcnError
 from qcn.core.errors import report as report_error
 from qcn.core.signals import InterruptBetweenSteps
@@ -49,10 +50,6 @@ skips it instead.  Falling behind because a limiter held a send back is differen
 backlog is the source's adapter queue, and it drains as the limiter allows."""
 
 
-DATA_PORT = 5001
-"""The UDP port the sources send to and the sink receives on, unless told otherwise."""
-
-
 @dataclass(frozen=True)
 class SourceSpec:
     destinations: tuple[str, ...]
@@ -67,6 +64,9 @@ class SourceSpec:
     frame_bytes: int = 1500
     duration_s: float = 10.0
     port: int = DATA_PORT
+    source_port: int = SOURCE_PORT
+    """The UDP port it sends from, so per-flow ECMP's hash is known (qcn.core.ecmp; 0: the
+    kernel's choice)."""
 
     def validate(self) -> None:
         if not self.destinations:
@@ -85,6 +85,8 @@ class SourceSpec:
             )
         if not 1 <= self.port <= 65535:
             raise ValueError(f"port must be in [1, 65535] (got {self.port})")
+        if not 0 <= self.source_port <= 65535:
+            raise ValueError(f"source port must be in [0, 65535] (got {self.source_port})")
         if not MIN_LOAD <= self.load <= 1:
             raise ValueError(f"load must be in [{MIN_LOAD:g}, 1] (got {self.load:g})")
         if not ETH_IP_UDP_HEADERS + SEQUENCE.size <= self.frame_bytes <= 9000:
@@ -151,6 +153,10 @@ def run_source(
     rng = rng or random.Random()
     report = SourceReport()
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        if spec.source_port:
+            # Another source on the host may send from it too: nothing is received on it.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("", spec.source_port))
         start = clock()
         try:
             with InterruptBetweenSteps() as steps:
@@ -262,6 +268,12 @@ def add_send_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--port", type=int, default=DATA_PORT, help="UDP destination port (default: %(default)s)"
     )
+    parser.add_argument(
+        "--source-port",
+        type=int,
+        default=SOURCE_PORT,
+        help="UDP source port, which per-flow ECMP hashes (0: the kernel's; default: %(default)s)",
+    )
     parser.add_argument("--seed", type=int, help="random seed of the arrivals (default: random)")
     parser.add_argument(
         "--start-at",
@@ -287,6 +299,8 @@ def send(args: argparse.Namespace) -> int:
     """`qcn rp send` (and ``python -m reaction_point.sources``)."""
     if not 1 <= args.port <= 65535:
         raise SendUsageError(f"--port must be in [1, 65535] (got {args.port})")
+    if not 0 <= args.source_port <= 65535:
+        raise SendUsageError(f"--source-port must be in [0, 65535] (got {args.source_port})")
     if args.start_at is not None and not (
         math.isfinite(args.start_at) and abs(args.start_at - time.monotonic()) <= START_AT_HORIZON_S
     ):
@@ -304,6 +318,7 @@ def send(args: argparse.Namespace) -> int:
         frame_bytes=args.frame_bytes,
         duration_s=args.duration,
         port=args.port,
+        source_port=args.source_port,
     )
     try:
         spec.validate()

@@ -387,7 +387,7 @@ class CompiledSimulation:
                 [a.size_bytes for a in ref.arrivals],
                 [frames for frames, _ in shapes],
                 [last for _, last in shapes],
-                [route_ids[id(ref.sources[a.source].routes[a.destination])] for a in ref.arrivals],
+                [route_ids[id(route)] for route in ref.arrival_routes],
             )
 
     # Single-bottleneck views, as the Python engine's.
@@ -460,7 +460,7 @@ class CompiledSimulation:
         records = ref.flow_records
         for number in range(len(records), len(start)):
             arrival = ref.arrivals[number]
-            route = ref.sources[arrival.source].routes[arrival.destination]
+            route = ref.arrival_routes[number]
             size = arrival.size_bytes
             records.append(
                 FlowRecord(

@@ -168,6 +168,10 @@ class ActiveFlow:
         return self.next_frame < self.frames or bool(self.resend)
 
 
+RouteKey = int | tuple[int, int, tuple[PortRef, ...]]
+"""A stream's route: 0; a flow's: (source, destination index, path)."""
+
+
 @dataclass(slots=True)
 class Source:
     index: int
@@ -180,9 +184,9 @@ class Source:
     """A frame's time on its host link (a Bernoulli slot, the gap at line rate)."""
     quantum_s: float
     """A PAUSE quantum (512 bit times) on its host link."""
-    routes: dict[int, Route] = field(default_factory=dict)
-    """Its route to each destination the run sends to, by index in
-    ``SourceHost.destinations`` (the others are never built)."""
+    routes: dict[RouteKey, Route] = field(default_factory=dict)
+    """The routes its traffic takes (the others are never built): a stream's, as 0; the
+    flows', as (source, index in ``SourceHost.destinations``, path)."""
     bernoulli: bool = False
     onoff: bool = False
     load: float = 0.0
@@ -550,18 +554,27 @@ class Simulation:
         # at 512 hosts all-to-all, most never used).  Built source by source, destinations in
         # order, as all were, so inputs keep their relative order (PAUSE events' ties).
         hosts = scenario.sources
-        used = (
-            {(a.source, a.destination) for a in self.arrivals}
-            if self.flow_mode
-            else {(i, 0) for i, host in enumerate(hosts) if host.destinations}
-        )
-        for i, d in sorted(used):
-            s = self.sources[i]
-            s.routes[d] = self._route(s, hosts[i].host, hosts[i].destinations[d])
+        self.arrival_routes: list[Route] = []
+        """flows: each arrival's route, by its number."""
+        if self.flow_mode:
+            # Built source by source, destinations in order, as all were, so inputs keep
+            # their relative order (PAUSE events' ties); with per-flow ECMP a pair's flows
+            # may take several paths, each built once.
+            refs = [tuple(scenario.flow_refs(n, a)) for n, a in enumerate(self.arrivals)]
+            keys = [(a.source, a.destination, r) for a, r in zip(self.arrivals, refs, strict=True)]
+            for key in sorted(set(keys)):
+                i, _, path = key
+                s = self.sources[i]
+                s.routes[key] = self._route(s, hosts[i].host, path)
+            self.arrival_routes = [self.sources[k[0]].routes[k] for k in keys]
+        else:
+            for i, host in enumerate(hosts):
+                if host.destinations:
+                    s = self.sources[i]
+                    s.routes[0] = self._route(s, host.host, tuple(scenario.stream_refs(i)))
 
-    def _route(self, s: Source, src: str, dst: str) -> Route:
+    def _route(self, s: Source, src: str, refs: tuple[PortRef, ...]) -> Route:
         topo = self.topology
-        refs = topo.path(src, dst)
         access = topo.access_link(src)
         ports = tuple(self.port_by_ref[r] for r in refs)
         inputs = [self.inputs[s.index]]
@@ -815,7 +828,7 @@ class Simulation:
         net = self.sc.network
         arrival = self.arrivals[number]
         s = self.sources[arrival.source]
-        route = s.routes[arrival.destination]
+        route = self.arrival_routes[number]
         size = arrival.size_bytes
         frames, last = flow_frames(size, net.frame_bytes)
         record = FlowRecord(

@@ -85,6 +85,7 @@ def cases() -> list[Case]:
             {"network.pause": True, "network.port_service": "bmv2"},
         ),
         Case("parking lot, each CP port its own CP fields", "parking-lot", own_cp_fields()),
+        Case("leaf-spine, per-flow ECMP", "leaf-spine-fct", {"network.ecmp": "per-flow"}),
         Case(
             "leaf-spine, ports served as BMv2's (unshaped spines)",
             "leaf-spine-fct",

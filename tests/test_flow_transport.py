@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from qcn.core.ecmp import flow_port
 from qcn.core.flows import flow_frames
 from reaction_point.flow_sender import HostFlow, write_host_flows
 from tests.kit import small_disk
@@ -272,21 +273,29 @@ def test_an_interrupted_sender_keeps_every_record_it_wrote(
     assert sorted(ended) == sorted(started)  # each started flow ends once: acked or stopped
 
 
-def test_a_host_out_of_ports_makes_its_flows_wait(pair: tuple[str, str], tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["frames", "tcp"])
+def test_a_host_out_of_ports_makes_its_flows_wait(
+    pair: tuple[str, str], tmp_path: Path, transport: str
+) -> None:
     """Ten ephemeral ports and 60 flows due at once: the sender used to die of
-    BlockingIOError in _start_due, most flows never started; a flow now waits for a port."""
+    BlockingIOError in _start_due, most flows never started.  Datagram flows now send from
+    their own ports (qcn.core.ecmp.flow_port, which per-flow ECMP hashes), none ephemeral;
+    TCP connections take the kernel's, and a flow waits for one."""
     tx, rx = pair
     sh("ip", "netns", "exec", tx, "sysctl", "-qw", "net.ipv4.ip_local_port_range=40000 40009")
     host_flows = [HostFlow(i, 0.0, 200_000) for i in range(60)]
-    receiver = start_receiver(rx, tmp_path / "receiver.jsonl")
+    receiver = start_receiver(rx, tmp_path / "receiver.jsonl", transport)
     try:
-        log = send(tx, tmp_path, host_flows, rto_s=0.5)
+        log = send(tx, tmp_path, host_flows, rto_s=0.5, transport=transport)
     finally:
         stop(receiver)
     acked = {r["flow"] for r in lines(log) if "acked" in r}
     assert acked == {f.flow_id for f in host_flows}
-    ports = {r["sport"] for r in lines(log) if "start" in r}
-    assert ports <= set(range(40000, 40010))
+    ports = {r["flow"]: r["sport"] for r in lines(log) if "start" in r}
+    if transport == "frames":
+        assert ports == {f.flow_id: flow_port(f.flow_id) for f in host_flows}
+    else:
+        assert set(ports.values()) <= set(range(40000, 40010))
     assert {r["flow"] for r in lines(tmp_path / "receiver.jsonl")} == acked
 
 
@@ -353,7 +362,7 @@ def test_tcp_flows_run_the_congestion_control_they_are_given(tmp_path: Path) -> 
                 [], dst="127.0.0.1", port=port, frame_bytes=1500, rto_s=0.5, origin=0.0,
                 log=log, transport="tcp", tcp_congestion=asked,
             )  # fmt: skip
-            sock = sender._connect("127.0.0.1")
+            sock = sender._connect("127.0.0.1", 0)
             try:
                 got = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16)
                 assert got.rstrip(b"\0") == expected.rstrip(b"\0")

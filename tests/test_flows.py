@@ -288,7 +288,7 @@ def test_logs_join_into_records_and_every_flow_is_accounted_for() -> None:
     receiver = [{"src": "10.0.0.1", "flow": 0, "finish": 100.55, "size": 1000, "duplicates": 0}]
     first, second, third = records_from_logs(
         arrivals, sender, receiver, origin=origin, frame_bytes=FRAME,
-        path=lambda _a: FlowPath(RATE, 0.0),
+        path=lambda _n, _a: FlowPath(RATE, 0.0),
     )  # fmt: skip
     assert first.finished
     assert first.fct_s == pytest.approx(0.05)

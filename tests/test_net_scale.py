@@ -14,7 +14,7 @@ from qcn.net import NET_LINE_RATE_BPS, NET_TIME_SCALE, NetError, chosen_topology
 
 def chosen(topology: str, line_rate: float | None = None) -> tuple[float, float, str]:
     topo, time_scale, line = chosen_topology(
-        argparse.Namespace(topology=topology, line_rate=line_rate)
+        argparse.Namespace(topology=topology, line_rate=line_rate, ecmp="per-destination")
     )
     host = topo.hosts[0].name
     return topo.access_link(host).rate_bps, time_scale, line
@@ -33,7 +33,9 @@ def test_a_larger_network_is_slowed_to_the_budget_its_bytes_kept() -> None:
     assert rate * time_scale == pytest.approx(NET_LINE_RATE_BPS * NET_TIME_SCALE)
     assert "links at 4.4 Mb/s, not 10 Mb/s" in line
     assert "0.89 of a core, over the budget of 0.4; at this 0.39, within it" in line
-    topo, _, _ = chosen_topology(argparse.Namespace(topology="leaf-spine:2,2,2", line_rate=None))
+    topo, _, _ = chosen_topology(
+        argparse.Namespace(topology="leaf-spine:2,2,2", line_rate=None, ecmp="per-destination")
+    )
     load = capacity.full_line_rate_load(topo, SEED_FRAME_BYTES)
     assert load.cores <= capacity.SWITCH_BUDGET_CORES
     # The reaction points' parameters follow: the byte counter stays 150 KB x 1e-3 x 250.

@@ -10,7 +10,7 @@ import pytest
 from scapy.layers.l2 import Ether
 
 from controller import config, entries
-from qcn.core import frames, params, pipeline
+from qcn.core import ecmp, frames, params, pipeline
 from tests.toolchain import requires_tools
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +52,7 @@ def p4_constants() -> dict[str, int]:
         ("MAC_CONTROL_OPCODE_PAUSE", frames.MAC_CONTROL_OPCODE_PAUSE),
         ("PAUSE_FRAME_BYTES", frames.PAUSE_FRAME_BYTES),
         ("PAUSE_DST_ADDR", int(frames.PAUSE_DST_MAC.replace(":", ""), 16)),
+        ("IP_PROTO_UDP", ecmp.IP_PROTO_UDP),
     ],
 )
 def test_constant_agrees(p4_name: str, python_value: int) -> None:
@@ -103,5 +104,12 @@ def test_p4c_compiles_cleanly(tmp_path: Path) -> None:
         pipeline.p4c_command(source, tmp_path), capture_output=True, text=True, check=False
     )
     assert r.returncode == 0, r.stderr
-    assert "warning" not in r.stderr.lower(), r.stderr
+    # p4c's BMv2 back end warns for every table with an action profile, since its front end
+    # gives each table a default action (p4src/control/forwarding.p4): that one only.
+    profile = re.compile(
+        r".*warning: Target does not support default_action for QcnIngress\.l2\.ecmp_forwarding"
+        r" \(due to action profiles\)\n.*table ecmp_forwarding \{\n\s*\^+\n"
+    )
+    rest = profile.sub("", r.stderr, count=1)
+    assert "warning" not in rest.lower(), r.stderr
     assert (tmp_path / "qcn_cp.json").exists()

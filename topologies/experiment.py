@@ -42,6 +42,7 @@ from typing import Any
 from controller import config as network_file
 from controller.config import NetworkConfig
 from controller.entries import PauseWatermarks
+from qcn.core.ecmp import DATA_PORT
 from qcn.core.flows import FlowRecord, records_from_logs
 from qcn.core.frames import pause_quanta, pause_seconds
 from qcn.core.live import LiveFeed
@@ -68,7 +69,7 @@ __all__ = [
     "missing_requirements",
 ]
 
-SINK_PORT = 5001
+SINK_PORT = DATA_PORT
 DEFAULT_SAMPLE_HZ = 100.0
 PAUSE_OUTPUT_LIMIT_PKTS = 4000
 """With PAUSE the seed's switch has no output limit: the inputs' partitions bound the

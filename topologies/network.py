@@ -169,7 +169,7 @@ def network_config(
         for lk in topo.links
         if lk.a.node in topo.switches and lk.b.node in topo.switches
     )
-    return NetworkConfig(tuple(switches), hosts, links)
+    return NetworkConfig(tuple(switches), hosts, links, ecmp=topo.ecmp)
 
 
 def _attached(topo: Topology, host: str) -> tuple[str, int]:

@@ -25,10 +25,11 @@ import threading
 import time
 from collections.abc import Callable
 
+from qcn.core.ecmp import DATA_PORT
 from qcn.core.errors import QcnError, report
 from qcn.core.flows import SO_RCVBUFFORCE
 from qcn.core.signals import stop_on_signals
-from reaction_point.sources import DATA_PORT, ETH_IP_UDP_HEADERS, SEQUENCE
+from reaction_point.sources import ETH_IP_UDP_HEADERS, SEQUENCE
 
 RECEIVE_BUFFER_BYTES = 256 << 20
 

@@ -11,6 +11,12 @@ const bit<16> ETHERTYPE_VLAN  = 0x8100;
 const bit<16> ETHERTYPE_CNM   = 0x22E7;   // 802.1Qau Congestion Notification Message
 const bit<16> ETHERTYPE_CNTAG = 0x22E9;   // 802.1Qau Congestion Notification Tag
 const bit<16> ETHERTYPE_MAC_CONTROL = 0x8808;   // 802.3 MAC Control (PAUSE)
+// What per-flow ECMP hashes (control/forwarding.p4): an IPv4 header without options over
+// TCP or UDP, whose ports follow it at once.  (IPv4's EtherType is the controller's to give
+// the parser: include/parser.p4's flow_ethertypes.)
+const bit<4> IPV4_IHL_NO_OPTIONS = 5;
+const bit<8> IP_PROTO_TCP = 6;
+const bit<8> IP_PROTO_UDP = 17;
 // Seed 003's three-point QCN: the Fb tag data frames carry between the edges (docs/qcn.md,
 // "The Fb tag"), under IEEE 802's Local Experimental EtherType 2.
 const bit<16> ETHERTYPE_FB_TAG = 0x88B6;

@@ -71,6 +71,24 @@ header msdu_ethertype_t {
     bit<16> ether_type;
 }
 
+// IPv4, split only where per-flow ECMP reads it (BMv2 extracts and re-emits field by
+// field): the flow's addresses and protocol.
+header ipv4_t {
+    bit<4>  version;
+    bit<4>  ihl;
+    bit<64> tos_to_ttl;        // type of service, length, id, flags, offset, TTL: untouched
+    bit<8>  protocol;
+    bit<16> checksum;
+    bit<32> src_addr;
+    bit<32> dst_addr;
+}
+
+// The first four bytes of TCP and UDP: the flow's ports.
+header l4_ports_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+}
+
 struct headers_t {
     ethernet_t       ethernet;
     mac_control_t    mac_control;
@@ -80,6 +98,8 @@ struct headers_t {
     cnm_t            cnm;
     msdu_ethertype_t msdu_ethertype;
     cntag_t          cntag;
+    ipv4_t           ipv4;
+    l4_ports_t       l4_ports;
 }
 
 // What the admission and the CP computed for this frame.  Metadata starts zeroed for
@@ -133,6 +153,11 @@ struct local_metadata_t {
     @field_list(HOLD_FIELD_LIST) bit<32> counted_bytes;
     @field_list(HOLD_FIELD_LIST) hold_state_t hold;
     bool go_round;           // egress: the frame's port holds it (recirculated)
+    // Per-flow ECMP (control/forwarding.p4): the destination has equal-cost ports here, and
+    // which 16 bits of the 5-tuple's CRC-32 choose among them.
+    bool    by_flow;
+    bit<8>  flow_hash_shift;
+    bit<16> flow_hash_window;
 }
 
 // The frames a CP may sample: data frames, never a CNM, never a frame the parser could not

@@ -1,7 +1,9 @@
 // Parser and deparser.  Only what the pipeline reads is parsed: Ethernet, the 802.1Q tag,
-// the Fb tag, the CN-TAG, the CNM and MAC Control; everything after them is payload (the CNM's MSDU is
-// the frame's own bytes either way).  BMv2 extracts, re-emits and logs each parsed field per frame, so
-// an IPv4/L4 parse the CP never reads costs every frame (bench/pipeline_bench.py).
+// the Fb tag, the CN-TAG, the CNM and MAC Control, and IPv4 with the TCP or UDP ports that
+// per-flow ECMP hashes; everything after them is payload (the CNM's MSDU is the frame's own
+// bytes either way).  BMv2 extracts, re-emits and logs each parsed field per frame: IPv4 and
+// its ports cost a frame about a tenth more (bench/pipeline_bench.py), so they are parsed
+// only where the controller put IPv4's EtherType in flow_ethertypes (per-flow ECMP on).
 // Nothing here drops a frame: an unknown EtherType ends parsing and a short frame ends it
 // with a parser error, which L2 forwarding ignores and the CP treats as "not a data frame".
 #ifndef __PARSER_P4__
@@ -13,6 +15,10 @@ parser QcnParser(packet_in packet,
                  out headers_t hdr,
                  inout local_metadata_t meta,
                  inout standard_metadata_t standard_metadata) {
+    // ETHERTYPE_IPV4 where per-flow ECMP is on, else empty (BMv2's Thrift API fills it:
+    // PI does not write value sets).
+    value_set<bit<16>>(1) flow_ethertypes;
+
     state start {
         packet.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) {
@@ -21,6 +27,7 @@ parser QcnParser(packet_in packet,
             ETHERTYPE_CNTAG: parse_cntag;
             ETHERTYPE_MAC_CONTROL: parse_mac_control;
             ETHERTYPE_FB_TAG: parse_fb_tag;
+            flow_ethertypes: parse_ipv4;
             default: accept;
         }
     }
@@ -39,6 +46,7 @@ parser QcnParser(packet_in packet,
             ETHERTYPE_CNTAG: parse_cntag;
             ETHERTYPE_MAC_CONTROL: tagged_mac_control;
             ETHERTYPE_FB_TAG: parse_fb_tag;
+            flow_ethertypes: parse_ipv4;
             default: accept;
         }
     }
@@ -48,6 +56,7 @@ parser QcnParser(packet_in packet,
         packet.extract(hdr.fb_tag);
         transition select(hdr.fb_tag.ether_type) {
             ETHERTYPE_CNM: parse_cnm;
+            flow_ethertypes: parse_ipv4;
             default: accept;
         }
     }
@@ -65,6 +74,23 @@ parser QcnParser(packet_in packet,
 
     state parse_cntag {
         packet.extract(hdr.cntag);
+        transition select(hdr.cntag.ether_type) {
+            flow_ethertypes: parse_ipv4;
+            default: accept;
+        }
+    }
+
+    state parse_ipv4 {
+        packet.extract(hdr.ipv4);
+        transition select(hdr.ipv4.ihl, hdr.ipv4.protocol) {
+            (IPV4_IHL_NO_OPTIONS, IP_PROTO_TCP): parse_l4_ports;
+            (IPV4_IHL_NO_OPTIONS, IP_PROTO_UDP): parse_l4_ports;
+            default: accept;
+        }
+    }
+
+    state parse_l4_ports {
+        packet.extract(hdr.l4_ports);
         transition accept;
     }
 }
@@ -83,6 +109,8 @@ control QcnDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.cnm);
         packet.emit(hdr.msdu_ethertype);
         packet.emit(hdr.cntag);
+        packet.emit(hdr.ipv4);
+        packet.emit(hdr.l4_ports);
     }
 }
 

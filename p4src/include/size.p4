@@ -4,6 +4,7 @@
 
 #define NUM_PORTS_DEF 512                 // port_t is 9 bits
 #define L2_TABLE_SIZE 4096
+#define ECMP_MEMBERS_SIZE 512            // one per port (members are ports)
 #define CP_CONFIG_SIZE 512
 #define SAMPLE_INTERVAL_TABLE_SIZE 4096   // 8 intervals per port
 #define EDGE_PORT_TABLE_SIZE 512

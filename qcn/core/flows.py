@@ -456,7 +456,7 @@ def records_from_logs(
     *,
     origin: float,
     frame_bytes: int,
-    path: Callable[[FlowArrival], FlowPath],
+    path: Callable[[int, FlowArrival], FlowPath],
 ) -> list[FlowRecord]:
     """Every flow of ``arrivals`` (flow id: its index) as a record, from what the senders
     and the receivers logged (reaction_point.flow_sender, topologies.flow_receiver), times
@@ -473,7 +473,7 @@ def records_from_logs(
     finished = {line["flow"]: line["finish"] - origin for line in receiver_lines}
     out = []
     for i, a in enumerate(arrivals):
-        way = path(a)
+        way = path(i, a)
         out.append(
             FlowRecord(
                 flow_id=i,

@@ -38,6 +38,16 @@ BMV2_DEVICE_ID = 1
 # -- P4 names (P4Info aliases; full names where BMv2's Thrift API needs them) -------------------
 TABLE_L2 = "l2_forwarding"
 ACTION_FORWARD = "forward"
+#: Per-flow ECMP (p4src/control/forwarding.p4): a destination with equal-cost ports, its
+#: group of them in the selector, one member per port.
+ACTION_FORWARD_BY_FLOW = "forward_by_flow"
+TABLE_ECMP = "ecmp_forwarding"
+ACTION_PROFILE_ECMP = "ecmp_selector"
+PARSE_VSET_FLOW_ETHERTYPES = "QcnParser.flow_ethertypes"
+"""The EtherTypes whose IPv4 and ports the parser reads (BMv2's Thrift name): IPv4's with
+per-flow ECMP on, none otherwise (so per-destination frames cost what they did)."""
+ETHERTYPE_IPV4 = 0x0800
+"""IPv4's EtherType, which the controller puts in the parser's flow_ethertypes."""
 TABLE_EDGE_PORT = "edge_port"
 ACTION_MARK_EDGE = "mark_edge"
 #: The arrival CP's stage 1, which is also every CP port's admission to its queue
@@ -130,6 +140,7 @@ PAUSE_PARAMS = ("hi_bytes", "lo_bytes", "partition_bytes", "refresh_us", "pause_
 #: data-plane integers of a CP port (qcn.core.cp_model.CpPortConfig) carry the same names.
 ACTION_PARAMS: dict[str, tuple[str, ...]] = {
     ACTION_FORWARD: ("port",),
+    ACTION_FORWARD_BY_FLOW: ("port", "hash_shift"),
     ACTION_MARK_EDGE: (),
     ACTION_ADMIT: ("limit_pkts", "limit_bytes", "bytes_unit"),
     ACTION_ADMIT_SAMPLE_BERNOULLI: ("limit_pkts", "limit_bytes", "bytes_unit", "p_max_fixed"),
@@ -153,7 +164,9 @@ ACTION_PARAMS: dict[str, tuple[str, ...]] = {
 }
 #: Each table's match fields (their @name) and the actions the controller puts in it.
 TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    TABLE_L2: (("dst_addr",), (ACTION_FORWARD,)),
+    TABLE_L2: (("dst_addr",), (ACTION_FORWARD, ACTION_FORWARD_BY_FLOW)),
+    # (P4Info leaves the selector's field out: the switch hashes it, nobody matches on it.)
+    TABLE_ECMP: (("dst_addr",), (ACTION_FORWARD,)),
     TABLE_EDGE_PORT: (("ig_port",), (ACTION_MARK_EDGE,)),
     TABLE_ADMISSION: (
         ("eg_port",),

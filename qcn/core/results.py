@@ -312,11 +312,11 @@ def fair_shares_bps(sc: Scenario, bottleneck_bps: float) -> list[float]:
     topo, bottleneck = sc.topology, sc.bottleneck_port
     capacity: dict[Any, float] = {}
     paths: list[list[Any]] = []
-    for src in sc.sources:
+    for i, src in enumerate(sc.sources):
         uplink = ("host link", src.host)
         capacity[uplink] = topo.access_link(src.host).rate_bps
         path: list[Any] = [uplink]
-        for ref in topo.path(src.host, src.destinations[0]):
+        for ref in sc.stream_refs(i):
             capacity[ref] = bottleneck_bps if ref == bottleneck else topo.link_at(ref).rate_bps
             path.append(ref)
         paths.append(path)
@@ -329,8 +329,7 @@ def long_flow(sc: Scenario) -> bool:
     cps = set(sc.topology.cp_ports)
 
     def crossed(i: int) -> int:
-        src = sc.sources[i]
-        return sum(ref in cps for ref in sc.topology.path(src.host, src.destinations[0]))
+        return sum(ref in cps for ref in sc.stream_refs(i))
 
     return len(sc.sources) > 1 and all(crossed(0) > crossed(i) for i in range(1, len(sc.sources)))
 

@@ -97,6 +97,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from qcn.core.ecmp import ECMP_MODES, SOURCE_PORT, EcmpMode, flow_port
 from qcn.core.errors import QcnError
 from qcn.core.flows import (
     FLOW_SIZE_MAX,
@@ -199,6 +200,10 @@ class Network:
     frames per second: a frame leaves at the later of its arrival and the previous
     departure plus a full frame's time, whatever its length, and a port BMv2 does not shape
     passes frames on at once.  Scaling for BMv2 sets "bmv2" (docs/fct.md, "BMv2's drops")."""
+    ecmp: EcmpMode = "per-destination"
+    """Where a destination has equal-cost paths: "per-destination", each destination takes
+    one and equal-cost paths carry destinations in turn; "per-flow", each flow takes the
+    one its 5-tuple's hash chooses, the same on both backends (qcn.core.ecmp)."""
     pause: bool = False
     """802.3x PAUSE hop by hop, as seed 001's switch: memory partitioned per input port
     (each input may hold its link's ``buffer_pkts`` frames in the switch; no output queue
@@ -422,18 +427,32 @@ class Scenario:
         destinations = set(chain.from_iterable(s.destinations for s in self.sources))
         return sum(topo.access_link(d).rate_bps for d in sorted(destinations))
 
-    def flow_path(self, arrival: FlowArrival) -> FlowPath:
-        """What ``arrival``'s ideal completion time depends on (qcn.core.flows.FlowPath):
-        the slowest link from its source to its destination (the bottleneck at its initial
-        rate), the delay of every link after its source's own (the model's convention,
-        docs/topology.md), and the switches it crosses."""
+    def flow_path(self, flow_id: int, arrival: FlowArrival) -> FlowPath:
+        """What flow ``flow_id``'s (``arrival``'s) ideal completion time depends on
+        (qcn.core.flows.FlowPath): the slowest link from its source to its destination (the
+        bottleneck at its initial rate), the delay of every link after its source's own
+        (the model's convention, docs/topology.md), and the switches it crosses."""
         topo, src = self.topology, self.sources[arrival.source].host
-        refs = topo.path(src, self.flow_destination(arrival))
+        refs = self.flow_refs(flow_id, arrival)
         return FlowPath(
             min([topo.access_link(src).rate_bps, *(topo.link_at(r).rate_bps for r in refs)]),
             sum(topo.link_at(r).delay_s for r in refs),
             len(refs),
         )
+
+    def flow_refs(self, flow_id: int, arrival: FlowArrival) -> list[PortRef]:
+        """The switch egress ports flow ``flow_id`` (``arrival``) leaves through: its
+        destination's path, or with per-flow ECMP its 5-tuple's (qcn.core.ecmp)."""
+        topo, src = self.topology, self.sources[arrival.source].host
+        dst = self.flow_destination(arrival)
+        return topo.path(src, dst, topo.flow_hash(src, dst, flow_port(flow_id)))
+
+    def stream_refs(self, source: int) -> list[PortRef]:
+        """The switch egress ports source ``source``'s stream (not flows) leaves through,
+        to its first destination, from its port (qcn.core.ecmp.SOURCE_PORT)."""
+        topo, host = self.topology, self.sources[source]
+        src, dst = host.host, host.destinations[0]
+        return topo.path(src, dst, topo.flow_hash(src, dst, SOURCE_PORT))
 
     def flow_destination(self, arrival: FlowArrival) -> str:
         """The host ``arrival``'s flow goes to."""
@@ -663,7 +682,7 @@ def network_topology(net: Network) -> Topology:
         raise ScenarioError(f"network.topology: {e}") from None
     if not is_generator_spec(spec):
         topo = topo.scaled(net.file_rate_scale, net.file_time_scale)
-    return topo
+    return topo if topo.ecmp == net.ecmp else replace(topo, ecmp=net.ecmp)
 
 
 def _traffic(name: str) -> Traffic:
@@ -874,6 +893,7 @@ def _field_checks(s: Scenario) -> list[tuple[str, bool, str]]:
             f"must be in [{FRAME_BYTES_MIN}, {FRAME_BYTES_MAX}]",
         ),
         ("workload.pattern", w.pattern in PATTERNS, f"must be one of {', '.join(PATTERNS)}"),
+        ("network.ecmp", n.ecmp in ECMP_MODES, f"must be one of {', '.join(ECMP_MODES)}"),
         (
             "network.port_service",
             n.port_service in get_args(PortService),

@@ -40,6 +40,7 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import Any, Literal
 
+from qcn.core.ecmp import DATA_PORT, EcmpMode, choose_port, five_tuple_hash
 from qcn.core.errors import QcnError
 from qcn.core.tomlfile import read_toml
 
@@ -161,6 +162,9 @@ class Topology:
     """BMv2 emulates the links' delays (netem) where true: a file's latencies are the
     user's; a generator's delays model the scenario's RTT, which the emulation has of its
     own (docs/topology.md, "Delays")."""
+    ecmp: EcmpMode = "per-destination"
+    """Where a destination has equal-cost paths: each destination takes one
+    (:func:`shortest_path_routes`), or each flow, by its 5-tuple (:mod:`qcn.core.ecmp`)."""
     notes: tuple[str, ...] = ()
     """What was read and not applied (one line each, said when the network starts)."""
 
@@ -241,10 +245,43 @@ class Topology:
         ref = self.attachment(host)
         return ref.switch, ref.port
 
-    def path(self, src: str, dst: str) -> list[PortRef]:
+    def path(self, src: str, dst: str, flow_hash: int | None = None) -> list[PortRef]:
         """The switch egress ports a frame from ``src`` to ``dst`` leaves through, in
-        order (the last faces ``dst``)."""
-        return list(self.chain(self.attachment(src).switch, dst, src))
+        order (the last faces ``dst``); with per-flow ECMP, those of the flow whose 5-tuple
+        hashes to ``flow_hash`` (qcn.core.ecmp; None: the destination's own path, as
+        frames without a 5-tuple take it)."""
+        if flow_hash is None or self.ecmp != "per-flow":
+            return list(self.chain(self.attachment(src).switch, dst, src))
+        home = self.attachment(dst)
+        choices = self._equal_cost_to(home.switch)
+        out: list[PortRef] = []
+        here = self.attachment(src).switch
+        while here != home.switch:
+            if here not in choices:
+                raise TopologyError(f"{self.name}: no path from {src} to {dst}")
+            ports, distance = choices[here]
+            out.append(PortRef(here, choose_port(ports, flow_hash, distance)))
+            here = self.far_end(out[-1]).node
+        out.append(home)
+        return out
+
+    def flow_hash(self, src: str, dst: str, sport: int) -> int | None:
+        """The 5-tuple hash of UDP from ``src``'s port ``sport`` to ``dst``'s data port
+        (None: per-destination ECMP, which needs none)."""
+        if self.ecmp != "per-flow":
+            return None
+        by_name = self.host_by_name
+        return five_tuple_hash(by_name[src].address, by_name[dst].address, sport, DATA_PORT)
+
+    def _equal_cost_to(self, home: str) -> dict[str, tuple[tuple[int, ...], int]]:
+        known = self._equal_cost.get(home)
+        if known is None:
+            known = self._equal_cost[home] = equal_cost_next_hops(self._switch_neighbours, home)
+        return known
+
+    @cached_property
+    def _equal_cost(self) -> dict[str, dict[str, tuple[tuple[int, ...], int]]]:
+        return {}
 
     @cached_property
     def _chains(self) -> dict[tuple[str, str], tuple[PortRef, ...]]:
@@ -479,6 +516,20 @@ def shortest_path_routes(
         for s, (hops, divisor) in next_hops[home].items():
             out[s][name] = hops[index // divisor % len(hops)]
     return out
+
+
+def equal_cost_next_hops(
+    neighbours: Neighbours, home: str
+) -> dict[str, tuple[tuple[int, ...], int]]:
+    """Each switch that reaches ``home`` (but ``home``): its ports on a shortest path
+    towards it, in port order, and its distance to it in switch hops: what per-flow ECMP
+    chooses among (qcn.core.ecmp.choose_port)."""
+    dist = _distances_to(neighbours, home)
+    return {
+        s: (tuple(p for p, n in neighbours[s] if dist.get(n) == dist[s] - 1), dist[s])
+        for s in neighbours
+        if s != home and s in dist
+    }
 
 
 def _tiered_next_hops(neighbours: Neighbours, home: str) -> dict[str, tuple[list[int], int]]:
