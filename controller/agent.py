@@ -197,8 +197,12 @@ class SwitchAgent:
         name = self.cfg.name
         return forwarding_entries(self.net.l2_ports(name), self.net.ecmp_choices(name))
 
-    def desired_table_entries(self) -> list[P4TableEntry]:
-        plain, program = self.forwarding()
+    def desired_table_entries(
+        self, forwarding: tuple[list[P4TableEntry], EcmpProgram] | None = None
+    ) -> list[P4TableEntry]:
+        """Every table entry the switch should hold (``forwarding``: :meth:`forwarding`'s,
+        if already found)."""
+        plain, program = forwarding or self.forwarding()
         out = [*plain, *program.entries]
         for p in self.cfg.ports:
             if p.edge:
@@ -225,8 +229,9 @@ class SwitchAgent:
         sw = self.connect()
         ports = [p.port for p in self.cfg.ports]
         # The selector's groups before the entries that name them.
-        report = self._reconcile_ecmp(sw, self.forwarding()[1])
-        report = _add(report, self._reconcile_tables(sw, self.desired_table_entries()))
+        forwarding = self.forwarding()
+        report = self._reconcile_ecmp(sw, forwarding[1])
+        report = _add(report, self._reconcile_tables(sw, self.desired_table_entries(forwarding)))
         groups = flood_groups(self.net.flood_ports(self.cfg.name))
         report = _add(
             report, self._reconcile_ids(sw, P4MulticastGroupEntry(), groups, "multicast_group_id")

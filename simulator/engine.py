@@ -552,16 +552,23 @@ class Simulation:
             self.arrivals = arrivals if arrivals is not None else scenario.draw_flows(seed)
         # Only the routes the run takes: every pair's was quadratic in the hosts (261,632
         # at 512 hosts all-to-all, most never used).  Built source by source, destinations in
-        # order, as all were, so inputs keep their relative order (PAUSE events' ties).
+        # order, as all were, so inputs keep their relative order (PAUSE events' ties); with
+        # per-flow ECMP a pair's flows may take several paths, each built once.
         hosts = scenario.sources
         self.arrival_routes: list[Route] = []
         """flows: each arrival's route, by its number."""
         if self.flow_mode:
-            # Built source by source, destinations in order, as all were, so inputs keep
-            # their relative order (PAUSE events' ties); with per-flow ECMP a pair's flows
-            # may take several paths, each built once.
-            refs = [tuple(scenario.flow_refs(n, a)) for n, a in enumerate(self.arrivals)]
-            keys = [(a.source, a.destination, r) for a, r in zip(self.arrivals, refs, strict=True)]
+            per_flow = self.topology.spreads_flows
+            paths: dict[tuple[int, int], tuple[PortRef, ...]] = {}
+            """Per destination: each (source, destination)'s path, found once (per
+            arrival, it was a tenth of hpcc-fat-tree's setup)."""
+            keys = []
+            for n, a in enumerate(self.arrivals):
+                pair = (a.source, a.destination)
+                path = None if per_flow else paths.get(pair)
+                if path is None:
+                    path = paths[pair] = tuple(scenario.flow_refs(n, a))
+                keys.append((*pair, path))
             for key in sorted(set(keys)):
                 i, _, path = key
                 s = self.sources[i]

@@ -69,7 +69,6 @@ __all__ = [
     "missing_requirements",
 ]
 
-SINK_PORT = DATA_PORT
 DEFAULT_SAMPLE_HZ = 100.0
 PAUSE_OUTPUT_LIMIT_PKTS = 4000
 """With PAUSE the seed's switch has no output limit: the inputs' partitions bound the
@@ -459,7 +458,7 @@ class StreamExperiment(Experiment):
         """What receives the traffic on a host: it reports like topologies.sink."""
         return [
             *(sys.executable, "-m", "topologies.sink"),
-            *(f"--port={SINK_PORT}", f"--interval={self.sample_interval_s}"),
+            *(f"--port={DATA_PORT}", f"--interval={self.sample_interval_s}"),
         ]
 
     def receiver_name(self, host: str) -> str:
@@ -508,7 +507,7 @@ class StreamExperiment(Experiment):
             *(sys.executable, "-m", "reaction_point.sources"),
             *("--dst", self.host_ip(sc.sources[i].destinations[0])),
             *("--pattern", pattern, "--frame-bytes", str(sc.network.frame_bytes)),
-            *("--duration", f"{duration:.6f}", "--port", str(SINK_PORT), "--seed", str(i + 1)),
+            *("--duration", f"{duration:.6f}", "--port", str(DATA_PORT), "--seed", str(i + 1)),
             *("--start-at", f"{start + i * wl.stagger_s:.6f}"),
             *("--report", str(self._source_report_path(host))),
         ]
@@ -574,7 +573,7 @@ class FlowsExperiment(StreamExperiment):
     def sink_command(self, host: str) -> list[str]:
         return [
             *(sys.executable, "-m", "topologies.flow_receiver"),
-            *(f"--port={SINK_PORT}", f"--interval={self.sample_interval_s}"),
+            *(f"--port={DATA_PORT}", f"--interval={self.sample_interval_s}"),
             *(
                 f"--frame-bytes={self.sc.network.frame_bytes}",
                 f"--log={self._receiver_log(host)}",
@@ -613,7 +612,7 @@ class FlowsExperiment(StreamExperiment):
                 host,
                 [
                     *(sys.executable, "-m", "reaction_point.flow_sender", str(table)),
-                    *("--port", str(SINK_PORT)),
+                    *("--port", str(DATA_PORT)),
                     *("--frame-bytes", str(self.sc.network.frame_bytes)),
                     *("--rto", repr(self.sc.workload.rto_s), "--origin", repr(start)),
                     *("--log", str(self._log(f"flows-{host}.jsonl"))),

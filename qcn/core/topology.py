@@ -245,12 +245,17 @@ class Topology:
         ref = self.attachment(host)
         return ref.switch, ref.port
 
+    @property
+    def spreads_flows(self) -> bool:
+        """Per-flow ECMP: a pair's flows may take different paths."""
+        return self.ecmp == "per-flow"
+
     def path(self, src: str, dst: str, flow_hash: int | None = None) -> list[PortRef]:
         """The switch egress ports a frame from ``src`` to ``dst`` leaves through, in
         order (the last faces ``dst``); with per-flow ECMP, those of the flow whose 5-tuple
         hashes to ``flow_hash`` (qcn.core.ecmp; None: the destination's own path, as
         frames without a 5-tuple take it)."""
-        if flow_hash is None or self.ecmp != "per-flow":
+        if flow_hash is None or not self.spreads_flows:
             return list(self.chain(self.attachment(src).switch, dst, src))
         home = self.attachment(dst)
         choices = self._equal_cost_to(home.switch)
@@ -268,7 +273,7 @@ class Topology:
     def flow_hash(self, src: str, dst: str, sport: int) -> int | None:
         """The 5-tuple hash of UDP from ``src``'s port ``sport`` to ``dst``'s data port
         (None: per-destination ECMP, which needs none)."""
-        if self.ecmp != "per-flow":
+        if not self.spreads_flows:
             return None
         by_name = self.host_by_name
         return five_tuple_hash(by_name[src].address, by_name[dst].address, sport, DATA_PORT)
