@@ -324,10 +324,17 @@ def test_senders_that_wrote_no_report_make_the_run_noisy() -> None:
 
 def test_the_monitor_adds_up_a_groups_time_on_a_cpu() -> None:
     """The switches' CPU the capacity model is held to: a process spinning for its whole
-    life is counted as about one core, one that sleeps as almost none."""
+    life is counted as about one core, one that sleeps as almost none (once started: the
+    interpreter's start-up, tens of ms of CPU under load, is not its sleep)."""
     spinning = subprocess.Popen([sys.executable, "-c", "while 1: pass"])
-    sleeping = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    sleeping = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('asleep', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
+        assert sleeping.stdout is not None
+        assert sleeping.stdout.readline() == "asleep\n"
         monitor = NoiseMonitor(
             {"spin": lambda: [spinning.pid], "sleep": lambda: [sleeping.pid]}, 0.01, "test"
         )
