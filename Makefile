@@ -31,7 +31,7 @@ $(VENV)/.installed: pyproject.toml setup.py simulator/_core.cpp
 	@[ -x $(PY) ] || $(PYTHON_BASE) -m venv --system-site-packages $(VENV)
 	@$(PY) -m pip install -q --upgrade pip
 	@$(PY) -m pip install -q -e '.[dev]'
-	@$(PY) -c 'from simulator.compiled import core_status; print(core_status())'
+	@$(PY) -c 'from qcn.simulator.compiled import core_status; print(core_status())'
 	@touch $@
 
 venv: sysdeps $(VENV)/.installed  ## create the virtual environment and install the project

@@ -1,9 +1,9 @@
-"""The compiled event core, simulator._core (simulator/_core.cpp; docs/simulator.md).
+"""The compiled event core, qcn.simulator._core (simulator/_core.cpp; docs/simulator.md).
 
 Everything else about the project is in pyproject.toml.  The core is an optional
 extension: a machine without a C++ compiler or Python's headers still installs the project,
 and the simulator says in one line that it runs its Python engine
-(``simulator.compiled.CORE_MISSING``).
+(``qcn.simulator.compiled.CORE_MISSING``).
 """
 
 import hashlib
@@ -22,7 +22,7 @@ except ImportError:  # (only without build isolation: pip installs pybind11 for 
 else:
     ext_modules = [
         Pybind11Extension(
-            "simulator._core",
+            "qcn.simulator._core",
             [CORE_SOURCE],
             cxx_std=17,
             # The source it was built from, so a stale build is known for one (compiled.py).

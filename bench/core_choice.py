@@ -2,7 +2,7 @@
 
     python -m bench.core_choice
 
-The loop every candidate runs is the core's own baseline (``simulator._core.bare_loop``):
+The loop every candidate runs is the core's own baseline (``qcn.simulator._core.bare_loop``):
 a heap of 12 pending events (time, kind and source, sequence, version), popped and pushed
 again 1.2 us later, no model.  A core keeps a fraction of its loop's speed (the C++ core
 keeps ~0.14, the Python engine ~0.2), so a language whose bare loop is under ~100 M
@@ -43,7 +43,7 @@ def numba_loop() -> Callable[[int, int], float] | str:
 
 def core_loop() -> Callable[[int, int], float] | str:
     try:
-        from simulator import _core  # noqa: PLC0415
+        from qcn.simulator import _core  # noqa: PLC0415
     except ImportError as e:
         return f"not built ({e}): make venv"
     return _core.bare_loop
@@ -60,7 +60,7 @@ def main() -> int:
     candidates: dict[str, Callable[[int, int], float] | str] = {
         "Python heapq": python_loop,
         "numba (njit, heapq on tuples)": numba_loop(),
-        "C++ (simulator._core, pybind11)": core_loop(),
+        "C++ (qcn.simulator._core, pybind11)": core_loop(),
     }
     base = 0.0
     for name, loop in candidates.items():

@@ -25,8 +25,8 @@ from pathlib import Path
 from finsy import P4TableEntry, P4TableMatch
 
 from bench.lab import namespace, switch
-from controller.agent import SwitchAgent
-from controller.config import parse
+from qcn.controller.agent import SwitchAgent
+from qcn.controller.config import parse
 from qcn.core.pipeline import CP_ARRIVAL, CP_TABLE_CONFIG, compile_program, cp_name
 from qcn.core.stats import percentile
 

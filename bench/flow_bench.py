@@ -2,10 +2,10 @@
 
     python -m bench.flow_bench [--flows N]
 
-Two namespaces joined by a veth; the flow receiver (topologies.flow_receiver) runs in one,
+Two namespaces joined by a veth; the flow receiver (qcn.topologies.flow_receiver) runs in one,
 and in the other:
 
-- the flow sender (reaction_point.flow_sender) with N one-frame flows all due at once, so
+- the flow sender (qcn.reaction_point.flow_sender) with N one-frame flows all due at once, so
   that it starts, sends, and retires them as fast as it can (each its own socket, frame,
   acknowledgement and log lines);
 - the baseline, in the same run: a bare loop doing the least a flow needs, a UDP socket
@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 
 from qcn.core.flows import FLAG_ACK, FLOW_HEADER
-from reaction_point.flow_sender import HostFlow, write_host_flows
-from topologies.netns import VethEnd, add_veth, namespaces
+from qcn.reaction_point.flow_sender import HostFlow, write_host_flows
+from qcn.topologies.netns import VethEnd, add_veth, namespaces
 
 TX, RX = f"flowbench1-{os.getpid()}", f"flowbench2-{os.getpid()}"
 TX_IP, RX_IP = "10.66.0.1", "10.66.0.2"
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         work = Path(tmp)
         receiver = subprocess.Popen(
-            in_ns(RX, "-m", "topologies.flow_receiver", "--port", str(PORT),
+            in_ns(RX, "-m", "qcn.topologies.flow_receiver", "--port", str(PORT),
                   "--log", str(work / "rx.jsonl"), "--interval", "1000"),
             stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             write_host_flows(table, [HostFlow(i, 0.0, 1) for i in range(n)])
             started = time.perf_counter()
             sender = subprocess.Popen(
-                in_ns(TX, "-m", "reaction_point.flow_sender", str(table), "--dst", RX_IP,
+                in_ns(TX, "-m", "qcn.reaction_point.flow_sender", str(table), "--dst", RX_IP,
                       "--port", str(PORT), "--log", str(work / "tx.jsonl")),
                 stdout=subprocess.DEVNULL, text=True,
             )  # fmt: skip

@@ -36,25 +36,25 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from bench.lab import namespace, switch
-from controller.agent import read_counters
-from controller.bmv2_thrift import Bmv2Thrift
-from controller.entries import (
+from qcn.controller.agent import read_counters
+from qcn.controller.bmv2_thrift import Bmv2Thrift
+from qcn.controller.entries import (
     PauseWatermarks,
     input_port_entry,
     l2_entry,
     pause_honour_entry,
 )
-from controller.p4runtime import P4RuntimeSwitch
+from qcn.controller.p4runtime import P4RuntimeSwitch
 from qcn.core.frames import parse_pause, pause_frame
 from qcn.core.params import PAUSE_QUANTA_MAX
 from qcn.core.pipeline import BMV2_GRPC_PORT, BMV2_THRIFT_PORT, compile_program
-from reaction_point.packet_socket import (
+from qcn.reaction_point.packet_socket import (
     ANCILLARY_BYTES,
     PACKET_OUTGOING,
     rx_timestamp,
     stamp_receptions,
 )
-from reaction_point.tc import ETH_P_ALL
+from qcn.reaction_point.tc import ETH_P_ALL
 
 H0_MAC, H1_MAC = "00:00:00:00:00:01", "00:00:00:00:00:02"
 HOLD_S = 0.01

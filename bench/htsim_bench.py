@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 
 from qcn.core import scenario
-from simulator import compiled
+from qcn.simulator import compiled
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "htsim-bench"

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from topologies.bmv2 import SIMPLE_SWITCH_GRPC, Bmv2Config, Bmv2Process
-from topologies.netns import entered_namespace
+from qcn.topologies.bmv2 import SIMPLE_SWITCH_GRPC, Bmv2Config, Bmv2Process
+from qcn.topologies.netns import entered_namespace
 
 BENCH_DIR = Path(__file__).resolve().parent
 

@@ -2,7 +2,7 @@
 
     python -m bench.pause_bench [--pauses N]
 
-Two namespaces joined by a veth; the PAUSE agent (reaction_point.pause) honours PAUSE on
+Two namespaces joined by a veth; the PAUSE agent (qcn.reaction_point.pause) honours PAUSE on
 one end, the other sends it N PAUSEs, each followed 2 ms later by a PAUSE of 0.  Reported,
 p50/p99 over the N holds:
 
@@ -22,8 +22,8 @@ import threading
 
 from qcn.core.frames import pause_frame
 from qcn.core.params import PAUSE_QUANTA_MAX
-from reaction_point.pause import PauseAgent
-from topologies.netns import VethEnd, add_veth, namespaces, send_frames
+from qcn.reaction_point.pause import PauseAgent
+from qcn.topologies.netns import VethEnd, add_veth, namespaces, send_frames
 
 HOST, PEER = f"pzbench1-{os.getpid()}", f"pzbench2-{os.getpid()}"
 IF_HOST, IF_PEER = "pzb-h", "pzb-p"

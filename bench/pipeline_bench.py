@@ -47,15 +47,15 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from bench.lab import BENCH_DIR, namespace, switch
-from controller.entries import CpPort, cp_entries, default_cpid, edge_entries, l2_entry
-from controller.p4runtime import P4RuntimeSwitch
+from qcn.controller.entries import CpPort, cp_entries, default_cpid, edge_entries, l2_entry
+from qcn.controller.p4runtime import P4RuntimeSwitch
 from qcn.core.params import CpParams
 from qcn.core.pipeline import compile_program
-from topologies.bmv2 import SIMPLE_SWITCH_GRPC
+from qcn.topologies.bmv2 import SIMPLE_SWITCH_GRPC
 
 H0_MAC, H1_MAC = "00:00:00:00:00:01", "00:00:00:00:00:02"
 
-RAWFRAMES = (sys.executable, "-m", "topologies.rawframes")
+RAWFRAMES = (sys.executable, "-m", "qcn.topologies.rawframes")
 
 
 def measure(rate_pps: float, duration_s: float) -> tuple[int, float]:

@@ -57,10 +57,10 @@ from scapy.layers.l2 import Ether
 
 from qcn.core.frames import CNM
 from qcn.core.params import QcnParams
-from reaction_point.daemon import status_files
-from reaction_point.tc import ROOT_HANDLE, FlowMatch, HtbLimiters
-from topologies.mininet_bmv2 import RP_REALTIME_PRIORITY
-from topologies.netns import VethEnd, add_veth, namespaces, sh
+from qcn.reaction_point.daemon import status_files
+from qcn.reaction_point.tc import ROOT_HANDLE, FlowMatch, HtbLimiters
+from qcn.topologies.mininet_bmv2 import RP_REALTIME_PRIORITY
+from qcn.topologies.netns import VethEnd, add_veth, namespaces, sh
 
 H1, H2 = f"rpbench1-{os.getpid()}", f"rpbench2-{os.getpid()}"
 IF1, IF2 = "rpb1-eth0", "rpb2-eth0"
@@ -79,7 +79,7 @@ def cnm_frames(da: str) -> str:
 
 
 def setup() -> None:
-    """The two hosts' link (namespaces made by :func:`topologies.netns.namespaces`)."""
+    """The two hosts' link (namespaces made by :func:`qcn.topologies.netns.namespaces`)."""
     add_veth(VethEnd(H1, IF1, MAC1, "10.0.0.1/24"), VethEnd(H2, IF2, MAC2, "10.0.0.2/24"))
     sh("ip", "-n", H1, "neigh", "add", "10.0.0.2", "lladdr", MAC2, "dev", IF1, "nud", "permanent")
     for ns in (H1, H2):
@@ -96,7 +96,7 @@ def blaster(
     n: int, gap_s: float = 0.0, da: str = MAC2, frames: str | None = None
 ) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        ["ip", "netns", "exec", H2, sys.executable, "-m", "topologies.rawframes", "blast", IF2,
+        ["ip", "netns", "exec", H2, sys.executable, "-m", "qcn.topologies.rawframes", "blast", IF2,
          "--count", str(n), "--gap", str(gap_s)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -120,7 +120,7 @@ def blasted_rate(proc: subprocess.Popen[str]) -> float:
 
 def baseline_rate(n: int) -> float:
     rx = subprocess.Popen(
-        ["ip", "netns", "exec", H1, sys.executable, "-m", "topologies.rawframes", "drain", IF1,
+        ["ip", "netns", "exec", H1, sys.executable, "-m", "qcn.topologies.rawframes", "drain", IF1,
          "--ethertype", "cnm", "--count", str(n)],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -143,7 +143,7 @@ def daemon(workdir: Path, *extra: str, realtime: bool = False) -> Iterator[Path]
     proc = subprocess.Popen(
         ["ip", "netns", "exec", H1,
          *(["chrt", "-f", str(RP_REALTIME_PRIORITY)] if realtime else []),
-         sys.executable, "-m", "qcn.cli", "rp", "start",
+         sys.executable, "-m", "qcn", "rp", "start",
          "--iface", IF1, "--params", str(params), "--status-dir", str(workdir), *extra],
         stdout=subprocess.DEVNULL,
     )  # fmt: skip

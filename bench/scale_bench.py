@@ -31,7 +31,7 @@ import time
 
 from qcn.core import scenario
 from qcn.core.scenario import Scenario
-from simulator import compiled
+from qcn.simulator import compiled
 
 SETUP_SHAPES = (
     "leaf-spine:4,16,8",

@@ -9,7 +9,7 @@ All in the same run, on one core:
    wall per simulated second, the median with the spread of the N runs (the machine's
    noise, with the load average before and after: the machine is shared);
 2. the fct scenario (seed 003's dynamic flows) run long enough for 10,000 flows: the same;
-3. the bare event loop in the core's language (``simulator._core.bare_loop``: the same
+3. the bare event loop in the core's language (``qcn.simulator._core.bare_loop``: the same
    heap of the same events, popped and pushed as often, no model): the share of its speed
    the model keeps;
 4. the Python engine, the reference (``QCN_SIM_ENGINE=python``), on the first simulated
@@ -30,8 +30,8 @@ import time
 from qcn.core import scenario
 from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
-from simulator import compiled
-from simulator.engine import Simulation
+from qcn.simulator import compiled
+from qcn.simulator.engine import Simulation
 
 FLOWS = 10_000
 """The fct run's flows (the issue's 10,000-flow run)."""

@@ -22,9 +22,9 @@ from finsy import (
     P4TableMatch,
 )
 
-from controller.bmv2_thrift import Bmv2Thrift
-from controller.config import NetworkConfig, PortConfig, SwitchConfig
-from controller.entries import (
+from qcn.controller.bmv2_thrift import Bmv2Thrift
+from qcn.controller.config import NetworkConfig, PortConfig, SwitchConfig
+from qcn.controller.entries import (
     BMV2_DEFAULT_QUEUE_PKTS,
     CpPort,
     EcmpProgram,
@@ -50,8 +50,8 @@ from controller.entries import (
     sample_interval_entries,
     stage2_entries,
 )
-from controller.errors import Bmv2ThriftError, ConfigError, P4RuntimeError
-from controller.p4runtime import P4RuntimeSwitch
+from qcn.controller.errors import Bmv2ThriftError, ConfigError, P4RuntimeError
+from qcn.controller.p4runtime import P4RuntimeSwitch
 from qcn.core.params import (
     CpParams,
     QcnParams,
@@ -91,7 +91,7 @@ class PortStatus:
     pause: PauseWatermarks | None = None
     """802.3x PAUSE on the frames arriving at the port, as the switch holds it."""
     edge: dict[str, Any] | None = None
-    """A host-facing port's three-point settings (controller.entries.decode_edge)."""
+    """A host-facing port's three-point settings (qcn.controller.entries.decode_edge)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -245,8 +245,8 @@ class SwitchAgent:
 
     def apply_queue_shaping(self) -> None:
         """Queue rates; and depths: a port's buffer is the pipeline's limit (a CP port's
-        admission entry; on another port, controller.entries.buffer_entry), and BMv2's
-        own queue is made deeper (controller.entries.bmv2_queue_pkts): BMv2 drops a frame
+        admission entry; on another port, qcn.controller.entries.buffer_entry), and BMv2's
+        own queue is made deeper (qcn.controller.entries.bmv2_queue_pkts): BMv2 drops a frame
         that finds its queue full without a trace.  With PAUSE on any input, every port's
         queue is made that deep: a frame BMv2 dropped would stay counted in its input's
         buffer for ever (the partitions are the only limit)."""
@@ -282,7 +282,7 @@ class SwitchAgent:
     def _reconcile_ecmp(self, sw: P4RuntimeSwitch, program: EcmpProgram) -> ReconcileReport:
         """Make the ECMP selector hold exactly ``program``'s members and groups, and the
         parser read IPv4 exactly where it has any.  A difference rebuilds both from empty:
-        members must be created in port order (controller.entries.EcmpProgram)."""
+        members must be created in port order (qcn.controller.entries.EcmpProgram)."""
         schema = sw.switch.p4info
         members = sw.read(P4ActionProfileMember(ACTION_PROFILE_ECMP))
         groups = sw.read(P4ActionProfileGroup(ACTION_PROFILE_ECMP))
@@ -479,7 +479,7 @@ class SwitchAgent:
     def set_queue(self, port: int, rate_pps: int | None, depth_pkts: int | None) -> None:
         """A port's queue rate and buffer; the buffer is the pipeline's limit (a CP port's
         admission entry, another port's buffer_entry), BMv2's own queue then deeper
-        (controller.entries.bmv2_queue_pkts)."""
+        (qcn.controller.entries.bmv2_queue_pkts)."""
         current = self.read_cp(port) if self.cfg.port(port).cp else None
         with self.thrift() as t:
             if rate_pps is not None:

@@ -14,7 +14,7 @@ from typing import Any
 from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
 from thrift.transport import TSocket, TTransport
 
-from controller.errors import Bmv2ThriftError
+from qcn.controller.errors import Bmv2ThriftError
 from qcn.core.pipeline import BMV2_THRIFT_PORT, REGISTER_OCCUPANCY, split_occupancy
 
 # The thrift library logs connection failures itself; Bmv2ThriftError says it once.

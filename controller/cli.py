@@ -1,4 +1,4 @@
-"""`qcn ctl`: the controller's command line, a thin layer over controller.agent."""
+"""`qcn ctl`: the controller's command line, a thin layer over qcn.controller.agent."""
 
 from __future__ import annotations
 
@@ -10,19 +10,19 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from controller import config
-from controller.config import PAUSE_FIELDS
-from controller.entries import PauseWatermarks
-from controller.errors import ConfigError
+from qcn.controller import config
+from qcn.controller.config import PAUSE_FIELDS
+from qcn.controller.entries import PauseWatermarks
+from qcn.controller.errors import ConfigError
 from qcn.core.params import CpParams, ParamError, QueueDepth, QueueUnit, SamplingMode
 from qcn.core.signals import stop_on_signals
 
 if TYPE_CHECKING:
-    from controller.agent import PortStatus
+    from qcn.controller.agent import PortStatus
 
 DEFAULT_CONFIG = Path(os.environ.get("QCN_NETWORK", "qcn-network.toml"))
 NET_UP_FILE = Path("results/net/network.toml")
-"""The network file `qcn net up` writes when not told where (qcn.net.DEFAULT_OUT)."""
+"""The network file `qcn net up` writes when not told where (qcn.cli.net.DEFAULT_OUT)."""
 
 PAUSE_HELP = {
     "hi_bytes": "bytes buffered from the port above which a PAUSE goes out of it",
@@ -31,7 +31,7 @@ PAUSE_HELP = {
     "pause_quanta": "the PAUSE's time, in quanta of 512 bit times (0 to 65535)",
     "refresh_us": "while above --hi-bytes, a PAUSE again every this many microseconds",
 }
-"""`qcn ctl pause`'s options (controller.config.PAUSE_FIELDS), each one's help."""
+"""`qcn ctl pause`'s options (qcn.controller.config.PAUSE_FIELDS), each one's help."""
 
 # `qcn ctl set` options, each named after the CpParams field it sets (--q-eq-pkts sets
 # q_eq_pkts): one name per quantity from the command line to the parameters.
@@ -203,7 +203,7 @@ def _selected(net: config.NetworkConfig, names: list[str]) -> list[str]:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from controller.agent import SwitchAgent  # noqa: PLC0415 - gRPC only when needed
+    from qcn.controller.agent import SwitchAgent  # noqa: PLC0415 - gRPC only when needed
 
     net = _network(args)
     for name in _selected(net, args.switch):
@@ -214,7 +214,7 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _set(args: argparse.Namespace) -> int:
-    from controller.agent import SwitchAgent  # noqa: PLC0415 - gRPC only when needed
+    from qcn.controller.agent import SwitchAgent  # noqa: PLC0415 - gRPC only when needed
 
     changes: dict[str, Any] = {
         field: getattr(args, field) for field in SET_OPTIONS if getattr(args, field) is not None
@@ -260,7 +260,7 @@ def q_eq_text(cp: CpParams) -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from controller.agent import SwitchAgent  # noqa: PLC0415 - gRPC only when needed
+    from qcn.controller.agent import SwitchAgent  # noqa: PLC0415 - gRPC only when needed
 
     net = _network(args)
     report: dict[str, list[PortStatus]] = {}
@@ -303,7 +303,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from controller.agent import SwitchAgent  # noqa: PLC0415 - gRPC only when needed
+    from qcn.controller.agent import SwitchAgent  # noqa: PLC0415 - gRPC only when needed
 
     net = _network(args)
     names = _selected(net, args.switch)
@@ -334,7 +334,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _pause(args: argparse.Namespace) -> int:
-    from controller.agent import SwitchAgent  # noqa: PLC0415 - gRPC only when needed
+    from qcn.controller.agent import SwitchAgent  # noqa: PLC0415 - gRPC only when needed
 
     given = {n: getattr(args, n) for n in PAUSE_FIELDS if getattr(args, n) is not None}
     if args.off and given:
@@ -357,7 +357,7 @@ def _pause(args: argparse.Namespace) -> int:
 
 
 def _queue(args: argparse.Namespace) -> int:
-    from controller.agent import SwitchAgent  # noqa: PLC0415 - gRPC only when needed
+    from qcn.controller.agent import SwitchAgent  # noqa: PLC0415 - gRPC only when needed
 
     if args.rate_pps is None and args.depth_pkts is None:
         raise ConfigError("give --rate-pps and/or --depth-pkts")

@@ -19,7 +19,7 @@ A TOML file::
     queue_rate_pps = 1000         # optional BMv2 queue shaping
     queue_depth_pkts = 100        # the port's buffer (a CP port: the pipeline's tail drop)
     qcn = { q_eq_pkts = 30 }      # optional per-port overrides
-    # optional 802.3x PAUSE on frames arriving here (controller.entries.PauseWatermarks)
+    # optional 802.3x PAUSE on frames arriving here (qcn.controller.entries.PauseWatermarks)
     pause = { hi_bytes = 130000, lo_bytes = 110000, partition_bytes = 150000,
               pause_quanta = 65535, refresh_us = 2000 }
     honour_pause_bps = 40000000   # optional: a PAUSE received here holds this port's queue,
@@ -48,8 +48,8 @@ from typing import Any
 
 import tomli_w
 
-from controller.entries import MAX_HONOUR_RATE_BPS, MIN_HONOUR_RATE_BPS, PauseWatermarks
-from controller.errors import ConfigError
+from qcn.controller.entries import MAX_HONOUR_RATE_BPS, MIN_HONOUR_RATE_BPS, PauseWatermarks
+from qcn.controller.errors import ConfigError
 from qcn.core.ecmp import ECMP_MODES, EcmpMode
 from qcn.core.params import CpParams, ParamError, QcnParams
 from qcn.core.pipeline import BMV2_DEVICE_ID, BMV2_THRIFT_PORT, HELD_PORTS, outputs
@@ -64,7 +64,7 @@ HONOUR_NEEDS_RATE = (
     "needs queue_rate_pps on the port (a held port's frames go round BMv2's queue at that rate)"
 )
 MAX_QUEUE_BYTES = 1 << 30
-"""A sanity bound; the pipeline's own (Fb in 32 bits) is checked with w (controller.entries)."""
+"""A sanity bound; the pipeline's own (Fb in 32 bits) is checked with w (qcn.controller.entries)."""
 
 
 @dataclass(frozen=True)

@@ -192,7 +192,7 @@ def admission_entry(cp: CpPort) -> P4TableEntry:
 def buffer_entry(port: int, limit_pkts: int) -> P4TableEntry:
     """A port without a CP whose buffer is ``limit_pkts`` frames: the pipeline counts its
     queue and tail-drops beyond it (counted in tail_drops), as on a CP port, so that no
-    frame is lost in BMv2's own queue uncounted (controller.agent, apply_queue_shaping)."""
+    frame is lost in BMv2's own queue uncounted (qcn.controller.agent, apply_queue_shaping)."""
     return P4TableEntry(
         TABLE_ADMISSION,
         match=P4TableMatch(eg_port=port),

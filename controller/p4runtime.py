@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import finsy
 
-from controller.errors import NotPrimaryError, P4RuntimeError
+from qcn.controller.errors import NotPrimaryError, P4RuntimeError
 
 T = TypeVar("T")
 

@@ -1,1 +1,1 @@
-"""PTF tests of the CP pipeline on BMv2 (run them with ``python -m ptf_tests.run``)."""
+"""PTF tests of the CP pipeline on BMv2 (run them with ``python -m qcn.ptf_tests.run``)."""

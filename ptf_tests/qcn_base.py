@@ -3,7 +3,7 @@
 Every test starts from the same switch state: the pipeline pushed, one host per port in
 the L2 table, the flood groups, one CNM clone session per port, no CP configured, queues
 unlimited, registers cleared.  The switch is programmed through the project's controller
-code (controller.entries over controller.p4runtime), as the runtime controller does it.
+code (qcn.controller.entries over qcn.controller.p4runtime), as the runtime controller does it.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from ptf.base_tests import BaseTest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.agent import read_counters
-from controller.bmv2_thrift import Bmv2Thrift
-from controller.entries import (
+from qcn.controller.agent import read_counters
+from qcn.controller.bmv2_thrift import Bmv2Thrift
+from qcn.controller.entries import (
     BMV2_DEFAULT_QUEUE_PKTS,
     CpPort,
     bmv2_queue_pkts,
@@ -33,7 +33,7 @@ from controller.entries import (
     flood_groups,
     l2_entry,
 )
-from controller.p4runtime import P4RuntimeSwitch
+from qcn.controller.p4runtime import P4RuntimeSwitch
 from qcn.core.cp_model import CongestionPoint, CpDecision, CpPortConfig
 from qcn.core.frames import (
     CNM,
@@ -46,7 +46,7 @@ from qcn.core.frames import (
 )
 from qcn.core.params import CpParams, QueueUnit
 from qcn.core.pipeline import COUNTERS, REGISTERS
-from topologies.bmv2 import wait_until
+from qcn.topologies.bmv2 import wait_until
 
 PORTS = (0, 1, 2, 3)
 HOST_MAC = {p: f"00:00:00:00:00:{p + 1:02x}" for p in PORTS}

@@ -1,6 +1,6 @@
 """Runs the PTF tests of the CP pipeline on a real simple_switch_grpc.
 
-    python -m ptf_tests.run [--trace] [--keep-logs DIR] [TEST ...]
+    python -m qcn.ptf_tests.run [--trace] [--keep-logs DIR] [TEST ...]
 
 It compiles the pipeline (if it changed), creates a network namespace holding one veth
 pair per switch port (``swN`` for BMv2, ``ptfN`` for PTF), moves itself into it, starts
@@ -22,9 +22,9 @@ from pathlib import Path
 from qcn.core.errors import ExitCode, QcnError, ToolMissingError, report
 from qcn.core.pipeline import BMV2_GRPC_PORT, BMV2_THRIFT_PORT, compile_program
 from qcn.core.signals import sigterm_as_interrupt
-from topologies.bmv2 import Bmv2Config, Bmv2Process
-from topologies.errors import Bmv2Error
-from topologies.netns import entered_namespace
+from qcn.topologies.bmv2 import Bmv2Config, Bmv2Process
+from qcn.topologies.errors import Bmv2Error
+from qcn.topologies.netns import entered_namespace
 
 TEST_DIR = Path(__file__).resolve().parent
 NUM_PORTS = 4

@@ -16,17 +16,6 @@ from ptf import testutils
 from scapy.layers.inet import IP
 from scapy.layers.l2 import Dot1Q, Ether
 
-from ptf_tests.qcn_base import (
-    ALWAYS,
-    BOTTLENECK,
-    CP_MAC,
-    HOST_MAC,
-    QcnTest,
-    by_msdu,
-    sampled_seq,
-    udp_frame,
-    wait_for,
-)
 from qcn.core.cp_model import CongestionPoint, CpPortConfig
 from qcn.core.frames import (
     CNM,
@@ -43,6 +32,17 @@ from qcn.core.pipeline import (
     CP_REGISTER_BYTES_TO_SAMPLE,
     CP_REGISTER_LAST_QDEPTH,
     cp_full_name,
+)
+from qcn.ptf_tests.qcn_base import (
+    ALWAYS,
+    BOTTLENECK,
+    CP_MAC,
+    HOST_MAC,
+    QcnTest,
+    by_msdu,
+    sampled_seq,
+    udp_frame,
+    wait_for,
 )
 
 SLOW_PPS = 200

@@ -1,7 +1,7 @@
 """Per-flow ECMP through the action selector (p4src/control/forwarding.p4), on BMv2.
 
 A destination reached by three equal-cost ports, as the controller programs it
-(controller.entries.forwarding_entries): each flow's frames all leave by one port, the
+(qcn.controller.entries.forwarding_entries): each flow's frames all leave by one port, the
 port qcn.core.ecmp computes from its 5-tuple (the simulator's choice), and the flows
 spread over all three.  Frames without a 5-tuple, and every frame while the parser reads
 no IPv4 (per-destination), take the destination's own port.
@@ -12,10 +12,10 @@ from __future__ import annotations
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.entries import forwarding_entries
-from ptf_tests.qcn_base import HOST_IP, HOST_MAC, QcnTest
+from qcn.controller.entries import forwarding_entries
 from qcn.core.ecmp import DATA_PORT, choose_port, five_tuple_hash, flow_port
 from qcn.core.pipeline import ETHERTYPE_IPV4, PARSE_VSET_FLOW_ETHERTYPES
+from qcn.ptf_tests.qcn_base import HOST_IP, HOST_MAC, QcnTest
 
 SENDER = 0
 SPREAD = (1, 2, 3)

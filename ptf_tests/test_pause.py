@@ -15,8 +15,15 @@ from ptf import testutils
 from scapy.contrib.mac_control import MACControlGate
 from scapy.layers.l2 import Dot1Q, Ether
 
-from controller.entries import PauseWatermarks, input_port_entry, pause_source_entry
-from ptf_tests.qcn_base import (
+from qcn.controller.entries import PauseWatermarks, input_port_entry, pause_source_entry
+from qcn.core.frames import (
+    ETHERTYPE_MAC_CONTROL,
+    PAUSE_DST_MAC,
+    parse_pause,
+    pause_frame,
+)
+from qcn.core.pipeline import REGISTER_INPUT_BYTES
+from qcn.ptf_tests.qcn_base import (
     ALWAYS,
     BOTTLENECK,
     CP_MAC,
@@ -27,13 +34,6 @@ from ptf_tests.qcn_base import (
     udp_frame,
     wait_for,
 )
-from qcn.core.frames import (
-    ETHERTYPE_MAC_CONTROL,
-    PAUSE_DST_MAC,
-    parse_pause,
-    pause_frame,
-)
-from qcn.core.pipeline import REGISTER_INPUT_BYTES
 
 FRAME = 1000
 GUARDED = 0

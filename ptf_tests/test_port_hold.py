@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import time
 
-from controller.entries import PauseWatermarks, input_port_entry, pause_honour_entry
-from ptf_tests.qcn_base import (
+from qcn.controller.entries import PauseWatermarks, input_port_entry, pause_honour_entry
+from qcn.core.frames import pause_frame
+from qcn.core.pipeline import REGISTER_HOLD_UNTIL, REGISTER_INPUT_BYTES
+from qcn.ptf_tests.qcn_base import (
     ALWAYS,
     BOTTLENECK,
     HOST_MAC,
@@ -19,8 +21,6 @@ from ptf_tests.qcn_base import (
     udp_frame,
     wait_for,
 )
-from qcn.core.frames import pause_frame
-from qcn.core.pipeline import REGISTER_HOLD_UNTIL, REGISTER_INPUT_BYTES
 
 FRAME = 1000
 SENDER = 0

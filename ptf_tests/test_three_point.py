@@ -17,7 +17,10 @@ from ptf import testutils
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 
-from ptf_tests.qcn_base import (
+from qcn.core.cp_model import FbTag
+from qcn.core.frames import CNM_HEADER_BYTES, expected_reflection, pop_fb_tag, push_fb_tag
+from qcn.core.params import CpParams, QueueUnit
+from qcn.ptf_tests.qcn_base import (
     ALWAYS,
     BOTTLENECK,
     CP_MAC,
@@ -28,10 +31,7 @@ from ptf_tests.qcn_base import (
     udp_frame,
     wait_for,
 )
-from ptf_tests.test_cp import BURST_GAP_S, CongestionTest
-from qcn.core.cp_model import FbTag
-from qcn.core.frames import CNM_HEADER_BYTES, expected_reflection, pop_fb_tag, push_fb_tag
-from qcn.core.params import CpParams, QueueUnit
+from qcn.ptf_tests.test_cp import BURST_GAP_S, CongestionTest
 
 THREE_POINT = CpParams(three_point=True)
 

@@ -12,8 +12,8 @@ from dataclasses import replace
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from ptf_tests.qcn_base import ALWAYS, BOTTLENECK, HOST_IP, HOST_MAC, QcnTest
 from qcn.core.frames import CNM_MAX_MSDU_BYTES, CNTag
+from qcn.ptf_tests.qcn_base import ALWAYS, BOTTLENECK, HOST_IP, HOST_MAC, QcnTest
 from qcn.wireshark import decode, mismatches
 
 SLOW_PPS = 100

@@ -2,6 +2,6 @@
 
 import sys
 
-from qcn.cli import main
+from qcn.cli.main import main
 
 sys.exit(main())

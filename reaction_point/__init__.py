@@ -1,1 +1,1 @@
-"""The QCN Reaction Point: the rate rules (:mod:`reaction_point.rules`) applied at the host."""
+"""The QCN Reaction Point: the rate rules (:mod:`qcn.reaction_point.rules`) applied at the host."""

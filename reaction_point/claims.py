@@ -6,7 +6,7 @@ link property add dev IF altname ALT``) and, after a rename, to a new name, and 
 of them reaches the same root qdisc.  A claim on the name let a second daemon started on
 an altname take the live daemon's tree for a dead one's and remove it (issue 42): both then
 died, and the host was left unlimited.  Callers resolve whatever name they were given to
-the index first (:func:`reaction_point.netlink.open_interface`, which the kernel resolves
+the index first (:func:`qcn.reaction_point.netlink.open_interface`, which the kernel resolves
 altnames for), then claim that.
 
 Abstract names live in the network namespace of the process that binds them and vanish
@@ -14,7 +14,7 @@ with it, even after kill -9: a live agent is never mistaken for a dead one (whos
 next agent may then take over or remove), and no lock file can go stale.  An interface
 index is unique within its namespace, which is where the claim lives too.  The
 reaction-point daemon ("rp") and the PAUSE agent ("pause") share an interface's root qdisc
-(:mod:`reaction_point.pause`); each asks :func:`claimed` whether the other is alive before
+(:mod:`qcn.reaction_point.pause`); each asks :func:`claimed` whether the other is alive before
 it removes or lifts what the other left.
 """
 

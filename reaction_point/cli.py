@@ -12,7 +12,7 @@ from typing import Any
 
 from qcn.core.errors import ExitCode, QcnError
 from qcn.core.params import ParamError, QcnParams, RpScheme, scheme_names
-from reaction_point.daemon import (
+from qcn.reaction_point.daemon import (
     DEFAULT_MAX_LIMITERS,
     DEFAULT_STATUS_DIR,
     MAX_LIMITERS_LIMIT,
@@ -21,7 +21,7 @@ from reaction_point.daemon import (
     daemon_alive,
     status_files,
 )
-from reaction_point.sources import SEND_DESCRIPTION, add_send_arguments, send
+from qcn.reaction_point.sources import SEND_DESCRIPTION, add_send_arguments, send
 
 
 class RpUsageError(QcnError, ValueError):

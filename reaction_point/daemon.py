@@ -5,8 +5,8 @@ One process per host interface.  It
 - receives CNMs on an AF_PACKET socket bound to EtherType 0x22E7 (the kernel delivers
   nothing else), and validates each (format, addressed to this host, about a destination
   this host sends to); anything else is dropped and counted by reason;
-- keeps one :class:`~reaction_point.rules.RateLimiterRules` per destination (default) or
-  per IPv4 flow, and enforces its current rate with an HTB class (:mod:`reaction_point.tc`);
+- keeps one :class:`~qcn.reaction_point.rules.RateLimiterRules` per destination (default) or
+  per IPv4 flow, and enforces its current rate with an HTB class (:mod:`qcn.reaction_point.tc`);
   at most ``max_limiters`` of them: a CNM for a new one beyond that releases the limiter
   signalled least recently (counted as ``limiters_evicted``), so no sender of CNMs can
   exhaust the kernel's tables;
@@ -14,7 +14,7 @@ One process per host interface.  It
   statistics) and the timer with the monotonic clock;
 - releases a limiter when its rate is back at line rate;
 - writes a status file (``qcn rp status``) and, optionally, one CSV time series per limiter
-  (:mod:`reaction_point.limiter_csv`: a fixed budget of open files whatever the number of
+  (:mod:`qcn.reaction_point.limiter_csv`: a fixed budget of open files whatever the number of
   limiters, and a write that fails is counted, never the daemon's end);
 - counts the CNMs the kernel dropped because the socket was full (``PACKET_STATISTICS``);
 - on SIGINT/SIGTERM removes every tc object it created, whatever else fails on the way
@@ -53,18 +53,18 @@ from qcn.core.params import RpParams
 from qcn.core.processes import process_start_ticks
 from qcn.core.signals import stop_on_signals
 from qcn.core.stats import SlidingQuantiles
-from reaction_point.claims import claim
-from reaction_point.limiter_csv import LimiterCsvs
-from reaction_point.neighbours import NeighbourTable
-from reaction_point.netlink import open_interface
-from reaction_point.packet_socket import (
+from qcn.reaction_point.claims import claim
+from qcn.reaction_point.limiter_csv import LimiterCsvs
+from qcn.reaction_point.neighbours import NeighbourTable
+from qcn.reaction_point.netlink import open_interface
+from qcn.reaction_point.packet_socket import (
     ANCILLARY_BYTES,
     PACKET_OUTGOING,
     rx_timestamp,
     stamp_receptions,
 )
-from reaction_point.rules import RateLimiterRules
-from reaction_point.tc import (
+from qcn.reaction_point.rules import RateLimiterRules
+from qcn.reaction_point.tc import (
     MAX_FILTERS,
     ClassStatsPoller,
     DestinationMatch,
@@ -84,7 +84,7 @@ STATUS_INTERVAL_S = 0.2
 STATUS_IDLE_INTERVAL_S = 2.0
 """With nothing changed, the status is written this often (it says the daemon is alive)."""
 ORPHANED_HOLD_CHECK_S = 1.0
-"""How often the daemon looks for a PAUSE gate a dead agent left held (reaction_point.pause)."""
+"""How often the daemon looks for a PAUSE gate a dead agent left held (qcn.reaction_point.pause)."""
 RECV_BATCH = 256
 RCVBUF_BYTES = 256 << 10
 """The socket's receive buffer (the kernel doubles it).  It bounds how long a CNM can wait
@@ -121,7 +121,7 @@ class DaemonRunningError(QcnError):
 
 
 def claim_interface(iface: str, ifindex: int) -> socket.socket:
-    """Hold the interface for this daemon (:mod:`reaction_point.claims`, keyed on its index,
+    """Hold the interface for this daemon (:mod:`qcn.reaction_point.claims`, keyed on its index,
     so an altname or a new name of a served interface is refused too): a dead daemon's tree
     is then known to be dead, and the next daemon removes it."""
     sock = claim("rp", ifindex)
@@ -275,7 +275,7 @@ class ReactionPoint:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
         sock.setblocking(False)
         self._sock = sock
-        # All of the host's traffic is held to its line rate (see reaction_point.tc).
+        # All of the host's traffic is held to its line rate (see qcn.reaction_point.tc).
         self._tc = HtbLimiters(self.opt.iface, line_rate_bps=self.opt.params.line_rate_bps)
         found = self._tc.open(replace_foreign=self.opt.replace_qdisc)
         if found:

@@ -8,7 +8,7 @@ holds its frames back finds its socket full and loses its turn, while the others
 The active flows take turns, a frame each.
 
 Transport (``frames``, the same as the simulator's): the receiver acknowledges every frame
-(:mod:`topologies.flow_receiver`); a frame not acknowledged ``rto_s`` after it was sent is
+(:mod:`qcn.topologies.flow_receiver`); a frame not acknowledged ``rto_s`` after it was sent is
 sent again, ahead of the flow's new frames.  With ``--transport tcp`` the flows go over
 the kernel's TCP instead, as users run it: the flow header, then the flow's bytes; the
 receiver answers with the header flagged ACK once it has them all, and the flow's

@@ -39,7 +39,7 @@ CSV_COLUMNS = (
 
 
 def csv_name(iface: str, limiter: str) -> str:
-    """A limiter's CSV file name (topologies.traces reads them by this pattern)."""
+    """A limiter's CSV file name (qcn.topologies.traces reads them by this pattern)."""
     safe = limiter.replace(":", "").replace("/", "_")
     return f"rp-{iface}-{safe}.csv"
 

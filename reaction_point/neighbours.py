@@ -5,7 +5,7 @@ destination's IPv4 addresses.  Re-reading the whole table every 0.5 s made a CNM
 grow with the table (p99 464 ms with 5,000 neighbours, issue 28): the table is now read
 once, then followed through the kernel's RTNLGRP_NEIGH notifications, which are drained
 whenever a lookup comes.  If the notifications overflow the socket (ENOBUFS) the table is
-read again whole.  Parsed by hand (reaction_point.netlink): two attributes of each entry.
+read again whole.  Parsed by hand (qcn.reaction_point.netlink): two attributes of each entry.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import errno
 import socket
 import struct
 
-from reaction_point.netlink import (
+from qcn.reaction_point.netlink import (
     NLM_F_DUMP,
     NLM_F_REQUEST,
     NLMSG_DONE,

@@ -6,7 +6,7 @@ A PAUSE received on an interface holds that interface's transmission for its pau
 interface's transmission can be stopped without losing frames:
 
     root tbf 5150:  (the gate)  open: the link's rate; held: 1 byte/s; no agent: passes all
-      5150:1  the reaction point's HTB (reaction_point.tc), or a FIFO
+      5150:1  the reaction point's HTB (qcn.reaction_point.tc), or a FIFO
 
 The gate is the interface's one root, shared with the reaction-point daemon: whichever of
 the two starts first installs it, either may stop or die first, and the survivor keeps it
@@ -17,14 +17,14 @@ bucket.  Changing a TBF refills its bucket, so the frame at the head of the queu
 hold begins may still leave: one frame of at most ``mtu`` bytes per PAUSE, which the
 namespace test bounds.  Frames sent during the hold wait in the gate (up to 20,000 frames,
 then the kernel drops them as a full adapter queue would).  A hold and a release are one
-bare netlink message each (reaction_point.netlink): with pyroute2 building them, a hold
+bare netlink message each (qcn.reaction_point.netlink): with pyroute2 building them, a hold
 took up to 100 ms on a loaded 2-core machine.
 
 Open, the gate passes the link's rate with a bucket of two frames: a veth has no rate of
 its own, and without one a released backlog would leave as one burst, faster than any link
 and past the peer's PAUSE headroom.
 
-The agent (``python -m reaction_point.pause``) serves switch ports and hosts alike: one
+The agent (``python -m qcn.reaction_point.pause``) serves switch ports and hosts alike: one
 AF_PACKET socket per interface, bound to EtherType 0x8808.
 """
 
@@ -55,8 +55,8 @@ from qcn.core.frames import (
 )
 from qcn.core.signals import stop_on_signals
 from qcn.core.stats import percentile
-from reaction_point.claims import claim_in, claimed
-from reaction_point.netlink import (
+from qcn.reaction_point.claims import claim_in, claimed
+from qcn.reaction_point.netlink import (
     NLM_F_CREATE,
     NLM_F_REPLACE,
     RTM_DELQDISC,
@@ -73,7 +73,7 @@ from reaction_point.netlink import (
     send_acked,
     tc_message,
 )
-from reaction_point.packet_socket import (
+from qcn.reaction_point.packet_socket import (
     ANCILLARY_BYTES,
     PACKET_OUTGOING,
     rx_timestamp,
@@ -99,7 +99,7 @@ TC_TBF_QOPT = struct.Struct("=" + TC_RATESPEC + TC_RATESPEC + "III")
 """struct tc_tbf_qopt: rate, peakrate, limit (bytes), buffer (ticks), mtu."""
 DEFAULT_LIMIT_BYTES = 4 << 20
 TREE_MAJOR = 0x5143
-"""The reaction point's tree (reaction_point.tc.ROOT_MAJOR, which imports this module)."""
+"""The reaction point's tree (qcn.reaction_point.tc.ROOT_MAJOR, which imports this module)."""
 TREE_HANDLE = TREE_MAJOR << 16
 
 
@@ -141,12 +141,12 @@ def find_gate(ipr: IPRoute, ifindex: int) -> GateFound | None:
 
 
 class GateControl:
-    """The gate's changes, one bare netlink message each (reaction_point.netlink).
+    """The gate's changes, one bare netlink message each (qcn.reaction_point.netlink).
 
     The gate is shared: the PAUSE agent holds and releases it, the reaction-point daemon
-    hangs its tree under it (reaction_point.tc).  Whichever starts first installs it; an
+    hangs its tree under it (qcn.reaction_point.tc).  Whichever starts first installs it; an
     agent that stops while a daemon lives leaves it passing everything, and the daemon
-    does the same for the agent; the last one out removes it (reaction_point.claims tells
+    does the same for the agent; the last one out removes it (qcn.reaction_point.claims tells
     them apart from dead ones).
     """
 
@@ -395,7 +395,7 @@ class PauseAgent:
         self.notices: list[str] = []
         """Lines for the user about what the gates' opening found."""
         # The name each interface was given by, by index: two names of one interface (an
-        # altname) are one interface (reaction_point.claims).
+        # altname) are one interface (qcn.reaction_point.claims).
         named: dict[int, str] = {}
         try:
             for name in ifnames:

@@ -9,7 +9,7 @@ Each frame goes to one destination, or to one drawn uniformly from a set.  Frame
 datagrams sized so that the Ethernet frame is ``frame_bytes``; they traverse the kernel's
 egress qdisc, so the reaction point's HTB limiters shape them like any application's.  Each
 payload starts with the frame's sequence number (:data:`SEQUENCE`), so a receiver counts
-losses exactly (:mod:`topologies.sink`).
+losses exactly (:mod:`qcn.topologies.sink`).
 """
 
 from __future__ import annotations
@@ -231,8 +231,8 @@ def _send_until(
         t += slot_s
 
 
-# -- the command line (qcn rp send; python -m reaction_point.sources) ---------------------------
-# Here, not in reaction_point.cli, so that a run's ten sources start in a tenth of the time:
+# -- the command line (qcn rp send; python -m qcn.reaction_point.sources) -----------------
+# Here, not in qcn.reaction_point.cli, so that a run's ten sources start in a tenth of the time:
 # the whole `qcn` command line imports the controller and the daemon (scapy, pyroute2,
 # finsy), a second of CPU each, all of them due at once at the run's start.
 
@@ -296,7 +296,7 @@ START_AT_HORIZON_S = 3600.0
 
 
 def send(args: argparse.Namespace) -> int:
-    """`qcn rp send` (and ``python -m reaction_point.sources``)."""
+    """`qcn rp send` (and ``python -m qcn.reaction_point.sources``)."""
     if not 1 <= args.port <= 65535:
         raise SendUsageError(f"--port must be in [1, 65535] (got {args.port})")
     if not 0 <= args.source_port <= 65535:

@@ -2,7 +2,7 @@
 
 Layout on the interface::
 
-    root tbf 5150:   the PAUSE gate (reaction_point.pause), passing all when no agent runs
+    root tbf 5150:   the PAUSE gate (qcn.reaction_point.pause), passing all when no agent runs
       htb 5143:  default 5143:2
       class 5143:1     rate = ceil = the host's line rate: nothing leaves faster
         class 5143:2   traffic no limiter claims (ceil: the line rate)
@@ -57,8 +57,8 @@ from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl.tcmsg.common import calc_xmittime, get_hz
 
 from qcn.core.errors import QcnError
-from reaction_point.claims import claimed
-from reaction_point.netlink import (
+from qcn.reaction_point.claims import claimed
+from qcn.reaction_point.netlink import (
     NLM_F_CREATE,
     NLM_F_DUMP,
     NLM_F_EXCL,
@@ -91,7 +91,7 @@ from reaction_point.netlink import (
     send_all_acked,
     tc_message,
 )
-from reaction_point.pause import (
+from qcn.reaction_point.pause import (
     DEFAULT_LIMIT_BYTES,
     GATE_CHILD,
     GATE_FIFO_HANDLE,
@@ -285,7 +285,7 @@ class HtbLimiters:
 
     def root_qdisc(self) -> RootQdisc | None:
         """The qdisc where the tree goes, as it is now (None: none at all): the child of the
-        gate (reaction_point.pause) when there is one, else the interface's root."""
+        gate (qcn.reaction_point.pause) when there is one, else the interface's root."""
         return self._tree_slot(find_gate(self._ipr, self.ifindex))
 
     def _tree_slot(self, gate: GateFound | None) -> RootQdisc | None:
@@ -535,7 +535,7 @@ def read_class_stats(ipr: IPRoute, ifindex: int) -> dict[int, tuple[int, int]]:
     return out
 
 
-# HTB's part of linux/pkt_sched.h and linux/gen_stats.h (the rest: reaction_point.netlink).
+# HTB's part of linux/pkt_sched.h and linux/gen_stats.h (the rest: qcn.reaction_point.netlink).
 TCA_HTB_PARMS, TCA_HTB_RATE64, TCA_HTB_CEIL64 = 1, 6, 7
 TC_HTB_OPT = struct.Struct("=" + TC_RATESPEC + TC_RATESPEC + "IIIII")
 """struct tc_htb_opt: rate, ceil, buffer, cbuffer (ticks), quantum, level, prio."""
@@ -645,7 +645,7 @@ class LimiterWriter:
     """
 
     def __init__(self, ifindex: int, sock: socket.socket) -> None:
-        """``sock``: a bound route-netlink socket (reaction_point.netlink.rtnl_socket)."""
+        """``sock``: a bound route-netlink socket (qcn.reaction_point.netlink.rtnl_socket)."""
         self.ifindex = ifindex
         self._sock = sock
         self._seq = 0
@@ -744,7 +744,7 @@ class LimiterWriter:
 def ordinary_scheduling() -> None:
     """Put the calling thread under SCHED_OTHER, whatever its process runs under.
 
-    A daemon started in real time (topologies.mininet_bmv2.RP_REALTIME_PRIORITY) must take
+    A daemon started in real time (qcn.topologies.mininet_bmv2.RP_REALTIME_PRIORITY) must take
     its CNMs at once, but its periodic statistics dumps are most of its work: ten daemons
     polling at 100 Hz in real time, beside a real-time switch at its capacity, left the
     ordinary processes (senders, sink) without a CPU for seconds (docs/bmv2.md)."""

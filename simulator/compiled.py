@@ -1,12 +1,12 @@
-"""The simulator on its compiled event core (``simulator._core``, docs/simulator.md).
+"""The simulator on its compiled event core (``qcn.simulator._core``, docs/simulator.md).
 
-:class:`CompiledSimulation` is :class:`simulator.engine.Simulation` with the event loop in
+:class:`CompiledSimulation` is :class:`qcn.simulator.engine.Simulation` with the event loop in
 C++: the Python engine's own constructor builds the run (its topology, routes, inputs,
 sources, the CP and reflection streams, the flows drawn), the core takes that state over
 and runs the same events in the same order, drawing the same random numbers, and the Python
 engine's own code makes the trace of what the core measured (``_finish_trace``,
 ``partial_trace``).  The core re-implements the CP (:mod:`qcn.core.cp_model`) and the RP
-rules of the four built-in schemes (:mod:`reaction_point.rules`); tests/test_sim_core.py
+rules of the four built-in schemes (:mod:`qcn.reaction_point.rules`); tests/test_sim_core.py
 holds both to those definitions, field by field, over random event sequences.
 
 :func:`make_simulation` chooses the engine: ``QCN_SIM_ENGINE=python`` the Python engine
@@ -34,8 +34,8 @@ from qcn.core.live import LiveRow
 from qcn.core.params import EcmParams, RpParams
 from qcn.core.scenario import Scenario, ScenarioError
 from qcn.core.trace import Trace
-from reaction_point.rules import EcmRules, QcnRules, TimerQcnRules, TwoQcnRules, rules_class
-from simulator.engine import (
+from qcn.reaction_point.rules import EcmRules, QcnRules, TimerQcnRules, TwoQcnRules, rules_class
+from qcn.simulator.engine import (
     Route,
     Simulation,
     SimulationArgs,
@@ -121,16 +121,16 @@ def _load_core() -> tuple[ModuleType | None, str | None]:
     import importlib.util  # noqa: PLC0415
 
     try:
-        spec = importlib.util.find_spec("simulator._core")
+        spec = importlib.util.find_spec("qcn.simulator._core")
     except (ImportError, ValueError) as e:
         return None, f"{e}"
     if spec is None or spec.origin is None:
-        return None, "No module named 'simulator._core'"
+        return None, "No module named 'qcn.simulator._core'"
     damage = elf_damage(Path(spec.origin))
     if damage is not None:
         return None, f"{spec.origin} is damaged, {damage}"
     try:
-        from simulator import _core as built  # noqa: PLC0415
+        from qcn.simulator import _core as built  # noqa: PLC0415
     except ImportError as e:  # (no compiler, no Python headers: the Python engine runs)
         return None, f"{e}"
     stale = _stale(built)
@@ -278,7 +278,7 @@ def random_state(rng: random.Random) -> tuple[Any, ...]:
 
 
 class CompiledSimulation:
-    """:class:`simulator.engine.Simulation`'s run on the compiled core (same arguments)."""
+    """:class:`qcn.simulator.engine.Simulation`'s run on the compiled core (same arguments)."""
 
     def __init__(self, scenario: Scenario, **kwargs: Unpack[SimulationArgs]) -> None:
         if _core is None:

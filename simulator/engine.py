@@ -2,7 +2,7 @@
 
 It runs the project's own code for both ends of the loop, imported, not rewritten:
 :class:`qcn.core.cp_model.CongestionPoint` at every congestion point and one
-:class:`reaction_point.rules.RateLimiterRules` per source (per flow with flows).
+:class:`qcn.reaction_point.rules.RateLimiterRules` per source (per flow with flows).
 
 Model (docs/topology.md, "The simulator's network"): the scenario's network
 (``Scenario.topology``) of output-queued switches.
@@ -101,11 +101,11 @@ from qcn.core.flows import (
 )
 from qcn.core.live import QNTZ_LEVELS, LiveRow
 from qcn.core.params import PAUSE_QUANTA_MAX, PAUSE_QUANTUM_BITS, QueueDepth, QueueUnit
-from qcn.core.scenario import Scenario, ScenarioError, require_backend
+from qcn.core.scenario import MININET_PATTERNS, Scenario, ScenarioError
 from qcn.core.topology import PortRef, Topology
 from qcn.core.trace import Trace
-from reaction_point.rules import RateLimiterRules
-from reaction_point.sources import empty_slots_before_frame
+from qcn.reaction_point.rules import RateLimiterRules
+from qcn.reaction_point.sources import empty_slots_before_frame
 
 # Event kinds, in the order simultaneous events are handled (then by source): the
 # bottleneck's rate changes and departures first, so a frame arriving at the instant one
@@ -373,6 +373,23 @@ constant rate, on/off periods; or the flows workload).  Any other is refused: a 
 this engine did not know ran as a constant source without a word."""
 
 
+def model_refusal(scenario: Scenario) -> str:
+    """What of ``scenario`` the simulator's model has not, whichever engine ("" when
+    none): real TCP and iperf3 are the kernel's, run on the Mininet backend only."""
+    name, wl = scenario.name, scenario.workload
+    if wl.pattern in MININET_PATTERNS:
+        return (
+            f"{name} runs real iperf3 flows through kernel limiters: the simulator has no "
+            "TCP or iperf3 model (run it with --backend mininet)"
+        )
+    if wl.pattern == "flows" and wl.transport == "tcp":
+        return (
+            f"{name}: workload.transport tcp runs the kernel's TCP: the simulator has no TCP "
+            "model (run it with --backend mininet, or transport frames)"
+        )
+    return ""
+
+
 def pattern_refusal(scenario: Scenario) -> str:
     """Why this engine cannot generate ``scenario``'s traffic ("" when it can)."""
     if scenario.workload.pattern in PATTERNS:
@@ -386,7 +403,7 @@ def pattern_refusal(scenario: Scenario) -> str:
 class SimulationArgs(TypedDict, total=False):
     """A simulation's keyword arguments, whichever engine runs it: :class:`Simulation`
     declares them with their defaults, and the compiled core's constructor and
-    ``simulator.compiled.make_simulation`` take them as they are."""
+    ``qcn.simulator.compiled.make_simulation`` take them as they are."""
 
     seed: int
     qcn: bool
@@ -408,8 +425,7 @@ class Simulation:
         progress: Callable[[float, float], None] | None = None,
         arrivals: list[FlowArrival] | None = None,
     ) -> None:
-        require_backend(scenario, "sim")
-        refused = pattern_refusal(scenario)
+        refused = model_refusal(scenario) or pattern_refusal(scenario)
         if refused:
             raise ScenarioError(refused)
         check_memory(scenario, sample_interval_s)

@@ -1,6 +1,6 @@
 """Do the two engines give the same runs?  Every field of the trace, compared exactly.
 
-    python -m simulator.identity [--seeds 1,2,3] [--only TEXT] [--duration S]
+    python -m qcn.simulator.identity [--seeds 1,2,3] [--only TEXT] [--duration S]
 
 Runs each of ``make reproduce``'s rows (and the paths it does not take: no QCN, BMv2's
 departure CP at both depths, ``--scaled``) on the Python engine and on the compiled core,
@@ -22,9 +22,9 @@ from qcn.core import scenario as scenarios
 from qcn.core.results import summarize
 from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
-from simulator.compiled import CompiledSimulation
-from simulator.engine import Simulation
-from simulator.reproduce import (
+from qcn.simulator.compiled import CompiledSimulation
+from qcn.simulator.engine import Simulation
+from qcn.simulator.reproduce import (
     BURSTY_ROWS,
     FCT_ROWS,
     LEAF_SPINE_ROWS,

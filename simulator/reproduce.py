@@ -1,6 +1,6 @@
 """The seeds' published numbers next to the simulator's (what make reproduce runs).
 
-    python -m simulator.reproduce [--seeds 1,2,3]
+    python -m qcn.simulator.reproduce [--seeds 1,2,3]
 
 Each row runs one scenario variant on the simulator, in the RP and CP modes the seed used
 (docs/qcn.md, benchmark table), and checks it against the tolerance the project
@@ -23,7 +23,7 @@ from qcn.core.params import ECM_GI_STABLE
 from qcn.core.results import FLOW_KEYS, summarize
 from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
-from simulator.compiled import EngineError, check_engine, make_simulation
+from qcn.simulator.compiled import EngineError, check_engine, make_simulation
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from qcn.topologies.netns import VethEnd, add_veth, namespaces
 from tests.kit import DASK, Cluster, Link, free_port
-from topologies.netns import VethEnd, add_veth, namespaces
 
 
 @pytest.fixture

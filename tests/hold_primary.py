@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from controller.p4runtime import P4RuntimeSwitch
+from qcn.controller.p4runtime import P4RuntimeSwitch
 from qcn.core.pipeline import outputs
 
 RETRY_S = 3.0
@@ -23,9 +23,9 @@ that may follow the other controller's exit by a moment."""
 
 
 def hold_as_agent(network: str, switch: str) -> int:
-    from controller import config  # noqa: PLC0415
-    from controller.agent import SwitchAgent  # noqa: PLC0415
-    from controller.errors import P4RuntimeError  # noqa: PLC0415
+    from qcn.controller import config  # noqa: PLC0415
+    from qcn.controller.agent import SwitchAgent  # noqa: PLC0415
+    from qcn.controller.errors import P4RuntimeError  # noqa: PLC0415
 
     with SwitchAgent(config.load(Path(network)), switch) as agent:
         agent.connect()

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from qcn.core.frames import pause_frame
-from reaction_point.tc import HtbLimiters
-from topologies.netns import send_frames
+from qcn.reaction_point.tc import HtbLimiters
+from qcn.topologies.netns import send_frames
 
 # -- the command line ------------------------------------------------------------------------
 
@@ -28,7 +28,7 @@ def qcn(
     *args: str, cwd: Path | None = None, timeout_s: float = 60, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "qcn.cli", *args],
+        [sys.executable, "-m", "qcn", *args],
         capture_output=True,
         text=True,
         check=False,
@@ -178,7 +178,7 @@ def largest_gap(
         in_ns(
             link.host_ns,
             "-m",
-            "reaction_point.pause",
+            "qcn.reaction_point.pause",
             link.host_if,
             "--line-rate-mbps",
             str(line_rate_mbps),
@@ -210,7 +210,7 @@ def paced_silence(link: Link, pauses: list[int], *, gap_s: float = 0.0) -> float
         in_ns(
             link.peer_ns,
             "-m",
-            "topologies.rawframes",
+            "qcn.topologies.rawframes",
             "arrivals",
             link.peer_if,
             "--ethertype",
@@ -226,7 +226,7 @@ def paced_silence(link: Link, pauses: list[int], *, gap_s: float = 0.0) -> float
     source = link.source_if or link.host_if
     pace = ["pace", source, "--rate", str(PACE_PPS), "--duration", "1.5"]
     pacer = subprocess.Popen(
-        in_ns(link.host_ns, "-m", "topologies.rawframes", *pace),
+        in_ns(link.host_ns, "-m", "qcn.topologies.rawframes", *pace),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

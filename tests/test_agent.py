@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.agent import ReconcileReport, _add, _apply_difference
+from qcn.controller.agent import ReconcileReport, _add, _apply_difference
 
 
 class RecordingSwitch:

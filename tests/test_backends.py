@@ -1,18 +1,19 @@
-"""The seam every command runs a scenario through (qcn/backends.py), on the simulator; the
+"""The seam every command runs a scenario through (qcn/cli/backends.py), on the simulator; the
 Mininet branch runs in tests/test_mininet_bmv2.py through `qcn run` and `qcn compare`."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
-from qcn import backends
+from qcn.cli import backends
 from qcn.core import scenario as scenarios
 from qcn.core.results import summarize
-from qcn.core.scenario import ScenarioError, backend_refusal, require_backend
-from simulator.engine import Simulation
+from qcn.core.scenario import ScenarioError
+from qcn.simulator.engine import Simulation
 
 VOLATILE = ("wall_s", "events_per_s")
 
@@ -24,7 +25,7 @@ def steady(summary: dict[str, object]) -> dict[str, object]:
 def test_the_seam_runs_what_the_simulator_runs(tmp_path: Path) -> None:
     sc = scenarios.load("transient").with_overrides({"duration_s": 0.3})
     options = backends.RunOptions(seed=3, qcn=False)
-    trace, summary = backends.run_and_record(sc, "sim", tmp_path, options, plots=False)
+    trace, summary = backends.run_and_record(sc, backends.SIMULATOR, tmp_path, options, plots=False)
     alone = Simulation(sc, seed=3, qcn=False).run()
     direct = summarize(sc, alone, qcn=False, backend="sim", seed=3)
     assert steady(summary) == steady(direct)
@@ -40,7 +41,7 @@ def test_scaled_by_models_bmv2s_run() -> None:
     base = scenarios.load("transient").with_overrides({"duration_s": 0.3})
     sc = base.scaled_for_bmv2()
     tau = base.bmv2.time_scale
-    seam = backends.run_scenario(sc, "sim", Path(), backends.RunOptions(scaled_by=tau))
+    seam = backends.run_scenario(sc, backends.SIMULATOR, Path(), backends.RunOptions(scaled_by=tau))
     direct = Simulation(sc, sample_interval_s=1e-3 * tau, cp_at_departure=True).run()
     plain = Simulation(sc).run()
     assert seam.times_s == direct.times_s
@@ -51,9 +52,9 @@ def test_scaled_by_models_bmv2s_run() -> None:
 def test_record_adds_what_the_command_adds(tmp_path: Path) -> None:
     sc = scenarios.load("bursty").with_overrides({"duration_s": 0.1})
     options = backends.RunOptions()
-    trace = backends.run_scenario(sc, "sim", tmp_path, options)
+    trace = backends.run_scenario(sc, backends.SIMULATOR, tmp_path, options)
     summary, plots = backends.record(
-        tmp_path, sc, trace, "sim", options, plots=False, extra={"sweep_key": "k1"}
+        tmp_path, sc, trace, backends.SIMULATOR, options, plots=False, extra={"sweep_key": "k1"}
     )
     assert plots == []
     assert summary["sweep_key"] == "k1"
@@ -62,19 +63,32 @@ def test_record_adds_what_the_command_adds(tmp_path: Path) -> None:
 
 def test_what_a_backend_refuses_is_decided_once() -> None:
     multihop = scenarios.load("tcp-multihop")
-    assert "no TCP or iperf3 model" in backend_refusal(multihop, "sim")
-    assert backend_refusal(multihop, "mininet") == ""
+    assert "no TCP or iperf3 model" in backends.SIMULATOR.refusal(multihop)
+    assert backends.MININET.refusal(multihop) == ""
     paused = scenarios.load("transient").with_overrides({"network.pause": True})
-    assert "needs a link between switches" in backend_refusal(paused, "mininet")
-    assert backend_refusal(paused, "sim") == ""
+    assert "needs a link between switches" in backends.MININET.refusal(paused)
+    assert backends.SIMULATOR.refusal(paused) == ""
     with pytest.raises(ScenarioError, match="no TCP or iperf3 model"):
-        backends.run_scenario(multihop, "sim", Path(), backends.RunOptions())
+        backends.run_scenario(multihop, backends.SIMULATOR, Path(), backends.RunOptions())
     with pytest.raises(KeyError, match=r"both: .*no TCP or iperf3 model"):
-        require_backend(multihop, "sim", KeyError, "both: ")
-    require_backend(multihop, "mininet", KeyError)  # runs there: nothing raised
+        backends.require(multihop, backends.SIMULATOR, KeyError, "both: ")
+    backends.require(multihop, backends.MININET, KeyError)  # runs there: nothing raised
     # The simulator asks the same question when used on its own.
     with pytest.raises(ScenarioError, match="no TCP or iperf3 model"):
         Simulation(multihop)
+
+
+def test_every_backend_declares_itself_and_every_option_has_a_taker() -> None:
+    """Each registered backend is a Backend; every RunOptions field is shared or taken by
+    one (a new option no backend declares is refused nowhere and used by none)."""
+    assert set(backends.names()) == {b.name for b in backends.AUTO_ORDER}
+    for b in backends.BACKENDS.values():
+        assert isinstance(b.title, str)
+        assert b.patterns
+        assert b.takes <= {f.name for f in fields(backends.RunOptions)}
+    taken = set().union(*(b.takes for b in backends.BACKENDS.values()))
+    assert {f.name for f in fields(backends.RunOptions)} == taken | backends.SHARED_OPTIONS
+    assert backends.ANYWHERE.missing() == ""
 
 
 def test_bmv2_serves_frames_and_says_so_for_bytes(tmp_path: Path) -> None:
@@ -82,7 +96,7 @@ def test_bmv2_serves_frames_and_says_so_for_bytes(tmp_path: Path) -> None:
     sc = scenarios.load("fct").with_overrides({"network.port_service": "bytes"})
     scaled = sc.scaled_for_bmv2(keep=["network.port_service"])
     with pytest.raises(ScenarioError, match="shaped in frames per second"):
-        backends.run_scenario(scaled, "mininet", tmp_path, backends.RunOptions())
+        backends.run_scenario(scaled, backends.MININET, tmp_path, backends.RunOptions())
     assert list(tmp_path.iterdir()) == []
 
 
@@ -92,8 +106,8 @@ def test_a_pattern_only_the_python_engine_declares_is_refused_elsewhere(
     """A traffic pattern added to the scenario and to the Python engine alone: that engine
     runs it; the compiled core and Mininet refuse it in one line each, before anything is
     written (an engine that did not know a pattern ran it as a constant source)."""
-    from qcn.cli import main  # noqa: PLC0415
-    from simulator import compiled, engine  # noqa: PLC0415
+    from qcn.cli.main import main  # noqa: PLC0415
+    from qcn.simulator import compiled, engine  # noqa: PLC0415
 
     monkeypatch.setattr(scenarios, "PATTERNS", (*scenarios.PATTERNS, "pareto"))
     monkeypatch.setattr(engine, "PATTERNS", (*engine.PATTERNS, "pareto"))
@@ -103,7 +117,15 @@ def test_a_pattern_only_the_python_engine_declares_is_refused_elsewhere(
     Simulation(sc)  # the Python engine declares it
     assert compiled.unsupported(sc) == "the compiled core has no traffic pattern 'pareto'"
     with pytest.raises(ScenarioError, match=r"^the Mininet backend has no traffic pattern"):
-        backends.check_fits(sc, "mininet", backends.RunOptions())
+        backends.require(sc, backends.MININET)
+    with pytest.raises(ScenarioError, match=r"^the Mininet backend has no traffic pattern"):
+        backends.MININET.check(sc, backends.RunOptions())
+    monkeypatch.setenv("QCN_SIM_ENGINE", "compiled")
+    if compiled.CORE_MISSING is None:
+        with pytest.raises(ScenarioError, match=r"^QCN_SIM_ENGINE=compiled: the compiled core "):
+            backends.require(sc, backends.SIMULATOR)
+    monkeypatch.setenv("QCN_SIM_ENGINE", "auto")
+    backends.require(sc, backends.SIMULATOR)  # (auto: the Python engine runs it)
     file = tmp_path / "pareto.toml"
     file.write_text(
         (scenarios.SCENARIO_DIR / "transient.toml")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 def qcn(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "qcn.cli", *args], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "qcn", *args], capture_output=True, text=True, check=False
     )
 
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from qcn import cli
+from qcn.cli import main as cli
 from qcn.core.publish import PARTIAL_MARKER
 from qcn.core.scenario import SCENARIO_DIR
+from qcn.topologies.netns import namespaces
 from tests.kit import SLOW_SIM, assert_one_line_error, fill, interruptible, qcn, small_disk
 from tests.toolchain import requires_root
-from topologies.netns import namespaces
 
 NOT_UTF8 = b"[rp]\nline_rate_bps = 1e9 # \xff\xfe\n"
 
@@ -205,7 +205,7 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("stall over its period", (*RUN, "--inject-stalls", "50/20"), ("0 < STALL_MS < PERIOD_MS",)),
     ("stall NaN", (*RUN, "--inject-stalls", "nan/100"), ("--inject-stalls 'nan/100'",)),
     ("stalls on the simulator", (*RUN, "--inject-stalls", "30/500"), ("needs the Mininet",)),
-    ("pcap on the simulator", (*RUN, "--pcap"), ("--pcap needs the Mininet backend",)),
+    ("pcap on the simulator", (*RUN, "--pcap"), ("--pcap needs the Mininet/BMv2 backend",)),
     (
         "send report unwritable",
         ("rp", "send", "--dst", "127.0.0.1", "--duration", "0.05", "--report", "/proc/x.json"),
@@ -398,7 +398,7 @@ def test_an_unroutable_destination_is_one_line() -> None:
     ns = f"unr{os.getpid() % 100000}"
     with namespaces(ns):
         r = subprocess.run(
-            ["ip", "netns", "exec", ns, sys.executable, "-m", "qcn.cli", "rp", "send",
+            ["ip", "netns", "exec", ns, sys.executable, "-m", "qcn", "rp", "send",
              "--dst", "10.9.9.9", "--duration", "0.05"],
             capture_output=True, text=True, check=False, timeout=30,
         )  # fmt: skip
@@ -526,7 +526,7 @@ def test_two_runs_to_one_fresh_out_do_not_both_succeed(tmp_path: Path) -> None:
     to report success, the later replacing the earlier without --force)."""
     out = tmp_path / "X"
     slow = subprocess.Popen(
-        [sys.executable, "-m", "qcn.cli", *RUN, "--duration", "3", "--quiet", "--out", str(out)],
+        [sys.executable, "-m", "qcn", *RUN, "--duration", "3", "--quiet", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=SLOW_SIM,
     )  # fmt: skip
     deadline = time.monotonic() + 30
@@ -552,7 +552,7 @@ def test_a_simulation_interrupted_keeps_what_it_measured(tmp_path: Path, scenari
     """Ctrl-C in the middle of a simulation kept the PARTIAL marker alone."""
     out = tmp_path / "cut"
     run = interruptible(
-        [sys.executable, "-m", "qcn.cli", "run", scenario, "--backend", "sim", "--duration",
+        [sys.executable, "-m", "qcn", "run", scenario, "--backend", "sim", "--duration",
          "5", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=SLOW_SIM,
     )  # fmt: skip
@@ -613,17 +613,17 @@ def test_a_relative_out_from_a_deleted_directory_is_one_line(
     gone.mkdir()
     r = subprocess.run(
         ["sh", "-c", 'cd "$1" && rmdir "$1" && shift && exec "$@"', "sh", str(gone),
-         sys.executable, "-m", "qcn.cli", *command, "--out", "rel"],
+         sys.executable, "-m", "qcn", *command, "--out", "rel"],
         capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip
     assert_one_line_error(r, "--out rel: the current directory no longer exists")
 
 
-#: `python -m qcn.cli ARGS` once Python's own start-up (its site module) is done, said on
+#: `python -m qcn ARGS` once Python's own start-up (its site module) is done, said on
 #: stderr: no project code can run before that, so a test times its Ctrl-C from there.
 AFTER_PYTHON_STARTS = (
     "import runpy, sys; sys.stderr.write('started\\n'); sys.stderr.flush(); "
-    "sys.argv[0] = 'qcn'; runpy.run_module('qcn.cli', run_name='__main__')"
+    "sys.argv[0] = 'qcn'; runpy.run_module('qcn', run_name='__main__')"
 )
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from qcn.compare import FLOW_FIGURES, compare_rows, figures_for, figures_of, format_table
+from qcn.cli.compare import FLOW_FIGURES, compare_rows, figures_for, figures_of, format_table
 from qcn.core import scenario as scenarios
 from tests.kit import assert_one_line_error, qcn
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from controller import config
-from controller.agent import SwitchAgent
-from controller.entries import (
+from qcn.controller import config
+from qcn.controller.agent import SwitchAgent
+from qcn.controller.entries import (
     CpPort,
     PauseWatermarks,
     admission_entry,
@@ -36,7 +36,7 @@ from controller.entries import (
     quantum_us_fp16,
     sample_interval_entries,
 )
-from controller.errors import ConfigError
+from qcn.controller.errors import ConfigError
 from qcn.core.params import CpParams, ParamError, QcnParams, QueueDepth, QueueUnit, SamplingMode
 from qcn.core.pipeline import (
     ACTION_ADMIT,
@@ -370,7 +370,7 @@ edge = true
 """,
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "qcn.cli", "ctl", "-c", str(net), "--timeout", "2", "run"],
+        [sys.executable, "-m", "qcn", "ctl", "-c", str(net), "--timeout", "2", "run"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -426,8 +426,8 @@ def test_a_p4info_that_is_not_the_pipelines_is_named(
     tmp_path: Path, text: str, message: str
 ) -> None:
     """It was reported as "connect failed: IndexError", blaming the switch."""
-    from controller.errors import P4RuntimeError  # noqa: PLC0415
-    from controller.p4runtime import P4RuntimeSwitch  # noqa: PLC0415
+    from qcn.controller.errors import P4RuntimeError  # noqa: PLC0415
+    from qcn.controller.p4runtime import P4RuntimeSwitch  # noqa: PLC0415
 
     p4info, blob = tmp_path / "x.p4info.txtpb", tmp_path / "x.json"
     p4info.write_text(text)
@@ -502,7 +502,7 @@ def test_a_switch_with_a_port_beyond_the_held_order_s_range_cannot_hold(tmp_path
 
 def test_a_buffer_on_a_port_without_a_cp_is_the_pipeline_s(tmp_path: Path) -> None:
     """Not BMv2's own queue, which drops without a trace: an admission entry that counts
-    the queue and its tail drops (controller.entries.buffer_entry)."""
+    the queue and its tail drops (qcn.controller.entries.buffer_entry)."""
     text = NETWORK.replace(
         "port = 1\nedge = true", "port = 1\nedge = true\nqueue_depth_pkts = 50", 1
     )

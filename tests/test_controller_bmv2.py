@@ -21,11 +21,11 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from qcn.core.frames import pause_seconds
+from qcn.topologies.bmv2 import Bmv2Config, Bmv2Process, wait_until
+from qcn.topologies.errors import Bmv2Error
+from qcn.topologies.netns import VethEnd, add_veth, namespaces, send_frames, without_ipv6
 from tests.kit import PACE_PPS, Link, paced_silence
 from tests.toolchain import requires_p4lang, requires_root
-from topologies.bmv2 import Bmv2Config, Bmv2Process, wait_until
-from topologies.errors import Bmv2Error
-from topologies.netns import VethEnd, add_veth, namespaces, send_frames, without_ipv6
 
 pytestmark = [requires_p4lang(), requires_root()]
 
@@ -48,7 +48,7 @@ class Lab:
                 self.ns,
                 sys.executable,
                 "-m",
-                "qcn.cli",
+                "qcn",
                 "ctl",
                 "-c",
                 str(self.config),
@@ -307,7 +307,7 @@ def holder(lab: Lab, *args: str) -> subprocess.Popen[str]:
 def test_another_controllers_switch_is_not_written_by_a_shell(lab: Lab) -> None:
     """A controller above this network's election ids (the file's + TAKE_OVER_SPAN) owns
     the switch: a shell's write is told "not primary" in one line; reads work beside it."""
-    from controller.agent import TAKE_OVER_SPAN  # noqa: PLC0415
+    from qcn.controller.agent import TAKE_OVER_SPAN  # noqa: PLC0415
 
     lab.ctl("up")
     other = holder(lab, "127.0.0.1:50051", str(10 + TAKE_OVER_SPAN))
@@ -471,7 +471,7 @@ def test_unreachable_switch_is_a_clear_error(tmp_path: Path) -> None:
         f'p4info = "{ROOT}/build/qcn_cp.p4info.txtpb"\nbmv2_json = "{ROOT}/build/qcn_cp.json"\n'
     )
     r = subprocess.run(
-        [sys.executable, "-m", "qcn.cli", "ctl", "-c", str(config), "--timeout", "2", "show"],
+        [sys.executable, "-m", "qcn", "ctl", "-c", str(config), "--timeout", "2", "show"],
         capture_output=True,
         text=True,
         check=False,
@@ -493,7 +493,7 @@ def test_switch_restart_restores_state(lab: Lab, tmp_path: Path) -> None:
                 lab.ns,
                 sys.executable,
                 "-m",
-                "qcn.cli",
+                "qcn",
                 "ctl",
                 "-c",
                 str(lab.config),
@@ -528,7 +528,7 @@ def congested_cnms(lab: Lab, seconds: float = 3.0) -> list[bytes]:
             lab.ns,
             sys.executable,
             "-m",
-            "topologies.rawframes",
+            "qcn.topologies.rawframes",
             "capture",
             "h0",
             "--ethertype",

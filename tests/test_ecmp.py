@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from finsy import P4IndirectAction, P4TableAction, P4TableEntry
 
-from controller import config
-from controller.entries import forwarding_entries
-from controller.errors import ConfigError
+from qcn.controller import config
+from qcn.controller.entries import forwarding_entries
+from qcn.controller.errors import ConfigError
 from qcn.core import ecmp
 from qcn.core import scenario as scenarios
 from qcn.core.ecmp import DATA_PORT, choose_port, five_tuple_hash, flow_port, hash_shift
@@ -22,8 +22,8 @@ from qcn.core.params import CpParams
 from qcn.core.pipeline import ACTION_FORWARD_BY_FLOW, TABLE_ECMP, TABLE_L2
 from qcn.core.topology import LinkDefaults, PortRef, Topology
 from qcn.core.topology import load as load_topology
-from simulator.engine import Simulation
-from topologies.network import network_config
+from qcn.simulator.engine import Simulation
+from qcn.topologies.network import network_config
 
 
 def mac_of(entry: P4TableEntry) -> str:

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-import controller.cli
-from qcn import cli
+from qcn.cli import main as cli
+from qcn.controller import cli as controller_cli
 from qcn.core.errors import ExitCode
+from qcn.topologies.rawframes import ACTIONS
 from tests.kit import assert_one_line_error, qcn
-from topologies.rawframes import ACTIONS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "reliability.md"
 
@@ -95,7 +95,7 @@ def test_frames_on_a_missing_interface_is_one_line(action: str) -> None:
     iface = missing_interface()
     extra = ("--seconds", "5") if action in ("count", "capture", "arrivals") else ()
     r = subprocess.run(
-        [sys.executable, "-m", "qcn.cli", "frames", action, iface, *extra],
+        [sys.executable, "-m", "qcn", "frames", action, iface, *extra],
         input="00" * 60, capture_output=True, text=True, check=False, timeout=30,
     )  # fmt: skip
     root = os.geteuid() == 0
@@ -119,7 +119,7 @@ def test_ctl_with_no_network_says_how_to_get_one(
     """`qcn ctl set` where no network file is: it said only "qcn-network.toml: cannot
     read".  (In this process: the network file is looked for in the working directory.)"""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(controller.cli, "DEFAULT_CONFIG", Path("qcn-network.toml"))
+    monkeypatch.setattr(controller_cli, "DEFAULT_CONFIG", Path("qcn-network.toml"))
     assert cli.main(["ctl", "set", "s1", "3", "--q-eq-pkts", "22"]) == ExitCode.USAGE
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("qcn: error: no network is up (no qcn-network.toml here)")
@@ -146,7 +146,7 @@ def test_a_quiet_sink_reports_once_a_second() -> None:
     """`qcn sink` with no traffic printed `{"rx": {}}` a hundred times a second; unless told
     otherwise it reports once a second (the experiments give their sample interval)."""
     sink = subprocess.Popen(
-        [sys.executable, "-m", "qcn.cli", "sink", "--port", "0"],
+        [sys.executable, "-m", "qcn", "sink", "--port", "0"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert sink.stdout is not None

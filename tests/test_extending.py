@@ -1,5 +1,5 @@
 """docs/extending.md's worked examples, built as the page writes them: its code blocks are
-run here as they stand, then what they add runs on the simulator through qcn.backends."""
+run here as they stand, then what they add runs on the simulator through qcn.cli.backends."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 import qcn.core.params as params_module
-import reaction_point.rules as rules_module
-from qcn import backends
+import qcn.reaction_point.rules as rules_module
+from qcn.cli import backends
 from qcn.core import scenario as scenarios
 from qcn.core.params import SCHEMES, QcnParams
 from qcn.core.provenance import RUN_FILE
 from qcn.core.scenario import Scenario
-from reaction_point.rules import RULES, RateLimiterRules
+from qcn.reaction_point.rules import RULES, RateLimiterRules
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "extending.md"
 
@@ -65,7 +65,7 @@ def run_sim(sc: Scenario, out: Path) -> dict[str, Any]:
     """A short `qcn run --backend sim`, through the one seam every command uses."""
     out.mkdir()
     options = backends.RunOptions(seed=1)
-    _trace, summary = backends.run_and_record(sc, "sim", out, options, plots=False)
+    _trace, summary = backends.run_and_record(sc, backends.SIMULATOR, out, options, plots=False)
     return summary
 
 
@@ -133,3 +133,46 @@ def test_the_topology_section_points_at_the_tested_generator_example() -> None:
     generator = (PAGE.parent / "topology.md").read_text()
     assert "## Adding a generator" in generator
     assert "tests/test_topology.py" in generator
+
+
+def test_a_backend_added_as_documented_runs_and_reruns(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The page's toy backend, defined in the simulator layer's namespace as step 1 says
+    and registered as step 2 says: `qcn run` runs on it, --again reruns on it, and what it
+    does not take is refused in one line."""
+    import qcn.simulator.backend as simulator_backend  # noqa: PLC0415
+    from qcn.cli.main import main  # noqa: PLC0415
+    from qcn.core.backend import Backend  # noqa: PLC0415
+
+    (code,) = blocks("Adding a backend", "python")
+    namespace = dict(vars(simulator_backend))
+    namespace["engine"] = __import__("qcn.simulator.engine", fromlist=["engine"])
+    exec(code, namespace)  # the page's own code
+    toy: Backend = namespace["PythonEngine"]()
+    monkeypatch.setattr(backends, "BACKENDS", {**backends.BACKENDS, toy.name: toy})
+    out = tmp_path / "r"
+    run = ["run", "transient", "--backend", "sim-python", "--duration", "0.02", "--quiet"]
+    assert main([*run, "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["backend"] == "sim-python"
+    assert "simulator's Python engine (requested)" in capsys.readouterr().out
+    assert json.loads((out / "provenance.json").read_text())["backend"] == "sim-python"
+    again = tmp_path / "again"
+    assert main(["run", "--again", str(out), "--out", str(again), "--quiet"]) == 0
+    assert json.loads((again / "summary.json").read_text())["backend"] == "sim-python"
+    # The same run as the simulator's on its Python engine: the same draws, the same figures.
+    monkeypatch.setenv("QCN_SIM_ENGINE", "python")
+    sim = tmp_path / "sim"
+    assert main([*run[:3], "sim", *run[4:], "--out", str(sim)]) == 0
+    mine = json.loads((sim / "summary.json").read_text())
+    timing = {"backend", "wall_s", "events_per_s"}
+    assert {k: v for k, v in mine.items() if k not in timing} == {
+        k: v for k, v in summary.items() if k not in timing
+    }
+    capsys.readouterr()
+    assert main([*run, "--live", "--out", str(tmp_path / "l")]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == ("qcn: error: --live needs the simulator or the Mininet/BMv2 backend"), (
+        err
+    )

@@ -18,11 +18,11 @@ import pytest
 
 from qcn.core.ecmp import flow_port
 from qcn.core.flows import flow_frames
-from reaction_point.flow_sender import HostFlow, write_host_flows
+from qcn.reaction_point.flow_sender import HostFlow, write_host_flows
+from qcn.topologies.bmv2 import wait_until
+from qcn.topologies.netns import VethEnd, add_veth, namespaces, sh
 from tests.kit import small_disk
 from tests.toolchain import requires_root
-from topologies.bmv2 import wait_until
-from topologies.netns import VethEnd, add_veth, namespaces, sh
 
 pytestmark = requires_root()
 
@@ -63,7 +63,7 @@ def start_receiver(
 ) -> subprocess.Popen[str]:
     """The receiver, reporting only when it stops (see :func:`stop`)."""
     command = in_ns(
-        rx, "topologies.flow_receiver", "--log", str(log), "--interval", "1000",
+        rx, "qcn.topologies.flow_receiver", "--log", str(log), "--interval", "1000",
         "--transport", transport, *extra,
     )  # fmt: skip
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
@@ -93,7 +93,7 @@ def send(
     table, log = tmp / "flows.csv", tmp / "sender.jsonl"
     write_host_flows(table, host_flows)
     subprocess.run(
-        in_ns(tx, "reaction_point.flow_sender", str(table), "--dst", RECEIVER_IP,
+        in_ns(tx, "qcn.reaction_point.flow_sender", str(table), "--dst", RECEIVER_IP,
               "--rto", str(rto_s), "--log", str(log), "--transport", transport, *extra),
         check=True, timeout=60, capture_output=True,
     )  # fmt: skip
@@ -253,7 +253,7 @@ def test_an_interrupted_sender_keeps_every_record_it_wrote(
     write_host_flows(table, host_flows)
     receiver = start_receiver(rx, tmp_path / "receiver.jsonl")
     command = in_ns(
-        tx, "reaction_point.flow_sender", str(table), "--dst", RECEIVER_IP, "--log", str(log)
+        tx, "qcn.reaction_point.flow_sender", str(table), "--dst", RECEIVER_IP, "--log", str(log)
     )
     sender = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
@@ -326,7 +326,7 @@ def test_a_full_disk_under_the_logs_is_one_line(pair: tuple[str, str], tmp_path:
     with small_disk(tmp_path / "disk", full=True) as disk:
         # The receiver's log full: it stops at the flow's finish, in one line.
         receiver = subprocess.Popen(
-            in_ns(rx, "topologies.flow_receiver", "--log", str(disk / "rx.jsonl")),
+            in_ns(rx, "qcn.topologies.flow_receiver", "--log", str(disk / "rx.jsonl")),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert receiver.stdout is not None
@@ -338,7 +338,7 @@ def test_a_full_disk_under_the_logs_is_one_line(pair: tuple[str, str], tmp_path:
         # The sender's log full: it stops at its first record, in one line.
         table = tmp_path / "flows.csv"
         r = subprocess.run(
-            in_ns(tx, "reaction_point.flow_sender", str(table), "--dst", RECEIVER_IP,
+            in_ns(tx, "qcn.reaction_point.flow_sender", str(table), "--dst", RECEIVER_IP,
                   "--log", str(disk / "tx.jsonl")),
             capture_output=True, text=True, check=False, timeout=30,
         )  # fmt: skip
@@ -351,7 +351,7 @@ def test_tcp_flows_run_the_congestion_control_they_are_given(tmp_path: Path) -> 
     host's default; unset, the host's default."""
     import socket  # noqa: PLC0415
 
-    from reaction_point.flow_sender import FlowSender  # noqa: PLC0415
+    from qcn.reaction_point.flow_sender import FlowSender  # noqa: PLC0415
 
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -400,7 +400,7 @@ def test_a_stopped_tcp_flow_says_where_its_connection_was() -> None:
     backoff (docs/fct.md: where the unfinished TCP flows were stuck)."""
     import socket  # noqa: PLC0415
 
-    from reaction_point.flow_sender import tcp_where  # noqa: PLC0415
+    from qcn.reaction_point.flow_sender import tcp_where  # noqa: PLC0415
 
     with socket.create_server(("127.0.0.1", 0)) as listener:
         sock = socket.create_connection(listener.getsockname())
@@ -421,7 +421,7 @@ def test_a_kept_connection_the_receiver_closed_is_replaced(
     table, log = tmp_path / "flows.csv", tmp_path / "sender.jsonl"
     write_host_flows(table, [HostFlow(1, 0.0, 3000), HostFlow(2, 1.0, 3000)])
     receiver = start_receiver(rx, tmp_path / "receiver.jsonl", "tcp")
-    command = in_ns(tx, "reaction_point.flow_sender", str(table), "--dst", RECEIVER_IP,
+    command = in_ns(tx, "qcn.reaction_point.flow_sender", str(table), "--dst", RECEIVER_IP,
                     "--log", str(log), "--transport", "tcp")  # fmt: skip
     sender = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:

@@ -47,7 +47,7 @@ from qcn.core.flows import (
 )
 from qcn.core.publish import PARTIAL_MARKER
 from qcn.core.scenario import ScenarioError
-from simulator.engine import Simulation
+from qcn.simulator.engine import Simulation
 from tests.kit import assert_one_line_error, qcn
 
 RATE = 1e9
@@ -531,7 +531,7 @@ def test_the_flow_senders_mistakes_are_one_line(
         table.write_text(rows)
     argv = [str(table), "--dst", "127.0.0.1", "--log", str(tmp_path / "log.jsonl")]
     argv += [a.format(d=tmp_path) for a in args]
-    assert_tool_error(tool("reaction_point.flow_sender", *argv), "flow sender", *expected)
+    assert_tool_error(tool("qcn.reaction_point.flow_sender", *argv), "flow sender", *expected)
 
 
 @pytest.mark.parametrize(
@@ -549,14 +549,14 @@ def test_the_flow_receivers_mistakes_are_one_line(
     tmp_path: Path, args: tuple[str, ...], expected: tuple[str, ...]
 ) -> None:
     argv = ["--log", str(tmp_path / "log.jsonl"), *(a.format(d=tmp_path) for a in args)]
-    assert_tool_error(tool("topologies.flow_receiver", *argv), "flow receiver", *expected)
+    assert_tool_error(tool("qcn.topologies.flow_receiver", *argv), "flow receiver", *expected)
 
 
 def test_the_flow_receivers_port_in_use_is_one_line(tmp_path: Path) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
         taken.bind(("0.0.0.0", 0))
         port = str(taken.getsockname()[1])
-        r = tool("topologies.flow_receiver", "--port", port, "--log", str(tmp_path / "l"))
+        r = tool("qcn.topologies.flow_receiver", "--port", port, "--log", str(tmp_path / "l"))
     assert_tool_error(r, "flow receiver", f"cannot listen on frames port {port}", "in use")
 
 
@@ -566,7 +566,7 @@ def test_the_slowdown_plot_names_the_network_the_run_used(
     """leaf-spine-fct on a triangle's file: its plot said "on a leaf-spine" (the scenario's
     title), not the triangle it ran on."""
     import qcn.core.results  # noqa: PLC0415
-    from qcn import cli  # noqa: PLC0415
+    from qcn.cli import main as cli  # noqa: PLC0415
 
     titles: list[str] = []
     real = plot_slowdown

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from topologies.frame_balance import FrameBalance, SenderPath, balance, holding, settle
+from qcn.topologies.frame_balance import FrameBalance, SenderPath, balance, holding, settle
 
 # Two senders into switch a, a link a:3 -> b:1, one sink behind b:2.
 PATH = SenderPath(

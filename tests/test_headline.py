@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from qcn import backends, cli
+from qcn.cli import backends
+from qcn.cli import main as cli
+from qcn.cli.run import headline_line, phase_line, printed
 from qcn.core import scenario as scenarios
 from qcn.core.live import LiveFeed
 from qcn.core.results import (
@@ -24,8 +26,7 @@ from qcn.core.results import (
     rates_figure,
 )
 from qcn.core.trace import Trace
-from qcn.run import headline_line, phase_line, printed
-from topologies.traces import port_throughputs
+from qcn.topologies.traces import port_throughputs
 
 DATA = Path(__file__).resolve().parent / "data"
 TRIANGLE = DATA / "triangle-8g.json"
@@ -40,7 +41,7 @@ def on_file(name: str, path: Path, traffic: dict[str, Any]) -> scenarios.Scenari
 
 
 def run(sc: scenarios.Scenario, out: Path, **options: Any) -> tuple[Trace, dict[str, Any]]:
-    return backends.run_and_record(sc, "sim", out, backends.RunOptions(**options))
+    return backends.run_and_record(sc, backends.SIMULATOR, out, backends.RunOptions(**options))
 
 
 def hottest(summary: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from qcn import cli
+from qcn.cli import main as cli
 
 MARKUP = re.compile(r"`|::|:(func|mod|class|meth|data|attr):|\w\(\)")
 """What RST, Markdown or Python spelling looks like in a help text: backticks (single or

@@ -1,4 +1,4 @@
-"""The reaction-point daemon's limiter CSVs (reaction_point.limiter_csv): a fixed budget of
+"""The reaction-point daemon's limiter CSVs (qcn.reaction_point.limiter_csv): a fixed budget of
 open files whatever the number of limiters, and write failures counted, never raised."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from reaction_point.limiter_csv import CSV_COLUMNS, LimiterCsvs
+from qcn.reaction_point.limiter_csv import CSV_COLUMNS, LimiterCsvs
 
 
 def rows_of(path: Path) -> list[list[str]]:

@@ -39,10 +39,10 @@ from qcn.core.live import (
 )
 from qcn.core.params import PROB_ONE, SEED_FRAME_BYTES, CpParams, ParamError, QueueUnit
 from qcn.core.trace import Trace
-from simulator import compiled
+from qcn.simulator import compiled
+from qcn.topologies.bmv2 import wait_until
+from qcn.topologies.live import LIVE_COUNTERS, ControllerKnobs, SwitchLive, source_rates
 from tests.kit import interruptible
-from topologies.bmv2 import wait_until
-from topologies.live import LIVE_COUNTERS, ControllerKnobs, SwitchLive, source_rates
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_core = pytest.mark.skipif(compiled.CORE_MISSING is not None, reason=compiled.core_status())
@@ -345,7 +345,7 @@ def test_the_server_thread_gives_way_to_bmv2_only(bmv2: bool) -> None:
     """From a process that was given a negative niceness (root only: the run's processes
     may be): on BMv2 the server's thread runs at ordinary priority, below the switches; a
     simulated run has none, and its server keeps the process's priority."""
-    from qcn.live import LiveServer  # noqa: PLC0415
+    from qcn.cli.live import LiveServer  # noqa: PLC0415
 
     feed = LiveFeed.of_scenario(transient(0.1), cp=None, speed=None, yields_to_network=bmv2)
     me = threading.get_native_id()
@@ -388,7 +388,7 @@ class FakeAgent:
         cfg = CpPortConfig.from_params(self.held)
         bytes_mode = self.held.queue_unit is QueueUnit.BYTES
         decoded = CpParams(
-            # As controller.entries decodes it: bytes mode holds q_eq in bytes alone.
+            # As qcn.controller.entries decodes it: bytes mode holds q_eq in bytes alone.
             q_eq_pkts=round(self.held.q_eq / SEED_FRAME_BYTES) if bytes_mode else self.held.q_eq,
             q_eq_bytes=self.held.q_eq if bytes_mode else 0,
             queue_unit=self.held.queue_unit,
@@ -495,7 +495,7 @@ def page_of(feed: LiveFeed) -> tuple[Any, Any]:
     from bokeh.document import Document  # noqa: PLC0415
     from bokeh.events import DocumentReady  # noqa: PLC0415
 
-    from qcn.live import make_document  # noqa: PLC0415
+    from qcn.cli.live import make_document  # noqa: PLC0415
 
     doc = Document()
     make_document(feed)(doc)
@@ -514,15 +514,15 @@ def page_of(feed: LiveFeed) -> tuple[Any, Any]:
 @pytest.fixture
 def no_update_spacing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Updates as fast as the test pulls them (not 100 ms apart)."""
-    import qcn.live  # noqa: PLC0415
+    import qcn.cli.live  # noqa: PLC0415
 
-    monkeypatch.setattr(qcn.live, "UPDATE_MS", 0)
+    monkeypatch.setattr(qcn.cli.live, "UPDATE_MS", 0)
 
 
 @needs_bokeh
 @pytest.mark.usefixtures("no_update_spacing")
 def test_the_page_streams_new_rows_and_its_knobs_tune_the_run() -> None:
-    from qcn.live import knob_name  # noqa: PLC0415
+    from qcn.cli.live import knob_name  # noqa: PLC0415
 
     sc = transient(1.0)
     feed = LiveFeed.of_scenario(sc, cp=sc.params.cp, speed=None)
@@ -607,7 +607,7 @@ def test_a_page_has_one_update_in_flight_and_its_acknowledgements_pace_the_feed(
 @needs_bokeh
 @pytest.mark.usefixtures("no_update_spacing")
 def test_a_change_the_run_ended_before_taking_is_refused_on_the_page() -> None:
-    from qcn.live import knob_name  # noqa: PLC0415
+    from qcn.cli.live import knob_name  # noqa: PLC0415
 
     sc = transient(1.0)
     feed = LiveFeed.of_scenario(sc, cp=sc.params.cp, speed=None)
@@ -640,7 +640,7 @@ def test_the_rates_legend_lists_every_source_beside_its_plot() -> None:
     from bokeh.document import Document  # noqa: PLC0415
     from bokeh.models import Legend  # noqa: PLC0415
 
-    from qcn.live import LEGEND_ROW_PX, PLOT_CHROME_PX, make_document  # noqa: PLC0415
+    from qcn.cli.live import LEGEND_ROW_PX, PLOT_CHROME_PX, make_document  # noqa: PLC0415
 
     sc = transient(1.0)
     feed = LiveFeed.of_scenario(sc, cp=sc.params.cp, speed=None)
@@ -665,7 +665,7 @@ def test_a_mode_the_knob_does_not_offer_is_said_on_the_page_and_put_back(sent: s
     on the run's stderr."""
     from bokeh.document import Document  # noqa: PLC0415
 
-    from qcn.live import knob_name, make_document  # noqa: PLC0415
+    from qcn.cli.live import knob_name, make_document  # noqa: PLC0415
 
     sc = transient(1.0)
     feed = LiveFeed.of_scenario(sc, cp=sc.params.cp, speed=None)
@@ -682,7 +682,7 @@ def test_a_page_message_bokeh_refuses_is_one_line(caplog: pytest.LogCaptureFixtu
     """A knob's value of the wrong type (a list, a dict) was a Bokeh validation traceback."""
     import logging  # noqa: PLC0415
 
-    import qcn.live  # noqa: F401, PLC0415 - its filter on Bokeh's message handler
+    import qcn.cli.live  # noqa: F401, PLC0415 - its filter on Bokeh's message handler
 
     try:
         raise ValueError("expected a value of type Nullable(Float), got [1] of type list")

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from topologies.bmv2 import wait_until
+from qcn.topologies.bmv2 import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -195,8 +195,8 @@ def test_a_browser_watches_the_transient_and_moves_q_eq_from_22_to_44_in_the_hot
     )
     from selenium.webdriver.common.keys import Keys  # noqa: PLC0415
 
+    from qcn.cli.live import knob_css  # noqa: PLC0415
     from qcn.core import scenario as scenarios  # noqa: PLC0415
-    from qcn.live import knob_css  # noqa: PLC0415
 
     monkeypatch.setenv("SE_OFFLINE", "true")  # Selenium's manager fetches nothing either
     port = str(scenarios.load("transient").bottleneck_port)

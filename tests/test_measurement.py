@@ -10,8 +10,8 @@ import pytest
 
 from qcn.core import scenario as scenarios
 from qcn.core.topology import PortRef
-from topologies import measurement
-from topologies.measurement import Hooks, measure, rate_pps
+from qcn.topologies import measurement
+from qcn.topologies.measurement import Hooks, measure, rate_pps
 
 
 def test_rates_are_frames_per_second_of_the_scenarios_frames() -> None:
@@ -75,7 +75,7 @@ def test_a_switch_that_stops_answering_is_one_error_naming_it() -> None:
     Thrift traceback; it is now an ExperimentError naming the switch and the time."""
     from thrift.transport.TTransport import TTransportException  # noqa: PLC0415
 
-    from topologies.errors import ExperimentError  # noqa: PLC0415
+    from qcn.topologies.errors import ExperimentError  # noqa: PLC0415
 
     class DeadThrift(FakeThrift):
         def occupancies(self, _ports: list[int]) -> list[tuple[int, int]]:
@@ -96,7 +96,7 @@ def test_a_switch_that_stops_answering_is_one_error_naming_it() -> None:
 def test_the_progress_line_shows_the_deepest_cp_port_where_nothing_names_a_bottleneck() -> None:
     """On a file's network the scenario's bottleneck is only its first CP port: the progress
     line showed that port's queue (empty) while another filled (a pod with incast)."""
-    from topologies.measurement import progress_port  # noqa: PLC0415
+    from qcn.topologies.measurement import progress_port  # noqa: PLC0415
 
     pod = Path(__file__).resolve().parent / "data" / "pod-topo.json"
     sc = scenarios.load("long-lived").with_overrides(

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from qcn.core import scenario as scenarios
+from qcn.topologies.testbed import host_helper_pids
 from tests.kit import Cluster
 from tests.toolchain import long_test, requires_p4lang, requires_root
-from topologies.testbed import host_helper_pids
 
 pytestmark = [
     requires_p4lang(),
@@ -48,12 +48,12 @@ def leftovers() -> tuple[str, str]:
 def test_bmv2_in_mininet_forwards_and_counts(tmp_path: Path) -> None:
     from mininet.net import Mininet  # noqa: PLC0415 - Debian's package, root only
 
-    from controller.agent import SwitchAgent  # noqa: PLC0415
+    from qcn.controller.agent import SwitchAgent  # noqa: PLC0415
     from qcn.core.params import CpParams  # noqa: PLC0415
     from qcn.core.topology import generate  # noqa: PLC0415
-    from topologies.bmv2 import wait_until  # noqa: PLC0415
-    from topologies.mininet_bmv2 import Bmv2Switch, QcnHost  # noqa: PLC0415
-    from topologies.network import MininetTopology, network_config  # noqa: PLC0415
+    from qcn.topologies.bmv2 import wait_until  # noqa: PLC0415
+    from qcn.topologies.mininet_bmv2 import Bmv2Switch, QcnHost  # noqa: PLC0415
+    from qcn.topologies.network import MininetTopology, network_config  # noqa: PLC0415
 
     subprocess.run(["make", "-s", "-C", str(ROOT), "build"], check=True)
     topo = generate("single:2")
@@ -415,7 +415,7 @@ def test_sweep_on_the_mininet_backend(tmp_path: Path) -> None:
     with the same outputs as the simulator's sweep."""
     out = tmp_path / "sweep"
     r = subprocess.run(
-        [sys.executable, "-m", "qcn.cli", "sweep", "transient", "--backend", "mininet",
+        [sys.executable, "-m", "qcn", "sweep", "transient", "--backend", "mininet",
          "--duration", "0.2", "--grid", "qcn.rp.fb_hat=false,true", "--out", str(out),
          "--quiet"],
         capture_output=True, text=True, check=False, timeout=300,
@@ -441,7 +441,7 @@ def test_mininet_points_run_on_a_dask_worker_that_declares_it(
     cluster.wait_for_workers(3)
     out = tmp_path / "sweep"
     r = subprocess.run(
-        [sys.executable, "-m", "qcn.cli", "sweep", "transient", "--backend", "mininet",
+        [sys.executable, "-m", "qcn", "sweep", "transient", "--backend", "mininet",
          "--duration", "0.2", "--grid", "qcn.rp.fb_hat=true", "--address", cluster.address,
          "--out", str(out), "--quiet"],
         capture_output=True, text=True, check=False, timeout=300,
@@ -527,7 +527,7 @@ def test_injected_stalls_make_the_run_say_it_was_noisy(tmp_path: Path) -> None:
 
 def test_compare_sets_bmv2_beside_the_simulator(tmp_path: Path) -> None:
     r = subprocess.run(
-        [sys.executable, "-m", "qcn.cli", "compare", "transient", "--runs", "1",
+        [sys.executable, "-m", "qcn", "compare", "transient", "--runs", "1",
          "--duration", "0.4", "--out", str(tmp_path / "cmp"), "--live"],
         capture_output=True, text=True, check=False, timeout=300,
     )  # fmt: skip

@@ -1,4 +1,4 @@
-"""reaction_point.neighbours: the neighbour table followed by netlink notifications (root:
+"""qcn.reaction_point.neighbours: the neighbour table followed by netlink notifications (root:
 one namespace with a veth pair, its table changed with ip neigh)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from collections.abc import Iterator
 import pytest
 from pyroute2.netns import popns, pushns
 
-from reaction_point.neighbours import NeighbourTable
+from qcn.reaction_point.neighbours import NeighbourTable
+from qcn.topologies.bmv2 import wait_until
+from qcn.topologies.netns import VethEnd, add_veth, namespaces, sh
 from tests.toolchain import requires_root
-from topologies.bmv2 import wait_until
-from topologies.netns import VethEnd, add_veth, namespaces, sh
 
 pytestmark = requires_root()
 

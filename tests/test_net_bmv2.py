@@ -194,7 +194,7 @@ def test_a_run_while_another_network_is_up_is_refused_and_leaves_it_alone(
     """Every run's switches and interfaces have the same names: a second run used to take
     the first one's for a killed run's leftovers and stop them.  The network's lock now
     refuses it in one line, and 'qcn net down' leaves a run's network alone."""
-    from topologies.testbed import hold_network_lock  # noqa: PLC0415
+    from qcn.topologies.testbed import hold_network_lock  # noqa: PLC0415
 
     lock_path = tmp_path / "network.lock"
     env = {**net_env(tmp_path), "QCN_NETWORK_LOCK": str(lock_path)}
@@ -318,7 +318,7 @@ def spine_frames(show: Path, spines: list[str]) -> dict[str, int]:
 def test_per_flow_ecmp_sends_each_flow_by_the_simulators_path(tmp_path: Path) -> None:
     """`qcn net up --ecmp per-flow`: two sources from one host to a host on the other leaf,
     from source ports the simulator sends over different spines, each cross the spine it
-    says, the controller having programmed the switches (controller.entries.EcmpProgram)."""
+    says, the controller having programmed the switches (qcn.controller.entries.EcmpProgram)."""
     topo = replace(load_topology("leaf-spine:2,2,2", LinkDefaults()), ecmp="per-flow")
     src, dst = topo.hosts[0], topo.hosts[-1]
     spine_of = {
@@ -331,7 +331,7 @@ def test_per_flow_ecmp_sends_each_flow_by_the_simulators_path(tmp_path: Path) ->
     out = tmp_path / "net"
     show = f"sh {sys.executable} -m qcn ctl -c {out / 'network.toml'} show --json > "
     send = (
-        f"{src.name} {sys.executable} -m reaction_point.sources --dst {dst.address} "
+        f"{src.name} {sys.executable} -m qcn.reaction_point.sources --dst {dst.address} "
         "--rate-bps 1e6 --frame-bytes 200 --duration 0.5 --source-port"
     )
     script = "\n".join(

@@ -7,9 +7,9 @@ import argparse
 
 import pytest
 
+from qcn.cli.net import NET_LINE_RATE_BPS, NET_TIME_SCALE, NetError, chosen_topology, net_params
 from qcn.core import capacity
 from qcn.core.params import SEED_FRAME_BYTES
-from qcn.net import NET_LINE_RATE_BPS, NET_TIME_SCALE, NetError, chosen_topology, net_params
 
 
 def chosen(topology: str, line_rate: float | None = None) -> tuple[float, float, str]:

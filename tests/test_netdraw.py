@@ -73,7 +73,7 @@ def test_a_triangle_is_drawn_as_a_triangle(tmp_path: Path) -> None:
 def test_net_show_has_column_headers_and_each_note_once() -> None:
     """`qcn net show` printed its runtime_json note once per switch, and its table had no
     column headers."""
-    from qcn.net import show_lines  # noqa: PLC0415
+    from qcn.cli.net import show_lines  # noqa: PLC0415
 
     lines = show_lines(load(str(DATA / "two-leaves.json"), RATE))
     notes = [line for line in lines if line.startswith("note: ")]

@@ -11,7 +11,7 @@ import struct
 import pytest
 from pyroute2.netlink.exceptions import NetlinkError
 
-from reaction_point.netlink import (
+from qcn.reaction_point.netlink import (
     NLM_F_ACK,
     NLM_F_REQUEST,
     NLMSG_ERROR,
@@ -25,8 +25,8 @@ from reaction_point.netlink import (
     send_all_acked,
     tc_message,
 )
+from qcn.topologies.netns import namespaces
 from tests.toolchain import requires_root
-from topologies.netns import namespaces
 
 
 def test_an_attribute_is_padded_to_four_bytes() -> None:

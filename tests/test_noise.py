@@ -1,6 +1,6 @@
 """The emulation's noise: stall arithmetic, the verdict's thresholds, and the kernel's
 run-queue waits read while a real process is kept from running (qcn.core.noise,
-topologies.noise)."""
+qcn.topologies.noise)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from qcn.core import noise, results
 from qcn.core import scenario as scenarios
 from qcn.core.noise import GroupWaits, NoiseRecording
 from qcn.core.trace import Trace
+from qcn.topologies.noise import NoiseMonitor, StallInjector, realtime_available
 from tests.toolchain import requires_root
-from topologies.noise import NoiseMonitor, StallInjector, realtime_available
 
 
 def transient_on_bmv2() -> scenarios.Scenario:

@@ -1,4 +1,4 @@
-"""The options the front door's commands share are one definition (qcn/options.py): the
+"""The options the front door's commands share are one definition (qcn/cli/options.py): the
 same option reads the same in every command, and its check speaks in the command's own
 error class with the same words."""
 
@@ -8,12 +8,12 @@ import argparse
 
 import pytest
 
-from qcn.cli import build_parser
-from qcn.compare import CompareError
+from qcn.cli.compare import CompareError
+from qcn.cli.main import build_parser
+from qcn.cli.options import check_count
+from qcn.cli.schemes import SchemesError
+from qcn.cli.sweep import SweepError
 from qcn.core.errors import QcnError
-from qcn.options import check_count
-from qcn.schemes import SchemesError
-from qcn.sweep import SweepError
 
 SHARED = ("--set", "--out")
 COMMANDS = ("run", "compare", "sweep", "schemes")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from scapy.layers.l2 import Ether
 
-from controller import config, entries
+from qcn.controller import config, entries
 from qcn.core import ecmp, frames, params, pipeline
 from tests.toolchain import requires_tools
 

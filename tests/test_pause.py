@@ -17,9 +17,9 @@ from qcn.core.frames import (
     pause_quanta,
     pause_seconds,
 )
-from reaction_point.claims import claim_in
-from reaction_point.pause import PauseGate, PauseState
-from reaction_point.tc import ROOT_HANDLE, FlowMatch, HtbLimiters, RootQdisc
+from qcn.reaction_point.claims import claim_in
+from qcn.reaction_point.pause import PauseGate, PauseState
+from qcn.reaction_point.tc import ROOT_HANDLE, FlowMatch, HtbLimiters, RootQdisc
 from tests.kit import Link, in_ns, largest_gap, started
 from tests.toolchain import requires_root
 
@@ -161,7 +161,7 @@ def test_the_agent_refuses_bad_input_without_a_trace(
     if "--netns" not in argv:
         argv += ["--netns", link.host_ns]
     r = subprocess.run(
-        [sys.executable, "-m", "reaction_point.pause", *argv],
+        [sys.executable, "-m", "qcn.reaction_point.pause", *argv],
         capture_output=True, text=True, check=False, timeout=30,
     )  # fmt: skip
     assert r.returncode == 2  # refused before it began (docs/reliability.md, Exit codes)
@@ -180,7 +180,7 @@ def test_a_second_agent_on_an_interface_is_refused(link: Link) -> None:
     """One PAUSE agent per interface: a second is refused in one line and leaves the first's
     gate alone, which still holds on a PAUSE (the second used to take it over, and its
     stop crashed the first)."""
-    agent = in_ns(link.host_ns, "-m", "reaction_point.pause", link.host_if,
+    agent = in_ns(link.host_ns, "-m", "qcn.reaction_point.pause", link.host_if,
                   "--line-rate-mbps", "100")  # fmt: skip
     first = started(agent, "honouring")
     try:

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from qcn import backends
-from qcn import run as run_command
-from qcn.cli import main
+from qcn.cli import backends
+from qcn.cli import run as run_command
+from qcn.cli.main import main
+from qcn.cli.run import AGAIN_KEEPS
+from qcn.cli.sweep import Store, make_points, run_point
 from qcn.core import provenance
 from qcn.core import scenario as scenarios
 from qcn.core.provenance import PROVENANCE_FILE, RUN_FILE, RUN_ITSELF_KEYS
-from qcn.run import AGAIN_KEEPS
-from qcn.sweep import Store, make_points, run_point
 
 #: A short transient with a hot spot in it, so the reaction points have work to do.
 SHORT = ["--duration", "0.3", "--set", "schedule=[{at_s=0.1,bottleneck_rate_bps=0.5e9}]"]
@@ -131,7 +131,7 @@ def test_every_run_option_is_declared_for_again_and_provenance() -> None:
         "qcn", "seed", "scaled_by", "sample_hz", "realtime_switch", "inject_stalls", "pcap",
     )  # fmt: skip
     options = backends.RunOptions(seed=7, sample_hz=50.0, pcap=True)
-    assert backends.RunOptions.from_recorded(options.recorded(), "mininet") == options
+    assert backends.RunOptions.from_recorded(options.recorded(), backends.MININET) == options
 
 
 def test_again_on_results_without_provenance_is_one_line(
@@ -147,13 +147,13 @@ def test_again_on_results_without_provenance_is_one_line(
 def test_a_bmv2_runs_provenance_names_the_toolchain(tmp_path: Path) -> None:
     """What a Mininet run records beside its results (no switch is started here: a short
     simulation's trace is recorded as the Mininet backend records its own)."""
-    env = backends.environment("mininet")
+    env = backends.environment(backends.MININET)
     assert set(env["version"]) == {"project", "p4c", "bmv2"}
     assert all(env["version"].values())
-    assert "p4c" not in backends.environment("sim")["version"]
+    assert "p4c" not in backends.environment(backends.SIMULATOR)["version"]
     sc = scenarios.load("transient").with_overrides({"duration_s": 0.05}).scaled_for_bmv2()
-    trace = backends.run_scenario(sc, "sim", tmp_path, backends.RunOptions())
-    backends.record(tmp_path, sc, trace, "mininet", backends.RunOptions(), plots=False)
+    trace = backends.run_scenario(sc, backends.SIMULATOR, tmp_path, backends.RunOptions())
+    backends.record(tmp_path, sc, trace, backends.MININET, backends.RunOptions(), plots=False)
     run_toml = (tmp_path / RUN_FILE).read_text()
     p4c, bmv2 = env["version"]["p4c"], env["version"]["bmv2"]
     assert f"p4c {p4c}; bmv2 {bmv2}" in run_toml.split("\n\n", 1)[0]  # its header
@@ -168,7 +168,7 @@ def test_each_sweep_point_carries_its_provenance(tmp_path: Path) -> None:
                   overrides={"duration_s": 0.05})  # fmt: skip
     store.prepare({"test": "provenance"})
     trace, _ = run_point(sc.to_dict(), dict(point.overrides), point.seed, False)
-    store.write_point(point, trace, backend="sim")
+    store.write_point(point, trace, backend=backends.SIMULATOR)
     d = store.point_dir(point)
     assert scenarios.load(str(d / RUN_FILE)).network.sources == 2
     prov = json.loads((d / PROVENANCE_FILE).read_text())
@@ -250,9 +250,10 @@ def test_again_refuses_a_run_whose_cdf_changed(tmp_path: Path) -> None:
     cdf = tmp_path / "sizes.cdf"
     cdf.write_text("1000 0\n20000 1\n")
     sc = scenarios.load("fct").with_overrides({"workload.flow_sizes": str(cdf)})
+    sim = backends.SIMULATOR
     backends.record(tmp_path, sc, backends.run_scenario(
-        sc.with_overrides({"duration_s": 0.01}), "sim", tmp_path, backends.RunOptions()),
-        "sim", backends.RunOptions(), plots=False)  # fmt: skip
+        sc.with_overrides({"duration_s": 0.01}), sim, tmp_path, backends.RunOptions()),
+        sim, backends.RunOptions(), plots=False)  # fmt: skip
     again, recorded = provenance.read(tmp_path)
     assert provenance.changed_inputs(again, recorded) == []
     cdf.write_text("1000 0\n90000 1\n")
@@ -267,7 +268,7 @@ def test_every_scenario_reads_back_unchanged(tmp_path: Path, name: str) -> None:
     for sc in (scenarios.load(name), scenarios.load(name).scaled_for_bmv2()):
         made = provenance.record(sc, backend="sim", run=backends.RunOptions().recorded(),
                                  overrides={}, environment=provenance.environment())  # fmt: skip
-        provenance.write(tmp_path, sc, made)
+        provenance.write(tmp_path, sc, made, in_bmv2_units=False)
         assert provenance.changed_inputs(*provenance.read(tmp_path)) == []
 
 
@@ -286,8 +287,8 @@ def test_every_scenario_reads_back_unchanged(tmp_path: Path, name: str) -> None:
         (("run", "seed"), ..., "run: no seed"),
         (("run", "qcn"), "no", "run.qcn = 'no': expected true or false"),
         (("run", "sample_hz"), -5, "run.sample_hz = -5: expected in (0, 1000]"),
-        (("run", "pcap"), True, "run.pcap: only a Mininet run has it (this was sim)"),
-        (("run", "inject_stalls"), [0.03, 0.5], "run.inject_stalls: only a Mininet run"),
+        (("run", "pcap"), True, "run.pcap: the simulator has no such option (this was sim)"),
+        (("run", "inject_stalls"), [0.03, 0.5], "run.inject_stalls: the simulator has no such"),
         (("run", "inject_stalls"), [0.5, 0.03], "run.inject_stalls = [0.5, 0.03]: expected"),
         (("run", "bogus"), 1, "run: unknown option 'bogus'"),
         (("run",), 5, "no 'run' table of options"),

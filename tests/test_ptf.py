@@ -13,7 +13,7 @@ from tests.toolchain import requires_p4lang, requires_root
 @requires_root()
 def test_ptf_suite_passes() -> None:
     r = subprocess.run(
-        [sys.executable, "-m", "ptf_tests.run"],
+        [sys.executable, "-m", "qcn.ptf_tests.run"],
         cwd=Path(__file__).resolve().parent.parent,
         capture_output=True,
         text=True,

@@ -13,17 +13,18 @@ from typing import Any
 
 import pytest
 
+from qcn.cli import backends
+from qcn.cli.run import run_failure
 from qcn.core import fit
 from qcn.core import scenario as scenarios
 from qcn.core.results import summarize
 from qcn.core.scenario import BMV2_MAX_LINK_RATE_BPS, Scenario, ScenarioError
 from qcn.core.topology import LinkDefaults, PortRef
 from qcn.core.topology import load as load_topology
-from qcn.run import run_failure
-from simulator.engine import Simulation
+from qcn.simulator.engine import Simulation
+from qcn.topologies.measurement import Recording
+from qcn.topologies.traces import drops_known_by_the_end, sink_trace
 from tests.kit import assert_one_line_error, qcn
-from topologies.measurement import Recording
-from topologies.traces import drops_known_by_the_end, sink_trace
 
 DATA = Path(__file__).parent / "data"
 TRIANGLE = DATA / "triangle.json"
@@ -135,9 +136,9 @@ def test_bmv2_refuses_a_file_at_a_simulators_rates(tmp_path: Path) -> None:
         sc.scaled_for_bmv2()
     # A scenario already in BMv2's units (a run.toml of one) is refused before it runs.
     as_bmv2 = sc.with_overrides({"network.port_service": "bmv2"})
-    assert "more than BMv2 carries" in scenarios.backend_refusal(as_bmv2, "mininet")
-    assert scenarios.backend_refusal(sc, "mininet") == ""  # (not scaled yet)
-    assert scenarios.backend_refusal(as_bmv2, "sim") == ""
+    assert "more than BMv2 carries" in backends.MININET.refusal(as_bmv2)
+    assert backends.MININET.refusal(sc) == ""  # (not scaled yet)
+    assert backends.SIMULATOR.refusal(as_bmv2) == ""
     assert BMV2_MAX_LINK_RATE_BPS == 1e9
     r = qcn("run", "long-lived", "--backend", "sim", "--scaled", "--set",
             f"network.topology={fast}", "--set", 'workload.traffic="incast"',

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from qcn.cli import TOOLS, build_parser
+from qcn.cli.main import TOOLS, build_parser
 from tests.test_mininet_bmv2 import leftovers
 from tests.toolchain import requires_p4lang, requires_root
 

@@ -3,7 +3,7 @@ tables (a bursty run's utilization printed "= 1" above a table that gave 0.92)."
 
 from __future__ import annotations
 
-from simulator.reproduce import BURSTY_ROWS, bursty_table, progress_line
+from qcn.simulator.reproduce import BURSTY_ROWS, bursty_table, progress_line
 
 
 def test_a_bursty_rows_utilization_reads_the_same_in_its_line_and_its_table() -> None:

@@ -27,15 +27,15 @@ from scapy.layers.l2 import Ether
 
 from qcn.core.frames import CNM, pause_frame
 from qcn.core.params import QcnParams, RpParams
-from reaction_point.daemon import StatusEncoder, StatusSnapshot, build_status, status_files
-from reaction_point.limiter_csv import MAX_OPEN_CSVS
-from reaction_point.pause import find_gate
-from reaction_point.rules import RateLimiterRules
-from reaction_point.tc import ROOT_MAJOR
+from qcn.reaction_point.daemon import StatusEncoder, StatusSnapshot, build_status, status_files
+from qcn.reaction_point.limiter_csv import MAX_OPEN_CSVS
+from qcn.reaction_point.pause import find_gate
+from qcn.reaction_point.rules import RateLimiterRules
+from qcn.reaction_point.tc import ROOT_MAJOR
+from qcn.topologies.bmv2 import wait_until
+from qcn.topologies.netns import VethEnd, add_veth, namespaces, send_frames
+from qcn.topologies.netns import sh as run
 from tests.toolchain import requires_root
-from topologies.bmv2 import wait_until
-from topologies.netns import VethEnd, add_veth, namespaces, send_frames
-from topologies.netns import sh as run
 
 pytestmark = [
     requires_root(),
@@ -104,7 +104,7 @@ class Daemon:
                 *([] if nofile is None else ["prlimit", f"--nofile={nofile}:{nofile}"]),
                 sys.executable,
                 "-m",
-                "qcn.cli",
+                "qcn",
                 "rp",
                 "start",
                 "--iface",
@@ -189,7 +189,7 @@ def cnm(
 
 def kernel_rates(hosts: Hosts) -> list[float]:
     """The limits (ceil) of h1's limiter classes that a filter feeds (bits/s, over netlink):
-    a released limiter's class stays, idle, for the next one (reaction_point.tc)."""
+    a released limiter's class stays, idle, for the next one (qcn.reaction_point.tc)."""
     filters = subprocess.run(
         ["ip", "netns", "exec", hosts.h1, "tc", "filter", "show", "dev", hosts.if1,
          "parent", f"{ROOT_MAJOR:x}:"],
@@ -373,7 +373,7 @@ def test_shutdown_leaves_no_tc_state(daemon_factory: Any, hosts: Hosts) -> None:
 
 def qcn_in(ns: str, *args: str, timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["ip", "netns", "exec", ns, sys.executable, "-m", "qcn.cli", *args],
+        ["ip", "netns", "exec", ns, sys.executable, "-m", "qcn", *args],
         capture_output=True,
         text=True,
         check=False,
@@ -534,7 +534,7 @@ def test_send_through_a_slow_limiter_stops_on_time(hosts: Hosts) -> None:
 
 
 # -- the daemon and the PAUSE agent on one interface ---------------------------------------
-# One gate at the root, installed by whichever starts first (reaction_point.pause); each
+# One gate at the root, installed by whichever starts first (qcn.reaction_point.pause); each
 # keeps working whatever the other does, and a restart recovers what a dead one left.
 
 
@@ -543,7 +543,7 @@ class Agent:
 
     def __init__(self, hosts: Hosts, line_rate_mbps: float = 100) -> None:
         self.proc = subprocess.Popen(
-            ["ip", "netns", "exec", hosts.h1, sys.executable, "-m", "reaction_point.pause",
+            ["ip", "netns", "exec", hosts.h1, sys.executable, "-m", "qcn.reaction_point.pause",
              hosts.if1, "--line-rate-mbps", str(line_rate_mbps)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
@@ -725,7 +725,7 @@ def test_the_agent_stops_in_one_line_when_its_interface_is_deleted_in_a_hold(
     for end in ("gone-p", "gone-q"):
         run("ip", "-n", hosts.h1, "link", "set", end, "up")
     agent = subprocess.Popen(
-        ["ip", "netns", "exec", hosts.h1, sys.executable, "-m", "reaction_point.pause",
+        ["ip", "netns", "exec", hosts.h1, sys.executable, "-m", "qcn.reaction_point.pause",
          "gone-p", "--line-rate-mbps", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -745,10 +745,10 @@ def test_ctrl_c_while_the_daemon_starts_leaves_no_tree(hosts: Hosts) -> None:
     """The interrupt lands after the tree is installed, before the daemon serves."""
     probe = (
         "import sys\n"
-        "from reaction_point.tc import HtbLimiters\n"
+        "from qcn.reaction_point.tc import HtbLimiters\n"
         "def interrupted(self): raise KeyboardInterrupt\n"
         "HtbLimiters.warm_up = interrupted\n"
-        "from qcn import cli\n"
+        "from qcn.cli import main as cli\n"
         f"sys.exit(cli.main(['rp', 'start', '--iface', '{hosts.if1}', '--status-dir', "
         f"'{hosts.tmp / 'ctrl-c'}']))\n"
     )
@@ -770,7 +770,7 @@ def test_daemons_in_two_namespaces_on_one_interface_name_keep_two_statuses(
             for end in ("same0", "same0p"):
                 run("ip", "-n", ns, "link", "set", end, "up")
             procs.append(subprocess.Popen(
-                ["ip", "netns", "exec", ns, sys.executable, "-m", "qcn.cli", "rp", "start",
+                ["ip", "netns", "exec", ns, sys.executable, "-m", "qcn", "rp", "start",
                  "--iface", "same0", "--status-dir", str(status_dir)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             ))  # fmt: skip
@@ -871,7 +871,7 @@ def test_a_full_disk_under_the_csvs_is_counted_and_teardown_runs(hosts: Hosts) -
     params = hosts.tmp / "full.toml"
     QcnParams.from_dict({"rp": HOLD}).save(params)
     script = (
-        f"mount -t tmpfs -o size=64k qcn-full {full} && exec {sys.executable} -m qcn.cli rp "
+        f"mount -t tmpfs -o size=64k qcn-full {full} && exec {sys.executable} -m qcn rp "
         f"start --iface {hosts.if1} --per-flow --params {params} --status-dir {status_dir} "
         f"--csv-dir {full}"
     )
@@ -1014,7 +1014,7 @@ def test_an_altname_is_one_interface_for_daemons_and_agents(
         )
         # One agent given both names is told they are one interface.
         both = subprocess.run(
-            ["ip", "netns", "exec", hosts.h1, sys.executable, "-m", "reaction_point.pause",
+            ["ip", "netns", "exec", hosts.h1, sys.executable, "-m", "qcn.reaction_point.pause",
              hosts.if1, alt, "--line-rate-mbps", "100"],
             capture_output=True, text=True, check=False, timeout=30,
         )  # fmt: skip
@@ -1022,7 +1022,7 @@ def test_an_altname_is_one_interface_for_daemons_and_agents(
         assert f"{hosts.if1} and {alt} are one interface" in both.stderr
         # A PAUSE agent on the altname finds the daemon alive and keeps its tree.
         agent = subprocess.Popen(
-            ["ip", "netns", "exec", hosts.h1, sys.executable, "-m", "reaction_point.pause",
+            ["ip", "netns", "exec", hosts.h1, sys.executable, "-m", "qcn.reaction_point.pause",
              alt, "--line-rate-mbps", "100"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
@@ -1032,7 +1032,7 @@ def test_an_altname_is_one_interface_for_daemons_and_agents(
         assert kernel_rates(hosts) == [expected_kernel_rate(d.params, [63])]
         # A second agent on the first name is the same interface's second agent.
         second = subprocess.run(
-            ["ip", "netns", "exec", hosts.h1, sys.executable, "-m", "reaction_point.pause",
+            ["ip", "netns", "exec", hosts.h1, sys.executable, "-m", "qcn.reaction_point.pause",
              hosts.if1, "--line-rate-mbps", "100"],
             capture_output=True, text=True, check=False, timeout=30,
         )  # fmt: skip

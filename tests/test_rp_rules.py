@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qcn.core.params import ParamError, QcnParams, RpParams
-from reaction_point.rules import RateLimiterRules, Stage
+from qcn.reaction_point.rules import RateLimiterRules, Stage
 
 FRAME = 1500
 NO_JITTER = RpParams(jitter=0.0)

@@ -10,7 +10,7 @@ import pytest
 from qcn.core.cp_model import CongestionPoint, CpPortConfig
 from qcn.core.frames import CNM, expected_cnm, parse_cnm
 from qcn.core.params import CpParams, ParamError, QcnParams, RpParams, RpScheme
-from reaction_point.rules import RateLimiterRules, Stage
+from qcn.reaction_point.rules import RateLimiterRules, Stage
 
 LINE = 10e9
 ECM = replace(QcnParams.preset("ecm").rp, jitter=0.0)

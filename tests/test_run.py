@@ -1,4 +1,4 @@
-"""`qcn run`'s own logic (qcn/run.py) that needs no backend: its overrides, its stall
+"""`qcn run`'s own logic (qcn/cli/run.py) that needs no backend: its overrides, its stall
 option and its results directory; the runs themselves are in test_simulator.py,
 test_backends.py and test_mininet_bmv2.py."""
 
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from qcn.cli.options import load_scenario, overrides_from
+from qcn.cli.run import StagedResults, parse_stalls, prepare_out
 from qcn.core import publish
 from qcn.core.publish import OWNER_MARKER, PARTIAL_MARKER, old_path, owner_text, staging_path
 from qcn.core.scenario import ScenarioError
-from qcn.options import load_scenario, overrides_from
-from qcn.run import StagedResults, parse_stalls, prepare_out
 from tests.kit import SLOW_SIM
 
 
@@ -241,7 +241,7 @@ def test_a_run_killed_outright_is_cleaned_up_by_the_next(tmp_path: Path) -> None
     --out knows it for a dead run's and deals with it."""
     out = tmp_path / "X"
     slow = subprocess.Popen(
-        [sys.executable, "-m", "qcn.cli", "run", "transient", "--backend", "sim", "--quiet",
+        [sys.executable, "-m", "qcn", "run", "transient", "--backend", "sim", "--quiet",
          "--duration", "3", "--out", str(out)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=SLOW_SIM,
     )  # fmt: skip

@@ -1,5 +1,5 @@
 """A reaction-point scheme is one unit: one definition (qcn.core.params.SCHEMES), one rules
-class (reaction_point.rules), its own parameters, one name everywhere (docs/schemes.md)."""
+class (qcn.reaction_point.rules), its own parameters, one name everywhere (docs/schemes.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from qcn.cli import build_parser
+from qcn.cli.main import build_parser
 from qcn.core import scenario as scenarios
 from qcn.core.params import (
     SCHEMES,
@@ -21,7 +21,7 @@ from qcn.core.params import (
     RpScheme,
     scheme_names,
 )
-from reaction_point.rules import (
+from qcn.reaction_point.rules import (
     RULES,
     EcmRules,
     QcnRules,

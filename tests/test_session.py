@@ -1,4 +1,4 @@
-"""`qcn net down`'s view of the network's process (topologies.session), without Mininet."""
+"""`qcn net down`'s view of the network's process (qcn.topologies.session), without Mininet."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from topologies.session import _alive
+from qcn.topologies.session import _alive
 
 
 def test_an_exited_process_not_yet_reaped_is_not_alive() -> None:

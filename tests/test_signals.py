@@ -90,7 +90,7 @@ def test_ctrl_c_waits_for_the_step_to_end() -> None:
 
 def test_an_interrupt_inside_a_deferred_block_waits_for_its_end() -> None:
     """interrupts_deferred: the block runs to its end, then the Ctrl-C or SIGTERM is raised
-    (a Dask cluster's start is never cut half-way: qcn/sweep.py)."""
+    (a Dask cluster's start is never cut half-way: qcn/cli/sweep.py)."""
     finished = []
 
     def block() -> None:

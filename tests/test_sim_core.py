@@ -3,11 +3,11 @@
 - Its random numbers: Python's random.Random, bit for bit (MT19937 from the same state).
 - Its CP: qcn.core.cp_model's CongestionPoint, overwrite_fb_tag and end_reflection, every
   decision and every state field after every frame, over random frame sequences.
-- Its RP rules: reaction_point.rules, every state field after every event, over random
+- Its RP rules: qcn.reaction_point.rules, every state field after every event, over random
   event sequences, for every scheme and variant (QCN, 2-QCN, Fb-hat, timer-only, adaptive
   timer, ECM, positive reinforcement).
 - Its runs: the Python engine's traces, every field, on every path make reproduce takes
-  (short runs; ``python -m simulator.identity`` runs them whole).
+  (short runs; ``python -m qcn.simulator.identity`` runs them whole).
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ from qcn.core.cp_model import (
 )
 from qcn.core.params import CpParams, RpParams, SamplingMode
 from qcn.core.trace import Trace
-from reaction_point.rules import RateLimiterRules
-from simulator import compiled
-from simulator.compiled import CompiledSimulation, EngineError, make_simulation, rp_params
-from simulator.engine import Simulation, fast_randint
-from simulator.identity import Case, cases, run_case, same, trace_fields
+from qcn.reaction_point.rules import RateLimiterRules
+from qcn.simulator import compiled
+from qcn.simulator.compiled import CompiledSimulation, EngineError, make_simulation, rp_params
+from qcn.simulator.engine import Simulation, fast_randint
+from qcn.simulator.identity import Case, cases, run_case, same, trace_fields
 
 if compiled.CORE_MISSING is not None and os.environ.get("CI"):
     pytest.fail(f"CI must build the simulator's compiled core: {compiled.CORE_MISSING}")
@@ -242,7 +242,7 @@ def test_a_short_run_is_the_python_engines_run(case: Case) -> None:
 
 def test_a_scaled_run_is_the_python_engines_run() -> None:
     """--scaled: the scenario as scaled for BMv2, its departure CP and sample interval."""
-    from simulator.identity import scaled  # noqa: PLC0415
+    from qcn.simulator.identity import scaled  # noqa: PLC0415
 
     for case in cases()[:2]:
         diff, *_ = run_case(scaled(case), seed=1, duration=0.2)
@@ -295,7 +295,7 @@ def test_without_the_core_one_line_and_the_python_engine(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sc = scenarios.load("transient").with_overrides({"duration_s": 0.01})
-    monkeypatch.setattr(compiled, "CORE_MISSING", "No module named 'simulator._core'")
+    monkeypatch.setattr(compiled, "CORE_MISSING", "No module named 'qcn.simulator._core'")
     monkeypatch.setattr(compiled, "_said", set())
     assert type(make_simulation(sc)) is Simulation
     assert type(make_simulation(sc)) is Simulation
@@ -313,7 +313,7 @@ def test_without_the_core_one_line_and_the_python_engine(
 def test_a_scheme_the_core_does_not_know_runs_on_the_python_engine(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from reaction_point.rules import RULES, rules_class  # noqa: PLC0415
+    from qcn.reaction_point.rules import RULES, rules_class  # noqa: PLC0415
 
     sc = scenarios.load("transient").with_overrides({"duration_s": 0.01})
     scheme = sc.params.rp.scheme
@@ -356,13 +356,13 @@ def test_a_truncated_core_is_known_before_it_is_loaded(tmp_path: Path) -> None:
 
 
 def checkout_with_core(tmp_path: Path, size: int) -> Path:
-    """A copy of the simulator package whose compiled core is cut to ``size`` bytes, in a
-    folder that a command started there imports it from (its working directory comes first
-    on the import path)."""
+    """A copy of the project's package whose simulator's compiled core is cut to ``size``
+    bytes, in a folder that a command started there imports it from (its working directory
+    comes first on the import path; the copy holds the layers the checkout links)."""
     where = tmp_path / "checkout"
-    shutil.copytree(Path(compiled.__file__).parent, where / "simulator",
-                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
-    (where / "simulator" / CORE_FILE.name).write_bytes(CORE_FILE.read_bytes()[:size])
+    package = Path(compiled.__file__).parent.parent
+    shutil.copytree(package, where / "qcn", ignore=shutil.ignore_patterns("__pycache__"))
+    (where / "qcn" / "simulator" / CORE_FILE.name).write_bytes(CORE_FILE.read_bytes()[:size])
     return where
 
 
@@ -371,7 +371,7 @@ def test_a_run_with_a_truncated_core_falls_back_in_one_line(tmp_path: Path) -> N
     of SIGBUS (exit status 135, no message) and left its staging behind."""
     where = checkout_with_core(tmp_path, CORE_FILE.stat().st_size // 2)
     out = tmp_path / "r"
-    run = [sys.executable, "-m", "qcn.cli", "run", "transient", "--backend", "sim",
+    run = [sys.executable, "-m", "qcn", "run", "transient", "--backend", "sim",
            "--duration", "0.01", "--quiet"]  # fmt: skip
     done = subprocess.run([*run, "--out", str(out)], cwd=where, capture_output=True,
                           text=True, timeout=120, check=False)  # fmt: skip

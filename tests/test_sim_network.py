@@ -18,7 +18,7 @@ from qcn.core.results import summarize, write_csvs
 from qcn.core.scenario import Scenario
 from qcn.core.topology import PortRef
 from qcn.core.trace import Trace
-from simulator.engine import CNM, FRESH_TAG, Frame, Route, Simulation
+from qcn.simulator.engine import CNM, FRESH_TAG, Frame, Route, Simulation
 
 STREAMS = {"workload.max_rate_bps": 10e9, "schedule": []}
 """The transient's sources at line rate, no schedule: every topology congests at once."""
@@ -335,7 +335,7 @@ def test_flows_with_pause_send_held_frames_again_and_count_each_frame_once() -> 
 
 def test_the_single_bottlenecks_streams_keep_their_names() -> None:
     """The bottleneck port keeps the single bottleneck's random streams; others their own."""
-    from simulator.engine import port_stream_names  # noqa: PLC0415
+    from qcn.simulator.engine import port_stream_names  # noqa: PLC0415
 
     sc = network("parking-lot:2")
     b = sc.bottleneck_port
@@ -382,11 +382,11 @@ def test_a_runs_memory_estimate_covers_what_it_holds(
     import subprocess  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
-    from simulator.engine import memory_estimate_bytes  # noqa: PLC0415
+    from qcn.simulator.engine import memory_estimate_bytes  # noqa: PLC0415
 
     sc = scenarios.load(name).with_overrides(overrides)
     sets = [a for k, v in overrides.items() for a in ("--set", f"{k}={json.dumps(v)}")]
-    run = [sys.executable, "-m", "qcn.cli", "run", name, "--backend", "sim", *sets]
+    run = [sys.executable, "-m", "qcn", "run", name, "--backend", "sim", *sets]
     got = subprocess.run(
         [sys.executable, "-c", PEAK_OF_CHILD, *run, "--out", str(tmp_path / "o"), "--quiet"],
         capture_output=True, text=True, check=True, timeout=120,

@@ -14,8 +14,8 @@ from qcn.core.cp_model import CpDecision
 from qcn.core.results import SUMMARY_KEYS, fairness_window_s, jain, summarize
 from qcn.core.scenario import ScenarioError
 from qcn.core.trace import Trace
-from simulator.engine import Simulation
-from simulator.reproduce import (
+from qcn.simulator.engine import Simulation
+from qcn.simulator.reproduce import (
     FCT_ROWS,
     FULL_QCN_FB_HAT,
     LEAF_SPINE_ROWS,
@@ -71,7 +71,7 @@ def test_qcn_run_writes_results(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "qcn.cli",
+            "qcn",
             "run",
             "bursty",
             "--duration",
@@ -105,7 +105,7 @@ def test_qcn_run_writes_results(tmp_path: Path) -> None:
         (["run", "transient", "--set", "network.sources=0"], "network.sources: must be in"),
         (["run", "transient", "--set", "workload.colour=1"], "workload.colour: unknown field"),
         (["run", "transient", "--set", "qcn.cp.w=-1"], "cp.w: must be in [0, 64]"),
-        (["run", "transient", "--backend", "sim", "--cli"], "--cli needs the Mininet backend"),
+        (["run", "transient", "--backend", "sim", "--cli"], "--cli needs the Mininet/BMv2 backend"),
         (["run", "transient", "--set", "bmv2.rate_scale=2"], "bmv2: rate_scale must be in"),
         (["run", "tcp-multihop", "--backend", "sim"], "the simulator has no TCP or iperf3 model"),
         (
@@ -124,7 +124,7 @@ def test_qcn_run_writes_results(tmp_path: Path) -> None:
 )
 def test_bad_runs_are_one_line_errors(args: list[str], message: str) -> None:
     r = subprocess.run(
-        [sys.executable, "-m", "qcn.cli", *args],
+        [sys.executable, "-m", "qcn", *args],
         capture_output=True,
         text=True,
         check=False,
@@ -462,7 +462,7 @@ def test_the_single_bottleneck_gives_what_it_gave_before_networks(case: str) -> 
 def test_fast_randint_draws_what_randint_draws() -> None:
     import random  # noqa: PLC0415
 
-    from simulator.engine import fast_randint  # noqa: PLC0415
+    from qcn.simulator.engine import fast_randint  # noqa: PLC0415
 
     a, b = random.Random(7), random.Random(7)
     fast = fast_randint(b)
@@ -487,7 +487,7 @@ def test_pause_per_input_removes_the_onset_drops() -> None:
 
 
 def test_a_paused_source_sends_nothing_until_resumed() -> None:
-    from simulator.engine import SEND  # noqa: PLC0415
+    from qcn.simulator.engine import SEND  # noqa: PLC0415
 
     sc = short("robustness", 0.002, **{"network.pause": True})
     sim = Simulation(sc, seed=1, qcn=False)
@@ -505,9 +505,9 @@ def test_a_paused_source_sends_nothing_until_resumed() -> None:
 
 
 def test_pause_on_bmv2_needs_a_link_between_switches(tmp_path: Path) -> None:
-    from topologies.errors import ExperimentError  # noqa: PLC0415
-    from topologies.experiment import StreamExperiment  # noqa: PLC0415
-    from topologies.iperf import IperfExperiment  # noqa: PLC0415
+    from qcn.topologies.errors import ExperimentError  # noqa: PLC0415
+    from qcn.topologies.experiment import StreamExperiment  # noqa: PLC0415
+    from qcn.topologies.iperf import IperfExperiment  # noqa: PLC0415
 
     sc = short("transient", 0.1, **{"network.pause": True})
     with pytest.raises(ExperimentError, match=r"network\.pause on BMv2 needs a link between"):

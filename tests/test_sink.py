@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from qcn.core import scenario as scenarios
-from reaction_point.sources import ETH_IP_UDP_HEADERS, SEQUENCE
+from qcn.reaction_point.sources import ETH_IP_UDP_HEADERS, SEQUENCE
+from qcn.topologies.bmv2 import wait_until
+from qcn.topologies.experiment import StreamExperiment
+from qcn.topologies.sink import RECEIVE_BUFFER_BYTES, Sink
 from tests.toolchain import requires_root
-from topologies.bmv2 import wait_until
-from topologies.experiment import StreamExperiment
-from topologies.sink import RECEIVE_BUFFER_BYTES, Sink
 
 
 def test_sink_counts_losses_from_sequence_gaps() -> None:
@@ -91,7 +91,7 @@ def test_a_mininet_recording_becomes_a_trace_on_the_sample_grid(tmp_path: Path) 
 
 def test_a_multihop_recording_counts_what_the_hot_spot_lost(tmp_path: Path) -> None:
     """Throughput from switch-port counters; drops = sent into s1 - left s2 - still queued."""
-    from topologies.iperf import IperfExperiment  # noqa: PLC0415
+    from qcn.topologies.iperf import IperfExperiment  # noqa: PLC0415
 
     sc = scenarios.load("tcp-multihop").with_overrides(
         {

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reaction_point.sources import SourceReport, SourceSpec, run_source
+from qcn.reaction_point.sources import SourceReport, SourceSpec, run_source
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -110,7 +110,7 @@ def test_send_reports_as_json_also_when_interrupted(tmp_path: Path) -> None:
     port = sink.getsockname()[1]
     report = tmp_path / "source.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "qcn.cli", "rp", "send", "--dst", "127.0.0.1", "--port",
+        [sys.executable, "-m", "qcn", "rp", "send", "--dst", "127.0.0.1", "--port",
          str(port), "--rate-bps", "1.2e6", "--duration", "30", "--report", str(report)],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -129,12 +129,21 @@ def test_send_reports_as_json_also_when_interrupted(tmp_path: Path) -> None:
 
 
 def test_a_runs_sources_start_light() -> None:
-    """A BMv2 run starts ten sources at once (``python -m reaction_point.sources``): none
+    """A BMv2 run starts ten sources at once (``python -m qcn.reaction_point.sources``): none
     may import the controller's or the daemon's libraries, a second of CPU each, which
     delayed the sources' start and everything else on the machine."""
-    heavy = ("scapy", "pyroute2", "finsy", "grpc", "p4", "controller", "reaction_point.daemon")
+    heavy = (
+        "scapy",
+        "pyroute2",
+        "finsy",
+        "grpc",
+        "p4",
+        "qcn.controller",
+        "qcn.reaction_point.daemon",
+    )
     r = subprocess.run(
-        [sys.executable, "-c", "import sys, reaction_point.sources; print(' '.join(sys.modules))"],
+        [sys.executable, "-c",
+         "import sys, qcn.reaction_point.sources; print(' '.join(sys.modules))"],
         capture_output=True, text=True, check=True, cwd=ROOT,
     )  # fmt: skip
     assert [m for m in r.stdout.split() if m.startswith(heavy)] == []
@@ -147,7 +156,7 @@ def test_the_sources_module_is_qcn_rp_send() -> None:
         subprocess.run(
             [sys.executable, *how, *argv], capture_output=True, text=True, cwd=ROOT, check=False
         )
-        for how in (("-m", "reaction_point.sources"), ("-m", "qcn.cli", "rp", "send"))
+        for how in (("-m", "qcn.reaction_point.sources"), ("-m", "qcn", "rp", "send"))
     ]
     assert [r.returncode for r in runs] == [2, 2]
     assert [r.stderr for r in runs] == [
@@ -157,6 +166,6 @@ def test_the_sources_module_is_qcn_rp_send() -> None:
         subprocess.run(
             [sys.executable, *how, "--help"], capture_output=True, text=True, cwd=ROOT, check=False
         )
-        for how in (("-m", "reaction_point.sources"), ("-m", "qcn.cli", "rp", "send"))
+        for how in (("-m", "qcn.reaction_point.sources"), ("-m", "qcn", "rp", "send"))
     ]
     assert helps[0].stdout == helps[1].stdout

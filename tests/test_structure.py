@@ -12,16 +12,30 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: Each layer and what it may import of the project (itself included).  The front door
-#: (qcn.cli, qcn.run) stands on top and may import everything.
+#: The layers whose sources sit at the top of the checkout (the design card's folders), each
+#: named under the project's namespace (qcn/NAME links to it; docs/layout.md).
+LINKED = ("controller", "reaction_point", "simulator", "topologies", "ptf_tests")
+
+#: Each layer and what it may import of the project (itself included), from the bottom up.
+#: The front door (qcn.cli) stands on top and may import everything; nothing imports it.
 LAYERS: dict[str, set[str]] = {
+    "qcn": set(),
     "qcn.core": {"qcn.core"},
-    "reaction_point": {"qcn.core", "reaction_point"},
-    "controller": {"qcn.core", "controller"},
-    "simulator": {"qcn.core", "reaction_point", "simulator"},
-    "topologies": {"qcn.core", "controller", "reaction_point", "topologies"},
+    "qcn.reaction_point": {"qcn.core", "qcn.reaction_point"},
+    "qcn.controller": {"qcn.core", "qcn.controller"},
+    "qcn.simulator": {"qcn.core", "qcn.reaction_point", "qcn.simulator"},
+    "qcn.topologies": {"qcn.core", "qcn.controller", "qcn.reaction_point", "qcn.topologies"},
+    "qcn.wireshark": {"qcn.core", "qcn.wireshark"},
+    "qcn.ptf_tests": {
+        "qcn.core",
+        "qcn.controller",
+        "qcn.topologies",
+        "qcn.wireshark",
+        "qcn.ptf_tests",
+    },
 }
-PROJECT = ("qcn", "controller", "reaction_point", "simulator", "topologies")
+FRONT_DOOR = "qcn.cli"
+SOURCES = ("qcn/*.py", *(f"{d}/*.py" for d in LINKED))
 
 
 def tracked(*patterns: str) -> list[Path]:
@@ -34,24 +48,23 @@ def tracked(*patterns: str) -> list[Path]:
 
 
 def module_name(path: Path) -> str:
+    """The module a source file is imported as (a linked layer's under ``qcn.``)."""
     parts = path.relative_to(ROOT).with_suffix("").parts
+    if parts[0] in LINKED:
+        parts = ("qcn", *parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-FRONT_DOOR = "the front door"
-
-
 def layer_of(module: str) -> str:
-    """The layer of a project module (its top-level package; qcn.core; or the front door)."""
-    if module == "qcn.core" or module.startswith("qcn.core."):
-        return "qcn.core"
-    if module == "qcn" or module.startswith("qcn."):
-        return FRONT_DOOR
-    return module.split(".", maxsplit=1)[0]
+    """The layer of a project module: the package directly under ``qcn`` (or ``qcn``);
+    ``python -m qcn`` is the front door's."""
+    layer = ".".join(module.split(".")[:2])
+    return FRONT_DOOR if layer == "qcn.__main__" else layer
 
 
 def imports_of(path: Path) -> set[str]:
-    """Every module ``path`` imports, at any depth (lazy imports too)."""
+    """Every module of the project ``path`` imports, at any depth (lazy imports too), and
+    every module it imports by a top-level name the namespace holds (``controller``)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -59,12 +72,12 @@ def imports_of(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
             found.update(f"{node.module}.{a.name}" for a in node.names)
-    return {m for m in found if m.split(".")[0] in PROJECT}
+    return {m for m in found if m.split(".")[0] in ("qcn", *LINKED)}
 
 
 def upward_imports() -> list[str]:
     bad = []
-    for path in tracked(*(f"{p}/*.py" for p in PROJECT)):
+    for path in tracked(*SOURCES):
         me = module_name(path)
         layer = layer_of(me)
         if layer == FRONT_DOOR:
@@ -77,40 +90,39 @@ def test_layers_import_only_downward() -> None:
     assert upward_imports() == []
 
 
-def test_the_core_imports_nothing_of_the_layers_above() -> None:
-    above = ("controller", "reaction_point", "simulator", "topologies", "qcn.cli", "qcn.run")
-    for path in tracked("qcn/core/*.py"):
-        for imported in imports_of(path):
-            assert not imported.startswith(above), f"{module_name(path)} imports {imported}"
+def test_every_package_is_a_known_layer() -> None:
+    """A new package under ``qcn`` is placed in the layers before it lands."""
+    packages = {layer_of(module_name(p)) for p in tracked(*SOURCES)}
+    assert packages == {*LAYERS, FRONT_DOOR}
 
 
-def test_the_front_door_is_the_only_one_above_everything() -> None:
-    front = {module_name(p) for p in tracked("qcn/*.py") if p.parent == ROOT / "qcn"}
-    assert front == {
-        "qcn",
-        "qcn.__main__",
-        "qcn.cli",
-        "qcn.run",
-        "qcn.sweep",
-        "qcn.tune",
-        "qcn.compare",
-        "qcn.schemes",
-        "qcn.backends",
-        "qcn.net",
-        "qcn.options",
-        "qcn.live",
-    }
+def test_nothing_imports_a_layer_by_its_top_level_name() -> None:
+    """The checkout's top-level folders are importable from it, but the installed project
+    has them under ``qcn`` only: an import of ``controller`` works here and nowhere else."""
+    offenders = [
+        f"{module_name(path)} imports {m}"
+        for path in tracked(*SOURCES, "tests/*.py", "bench/*.py")
+        for m in imports_of(path)
+        if m.split(".")[0] in LINKED
+    ]
+    assert offenders == []
+
+
+def test_the_namespace_links_the_design_cards_folders() -> None:
+    for name in LINKED:
+        link = ROOT / "qcn" / name
+        assert link.is_symlink(), link
+        assert link.resolve() == ROOT / name
 
 
 def test_only_the_backend_seam_imports_the_backends() -> None:
-    """Every command runs its scenarios through qcn.backends (what a backend refuses is
-    decided there too, by qcn.core.scenario.backend_refusal)."""
+    """Every command runs its scenarios through qcn.cli.backends."""
     offenders = [
         f"{module_name(path)} imports {imported}"
-        for path in tracked("qcn/*.py")
-        if path.parent == ROOT / "qcn" and path.name != "backends.py"
+        for path in tracked("qcn/cli/*.py")
+        if path.name != "backends.py"
         for imported in imports_of(path)
-        if imported.startswith(("simulator", "topologies"))
+        if imported.startswith(("qcn.simulator", "qcn.topologies"))
     ]
     assert offenders == []
 
@@ -203,8 +215,8 @@ def test_no_port_literal_outside_the_topology_unit() -> None:
     or command writes one down (the issue's HOTSPOT_PORT, s2-eth1, ...)."""
     offenders = [
         hit
-        for path in tracked(*(f"{p}/*.py" for p in PROJECT), "bench/*.py")
-        if path != TOPOLOGY_UNIT
+        for path in tracked(*SOURCES, "bench/*.py")
+        if path != TOPOLOGY_UNIT and not path.is_relative_to(ROOT / "ptf_tests")
         for hit in port_literals(path)
     ]
     assert offenders == []
@@ -224,4 +236,22 @@ def test_no_backend_picks_a_topology_by_name() -> None:
                     isinstance(c, ast.Constant) and isinstance(c.value, str) for c in ast.walk(node)
                 ):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []
+
+
+def test_no_command_asks_which_backend_it_is() -> None:
+    """A backend is one unit that declares what it does (qcn.core.backend.Backend): no code
+    outside the backends' own modules and their registration compares a backend's name."""
+    own = {ROOT / "simulator" / "backend.py", ROOT / "topologies" / "backend.py",
+           ROOT / "qcn" / "cli" / "backends.py"}  # fmt: skip
+    offenders = []
+    for path in tracked(*SOURCES, "bench/*.py"):
+        if path in own:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare) and any(
+                isinstance(c, ast.Constant) and c.value in ("sim", "mininet")
+                for c in ast.walk(node)
+            ):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []

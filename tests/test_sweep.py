@@ -16,9 +16,8 @@ from typing import Any
 
 import pytest
 
-from qcn.core import scenario as scenarios
-from qcn.core.publish import OWNER_MARKER, owner_text
-from qcn.sweep import (
+from qcn.cli import backends
+from qcn.cli.sweep import (
     Point,
     Store,
     SweepError,
@@ -28,6 +27,8 @@ from qcn.sweep import (
     parse_grid,
     run_point,
 )
+from qcn.core import scenario as scenarios
+from qcn.core.publish import OWNER_MARKER, owner_text
 from tests.kit import Cluster, assert_one_line_error, qcn
 
 # -- the grid ------------------------------------------------------------------------------
@@ -109,8 +110,11 @@ def test_a_bad_grid_value_is_refused_before_anything_runs() -> None:
         ),
     ],
 )
-def test_sweep_mistakes_are_one_line(args: tuple[str, ...], expected: str) -> None:
-    assert_one_line_error(qcn("sweep", *args, "--duration", "0.05", "--quiet"), expected)
+def test_sweep_mistakes_are_one_line(args: tuple[str, ...], expected: str, tmp_path: Path) -> None:
+    # (a mistake found once the sweep's directory is made leaves it in tmp_path, not in the
+    # checkout's results/, where the next run's sweep of another grid was refused)
+    out = () if "--out" in args else ("--out", str(tmp_path / "sweep"))
+    assert_one_line_error(qcn("sweep", *args, *out, "--duration", "0.05", "--quiet"), expected)
 
 
 # -- a real cluster ------------------------------------------------------------------------
@@ -181,7 +185,7 @@ def test_sweep_on_a_cluster_then_resumes_without_rerunning(
 def test_sigterm_ends_a_sweep_as_ctrl_c_does(tmp_path: Path) -> None:
     """It used to end without a word, leaking the local cluster's semaphores."""
     sweep = subprocess.Popen(
-        [sys.executable, "-m", "qcn.cli", "sweep", "transient", "--grid",
+        [sys.executable, "-m", "qcn", "sweep", "transient", "--grid",
          "network.sources=2,3,4,5", "--duration", "3", "--workers", "1",
          "--out", str(tmp_path), "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -207,7 +211,7 @@ def test_a_sweep_table_that_is_a_directory_is_one_line(tmp_path: Path) -> None:
 def test_a_worker_killed_mid_sweep_has_its_points_retried(cluster: Cluster, tmp_path: Path) -> None:
     out = tmp_path / "killed"
     sweep = subprocess.Popen(
-        [sys.executable, "-m", "qcn.cli", "sweep", "transient", "--grid",
+        [sys.executable, "-m", "qcn", "sweep", "transient", "--grid",
          "network.sources=2,3,4", "--seeds", "2", "--duration", "1.0", "--address",
          cluster.address, "--out", str(out), "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -247,7 +251,7 @@ def written_store(out: Path, seeds: int) -> tuple[Store, list[Point]]:
     store.prepare({"test": "damage"})
     for p in points:
         trace, _ = run_point(sc.to_dict(), dict(p.overrides), p.seed, False)
-        store.write_point(p, trace, backend="sim")
+        store.write_point(p, trace, backend=backends.SIMULATOR)
     store.write_table()
     return store, points
 
@@ -270,7 +274,7 @@ def test_points_damaged_in_other_ways_are_named_and_run_again(tmp_path: Path) ->
     assert again.corrupted == [dir_point.label, text_point.label]
     for p in (dir_point, text_point):
         trace, _ = run_point(store.sc.to_dict(), dict(p.overrides), p.seed, False)
-        again.write_point(p, trace, backend="sim")
+        again.write_point(p, trace, backend=backends.SIMULATOR)
     again.write_table()
     assert len(rows(out)) == 3
     assert json.loads(summary.read_text())["sweep_key"] == dir_point.key
@@ -328,7 +332,7 @@ def test_a_sweep_line_plot_reads_in_units_and_says_what_its_bars_are() -> None:
     error bars were not explained."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    from qcn.sweep import line_figure  # noqa: PLC0415
+    from qcn.cli.sweep import line_figure  # noqa: PLC0415
 
     cells = {(25e-6,): [100.0, 120.0, 110.0], (50e-6,): [150.0, 170.0, 160.0],
              (100e-6,): [200.0, 210.0, 205.0]}  # fmt: skip

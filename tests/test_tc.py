@@ -1,4 +1,4 @@
-"""reaction_point.tc on a real interface: ids recycled, thousands of limiters, and an
+"""qcn.reaction_point.tc on a real interface: ids recycled, thousands of limiters, and an
 interface's existing qdiscs respected (root, one namespace with a veth pair)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from pyroute2 import NetNS
 
-from reaction_point.tc import (
+from qcn.reaction_point.tc import (
     FIRST_LIMITER_MINOR,
     ROOT_MAJOR,
     DestinationMatch,
@@ -24,9 +24,9 @@ from reaction_point.tc import (
     TcError,
     TcFullError,
 )
+from qcn.topologies.netns import VethEnd, add_veth, namespaces
+from qcn.topologies.netns import sh as run
 from tests.toolchain import requires_root
-from topologies.netns import VethEnd, add_veth, namespaces
-from topologies.netns import sh as run
 
 CHURN_CYCLES = int(os.environ.get("QCN_TC_CHURN", "1500"))
 """Create/release cycles of the churn test (bench/rp_bench.py runs 100,000)."""
@@ -158,7 +158,7 @@ def test_all_traffic_is_held_to_the_line_rate(veth: Veth) -> None:
         classes = veth.tc("class", "show", "dev", veth.iface)
         # The line-rate class, the default class under it, the limiter under it too.
         assert "class htb 5143:1 root rate 100Mbit ceil 100Mbit" in classes
-        # The default class borrows all it sends (reaction_point.tc.BORROWING_RATE_BPS).
+        # The default class borrows all it sends (qcn.reaction_point.tc.BORROWING_RATE_BPS).
         assert "class htb 5143:2 parent 5143:1 prio 0 rate 10Kbit ceil 100Mbit" in classes
         assert f"class htb 5143:{minor:x} parent 5143:1" in classes
         assert "default 0x2" in veth.tc("qdisc", "show", "dev", veth.iface)
@@ -191,7 +191,7 @@ def test_limiters_together_never_pass_the_line_rate(veth: Veth) -> None:
                     veth.ns,
                     sys.executable,
                     "-m",
-                    "reaction_point.sources",
+                    "qcn.reaction_point.sources",
                     "--dst",
                     ip,
                     "--rate-bps",
@@ -217,7 +217,7 @@ def test_limiters_together_never_pass_the_line_rate(veth: Veth) -> None:
 def test_bare_netlink_stats_match_pyroute2s(veth: Veth) -> None:
     from pyroute2 import netns  # noqa: PLC0415
 
-    from reaction_point.tc import ClassStatsReader, DestinationMatch, read_class_stats  # noqa: PLC0415
+    from qcn.reaction_point.tc import ClassStatsReader, DestinationMatch, read_class_stats  # noqa: PLC0415
 
     # No IPv6: its router solicitations and MLD reports (90 B) went out between the two
     # reads now and then, and the reads disagreed by them.
@@ -230,7 +230,7 @@ def test_bare_netlink_stats_match_pyroute2s(veth: Veth) -> None:
     with HtbLimiters(veth.iface, netns=veth.ns, line_rate_bps=100e6) as tc:
         minor = tc.add(DestinationMatch("00:00:00:00:00:02", ("10.0.0.1",)), 50e6)
         sent = subprocess.run(
-            ["ip", "netns", "exec", veth.ns, sys.executable, "-m", "qcn.cli", "rp", "send",
+            ["ip", "netns", "exec", veth.ns, sys.executable, "-m", "qcn", "rp", "send",
              "--dst", "10.0.0.1", "--rate-bps", "2e6", "--duration", "0.2",
              "--frame-bytes", "200"],
             capture_output=True, text=True, check=True,
@@ -259,7 +259,7 @@ def test_bare_netlink_stats_match_pyroute2s(veth: Veth) -> None:
 def test_a_flow_limiter_classifies_exactly_its_flows_frames(veth: Veth) -> None:
     """A per-flow limiter's u32 filter matches its 5-tuple and nothing else: 40 UDP frames
     of the flow are counted by its class, none by a limiter of the same hosts and another
-    source port (the filter is built byte by byte: reaction_point.tc.LimiterWriter)."""
+    source port (the filter is built byte by byte: qcn.reaction_point.tc.LimiterWriter)."""
     run("ip", "-n", veth.ns, "link", "set", "tc-b", "up")
     run("ip", "-n", veth.ns, "addr", "add", "10.0.0.9/24", "dev", veth.iface)
     run("ip", "-n", veth.ns, "neigh", "add", "10.0.0.1", "lladdr", "00:00:00:00:00:02",
@@ -297,13 +297,13 @@ def test_the_statistics_poller_runs_as_an_ordinary_thread_in_a_realtime_daemon()
     """A daemon started under SCHED_FIFO keeps its CNM thread in real time, but its poller
     (most of its work) leaves it: ten real-time pollers beside a real-time switch starved
     the senders and the sink for seconds (docs/bmv2.md, "The reaction points' latency")."""
-    from topologies.noise import realtime_available  # noqa: PLC0415
+    from qcn.topologies.noise import realtime_available  # noqa: PLC0415
 
     if not realtime_available():
         pytest.skip("this machine refuses SCHED_FIFO")
     probe = (
         "import os, threading\n"
-        "from reaction_point.tc import ordinary_scheduling\n"
+        "from qcn.reaction_point.tc import ordinary_scheduling\n"
         "seen = []\n"
         "def poller():\n"
         "    ordinary_scheduling()\n"

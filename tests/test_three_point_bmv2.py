@@ -22,7 +22,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.entries import default_cpid
+from qcn.controller.entries import default_cpid
 from qcn.core.cp_model import CongestionPoint, CpPortConfig
 from qcn.core.frames import (
     ETHERTYPE_FB_TAG,
@@ -31,10 +31,10 @@ from qcn.core.frames import (
     pop_fb_tag,
 )
 from qcn.core.params import CpParams, QueueUnit
+from qcn.topologies.bmv2 import Bmv2Config, Bmv2Process
+from qcn.topologies.mininet_bmv2 import SWITCH_LINK_MTU
+from qcn.topologies.netns import VethEnd, add_veth, namespaces, send_frames, sh, without_ipv6
 from tests.toolchain import requires_p4lang, requires_root
-from topologies.bmv2 import Bmv2Config, Bmv2Process
-from topologies.mininet_bmv2 import SWITCH_LINK_MTU
-from topologies.netns import VethEnd, add_veth, namespaces, send_frames, sh, without_ipv6
 
 pytestmark = [requires_p4lang(), requires_root()]
 
@@ -125,7 +125,7 @@ class Path2:
 
     def ctl(self, *args: str) -> str:
         r = subprocess.run(
-            ["ip", "netns", "exec", self.ns, sys.executable, "-m", "qcn.cli", "ctl",
+            ["ip", "netns", "exec", self.ns, sys.executable, "-m", "qcn", "ctl",
              "-c", str(self.config), *args],
             capture_output=True, text=True, check=False, cwd=ROOT,
         )  # fmt: skip
@@ -136,7 +136,7 @@ class Path2:
         """Frames of ``ethertype`` on ``iface`` until ``until`` (rawframes' --count or
         --idle) or CAPTURE_DEADLINE_S."""
         proc = subprocess.Popen(
-            ["ip", "netns", "exec", self.ns, sys.executable, "-m", "topologies.rawframes",
+            ["ip", "netns", "exec", self.ns, sys.executable, "-m", "qcn.topologies.rawframes",
              "capture", iface, "--ethertype", ethertype,
              "--seconds", str(CAPTURE_DEADLINE_S), *until],
             stdout=subprocess.PIPE, text=True,
@@ -247,7 +247,7 @@ def test_the_frame_arrives_with_the_worse_fb_of_the_two(path2: Path2) -> None:
     assert len(cnms) == sum(len(g) for g in by_frame.values()), "one CNM per frame and CP"
     occupancy = subprocess.run(
         ["ip", "netns", "exec", path2.ns, sys.executable, "-c",
-         "from controller.bmv2_thrift import Bmv2Thrift\n"
+         "from qcn.controller.bmv2_thrift import Bmv2Thrift\n"
          "for port, p in ((9101, 1), (9102, 0)):\n"
          "    t = Bmv2Thrift(port=port)\n"
          "    print(*t.occupancy(p))"],

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from controller import config as network_file
+from qcn.controller import config as network_file
 from qcn.core import topology as topologies
 from qcn.core.netdraw import draw
 from qcn.core.params import CpParams
@@ -25,7 +25,7 @@ from qcn.core.topology import (
     load,
     parse_toml,
 )
-from topologies.network import address, network_config
+from qcn.topologies.network import address, network_config
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from qcn.core import scenario as scenarios
-from qcn.tune import (
+from qcn.cli.tune import (
     Constraint,
     Objective,
     TuneError,
@@ -26,6 +25,7 @@ from qcn.tune import (
     parse_constraint,
     parse_dimension,
 )
+from qcn.core import scenario as scenarios
 from tests.kit import SLOW_SIM, assert_one_line_error, interruptible, qcn
 
 ROOT = Path(__file__).resolve().parent.parent

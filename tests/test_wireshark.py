@@ -137,14 +137,14 @@ def test_install_copies_the_plugin_tshark_then_loads(tmp_path: Path) -> None:
     target = install(tmp_path / "plugins")
     assert target.read_bytes() == PLUGIN.read_bytes()
     r = subprocess.run(
-        [sys.executable, "-m", "qcn.cli", "wireshark", "--install", "--plugin-dir",
+        [sys.executable, "-m", "qcn", "wireshark", "--install", "--plugin-dir",
          str(tmp_path / "other")],
         capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "other" / "qcn.lua").exists()
     shown = subprocess.run(
-        [sys.executable, "-m", "qcn.cli", "wireshark"],
+        [sys.executable, "-m", "qcn", "wireshark"],
         capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     assert shown.stdout.splitlines()[0] == str(PLUGIN)
@@ -162,7 +162,7 @@ def test_the_documented_ad_hoc_use_prints_the_path_alone() -> None:
     """docs/wireshark.md's `$(qcn wireshark | head -1)`: the path, and no traceback when
     head closes the pipe."""
     r = subprocess.run(
-        f"{sys.executable} -m qcn.cli wireshark | head -1",
+        f"{sys.executable} -m qcn wireshark | head -1",
         shell=True, capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     assert r.stdout == f"{PLUGIN}\n"

@@ -20,7 +20,7 @@ from pathlib import Path
 from pyroute2 import netns
 
 from qcn.core.pipeline import BMV2_DEVICE_ID, BMV2_GRPC_PORT, BMV2_THRIFT_PORT
-from topologies.errors import Bmv2Error
+from qcn.topologies.errors import Bmv2Error
 
 SIMPLE_SWITCH_GRPC = "simple_switch_grpc"
 

@@ -4,22 +4,22 @@ The run takes a scenario already scaled to BMv2's units (:meth:`Scenario.scaled_
 and its network as data (:attr:`Scenario.topology`).  :class:`Experiment` is the one run
 script every experiment shares; a subclass only adds its traffic:
 
-1. bring-up (:class:`~topologies.testbed.Testbed`): the topology's QcnHosts and one
+1. bring-up (:class:`~qcn.topologies.testbed.Testbed`): the topology's QcnHosts and one
    Bmv2Switch per switch; the controller's bring-up of every switch from the topology
-   (:func:`topologies.network.network_config`: a CP on each CP port, one that never
+   (:func:`qcn.topologies.network.network_config`: a CP on each CP port, one that never
    samples with ``qcn=False``; each port whose queue can build shaped to its link's rate
    in frames/s and given its buffer); the traffic's receivers (the subclass); the PAUSE
    agents with ``network.pause``; a reaction-point daemon per source host (with QCN);
-2. the measurement loop (:func:`~topologies.measurement.measure`): the schedule on the
+2. the measurement loop (:func:`~qcn.topologies.measurement.measure`): the schedule on the
    bottleneck port, every CP port's depth at ``sample_hz``, progress; the subclass starts
-   its senders and does its per-sample work through :class:`~topologies.measurement.Hooks`;
+   its senders and does its per-sample work through :class:`~qcn.topologies.measurement.Hooks`;
 3. the counters every CP port kept, then what the subclass does after the measurement;
-4. trace assembly (the subclass, from :mod:`topologies.traces`): the recording on a
+4. trace assembly (the subclass, from :mod:`qcn.topologies.traces`): the recording on a
    regular grid.
 
 :class:`StreamExperiment` is the seeds' traffic (``qcn rp send`` from each source to its
 destination, counted by a sink on each destination host); :class:`FlowsExperiment`
-the flows workload (docs/fct.md); :class:`~topologies.iperf.IperfExperiment` real TCP or
+the flows workload (docs/fct.md); :class:`~qcn.topologies.iperf.IperfExperiment` real TCP or
 UDP through iperf3 (seed 001).  Teardown happens in every case, including Ctrl-C and errors.
 """
 
@@ -39,26 +39,27 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from controller import config as network_file
-from controller.config import NetworkConfig
-from controller.entries import PauseWatermarks
+from qcn.controller import config as network_file
+from qcn.controller.config import NetworkConfig
+from qcn.controller.entries import PauseWatermarks
 from qcn.core.ecmp import DATA_PORT
 from qcn.core.flows import FlowRecord, records_from_logs
 from qcn.core.frames import pause_quanta, pause_seconds
 from qcn.core.live import LiveFeed
 from qcn.core.params import PAUSE_QUANTA_MAX, CpParams, QcnParams
 from qcn.core.results import write_csvs
-from qcn.core.scenario import Scenario, require_backend
+from qcn.core.scenario import Scenario
 from qcn.core.stats import percentile
 from qcn.core.topology import PortRef
 from qcn.core.trace import Trace
-from reaction_point.flow_sender import HostFlow, write_host_flows
-from topologies.errors import ExperimentError
-from topologies.live import SwitchLive, run_clock
-from topologies.measurement import Hooks, Recording
-from topologies.network import network_config
-from topologies.testbed import RP_STATUS_DIR, Emulation, Testbed, missing_requirements
-from topologies.traces import grid, port_throughputs, read_limiter_logs, sink_trace
+from qcn.reaction_point.flow_sender import HostFlow, write_host_flows
+from qcn.topologies.backend import MININET
+from qcn.topologies.errors import ExperimentError
+from qcn.topologies.live import SwitchLive, run_clock
+from qcn.topologies.measurement import Hooks, Recording
+from qcn.topologies.network import network_config
+from qcn.topologies.testbed import RP_STATUS_DIR, Emulation, Testbed, missing_requirements
+from qcn.topologies.traces import grid, port_throughputs, read_limiter_logs, sink_trace
 
 __all__ = [
     "DEFAULT_SAMPLE_HZ",
@@ -72,7 +73,7 @@ __all__ = [
 DEFAULT_SAMPLE_HZ = 100.0
 PAUSE_OUTPUT_LIMIT_PKTS = 4000
 """With PAUSE the seed's switch has no output limit: the inputs' partitions bound the
-buffer first.  (4000 frames keeps the CP's Fb inside 32 bits, controller.entries.CpPort.)"""
+buffer first.  (4000 frames keeps the CP's Fb inside 32 bits, qcn.controller.entries.CpPort.)"""
 PAUSE_HOLD_FACTOR = 2.0
 """A PAUSE asks for twice the time the bottleneck takes to drain hi - lo (refreshed at half
 of it while the input stays above hi; lifted at lo by a PAUSE of 0)."""
@@ -137,7 +138,9 @@ class Experiment:
         seed: int = 1,
         live: LiveFeed | None = None,
     ) -> None:
-        require_backend(sc, "mininet", ExperimentError)
+        refused = MININET.refusal(sc)
+        if refused:
+            raise ExperimentError(refused)
         self.live = live
         """A live view's feed (qcn.core.live), filled while the run measures."""
         self.sc, self.qcn, self.cli, self.progress = sc, qcn, cli, progress
@@ -169,7 +172,7 @@ class Experiment:
         return ports if self.bottleneck in ports else [self.bottleneck, *ports]
 
     def network_config(self) -> NetworkConfig:
-        """The controller's view of the run's network (topologies.network.network_config)."""
+        """The controller's view of the run's network (qcn.topologies.network.network_config)."""
         sc, net = self.sc, self.sc.network
         pause = pause_watermarks(sc) if net.pause else None
         return network_config(
@@ -455,9 +458,9 @@ class StreamExperiment(Experiment):
     # -- receivers and senders ---------------------------------------------------------------
 
     def sink_command(self, _host: str) -> list[str]:
-        """What receives the traffic on a host: it reports like topologies.sink."""
+        """What receives the traffic on a host: it reports like qcn.topologies.sink."""
         return [
-            *(sys.executable, "-m", "topologies.sink"),
+            *(sys.executable, "-m", "qcn.topologies.sink"),
             *(f"--port={DATA_PORT}", f"--interval={self.sample_interval_s}"),
         ]
 
@@ -504,7 +507,7 @@ class StreamExperiment(Experiment):
         args = [
             # `qcn rp send`'s own module: the whole `qcn` command line costs each of them a
             # second of CPU at the run's start (reaction_point/sources.py).
-            *(sys.executable, "-m", "reaction_point.sources"),
+            *(sys.executable, "-m", "qcn.reaction_point.sources"),
             *("--dst", self.host_ip(sc.sources[i].destinations[0])),
             *("--pattern", pattern, "--frame-bytes", str(sc.network.frame_bytes)),
             *("--duration", f"{duration:.6f}", "--port", str(DATA_PORT), "--seed", str(i + 1)),
@@ -572,7 +575,7 @@ class FlowsExperiment(StreamExperiment):
 
     def sink_command(self, host: str) -> list[str]:
         return [
-            *(sys.executable, "-m", "topologies.flow_receiver"),
+            *(sys.executable, "-m", "qcn.topologies.flow_receiver"),
             *(f"--port={DATA_PORT}", f"--interval={self.sample_interval_s}"),
             *(
                 f"--frame-bytes={self.sc.network.frame_bytes}",
@@ -611,7 +614,7 @@ class FlowsExperiment(StreamExperiment):
                 f"flows {host}",
                 host,
                 [
-                    *(sys.executable, "-m", "reaction_point.flow_sender", str(table)),
+                    *(sys.executable, "-m", "qcn.reaction_point.flow_sender", str(table)),
                     *("--port", str(DATA_PORT)),
                     *("--frame-bytes", str(self.sc.network.frame_bytes)),
                     *("--rto", repr(self.sc.workload.rto_s), "--origin", repr(start)),

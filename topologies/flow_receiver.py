@@ -1,12 +1,12 @@
 """The flows workload's receiver (docs/fct.md): acknowledges every frame and records each
 flow's completion, the moment its last missing frame arrives.
 
-It runs on the sink host (``python -m topologies.flow_receiver``) and writes one JSON line
+It runs on the sink host (``python -m qcn.topologies.flow_receiver``) and writes one JSON line
 per finished flow to its log, flushed at once, so an interrupted run keeps every record::
 
     {"src": "10.0.0.1", "flow": 7, "finish": 12.61, "size": 4000, "duplicates": 0}
 
-Like the experiments' sink (:mod:`topologies.sink`), it prints on stdout what it received
+Like the experiments' sink (:mod:`qcn.topologies.sink`), it prints on stdout what it received
 per source every ``--interval``, ``{"t": ..., "rx": {"10.0.0.1": [frames, bytes, lost]}}``.
 ``lost`` counts the copies lost of each frame that has arrived: a frame's header says how
 many copies were sent before it, and on a FIFO path they would have arrived first.  It
@@ -21,7 +21,7 @@ The frames and bytes it reports are then estimated from the stream
 (:data:`TCP_FRAME_OVERHEAD`), and losses are TCP's business.
 
 ``finish`` is ``time.monotonic()``, which every network namespace shares, so it compares
-with the senders' start times (:mod:`reaction_point.flow_sender`).  A frame that arrives
+with the senders' start times (:mod:`qcn.reaction_point.flow_sender`).  A frame that arrives
 twice (sent again after a late acknowledgement) is acknowledged again and counted as a
 duplicate.  A datagram whose flags have a bit no sender sets (qcn.core.flows.KNOWN_FLAGS)
 is malformed: counted, never acknowledged, and its copy count never taken as losses.
@@ -55,7 +55,7 @@ from qcn.core.flows import (
     check_transport,
     flow_frames,
 )
-from topologies.sink import receiving_socket, report_until_stopped
+from qcn.topologies.sink import receiving_socket, report_until_stopped
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Real TCP (or UDP) through the reaction points: seed 001's traffic, on any topology.
 
-:class:`IperfExperiment` adds to the one run script (:class:`topologies.experiment.
+:class:`IperfExperiment` adds to the one run script (:class:`qcn.topologies.experiment.
 Experiment`) one iperf3 flow per source (NewReno, paced at the workload's rate), each to
 its own iperf3 server on its destination, with every source's reaction point limiting it
 in the kernel; or, with ``workload.pattern = "udp"``, iperf3's UDP at that rate.  The
@@ -20,7 +20,7 @@ each destination's port sent (what was delivered).  TCP frames carry no sequence
 the runner can count, so drops are the frames the hot-spot sources sent into their switches
 that never left the bottleneck port.  Where senders and receivers are apart and every link
 is crossed one way (seed 001's shape), every frame the senders sent is placed at the end
-(:mod:`topologies.frame_balance`).
+(:mod:`qcn.topologies.frame_balance`).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from pathlib import Path
 from qcn.core.pipeline import REGISTER_INPUT_BYTES
 from qcn.core.topology import PortRef
 from qcn.core.trace import Trace
-from topologies.errors import ExperimentError
-from topologies.experiment import Experiment
-from topologies.frame_balance import (
+from qcn.topologies.errors import ExperimentError
+from qcn.topologies.experiment import Experiment
+from qcn.topologies.frame_balance import (
     PIPELINE_COUNTERS,
     FrameBalance,
     SenderPath,
@@ -47,15 +47,15 @@ from topologies.frame_balance import (
     pipeline_key,
     settle,
 )
-from topologies.testbed import Testbed
-from topologies.traces import GridReader, grid
+from qcn.topologies.testbed import Testbed
+from qcn.topologies.traces import GridReader, grid
 
 IPERF_BASE_PORT = 5201
 AGENT_SUMMARY = re.compile(
     r"pause agent: (?P<iface>\S+): (?P<pauses>\d+) pauses, (?P<resumes>\d+) resumes, "
     r"held (?P<held>[\d.]+) s, PAUSE to held p50 (?P<p50>[\d.]+) ms p99 (?P<p99>[\d.]+) ms"
 )
-"""The closing line of reaction_point.pause per interface."""
+"""The closing line of qcn.reaction_point.pause per interface."""
 PAUSE_COUNTERS = (
     "pause_sent",
     "pause_received",

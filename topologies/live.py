@@ -28,8 +28,8 @@ from typing import Any
 
 from qcn.core.errors import QcnError
 from qcn.core.live import LiveFeed, LiveRow, demote_this_thread, same_entry
-from reaction_point.cli import RpUsageError, read_status
-from reaction_point.daemon import status_files
+from qcn.reaction_point.cli import RpUsageError, read_status
+from qcn.reaction_point.daemon import status_files
 
 PUBLISH_INTERVAL_S = 0.1
 COUNTERS_EVERY = 2
@@ -45,7 +45,7 @@ ENTRIES_EVERY = 5
 
 class ControllerKnobs:
     """The live view's tuner on BMv2 (see the module doc).  ``agents``: the run's
-    :class:`controller.agent.SwitchAgent` by switch; ``clock``: the run's time."""
+    :class:`qcn.controller.agent.SwitchAgent` by switch; ``clock``: the run's time."""
 
     def __init__(
         self,

@@ -4,9 +4,9 @@ While the traffic runs, :func:`measure` samples at a fixed interval: it applies 
 scenario's schedule (queue-rate changes of the bottleneck port, over Thrift), reads every
 CP port's queue depth from the pipeline's own count (the ``occupancy`` register's frames,
 one Thrift call per switch), samples
-the emulation's own noise (:mod:`topologies.noise`), lets the experiment do its own
+the emulation's own noise (:mod:`qcn.topologies.noise`), lets the experiment do its own
 per-sample work, checks the helper processes, and prints progress once a second.  Times
-are monotonic; :mod:`topologies.traces` puts them on the run's grid.
+are monotonic; :mod:`qcn.topologies.traces` puts them on the run's grid.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from thrift.Thrift import TException
 
 from qcn.core.scenario import Scenario
 from qcn.core.topology import PortRef
-from topologies.errors import ExperimentError
-from topologies.network import frames_per_s
-from topologies.noise import NoiseMonitor
+from qcn.topologies.errors import ExperimentError
+from qcn.topologies.network import frames_per_s
+from qcn.topologies.noise import NoiseMonitor
 
 SOURCE_START_DELAY_S = 2.0
 """The traffic starts this long after the loop is entered (the sources start meanwhile)."""

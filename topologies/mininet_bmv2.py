@@ -2,9 +2,9 @@
 
 Naming (Mininet's usual scheme): switches sK, interfaces ``{node}-eth{port}``; a switch's
 interface sK-ethP is its BMv2 port P.  The networks themselves are
-:class:`qcn.core.topology.Topology` (built by :mod:`topologies.network`).
+:class:`qcn.core.topology.Topology` (built by :mod:`qcn.topologies.network`).
 
-- :class:`Bmv2Switch` starts ``simple_switch_grpc`` through :class:`topologies.bmv2.Bmv2Process`
+- :class:`Bmv2Switch` starts ``simple_switch_grpc`` through :class:`qcn.topologies.bmv2.Bmv2Process`
   (ports, device id, Thrift port, a log file per switch at warning level unless
   ``trace=True``), waits until its gRPC port answers, shows its log tail when it fails, and
   deletes its interfaces when it stops (Mininet leaves them behind otherwise,
@@ -21,9 +21,9 @@ from typing import Any
 from mininet.node import Host, Switch
 
 from qcn.core.frames import FB_TAG_BYTES
-from topologies.bmv2 import Bmv2Config, Bmv2Process
-from topologies.netns import IPV6_CONFS
-from topologies.network import address
+from qcn.topologies.bmv2 import Bmv2Config, Bmv2Process
+from qcn.topologies.netns import IPV6_CONFS
+from qcn.topologies.network import address
 
 SWITCH_NICE = -10
 """The switches' niceness in Mininet runs (docs/bmv2.md, "CPU"): first on the CPU, ahead of

@@ -102,7 +102,7 @@ def sh(*cmd: str) -> None:
 def send_frames(ns: str, iface: str, frames: list[bytes], gap_s: float = 0.0) -> None:
     """Send raw frames out of ``iface`` in namespace ``ns`` (one helper process)."""
     subprocess.run(
-        ["ip", "netns", "exec", ns, sys.executable, "-m", "topologies.rawframes", "send", iface,
+        ["ip", "netns", "exec", ns, sys.executable, "-m", "qcn.topologies.rawframes", "send", iface,
          "--gap", str(gap_s)],
         input="\n".join(f.hex() for f in frames),
         text=True,

@@ -5,7 +5,7 @@ links' emulation.  No other module of the Mininet backend states a port number.
 - :class:`MininetTopology` adds the topology's switches, hosts and links to Mininet with
   the topology's own port numbers; switch sK is BMv2 device K, serving gRPC on
   :data:`GRPC_BASE_PORT` + K - 1 and Thrift on :data:`THRIFT_BASE_PORT` + K - 1.
-- :func:`network_config` is the controller's view (controller.config.NetworkConfig):
+- :func:`network_config` is the controller's view (qcn.controller.config.NetworkConfig):
   forwarding and flooding from the topology's routes and spanning tree, a CP on each of
   its CP ports with the run's CP parameters and a CPID of the switch's MAC and the port,
   and every port whose queue can build served at its link's rate (BMv2 shapes in frames/s
@@ -22,12 +22,12 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-from controller.config import HostConfig, LinkConfig, NetworkConfig, PortConfig, SwitchConfig
-from controller.entries import PauseWatermarks
+from qcn.controller.config import HostConfig, LinkConfig, NetworkConfig, PortConfig, SwitchConfig
+from qcn.controller.entries import PauseWatermarks
 from qcn.core.params import CpParams
 from qcn.core.pipeline import BMV2_THRIFT_PORT
 from qcn.core.topology import HOST_PORT, PortRef, Topology, switch_number
-from topologies.errors import ExperimentError
+from qcn.topologies.errors import ExperimentError
 
 GRPC_BASE_PORT = 50051
 """Switch sK serves gRPC on GRPC_BASE_PORT + K - 1 (clear of a BMv2 started by hand)."""

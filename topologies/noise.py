@@ -32,7 +32,7 @@ STEAL_PERIOD_S = 1.0
 REFRESH_PERIOD_S = 1.0
 """How often a group's list of threads is read again (senders start after the loop does)."""
 INJECTOR_PRIORITY = 90
-"""The injector's SCHED_FIFO priority: above any switch's (topologies.mininet_bmv2)."""
+"""The injector's SCHED_FIFO priority: above any switch's (qcn.topologies.mininet_bmv2)."""
 
 
 def realtime_available() -> bool:
@@ -199,7 +199,7 @@ class StallInjector:
         self._affinity.clear()
 
 
-SPIN = "from topologies.noise import spin; spin({!r}, {!r}, {!r})"
+SPIN = "from qcn.topologies.noise import spin; spin({!r}, {!r}, {!r})"
 """The injector's child."""
 
 

@@ -1,7 +1,7 @@
 """Raw Ethernet frames in and out of an interface, for tests and benchmarks.
 
 A small program the harnesses start inside a namespace (``ip netns exec NS python -m
-topologies.rawframes ...``), so that what it does is linted and typed like the rest:
+qcn.topologies.rawframes ...``), so that what it does is linted and typed like the rest:
 
     send IFACE [--gap S]                      hex frames on stdin, sent once each
     blast IFACE --count N [--gap S]           hex frames on stdin, sent round-robin N
@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 
 from qcn.core.errors import QcnError, report
 from qcn.core.frames import ETHERTYPE_CNM
-from reaction_point.packet_socket import ANCILLARY_BYTES, rx_timestamp, stamp_receptions
+from qcn.reaction_point.packet_socket import ANCILLARY_BYTES, rx_timestamp, stamp_receptions
 
 ETHERTYPES = {"cnm": ETHERTYPE_CNM, "ipv4": 0x0800}
 RCVBUF_BYTES = 16 << 20

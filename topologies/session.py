@@ -1,7 +1,7 @@
 """A network left running for its user: ``qcn net up``.
 
 :class:`NetworkSession` starts a topology on Mininet and BMv2 as every run does
-(:class:`~topologies.testbed.Testbed`: one switch per switch, every switch programmed by the
+(:class:`~qcn.topologies.testbed.Testbed`: one switch per switch, every switch programmed by the
 controller from the topology, a reaction-point daemon on every host), writes the
 controller's view of it to ``network.toml`` (so ``qcn ctl -c DIR/network.toml show`` and
 ``set`` reach its switches) and a state file that ``qcn net down`` finds it by, and
@@ -22,14 +22,14 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from controller import config as network_file
+from qcn.controller import config as network_file
 from qcn.core.live import LiveFeed, write_knobs
 from qcn.core.params import CpParams, QcnParams
 from qcn.core.topology import Topology
-from topologies.errors import ExperimentError
-from topologies.live import SwitchLive, ThriftDepths, run_clock
-from topologies.network import address, network_config
-from topologies.testbed import (
+from qcn.topologies.errors import ExperimentError
+from qcn.topologies.live import SwitchLive, ThriftDepths, run_clock
+from qcn.topologies.network import address, network_config
+from qcn.topologies.testbed import (
     RP_STATUS_DIR,
     Emulation,
     Testbed,
@@ -221,7 +221,7 @@ def claim_state(out: Path) -> None:
     """Say this process runs the network; refuse when another live one does."""
     state = read_state()
     if state is not None and state["pid"] != os.getpid() and _alive(state["pid"]):
-        from topologies.errors import ExperimentError  # noqa: PLC0415
+        from qcn.topologies.errors import ExperimentError  # noqa: PLC0415
 
         raise ExperimentError(
             f"a network is already up (pid {state['pid']}, {state.get('out', '?')}): "

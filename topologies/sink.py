@@ -1,6 +1,6 @@
 """The experiments' traffic sink: receives the sources' UDP frames and counts them per source.
 
-It runs on the sink host (``python -m topologies.sink``, ``qcn sink``) and prints one JSON
+It runs on the sink host (``python -m qcn.topologies.sink``, ``qcn sink``) and prints one JSON
 line per ``--interval`` with cumulative counts per source address::
 
     {"t": 12.345, "rx": {"10.0.0.1": [frames, bytes, lost], ...}}
@@ -10,7 +10,7 @@ experiments ask for their sample interval (10 ms), the grid their traces are dra
 
 ``t`` is ``time.monotonic()``, which every network namespace shares, so the runner can put
 these lines on the same time axis as its queue samples.  ``lost`` counts the gaps in each
-source's sequence numbers (:data:`reaction_point.sources.SEQUENCE`): frames the network
+source's sequence numbers (:data:`qcn.reaction_point.sources.SEQUENCE`): frames the network
 dropped, exactly, without asking the switch.  Bytes are Ethernet frame bytes.
 """
 
@@ -29,7 +29,7 @@ from qcn.core.ecmp import DATA_PORT
 from qcn.core.errors import QcnError, report
 from qcn.core.flows import SO_RCVBUFFORCE
 from qcn.core.signals import stop_on_signals
-from reaction_point.sources import ETH_IP_UDP_HEADERS, SEQUENCE
+from qcn.reaction_point.sources import ETH_IP_UDP_HEADERS, SEQUENCE
 
 RECEIVE_BUFFER_BYTES = 256 << 20
 

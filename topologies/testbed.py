@@ -26,19 +26,19 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from controller.config import NetworkConfig
+from qcn.controller.config import NetworkConfig
 from qcn.core.noise import NoiseRecording
 from qcn.core.params import QcnParams
 from qcn.core.pipeline import build_dir, compile_program
 from qcn.core.scenario import Scenario
 from qcn.core.signals import sigterm_as_interrupt
 from qcn.core.topology import PortRef, Topology
-from reaction_point.cli import RpUsageError, read_status
-from reaction_point.daemon import status_files
-from topologies.bmv2 import SIMPLE_SWITCH_GRPC, wait_until
-from topologies.errors import ExperimentError
-from topologies.measurement import Hooks, Recording, measure
-from topologies.noise import NoiseMonitor, StallInjector, realtime_available
+from qcn.reaction_point.cli import RpUsageError, read_status
+from qcn.reaction_point.daemon import status_files
+from qcn.topologies.bmv2 import SIMPLE_SWITCH_GRPC, wait_until
+from qcn.topologies.errors import ExperimentError
+from qcn.topologies.measurement import Hooks, Recording, measure
+from qcn.topologies.noise import NoiseMonitor, StallInjector, realtime_available
 
 SWITCH_INTERFACE = re.compile(r"^s\d+-eth\d+$")
 """Switch-side veths of a Mininet run (sK-ethP)."""
@@ -53,7 +53,7 @@ DAEMON_START_TIMEOUT_S = 20.0
 RP_STATUS_DIR = "rp-status"
 """The reaction-point daemons' status files, in the results directory."""
 PAUSE_AGENT_NICE = -15
-"""The PAUSE agents' niceness: ahead of the switches (topologies.mininet_bmv2.SWITCH_NICE),
+"""The PAUSE agents' niceness: ahead of the switches (qcn.topologies.mininet_bmv2.SWITCH_NICE),
 as a MAC is; they use little CPU."""
 
 Progress = Callable[[str], None]
@@ -305,13 +305,13 @@ class Testbed:
         from mininet.log import setLogLevel  # noqa: PLC0415
         from mininet.net import Mininet  # noqa: PLC0415
 
-        from topologies.mininet_bmv2 import (  # noqa: PLC0415
+        from qcn.topologies.mininet_bmv2 import (  # noqa: PLC0415
             Bmv2Switch,
             QcnHost,
             quiet_switch_interfaces,
             widen_switch_links,
         )
-        from topologies.network import (  # noqa: PLC0415
+        from qcn.topologies.network import (  # noqa: PLC0415
             MininetTopology,
             emulate_links,
             reach_every_host,
@@ -348,7 +348,7 @@ class Testbed:
 
     def _switch_priority(self) -> int:
         """The switches' SCHED_FIFO priority (0: none), saying why when it is refused."""
-        from topologies.mininet_bmv2 import SWITCH_REALTIME_PRIORITY  # noqa: PLC0415
+        from qcn.topologies.mininet_bmv2 import SWITCH_REALTIME_PRIORITY  # noqa: PLC0415
 
         if not self.emulation.realtime_switch:
             return 0
@@ -365,9 +365,9 @@ class Testbed:
 
     def program(self, config: NetworkConfig) -> dict[str, Any]:
         """Bring every switch up through the controller to ``config`` (made from the
-        topology by topologies.network.network_config).  Returns the agents by switch
+        topology by qcn.topologies.network.network_config).  Returns the agents by switch
         name (closed at teardown)."""
-        from controller.agent import SwitchAgent  # noqa: PLC0415
+        from qcn.controller.agent import SwitchAgent  # noqa: PLC0415
 
         self.config = config
         agents = {}
@@ -437,7 +437,7 @@ class Testbed:
         """A command prefix for what must keep time beside a real-time switch (the
         reaction points, the sinks that report what arrived): SCHED_FIFO below the
         switches, above every ordinary process; nothing where the switches have none."""
-        from topologies.mininet_bmv2 import RP_REALTIME_PRIORITY  # noqa: PLC0415
+        from qcn.topologies.mininet_bmv2 import RP_REALTIME_PRIORITY  # noqa: PLC0415
 
         return ["chrt", "-f", str(RP_REALTIME_PRIORITY)] if self.switch_priority else []
 
@@ -450,7 +450,7 @@ class Testbed:
         params.save(path)
         status_dir = self.out / RP_STATUS_DIR
         status_dir.mkdir(exist_ok=True)
-        from topologies.mininet_bmv2 import RP_REALTIME_PRIORITY  # noqa: PLC0415
+        from qcn.topologies.mininet_bmv2 import RP_REALTIME_PRIORITY  # noqa: PLC0415
 
         realtime = self.instrument_scheduling()
         self.rp_scheduling = f"SCHED_FIFO {RP_REALTIME_PRIORITY}" if realtime else "default"
@@ -473,13 +473,20 @@ class Testbed:
         )
 
     def start_pause_agents(self, hosts: list[str], line_rate_bps: float) -> None:
-        """802.3x PAUSE honoured on each host's eth0 (reaction_point.pause); waits until
+        """802.3x PAUSE honoured on each host's eth0 (qcn.reaction_point.pause); waits until
         all run.  (A switch port honours PAUSE in its pipeline: p4src/control/port_hold.p4.)
         Start them before the reaction points: their trees then hang under the gates."""
         rate = ["--line-rate-mbps", f"{line_rate_bps / 1e6:g}"]
         # The MAC runs ahead of everything: behind the hosts' processes a PAUSE waited up
         # to 130 ms for the CPU (p99), and the peer's headroom ran out.
-        agent = ["nice", "-n", str(PAUSE_AGENT_NICE), sys.executable, "-m", "reaction_point.pause"]
+        agent = [
+            "nice",
+            "-n",
+            str(PAUSE_AGENT_NICE),
+            sys.executable,
+            "-m",
+            "qcn.reaction_point.pause",
+        ]
         for name in hosts:
             self.popen(f"pause {name}", name, [*agent, f"{name}-eth0", *rate])
         names = [f"pause {h}" for h in hosts]
@@ -526,7 +533,7 @@ class Testbed:
     def _wait_until_up(self, what: str, up: Callable[[], bool]) -> None:
         """Poll ``up`` until it holds; fail if any process exits first, or after
         DAEMON_START_TIMEOUT_S."""
-        from topologies.bmv2 import wait_until  # noqa: PLC0415
+        from qcn.topologies.bmv2 import wait_until  # noqa: PLC0415
 
         def ready() -> bool:
             for name, proc in self.procs:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
-from topologies.measurement import Recording
+from qcn.topologies.measurement import Recording
 
 
 def grid(rec: Recording, duration_s: float, dt: float) -> list[tuple[float, float]]:

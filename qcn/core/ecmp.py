@@ -2,7 +2,7 @@
 
 Stated once for both backends (docs/topology.md, "Routes"): BMv2's pipeline does this
 arithmetic (p4src/control/forwarding.p4), the controller programs its groups
-(controller.entries.forwarding_entries), and the simulator follows it
+(qcn.controller.entries.forwarding_entries), and the simulator follows it
 (:meth:`qcn.core.topology.Topology.path`), so a flow takes the same path on both.
 
 - The flow's hash is the CRC-32 (IEEE 802.3's, as zlib and BMv2's ``crc32`` compute it)

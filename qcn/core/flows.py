@@ -459,7 +459,7 @@ def records_from_logs(
     path: Callable[[int, FlowArrival], FlowPath],
 ) -> list[FlowRecord]:
     """Every flow of ``arrivals`` (flow id: its index) as a record, from what the senders
-    and the receivers logged (reaction_point.flow_sender, topologies.flow_receiver), times
+    and the receivers logged (qcn.reaction_point.flow_sender, qcn.topologies.flow_receiver), times
     taken from ``origin``, its ideal from its ``path``.  A flow with no start record never
     started (its sender was stopped first): it keeps its due time and is unfinished, like
     one with no finish."""

@@ -2,7 +2,7 @@
 as they are measured, and the congestion points' knobs.
 
 A backend publishes a :class:`LiveRow` into the run's :class:`LiveFeed` as it measures one;
-the view (``qcn/live.py``, the page) reads them from its own thread and asks for knob
+the view (``qcn/cli/live.py``, the page) reads them from its own thread and asks for knob
 changes with :meth:`LiveFeed.tune`.  How a change reaches the network is the backend's
 :class:`Tuner`: the simulator's (:class:`SimulatedKnobs`) checks it as `qcn ctl set` does
 (:meth:`CpParams.with_changes`) and hands it to the model at its next sample, a simulated

@@ -4,7 +4,7 @@ An emulation on a shared machine adds what the modelled network does not have: p
 that are not run when they should be.  A switch stalled for longer than it takes the
 offered load to fill q_eq makes a queue the modelled network never had, and a QCN
 congestion point rightly answers it with CNMs (docs/bmv2.md, "Noise").  So every Mininet
-run measures its noise (:mod:`topologies.noise` reads it from the kernel) and this module
+run measures its noise (:mod:`qcn.topologies.noise` reads it from the kernel) and this module
 turns the measurement into figures and a verdict:
 
 - **stalls**: per thread of a group (the switch's threads, the senders), how long it waited

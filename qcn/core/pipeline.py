@@ -82,7 +82,7 @@ ACTION_REFLECT_FB = "reflect_fb"
 #: The CP's two instances (p4src/qcn_cp.p4), by P4Info alias prefix, with their full names:
 #: the arrival CP in ingress (the standard's) and the departure CP in egress (BMv2's own
 #: depths, for comparison).  A port's CP entries live in one of them
-#: (controller.entries.CpPort.instance); each has a stage-1 table of its own (above), and
+#: (qcn.controller.entries.CpPort.instance); each has a stage-1 table of its own (above), and
 #: these stage-2 tables.
 CP_ARRIVAL = "arrival_cp"
 CP_DEPARTURE = "departure_cp"

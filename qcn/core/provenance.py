@@ -140,7 +140,7 @@ def input_paths(sc: Scenario) -> dict[str, Path]:
     """The files ``sc``'s fields name, by field: a topology file, a flow-size CDF (a shipped
     one too: its content is data, not code).  Every file a run reads besides its scenario,
     so the one list that a rerun's check (:func:`changed_inputs`) and a sweep point's key
-    (``qcn.sweep.point_key``) hash."""
+    (``qcn.cli.sweep.point_key``) hash."""
     from qcn.core.flows import size_file  # noqa: PLC0415
     from qcn.core.topology import is_generator_spec  # noqa: PLC0415
 
@@ -227,13 +227,14 @@ def environment(toolchain: dict[str, str] | None = None) -> dict[str, Any]:
     }
 
 
-def write(out: Path, sc: Scenario, provenance: dict[str, Any]) -> None:
-    """run.toml and provenance.json into ``out`` (a run's staging directory)."""
+def write(out: Path, sc: Scenario, provenance: dict[str, Any], *, in_bmv2_units: bool) -> None:
+    """run.toml and provenance.json into ``out`` (a run's staging directory);
+    ``in_bmv2_units``: the backend ran it scaled for BMv2 (run.toml's header says so)."""
     import tomli_w  # noqa: PLC0415
 
     from qcn.core.publish import write_atomic  # noqa: PLC0415
 
-    scaled = provenance["backend"] == "mininet" or provenance["run"].get("scaled_by")
+    scaled = in_bmv2_units or provenance["run"].get("scaled_by")
     versions = "; ".join(f"{k} {v}" for k, v in provenance["version"].items())
     header = (
         "# The scenario as this run ran it: every field, overrides applied"

@@ -6,7 +6,7 @@ bound; nothing has started.
 
 The bounds are measured, not guessed: a Dask worker held ~100 MB after one transient
 point; a simulation holds ~2.5 KB a flow and ~80 B a sampled value
-(simulator.engine.memory_estimate_bytes); a drawing of 280 nodes took 5 s, of 1,072 nodes
+(qcn.simulator.engine.memory_estimate_bytes); a drawing of 280 nodes took 5 s, of 1,072 nodes
 36 s.
 """
 

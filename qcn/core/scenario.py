@@ -538,7 +538,7 @@ class Scenario:
         # (buffers in frames drain longer when scaled) would fail them otherwise.
         _set_dotted(data, {k: v for k, v in self.bmv2.set.items() if k not in keep})
         scaled = parse(data, where=f"{self.name} (scaled for BMv2)")
-        too_fast = _links_beyond_bmv2(scaled)
+        too_fast = links_beyond_bmv2(scaled)
         if too_fast:
             raise ScenarioError(too_fast)
         return scaled
@@ -606,40 +606,13 @@ def scaled_params(params: QcnParams, rate_scale: float, time_scale: float = 1.0)
     return QcnParams.from_dict(data["qcn"])
 
 
-def backend_refusal(sc: Scenario, backend: str) -> str:
-    """Why ``backend`` ("sim" or "mininet") cannot run ``sc`` ("" when it can): the one
-    place this is decided (qcn.backends asks it before any run)."""
-    if backend == "sim" and sc.workload.pattern in MININET_PATTERNS:
-        return (
-            f"{sc.name} runs real iperf3 flows through kernel limiters: the simulator has no "
-            "TCP or iperf3 model (run it with --backend mininet)"
-        )
-    if backend == "sim" and sc.workload.pattern == "flows" and sc.workload.transport == "tcp":
-        return (
-            f"{sc.name}: workload.transport tcp runs the kernel's TCP: the simulator has no TCP "
-            "model (run it with --backend mininet, or transport frames)"
-        )
-    # In BMv2's units (scaled, its ports served as BMv2's): no link faster than BMv2's.
-    in_bmv2_units = backend == "mininet" and sc.network.port_service == "bmv2"
-    too_fast = _links_beyond_bmv2(sc) if in_bmv2_units else ""
-    if too_fast:
-        return too_fast
-    if backend == "mininet" and sc.network.pause and sc.network.topology == "single":
-        return (
-            f"{sc.name}: network.pause on BMv2 needs a link between switches to cascade over "
-            "(seed 001's multihop, or any topology of several switches); the single "
-            "bottleneck runs it with --backend sim"
-        )
-    return ""
-
-
 BMV2_MAX_LINK_RATE_BPS = 1e9
 """The fastest link a BMv2 run takes: what behavioral-model's performance guide quotes for
 an optimised build on a large machine (docs/bmv2.md; this machine's carries about 140 Mb/s).
 A faster one is a simulator's rate, not scaled for BMv2."""
 
 
-def _links_beyond_bmv2(sc: Scenario) -> str:
+def links_beyond_bmv2(sc: Scenario) -> str:
     """Why ``sc``'s network is not BMv2's ("" when it is): a link faster than BMv2 carries,
     which only a topology file's own rates can give (the scaling scales the rest)."""
     fastest = max(sc.topology.links, key=lambda lk: lk.rate_bps)
@@ -702,16 +675,6 @@ def _port_ref(text: str) -> PortRef:
     if not switch or not port.isdigit():
         raise ScenarioError(f"network.cp_on/cp_off: {text!r} is not SWITCH:PORT")
     return PortRef(switch, int(port))
-
-
-def require_backend(
-    sc: Scenario, backend: str, error: type[Exception] = ScenarioError, prefix: str = ""
-) -> None:
-    """Raise ``error`` (its message ``prefix`` + the reason) when ``backend`` cannot run
-    ``sc`` (:func:`backend_refusal`)."""
-    refusal = backend_refusal(sc, backend)
-    if refusal:
-        raise error(prefix + refusal)
 
 
 def _deviations(params: QcnParams, preset: str) -> dict[str, dict[str, Any]]:

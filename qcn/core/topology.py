@@ -3,11 +3,11 @@
 One :class:`Topology` holds a network's facts; every consumer derives from it and none
 states a port number again:
 
-- the controller's view (:func:`controller.config.from_topology`): forwarding, flooding,
+- the controller's view (:func:`qcn.controller.config.from_topology`): forwarding, flooding,
   a congestion point per congestible port, queue shaping;
-- the Mininet backend (:mod:`topologies.network`): one BMv2 switch per switch, one host
+- the Mininet backend (:mod:`qcn.topologies.network`): one BMv2 switch per switch, one host
   per host, links with their ports;
-- the simulator (:mod:`simulator.engine`): an output queue per switch port, with the
+- the simulator (:mod:`qcn.simulator.engine`): an output queue per switch port, with the
   link's rate, delay and buffer and the port's CP;
 - the drawing (``qcn net draw``).
 
@@ -50,7 +50,7 @@ class TopologyError(QcnError, ValueError):
 
 
 MAX_PORT = 510
-"""BMv2's port_t is 9 bits and 511 is its drop port (controller.config.MAX_PORT)."""
+"""BMv2's port_t is 9 bits and 511 is its drop port (qcn.controller.config.MAX_PORT)."""
 MAX_SWITCHES = 250
 """Switch sK's CNMs come from 02:00:00:00:K:00 and its gRPC/Thrift ports from K: a byte."""
 MAX_HOSTS = 4000

@@ -38,13 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qcn import backends
-from qcn.core import capacity
-from qcn.core.errors import ExitCode, QcnError
-from qcn.core.live import LiveFeed
-from qcn.core.results import json_safe
-from qcn.core.scenario import Scenario, require_backend
-from qcn.options import (
+from qcn.cli import backends
+from qcn.cli.options import (
     add_count,
     add_duration,
     add_out,
@@ -58,6 +53,11 @@ from qcn.options import (
     require_mininet,
     scenario_of,
 )
+from qcn.core import capacity
+from qcn.core.errors import ExitCode, QcnError
+from qcn.core.live import LiveFeed
+from qcn.core.results import json_safe
+from qcn.core.scenario import Scenario
 
 DEFAULT_OUT = Path("results/compare")
 
@@ -222,8 +222,8 @@ def run_compare(
     from qcn.core.noise import verdict_line  # noqa: PLC0415
 
     check_count("--runs", runs, CompareError)
-    for backend in backends.BACKENDS:
-        require_backend(sc, backend, CompareError, "qcn compare runs both backends: ")
+    for backend in backends.BACKENDS.values():
+        backends.require(sc, backend, CompareError, "qcn compare runs both backends: ")
     require_mininet("qcn compare", CompareError)
     sc, chosen = capacity.with_chosen_scale(sc, keep)
     say(f"qcn compare: {sc.name}: {chosen}")
@@ -235,7 +235,12 @@ def run_compare(
         say(f"qcn compare: {sc.name}: simulator run {k}/{runs} (seed {k})")
         options = backends.RunOptions(seed=k, scaled_by=sc.bmv2.time_scale)
         _trace, summary = backends.run_and_record(
-            scaled, "sim", out / f"sim-{k}", options, plots=False, overrides=overrides
+            scaled,
+            backends.SIMULATOR,
+            out / f"sim-{k}",
+            options,
+            plots=False,
+            overrides=overrides,
         )
         sim.append(figures_of(summary, figures))
     for k in range(1, runs + 1):
@@ -243,7 +248,7 @@ def run_compare(
         with _live_view(scaled, live, say) as feed:
             options = backends.RunOptions(seed=k, say=lambda _m: None, live=feed)
             _trace, summary = backends.run_and_record(
-                scaled, "mininet", out / f"bmv2-{k}", options, overrides=overrides
+                scaled, backends.MININET, out / f"bmv2-{k}", options, overrides=overrides
             )
         if "noise" in summary:
             verdicts.append(verdict_line(summary["noise"]))
@@ -266,7 +271,7 @@ def _live_view(sc: Scenario, live: bool, say: Callable[[str], None]) -> Iterator
     if not live:
         yield None
         return
-    from qcn.live import serving  # noqa: PLC0415 - Bokeh only for a live run
+    from qcn.cli.live import serving  # noqa: PLC0415 - Bokeh only for a live run
 
     feed = LiveFeed.of_scenario(sc, cp=sc.params.cp, speed=None)
     with serving(feed, 0, lambda url: say(f"qcn compare: live view at {url}")):

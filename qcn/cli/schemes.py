@@ -24,12 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qcn import backends
-from qcn.core.errors import QcnError
-from qcn.core.results import json_safe
-from qcn.core.scenario import MININET_PATTERNS, Scenario
-from qcn.core.trace import Trace
-from qcn.options import (
+from qcn.cli import backends
+from qcn.cli.options import (
     add_count,
     add_out,
     add_scenario,
@@ -40,6 +36,10 @@ from qcn.options import (
     require_mininet,
     scenario_of,
 )
+from qcn.core.errors import QcnError
+from qcn.core.results import json_safe
+from qcn.core.scenario import MININET_PATTERNS, Scenario
+from qcn.core.trace import Trace
 
 DEFAULT_OUT = Path("results/schemes")
 
@@ -123,7 +123,7 @@ def run_schemes(
                 d = out / episode / (scheme.name + (f"-{k}" if runs > 1 else ""))
                 options = backends.RunOptions(qcn=scheme.qcn, seed=k, say=lambda _m: None)
                 trace, summary = backends.run_and_record(
-                    scaled, "mininet", d, options, overrides={**(overrides or {}), **mine}
+                    scaled, backends.MININET, d, options, overrides={**(overrides or {}), **mine}
                 )
                 figures.append({f: float(summary.get(f) or 0.0) for f in FIGURES})
                 traces.setdefault(scheme.name, trace)

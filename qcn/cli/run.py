@@ -10,20 +10,13 @@ import math
 import os
 import shutil
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qcn import backends
-from qcn.core import capacity, fit, provenance, publish
-from qcn.core import scenario as scenarios
-from qcn.core.errors import CheckFailedError
-from qcn.core.live import KNOBS_FILE, LiveFeed, write_knobs
-from qcn.core.progress import ProgressLine
-from qcn.core.publish import PARTIAL_MARKER
-from qcn.core.scenario import ScenarioError
-from qcn.core.trace import Trace
-from qcn.options import (
+from qcn.cli import backends
+from qcn.cli.options import (
     SET_HELP,
     add_duration,
     add_out,
@@ -34,6 +27,14 @@ from qcn.options import (
     add_set,
     scenario_of,
 )
+from qcn.core import capacity, fit, provenance, publish
+from qcn.core import scenario as scenarios
+from qcn.core.errors import CheckFailedError
+from qcn.core.live import KNOBS_FILE, LiveFeed, write_knobs
+from qcn.core.progress import ProgressLine
+from qcn.core.publish import PARTIAL_MARKER
+from qcn.core.scenario import ScenarioError
+from qcn.core.trace import Trace
 
 DEFAULT_OUT = Path("results")
 DEFAULT_SEED = 1
@@ -97,7 +98,7 @@ def _add_run_choices(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--backend",
-        choices=["auto", "sim", "mininet"],
+        choices=["auto", *backends.names()],
         default=None,  # (None: not given, so --again can tell --backend auto from nothing)
         help="mininet: BMv2 switches in Mininet (root and the p4lang toolchain); sim: the "
         "packet simulator; auto (default): mininet where it can run, else sim",
@@ -370,6 +371,29 @@ class Prepared:
     """The overrides the command line gave (provenance.json keeps them)."""
 
 
+def _choose(
+    requested: str, sc: scenarios.Scenario, overridden: Collection[str]
+) -> tuple[backends.Backend, str, tuple[scenarios.Scenario, str] | None]:
+    """The backend for ``requested`` (``auto``: the first that can run here and runs
+    ``sc``, at a scale this machine holds where it runs in BMv2's units), why, and the
+    scale chosen on the way."""
+    if requested != "auto":
+        backend, why = backends.choose_backend(requested)
+        return backend, why, None
+    runs_it = [b for b in backends.AUTO_ORDER if not b.refusal(sc)]
+    if len(runs_it) == 1:  # (real TCP and iperf3 run on Mininet only, PAUSE on one switch in
+        backend, _why = backends.choose_backend(runs_it[0].name)  # the simulator only)
+        return backend, f"{backend.title} (the only backend that runs this scenario)", None
+    backend, why = backends.choose_backend(requested)
+    if not backend.in_bmv2_units:
+        return backend, why, None
+    try:
+        return backend, why, capacity.with_chosen_scale(sc, overridden)
+    except ScenarioError as e:  # no scale fits this machine: the simulator runs it
+        anywhere = backends.ANYWHERE
+        return anywhere, f"{anywhere.title} (BMv2 on this machine: {e})", None
+
+
 def _fresh(args: argparse.Namespace) -> Prepared:
     """A run of the command line's scenario, options and overrides."""
     if not args.scenario:
@@ -381,31 +405,18 @@ def _fresh(args: argparse.Namespace) -> Prepared:
     args.backend = args.backend or "auto"
     args.sample_hz = DEFAULT_SAMPLE_HZ if args.sample_hz is None else args.sample_hz
     args.switch_scheduling = args.switch_scheduling or "realtime"
-    if args.backend == "auto" and scenarios.backend_refusal(sc, "sim"):
-        args.backend = "mininet"  # the only backend that runs it (real TCP, iperf3)
-    backend, why = backends.choose_backend(args.backend)
-    if args.backend == "auto" and backend == "mininet" and scenarios.backend_refusal(sc, backend):
-        backend, why = "sim", "simulator (the only backend that runs this scenario)"
-    chosen_scale = None
-    if args.backend == "auto" and backend == "mininet":
-        try:
-            chosen_scale = capacity.with_chosen_scale(sc, overrides.keys())
-        except ScenarioError as e:  # no scale fits this machine: the simulator runs it
-            backend, why = "sim", f"simulator (BMv2 on this machine: {e})"
-    scenarios.require_backend(sc, backend)
+    backend, why, chosen_scale = _choose(args.backend, sc, overrides.keys())
+    backends.require(sc, backend)
     scale = sc.bmv2
-    if args.cli and backend != "mininet":
-        raise ScenarioError("--cli needs the Mininet backend")
     if not 0 < args.sample_hz <= backends.MAX_SAMPLE_HZ:
         raise ScenarioError(f"--sample-hz must be in (0, {backends.MAX_SAMPLE_HZ:g}]")
     stalls = parse_stalls(args.inject_stalls)
-    if stalls and backend != "mininet":
-        raise ScenarioError("--inject-stalls needs the Mininet backend")
-    if args.pcap and backend != "mininet":
-        raise ScenarioError("--pcap needs the Mininet backend (the simulator has no frames)")
-    if args.scale is not None and backend != "mininet" and not args.scaled:
+    given = {"cli": args.cli, "inject_stalls": stalls, "pcap": args.pcap}
+    flags = {k: "--" + k.replace("_", "-") for k, v in given.items() if v}
+    backends.refuse_options(backend, flags)
+    if args.scale is not None and not backend.in_bmv2_units and not args.scaled:
         raise ScenarioError("--scale needs the Mininet backend, or --scaled on the simulator")
-    if backend == "mininet" or args.scaled:
+    if backend.in_bmv2_units or args.scaled:
         sc, chosen = chosen_scale or capacity.with_chosen_scale(sc, overrides.keys())
         scale = sc.bmv2
         sc = sc.scaled_for_bmv2(keep=overrides.keys())
@@ -459,9 +470,7 @@ def _again(args: argparse.Namespace) -> Prepared:
         )
     where = args.again / provenance.PROVENANCE_FILE
     sc, recorded = provenance.read(args.again)
-    backend = recorded["backend"]
-    if backend not in backends.BACKENDS:
-        raise ScenarioError(f"{where}: backend {backend!r:.40} is none of {backends.BACKENDS}")
+    backend = backends.by_name(recorded["backend"], str(where))
     try:
         options = backends.RunOptions.from_recorded(recorded["run"], backend)
     except ScenarioError as e:
@@ -482,7 +491,7 @@ def _again(args: argparse.Namespace) -> Prepared:
             f"--again {args.again}: not the same run: {'; '.join(changed)} (--with-changed-"
             "inputs reruns it with its inputs as they are now)"
         )
-    _backend, why = backends.choose_backend(backend)
+    _backend, why = backends.choose_backend(backend.name)
     but = " but with inputs changed since" if changed else ""
     why += f"; again, as {args.again} ran{but}: seed {options.seed}"
     for line in changed:
@@ -496,7 +505,8 @@ def live_feed(args: argparse.Namespace, run: Prepared) -> LiveFeed | None:
         if args.live_speed != DEFAULT_LIVE_SPEED or args.live_port:
             raise ScenarioError("--live-speed and --live-port need --live")
         return None
-    if run.backend != "sim" and args.live_speed != DEFAULT_LIVE_SPEED:
+    backends.refuse_options(run.backend, {"live": "--live"})
+    if run.backend.real_time and args.live_speed != DEFAULT_LIVE_SPEED:
         raise ScenarioError("--live-speed paces the simulator; BMv2 runs in real time")
     if not 0 < args.live_speed <= MAX_LIVE_SPEED:
         raise ScenarioError(
@@ -509,8 +519,8 @@ def live_feed(args: argparse.Namespace, run: Prepared) -> LiveFeed | None:
     return LiveFeed.of_scenario(
         run.sc,
         cp=run.sc.params.cp if run.options.qcn else None,
-        speed=args.live_speed if run.backend == "sim" else None,
-        yields_to_network=run.backend != "sim",
+        speed=None if run.backend.real_time else args.live_speed,
+        yields_to_network=run.backend.real_time,
     )
 
 
@@ -519,7 +529,7 @@ def _execute(args: argparse.Namespace, run: Prepared, out: Path) -> int:
     feed = live_feed(args, run)
     with contextlib.ExitStack() as view:
         if feed is not None:
-            from qcn.live import serving  # noqa: PLC0415 - Bokeh only for a live run
+            from qcn.cli.live import serving  # noqa: PLC0415 - Bokeh only for a live run
 
             view.enter_context(
                 serving(feed, args.live_port, lambda url: _say_live(url, run.backend))
@@ -528,22 +538,21 @@ def _execute(args: argparse.Namespace, run: Prepared, out: Path) -> int:
             run.options, live=feed)), out)  # fmt: skip
 
 
-def _say_live(url: str, backend: str) -> None:
-    when = "the simulation starts when the page opens" if backend == "sim" else "live now"
+def _say_live(url: str, backend: backends.Backend) -> None:
+    when = "live now" if backend.real_time else "the simulation starts when the page opens"
     print(f"qcn run: live view at {url} ({when}; Ctrl-C stops the run)", flush=True)
 
 
 def _execute_run(args: argparse.Namespace, run: Prepared, out: Path) -> int:
     sc, backend = run.sc, run.backend
     feed = run.options.live
-    backends.check_engine(backend)  # (before anything is written)
-    backends.check_fits(sc, backend, run.options)
+    backend.check(sc, run.options)  # (before anything is written)
     staged = prepare_out(out, sc.name, force=args.force)
     print(f"qcn run: {sc.name} on the {run.why}", flush=True)
     misfit = fit.misfit_line(sc) if run.options.qcn else ""
     if misfit:
         print(f"qcn run: warning: {misfit}", file=sys.stderr, flush=True)
-    if feed is not None and backend == "sim":
+    if feed is not None and not backend.real_time:  # (a simulation waits for its viewer)
         try:
             feed.wait_for_viewer()
         except BaseException:
@@ -565,7 +574,7 @@ def _execute_run(args: argparse.Namespace, run: Prepared, out: Path) -> int:
 
     options = dataclasses.replace(
         run.options,
-        sim_progress=progress.update if backend == "sim" else None,
+        sim_progress=None if backend.real_time else progress.update,
         sim_partial=keep_measured,
     )
     try:

@@ -45,19 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qcn import backends
-from qcn.core import provenance, publish
-from qcn.core import scenario as scenarios
-from qcn.core.errors import QcnError
-from qcn.core.progress import ProgressLine
-from qcn.core.publish import PARTIAL_MARKER
-from qcn.core.resources import check_local_workers, check_points
-from qcn.core.results import FLOW_KEYS, SUMMARY_KEYS, json_safe
-from qcn.core.scenario import Scenario, require_backend
-from qcn.core.signals import interrupts_deferred
-from qcn.core.tomlfile import toml_value
-from qcn.core.trace import Trace
-from qcn.options import (
+from qcn.cli import backends
+from qcn.cli.options import (
     add_count,
     add_duration,
     add_out,
@@ -69,6 +58,17 @@ from qcn.options import (
     plain_text,
     scenario_of,
 )
+from qcn.core import provenance, publish
+from qcn.core import scenario as scenarios
+from qcn.core.errors import QcnError
+from qcn.core.progress import ProgressLine
+from qcn.core.publish import PARTIAL_MARKER
+from qcn.core.resources import check_local_workers, check_points
+from qcn.core.results import FLOW_KEYS, SUMMARY_KEYS, json_safe
+from qcn.core.scenario import Scenario
+from qcn.core.signals import interrupts_deferred
+from qcn.core.tomlfile import toml_value
+from qcn.core.trace import Trace
 
 DEFAULT_OUT = Path("results/sweeps")
 #: The figures plotted against the grid (those a point's summary has).
@@ -84,7 +84,7 @@ PLOT_METRICS = (
 )
 #: Where the code's version comes from: every source file that decides a point's result.
 VERSIONED = ("qcn", "simulator", "reaction_point", "topologies", "controller", "p4src")
-_ROOT = Path(__file__).resolve().parent.parent
+_ROOT = Path(__file__).resolve().parents[2]
 
 
 class SweepError(QcnError):
@@ -241,32 +241,43 @@ def run_point(
     overrides: dict[str, Any],
     seed: int,
     scaled: bool,
-    backend: backends.Backend = "sim",
+    backend: str = backends.ANYWHERE.name,
 ) -> tuple[Trace, float]:
-    """Run one point (on a worker): its Trace and the seconds it computed.  A Mininet
-    point keeps its logs in a temporary directory of the worker's machine."""
+    """Run one point (on a worker): its Trace and the seconds it computed.  What the run
+    keeps besides its Trace (a Mininet run's logs) goes to a temporary directory of the
+    worker's machine."""
     began = time.perf_counter()
     sc = scenarios.parse(base, where=str(base.get("name")))
-    if backend == "mininet":
-        with tempfile.TemporaryDirectory(prefix="qcn-point-") as d:
-            trace = run_mininet_point(sc, overrides, seed, Path(d))
-        return trace, time.perf_counter() - began
-    options = backends.RunOptions(
-        qcn=with_qcn(overrides)[0],
-        seed=seed,
-        scaled_by=sc.bmv2.time_scale if scaled else None,
-    )
-    point_sc = point_scenario(sc, overrides, scaled=scaled)
-    trace = backends.run_scenario(point_sc, "sim", Path(), options)
+    with tempfile.TemporaryDirectory(prefix="qcn-point-") as d:
+        unit = backends.by_name(backend)
+        trace = run_point_here(sc, overrides, seed=seed, scaled=scaled, backend=unit, out=Path(d))
     return trace, time.perf_counter() - began
 
 
-def run_mininet_point(sc: Scenario, overrides: dict[str, Any], seed: int, out: Path) -> Trace:
-    """One point on this machine's BMv2 network, scaled as `qcn run` scales it; its logs
-    and captures in ``out``."""
-    point_sc = point_scenario(sc, overrides, scaled=True)
-    options = backends.RunOptions(qcn=with_qcn(overrides)[0], seed=seed, say=lambda _m: None)
-    return backends.run_scenario(point_sc, "mininet", out, options)
+def run_point_here(
+    sc: Scenario,
+    overrides: dict[str, Any],
+    *,
+    seed: int,
+    scaled: bool,
+    backend: backends.Backend,
+    out: Path,
+) -> Trace:
+    """One point on ``backend`` here, scaled as `qcn run` scales it (a backend in BMv2's
+    units always, the simulator with ``scaled``); its logs and captures in ``out``."""
+    point_sc = point_scenario(sc, overrides, scaled=scaled or backend.in_bmv2_units)
+    options = backends.RunOptions(
+        qcn=with_qcn(overrides)[0],
+        seed=seed,
+        scaled_by=_scaled_by(sc, scaled, backend),
+        say=lambda _m: None,
+    )
+    return backends.run_scenario(point_sc, backend, out, options)
+
+
+def _scaled_by(sc: Scenario, scaled: bool, backend: backends.Backend) -> float | None:
+    """RunOptions.scaled_by of a point: the time scale where a simulation models BMv2's run."""
+    return sc.bmv2.time_scale if scaled and not backend.in_bmv2_units else None
 
 
 # -- the results ---------------------------------------------------------------------------
@@ -291,7 +302,7 @@ class Store:
     """A sweep's output directory: one folder per point, the table, the plots."""
 
     manifest = MANIFEST
-    """The file that says which sweep (or study: qcn.tune) the directory holds."""
+    """The file that says which sweep (or study: qcn.cli.tune) the directory holds."""
     kind = "sweep"
 
     def describe(self, identity: Any) -> str:
@@ -401,7 +412,7 @@ class Store:
         stage = staging or self.staging(p)
         (stage / PARTIAL_MARKER).write_text("this point's results are being written\n")
         # The options the point ran with (run_point's), for its provenance.
-        scaled_by = self.sc.bmv2.time_scale if self.scaled and backend == "sim" else None
+        scaled_by = _scaled_by(self.sc, self.scaled, backend)
         ran_on = None
         if self.address:
             ran_on = {
@@ -716,7 +727,7 @@ def sweep(
     grids: list[tuple[str, list[Any]]],
     *,
     seeds: int = 1,
-    backend: backends.Backend = "sim",
+    backend: str = backends.ANYWHERE.name,
     workers: int = 2,
     address: str | None = None,
     out: Path,
@@ -732,15 +743,17 @@ def sweep(
     check_count("--workers", workers, SweepError)
     # Bounded by the machine before a point is checked or a worker started (qcn.core.resources).
     check_points(math.prod(len(v) for _, v in grids), seeds)
-    if not address and backend == "sim":
+    unit = backends.by_name(backend)
+    here = unit.exclusive and not address  # (one point at a time, on this machine)
+    if not here and not address:
         check_local_workers(workers)
-    require_backend(sc, backend, SweepError)
-    backends.check_engine(backend)  # (here once, not in a worker's traceback)
+    backends.require(sc, unit, SweepError)
+    unit.check(sc, backends.RunOptions())  # (here once, not in a worker's traceback)
     # A point's key names how it runs: the backend, and scaled for BMv2 or not.
     points = make_points(sc, grids, seeds, f"{backend}-scaled" if scaled else backend)
-    # Mininet points run scaled for BMv2, as `qcn run` runs them.
+    # A backend in BMv2's units runs its points scaled, as `qcn run` runs them.
     store = Store(
-        out, sc, [k for k, _ in grids], scaled=scaled or backend == "mininet",
+        out, sc, [k for k, _ in grids], scaled=scaled or unit.in_bmv2_units,
         point_plots=point_plots, overrides=overrides, address=address,
     )  # fmt: skip
     store.prepare(
@@ -757,7 +770,7 @@ def sweep(
     where = address or f"a local Dask cluster of {workers} worker process(es)"
     say(
         f"qcn sweep: {sc.name}: {len(points)} points ({skipped} already done) on the "
-        f"{backend} backend" + (f", {where}" if (backend == "sim" or address) and pending else "")
+        f"{backend} backend" + (f", {where}" if not here and pending else "")
     )
     if store.corrupted:
         say(
@@ -768,11 +781,11 @@ def sweep(
     compute = startup = loop = 0.0
     progress = ProgressLine(f"qcn sweep: {sc.name}", unit="points", quiet=quiet)
     try:
-        if backend == "mininet" and not address:
-            compute = _run_mininet(sc, pending, store, progress)
+        if here:
+            compute = _run_here(sc, pending, store, progress, unit)
         elif pending:
             compute, startup, loop = _run_on_dask(
-                sc, pending, store, progress, scaled=scaled, backend=backend,
+                sc, pending, store, progress, scaled=scaled, backend=unit,
                 address=address, workers=workers, began=began,
             )  # fmt: skip
     except OSError as e:
@@ -817,7 +830,7 @@ def _run_on_dask(
     with dask_client(address, workers) as client:
         client.wait_for_workers(1, timeout=60)
         resources = None
-        if backend == "mininet":
+        if backend.exclusive:  # (a worker declares it can: one point at a time there)
             require_mininet_workers(client, address or "")
             resources = {MININET_RESOURCE: 1}
         startup = time.perf_counter() - began
@@ -825,7 +838,7 @@ def _run_on_dask(
         loop_began = time.perf_counter()
         futures = {
             client.submit(
-                run_point, base, dict(p.overrides), p.seed, scaled, backend,
+                run_point, base, dict(p.overrides), p.seed, scaled, backend.name,
                 key=f"qcn-point-{p.key}", pure=False, retries=2, resources=resources,
             ): p
             for p in pending
@@ -863,16 +876,24 @@ def require_mininet_workers(client: Any, address: str) -> None:
         )
 
 
-def _run_mininet(sc: Scenario, pending: list[Point], store: Store, progress: ProgressLine) -> float:
-    """One point at a time on this machine's BMv2 network (each a whole Mininet run)."""
+def _run_here(
+    sc: Scenario,
+    pending: list[Point],
+    store: Store,
+    progress: ProgressLine,
+    backend: backends.Backend,
+) -> float:
+    """One point at a time on this machine (each a whole Mininet run on its network)."""
     if pending:
-        backends.require_mininet("this sweep", SweepError)
+        backends.require_runs_here(backend, "this sweep", SweepError)
     compute = 0.0
     for i, p in enumerate(pending, start=1):
         stage = store.staging(p)  # (its logs and captures go with its results)
-        trace = run_mininet_point(sc, dict(p.overrides), p.seed, stage)
+        trace = run_point_here(
+            sc, dict(p.overrides), seed=p.seed, scaled=False, backend=backend, out=stage
+        )
         compute += trace.wall_s
-        store.write_point(p, trace, backend="mininet", staging=stage)
+        store.write_point(p, trace, backend=backend, staging=stage)
         store.write_table()
         progress.update(i, len(pending))
     return compute
@@ -899,8 +920,8 @@ def register(sub: Any) -> None:
     add_count(p, "--seeds", 1, "random seeds per point (1..N)")
     p.add_argument(
         "--backend",
-        choices=["sim", "mininet"],
-        default="sim",
+        choices=backends.names(),
+        default=backends.ANYWHERE.name,
         help="sim: the packet simulator, points in parallel; mininet: BMv2 in Mininet, one "
         "point at a time (default: %(default)s)",
     )

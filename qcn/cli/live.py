@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.cli import FEEDBACK_MODES  # the mode knob's values: `ctl set --feedback`'s
+from qcn.controller.cli import FEEDBACK_MODES  # the mode knob's values: `ctl set --feedback`'s
 from qcn.core.errors import QcnError
 from qcn.core.live import (
     KNOB_FIELDS,

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from qcn import backends
+from qcn.cli import backends
 from qcn.core import scenario as scenarios
 from qcn.core.errors import QcnError
 from qcn.core.params import ParamError, QcnParams

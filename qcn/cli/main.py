@@ -70,11 +70,14 @@ def _params_command(args: argparse.Namespace) -> int:
 #: MODULE``, the same parser): ``qcn NAME ARGS`` hands ARGS to that module's ``main``.
 TOOLS: dict[str, tuple[str, str]] = {
     "build": ("qcn.core.pipeline", "compile the CP pipeline for BMv2 (what 'make build' runs)"),
-    "pause": ("reaction_point.pause", "honour 802.3x PAUSE on interfaces: the MAC's side"),
-    "reproduce": ("simulator.reproduce", "the seeds' figures on the simulator (make reproduce)"),
-    "ptf": ("ptf_tests.run", "the PTF tests of the pipeline on a BMv2 of their own"),
-    "sink": ("topologies.sink", "count the frames that reach this host, by source"),
-    "frames": ("topologies.rawframes", "send or capture raw frames on an interface"),
+    "pause": ("qcn.reaction_point.pause", "honour 802.3x PAUSE on interfaces: the MAC's side"),
+    "reproduce": (
+        "qcn.simulator.reproduce",
+        "the seeds' figures on the simulator (make reproduce)",
+    ),
+    "ptf": ("qcn.ptf_tests.run", "the PTF tests of the pipeline on a BMv2 of their own"),
+    "sink": ("qcn.topologies.sink", "count the frames that reach this host, by source"),
+    "frames": ("qcn.topologies.rawframes", "send or capture raw frames on an interface"),
 }
 
 
@@ -95,14 +98,14 @@ def run_tool(name: str, argv: Sequence[str]) -> int:
 #: every command most of a second (1.1 s for `qcn params`; a test suite runs qcn hundreds
 #: of times).
 COMMANDS: dict[str, str] = {
-    "ctl": "controller.cli",
-    "rp": "reaction_point.cli",
-    "run": "qcn.run",
-    "sweep": "qcn.sweep",
-    "compare": "qcn.compare",
-    "tune": "qcn.tune",
-    "schemes": "qcn.schemes",
-    "net": "qcn.net",
+    "ctl": "qcn.controller.cli",
+    "rp": "qcn.reaction_point.cli",
+    "run": "qcn.cli.run",
+    "sweep": "qcn.cli.sweep",
+    "compare": "qcn.cli.compare",
+    "tune": "qcn.cli.tune",
+    "schemes": "qcn.cli.schemes",
+    "net": "qcn.cli.net",
     "wireshark": "qcn.wireshark",
 }
 

@@ -30,18 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qcn import backends
-from qcn.core import publish
-from qcn.core import scenario as scenarios
-from qcn.core.errors import CheckFailedError, QcnError
-from qcn.core.live import KnobChange, write_knobs
-from qcn.core.params import PORT_CP_FIELDS, QNTZ_FB_MAX, W_ONE, CpParams
-from qcn.core.progress import ProgressLine
-from qcn.core.results import FLOW_KEYS, SUMMARY_KEYS, json_safe
-from qcn.core.scenario import Scenario, require_backend
-from qcn.core.signals import interrupts_deferred
-from qcn.core.tomlfile import toml_value
-from qcn.options import (
+from qcn.cli import backends
+from qcn.cli.options import (
     add_count,
     add_duration,
     add_out,
@@ -54,7 +44,7 @@ from qcn.options import (
     require_mininet,
     scenario_of,
 )
-from qcn.sweep import (
+from qcn.cli.sweep import (
     Point,
     Store,
     check_address,
@@ -64,8 +54,20 @@ from qcn.sweep import (
     quantity_label,
     run_point,
 )
+from qcn.core import publish
+from qcn.core import scenario as scenarios
+from qcn.core.errors import CheckFailedError, QcnError
+from qcn.core.live import KnobChange, write_knobs
+from qcn.core.params import PORT_CP_FIELDS, QNTZ_FB_MAX, W_ONE, CpParams
+from qcn.core.progress import ProgressLine
+from qcn.core.results import FLOW_KEYS, SUMMARY_KEYS, json_safe
+from qcn.core.scenario import Scenario
+from qcn.core.signals import interrupts_deferred
+from qcn.core.tomlfile import toml_value
 
 DEFAULT_OUT = Path("results/tune")
+SIMULATED = backends.SIMULATOR.name
+"""The backend a study's trials run on (by name: a Dask worker looks it up)."""
 STUDY_FILE = "study.journal"
 STUDY_NAME = "qcn-tune"
 BEST_FILE = "best.toml"
@@ -408,9 +410,9 @@ def record_point(out: Path, base: dict[str, Any], p: Point) -> dict[str, Any]:
     """Run point ``p`` and write it into the study ``out`` (on a worker of this machine):
     its summary's row, as :meth:`Store.write_point` keeps it."""
     sc = scenarios.parse(base, where=str(base.get("name")))
-    trace, _seconds = run_point(base, dict(p.overrides), p.seed, False, "sim")
+    trace, _seconds = run_point(base, dict(p.overrides), p.seed, False, SIMULATED)
     store = StudyStore(out, sc, [], scaled=False, point_plots=False)
-    store.write_point(p, trace, backend="sim")
+    store.write_point(p, trace, backend=backends.SIMULATOR)
     return store.rows[p.key]
 
 
@@ -428,7 +430,7 @@ class Runner:
         inputs = input_hashes(self.sc.with_overrides(overrides), self.inputs)
         return [
             Point(tuple(sorted(overrides.items())), s,
-                  point_key(self.base, dict(sorted(overrides.items())), s, "sim", inputs))
+                  point_key(self.base, dict(sorted(overrides.items())), s, SIMULATED, inputs))
             for s in seeds
         ]  # fmt: skip
 
@@ -447,7 +449,7 @@ class Runner:
                 )  # fmt: skip
             else:
                 fut = self.client.submit(
-                    run_point, self.base, dict(p.overrides), p.seed, False, "sim",
+                    run_point, self.base, dict(p.overrides), p.seed, False, SIMULATED,
                     key=f"qcn-tune-{p.key}", pure=False, retries=2,
                 )  # fmt: skip
             self.futures[fut] = p
@@ -475,7 +477,7 @@ class Runner:
                 self.store.rows[p.key] = result
                 continue
             with interrupts_deferred():
-                self.store.write_point(p, result[0], backend="sim")
+                self.store.write_point(p, result[0], backend=backends.SIMULATOR)
 
     def run_all(self, points: list[Point]) -> Figures:
         self.submit(points)
@@ -998,8 +1000,8 @@ def apply_to_network(network: Path, params: dict[str, Any], out: Path) -> list[s
     by ``network`` (the `qcn ctl set` path), a port's own (``port_cp.s2:3.w``) over those for
     every port; each change logged in ``out/applied.csv`` as the live view logs knobs.  What
     it said, a line each."""
-    from controller import config  # noqa: PLC0415
-    from controller.agent import SwitchAgent  # noqa: PLC0415
+    from qcn.controller import config  # noqa: PLC0415
+    from qcn.controller.agent import SwitchAgent  # noqa: PLC0415
 
     net = config.load(network)
     cps = {f"{sw.name}:{p.port}": (sw.name, p.port) for sw in net.switches for p in sw.ports
@@ -1060,7 +1062,7 @@ def verify_on_bmv2(
     scenario scaled for BMv2): whether BMv2 shows the improvement the simulator predicts,
     and whether the best's runs meet compare's fidelity targets.  What it found, a line
     each, and whether it held; ``out/verify/`` keeps both comparisons and verify.json."""
-    from qcn.compare import run_compare  # noqa: PLC0415
+    from qcn.cli.compare import run_compare  # noqa: PLC0415
 
     first = study.objectives[0]
     rows: dict[str, list[dict[str, Any]]] = {}
@@ -1191,8 +1193,8 @@ def register(sub: Any) -> None:
 
 def study_of(args: argparse.Namespace) -> Study:
     sc, overrides = scenario_of(args)
-    require_backend(sc, "sim", TuneError)
-    backends.check_engine("sim")
+    backends.require(sc, backends.SIMULATOR, TuneError)
+    backends.SIMULATOR.check(sc, backends.RunOptions())
     for flag in ("--trials", "--seeds", "--holdout-seeds", "--workers"):
         check_count(flag, getattr(args, flag.lstrip("-").replace("-", "_")), TuneError)
     objectives = tuple(parse_objective(o) for o in args.objective) or (default_objective(sc),)

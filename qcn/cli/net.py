@@ -24,8 +24,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from controller.cli import NET_UP_FILE
-from qcn import backends
+from qcn.cli import backends
+from qcn.cli.options import plain_text
+from qcn.controller.cli import NET_UP_FILE
 from qcn.core import capacity, resources
 from qcn.core.ecmp import ECMP_MODES
 from qcn.core.errors import QcnError
@@ -34,7 +35,6 @@ from qcn.core.params import SEED_FRAME_BYTES, Preset, QcnParams
 from qcn.core.scenario import MAX_TIME_SCALE, scaled_params
 from qcn.core.topology import GENERATORS, LinkDefaults, PortRef, Topology, is_generator_spec
 from qcn.core.topology import load as load_topology
-from qcn.options import plain_text
 
 DEFAULT_OUT = NET_UP_FILE.parent
 NET_LINE_RATE_BPS = 10e6
@@ -255,7 +255,7 @@ def _up(args: argparse.Namespace) -> int:
     feed = None
     with contextlib.ExitStack() as view:
         if args.live:
-            from qcn.live import serving  # noqa: PLC0415 - Bokeh only for a live network
+            from qcn.cli.live import serving  # noqa: PLC0415 - Bokeh only for a live network
 
             feed = LiveFeed.of_network(
                 topo, cp=None if args.no_qcn else params.cp, frame_bytes=SEED_FRAME_BYTES

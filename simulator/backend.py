@@ -1,0 +1,122 @@
+"""The simulator as a backend (qcn.core.backend): what it runs, and its two engines.
+
+The compiled core (:mod:`qcn.simulator.compiled`) and the Python engine
+(:mod:`qcn.simulator.engine`) each declare the traffic patterns they generate and refuse
+any other; ``QCN_SIM_ENGINE`` chooses between them (``auto``: the core where it runs the
+scenario, else the Python engine, said in one line).  Importing this module imports
+neither engine: a command that never simulates pays nothing for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from qcn.core.backend import RunOptions
+from qcn.core.errors import QcnError
+from qcn.core.live import SimulationLive
+from qcn.core.scenario import Scenario
+from qcn.core.trace import Trace
+
+SAMPLE_INTERVAL_S = 1e-3
+"""The simulator's trace sampling, in the scenario's own time."""
+
+
+def sample_interval_s(options: RunOptions) -> float:
+    """The sampling interval: 1 ms, or as long again as a scaled run's times."""
+    return SAMPLE_INTERVAL_S * (options.scaled_by or 1.0)
+
+
+class Simulator:
+    """The packet simulator: any topology, no TCP (the kernel's is Mininet's)."""
+
+    name = "sim"
+    title = "simulator"
+    takes = frozenset({"scaled_by", "sim_progress", "sim_partial", "live"})
+    in_bmv2_units = False
+    real_time = False
+    exclusive = False
+
+    @property
+    def patterns(self) -> tuple[str, ...]:
+        """The patterns of the engine ``QCN_SIM_ENGINE`` chooses (auto: either's)."""
+        from qcn.simulator import compiled, engine  # noqa: PLC0415
+
+        if compiled.engine_choice() == "compiled":
+            return compiled.PATTERNS
+        return engine.PATTERNS
+
+    def missing(self) -> str:
+        return ""
+
+    def require(self, what: str, error: type[QcnError]) -> None:
+        """It runs anywhere Python does."""
+
+    def refusal(self, sc: Scenario) -> str:
+        """What the model has not (TCP), or a pattern the chosen engine does not generate."""
+        from qcn.simulator import compiled, engine  # noqa: PLC0415
+
+        model = engine.model_refusal(sc)
+        if model or compiled.engine_choice() != "compiled":
+            return model or engine.pattern_refusal(sc)
+        unsupported = None if compiled.CORE_MISSING else compiled.unsupported(sc)
+        return f"{compiled.ENGINE_ENV}=compiled: {unsupported}" if unsupported else ""
+
+    def check(self, sc: Scenario, options: RunOptions) -> None:
+        """The engine choice, the chosen engine's patterns, and the machine's memory."""
+        from qcn.simulator.compiled import check_engine, check_runs  # noqa: PLC0415
+        from qcn.simulator.engine import check_memory  # noqa: PLC0415
+
+        check_engine()
+        check_runs(sc)
+        check_memory(sc, sample_interval_s(options))
+
+    def run(self, sc: Scenario, out: Path, options: RunOptions) -> Trace:  # noqa: ARG002
+        """The simulation of ``sc``; an interrupted one hands what it measured to
+        ``options.sim_partial``.  It keeps nothing in ``out``: its Trace is everything."""
+        from qcn.simulator.compiled import Runnable, make_simulation  # noqa: PLC0415
+
+        progress = options.sim_progress
+        running: list[Runnable] = []  # (the hook is made before the simulation it watches)
+        live = SimulationLive(options.live) if options.live is not None else None
+        if live is not None:
+            progress = live_progress(live, progress, running)
+        simulation = make_simulation(
+            sc,
+            seed=options.seed,
+            qcn=options.qcn,
+            sample_interval_s=sample_interval_s(options),
+            cp_at_departure=options.scaled_by is not None,
+            progress=progress,
+        )
+        running.append(simulation)
+        try:
+            return simulation.run()
+        except BaseException:
+            if options.sim_partial is not None:
+                options.sim_partial(simulation.partial_trace())
+            raise
+        finally:
+            if live is not None:
+                live.close()  # a knob turned from now on is refused on the page
+
+    def toolchain(self) -> dict[str, str] | None:
+        return None
+
+
+def live_progress(
+    live: SimulationLive, told: Callable[[float, float], None] | None, running: list[Any]
+) -> Callable[[float, float], None]:
+    """A simulation's progress hook that also feeds a live view (``running[0]``: the
+    simulation, once made)."""
+
+    def progress(now: float, end: float) -> None:
+        if told is not None:
+            told(now, end)
+        live.on_sample(running[0], now)
+
+    return progress
+
+
+SIMULATOR = Simulator()
