@@ -1,6 +1,6 @@
 """The simulator against a peer: htsim (the NDP/EQDS work's packet simulator), same run.
 
-    python -m bench.htsim_bench --htsim DIR [--seconds S] [--sources N]
+    python -m bench.htsim_bench --htsim DIR [--seconds S] [--sources N] [--network TOPOLOGY]
 
 htsim is not part of this project and is not fetched by it: DIR is a checkout of
 https://github.com/Broadcom/csg-htsim (``git clone`` it; ``HTSIM_DIR`` also names it).
@@ -17,6 +17,11 @@ it builds htsim's library (``make -C DIR/sim libhtsim.a``) and a small driver of
   (``transient`` with ``workload.max_rate_bps = 10e9``, ``pattern = "constant"`` and an
   empty schedule; its Bernoulli sources draw a random number per frame offered, which at
   100 sources held to a hundredth of their offer is a hundred draws per frame sent).
+
+- then a network on both (``--network``, default ``leaf-spine:4,8,16``: 128 hosts):
+  ``long-lived``'s streams at line rate in a permutation of the hosts, htsim's side built
+  from this project's topology (every switch egress port a stream crosses, a ``QcnQueue``
+  and its link's ``Pipe``; each stream's path as this project routes it).
 
 Each side's events (htsim: every ``EventList::doNextEvent`` that ran; the core: every event
 it popped, departures included) and delivered frames per second of wall time, and their
@@ -36,6 +41,8 @@ import sys
 from pathlib import Path
 
 from qcn.core import scenario
+from qcn.core.topology import PortRef
+from qcn.core.trace import Trace
 from qcn.simulator import compiled
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,6 +53,7 @@ DRIVER = r"""
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 #include "config.h"
 #include "eventlist.h"
@@ -80,30 +88,72 @@ class CountingSink : public PacketSink {
   string _name = "sink";
 };
 
-int main(int argc, char** argv) {
-  double seconds = atof(argv[1]);
-  int sources = atoi(argv[2]);
-  EventList eventlist;
-  eventlist.setEndtime(timeFromSec(seconds));
-  QuietQcnLogger logger;
+// The dumbbell: N reactors, each behind a 20 us pipe, into one queue.
+static void dumbbell(EventList& eventlist, QcnLogger& logger, PacketSink& sink, int sources) {
   linkspeed_bps rate = speedFromGbps(10);
-  QcnQueue queue(rate, memFromPkt(100), eventlist, nullptr, &logger);
-  Pipe out(timeFromUs(20.0), eventlist);
-  CountingSink sink;
-  std::vector<NamedReactor*> reactors;
+  auto* queue = new QcnQueue(rate, memFromPkt(100), eventlist, nullptr, &logger);
+  auto* out = new Pipe(timeFromUs(20.0), eventlist);
   for (int i = 0; i < sources; i++) {
     auto* reactor = new NamedReactor(&logger, eventlist);
-    auto* in = new Pipe(timeFromUs(20.0), eventlist);
     auto* route = new route_t();
-    route->push_back(in);
-    route->push_back(&queue);
-    route->push_back(&out);
+    route->push_back(new Pipe(timeFromUs(20.0), eventlist));
+    route->push_back(queue);
+    route->push_back(out);
     route->push_back(&sink);
     auto* back = new route_t();
     back->push_back(new Pipe(timeFromUs(20.0), eventlist));
-    auto* backs = new routes_t(route->size(), back);
-    reactor->connect(*route, *backs, timeFromUs(1.0 * i), rate);
-    reactors.push_back(reactor);
+    reactor->connect(*route, *new routes_t(route->size(), back), timeFromUs(1.0 * i), rate);
+  }
+}
+
+// A network read from stdin, as the bench wrote it from this project's topology: its
+// switch egress ports ("rate_bps buffer_pkts delay_s" each: a QcnQueue and the link's pipe
+// after it), then its flows ("line_rate_bps access_delay_s back_delay_s k port..."): a
+// reactor on a host link, through the k ports of its path to one sink.
+static void network(EventList& eventlist, QcnLogger& logger, PacketSink& sink) {
+  int ports = 0, flows = 0;
+  if (scanf("%d", &ports) != 1) exit(2);
+  std::vector<std::pair<QcnQueue*, Pipe*>> hops;
+  for (int i = 0; i < ports; i++) {
+    double rate = 0, delay = 0;
+    int buffer = 0;
+    if (scanf("%lf %d %lf", &rate, &buffer, &delay) != 3) exit(2);
+    hops.emplace_back(
+        new QcnQueue((linkspeed_bps)rate, memFromPkt(buffer), eventlist, nullptr, &logger),
+        new Pipe(timeFromSec(delay), eventlist));
+  }
+  if (scanf("%d", &flows) != 1) exit(2);
+  for (int f = 0; f < flows; f++) {
+    double rate = 0, access = 0, back_delay = 0;
+    int k = 0;
+    if (scanf("%lf %lf %lf %d", &rate, &access, &back_delay, &k) != 4) exit(2);
+    auto* route = new route_t();
+    route->push_back(new Pipe(timeFromSec(access), eventlist));
+    for (int j = 0; j < k; j++) {
+      int port = 0;
+      if (scanf("%d", &port) != 1) exit(2);
+      route->push_back(hops[port].first);
+      route->push_back(hops[port].second);
+    }
+    route->push_back(&sink);
+    auto* back = new route_t();
+    back->push_back(new Pipe(timeFromSec(back_delay), eventlist));
+    auto* reactor = new NamedReactor(&logger, eventlist);
+    reactor->connect(*route, *new routes_t(route->size(), back), timeFromUs(0.1 * f),
+                     (linkspeed_bps)rate);
+  }
+}
+
+int main(int argc, char** argv) {
+  double seconds = atof(argv[1]);
+  EventList eventlist;
+  eventlist.setEndtime(timeFromSec(seconds));
+  QuietQcnLogger logger;
+  CountingSink sink;
+  if (argc > 2 && std::string(argv[2]) == "network") {
+    network(eventlist, logger, sink);
+  } else {
+    dumbbell(eventlist, logger, sink, atoi(argv[2]));
   }
   uint64_t events = 0;
   auto started = std::chrono::steady_clock::now();
@@ -143,11 +193,71 @@ def build(sim: Path) -> Path:
     return binary
 
 
+def network_spec(sc: scenario.Scenario) -> str:
+    """``sc``'s network as the driver reads it: every switch egress port a stream crosses
+    (rate, buffer, the link's delay), then each source's stream: its host link's rate and
+    delay, the delay back to it, and its path's ports, as this project routes it."""
+    topo = sc.topology
+    index: dict[PortRef, int] = {}
+    flows = []
+    for i, host in enumerate(sc.sources):
+        refs = sc.stream_refs(i)
+        for ref in refs:
+            index.setdefault(ref, len(index))
+        access = topo.access_link(host.host)
+        one_way = access.delay_s + sum(topo.link_at(r).delay_s for r in refs)
+        flows.append(
+            f"{access.rate_bps:.0f} {access.delay_s!r} {one_way!r} {len(refs)} "
+            + " ".join(str(index[r]) for r in refs)
+        )
+    ports = [
+        f"{topo.link_at(r).rate_bps:.0f} {topo.link_at(r).buffer_pkts} {topo.link_at(r).delay_s!r}"
+        for r in index  # (in index order: insertion order)
+    ]
+    return "\n".join([str(len(ports)), *ports, str(len(flows)), *flows]) + "\n"
+
+
+def delivered_frames(sc: scenario.Scenario, trace: Trace) -> float:
+    """Frames the sources delivered (each 1 ms sample's bits/s, summed)."""
+    return sum(sum(row) for row in trace.source_delivered_bps) * 1e-3 / (8 * sc.network.frame_bytes)
+
+
+def compare(name: str, peer: dict[str, float], sc: scenario.Scenario, load: float) -> None:
+    """Run this core on ``sc`` and print both sides' rates and their ratios."""
+    trace = compiled.CompiledSimulation(sc, seed=1).run()
+    ours = {
+        "events": trace.events,
+        "delivered": delivered_frames(sc, trace),
+        "wall_s": trace.wall_s,
+    }
+    for side, run in (("htsim", peer), ("this core", ours)):
+        print(
+            f"htsim_bench: {name}: {side}: {run['events']:,.0f} events, {run['delivered']:,.0f} "
+            f"frames delivered in {run['wall_s']:.2f} s: "
+            f"{run['events'] / run['wall_s'] / 1e6:.1f} M events/s, "
+            f"{run['delivered'] / run['wall_s'] / 1e6:.2f} M frames/s"
+        )
+    print(
+        f"htsim_bench: {name}: this core over htsim: events/s "
+        f"{(ours['events'] / ours['wall_s']) / (peer['events'] / peer['wall_s']):.2f}x, "
+        "delivered frames/s "
+        f"{(ours['delivered'] / ours['wall_s']) / (peer['delivered'] / peer['wall_s']):.2f}x "
+        f"({sc.duration_s:g} s simulated; load average {load:.2f})",
+        flush=True,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--htsim", help="a checkout of csg-htsim (or HTSIM_DIR)")
     parser.add_argument("--seconds", type=float, default=1.0, help="simulated seconds")
     parser.add_argument("--sources", type=int, default=10)
+    parser.add_argument(
+        "--network", default="leaf-spine:4,8,16", help="the network run's topology ('' skips it)"
+    )
+    parser.add_argument(
+        "--network-seconds", type=float, default=0.02, help="the network run's simulated seconds"
+    )
     args = parser.parse_args(argv)
     sim = htsim_dir(args.htsim)
     if sim is None:
@@ -168,30 +278,25 @@ def main(argv: list[str] | None = None) -> int:
         [str(driver), str(args.seconds), str(args.sources)], check=True, capture_output=True,
         text=True,
     ).stdout  # fmt: skip
-    peer = json.loads(out.splitlines()[-1])
     sc = scenario.load("transient").with_overrides(
         {"duration_s": args.seconds, "network.sources": args.sources,
          "workload.max_rate_bps": 10e9, "workload.pattern": "constant", "schedule": []}
     )  # fmt: skip
-    trace = compiled.CompiledSimulation(sc, seed=1).run()
-    delivered = (
-        sum(sum(row) for row in trace.source_delivered_bps) * 1e-3 / (8 * sc.network.frame_bytes)
-    )  # (bits/s each 1 ms sample)
-    ours = {"events": trace.events, "delivered": delivered, "wall_s": trace.wall_s}
-    load = os.getloadavg()[0]
-    for name, run in (("htsim", peer), ("this core", ours)):
-        print(
-            f"htsim_bench: {name}: {run['events']:,.0f} events, {run['delivered']:,.0f} frames "
-            f"delivered in {run['wall_s']:.2f} s: {run['events'] / run['wall_s'] / 1e6:.1f} M "
-            f"events/s, {run['delivered'] / run['wall_s'] / 1e6:.2f} M frames/s"
-        )
-    print(
-        "htsim_bench: this core over htsim: events/s "
-        f"{(ours['events'] / ours['wall_s']) / (peer['events'] / peer['wall_s']):.2f}x, "
-        "delivered frames/s "
-        f"{(ours['delivered'] / ours['wall_s']) / (peer['delivered'] / peer['wall_s']):.2f}x "
-        f"({args.sources} sources, {args.seconds:g} s simulated; load average {load:.2f})"
-    )
+    compare(f"dumbbell of {args.sources}", json.loads(out.splitlines()[-1]), sc, os.getloadavg()[0])
+    if args.network:
+        # Long-lived streams at line rate, a permutation of the hosts (each sends to one,
+        # each receives from one), on the paths this project's routes give.
+        sc = scenario.load("long-lived").with_overrides(
+            {"duration_s": args.network_seconds, "network.topology": args.network,
+             "workload.traffic": "permutation"}
+        )  # fmt: skip
+        out = subprocess.run(
+            [str(driver), str(args.network_seconds), "network"], input=network_spec(sc),
+            check=True, capture_output=True, text=True,
+        ).stdout  # fmt: skip
+        hosts = len(sc.topology.hosts)
+        name = f"{args.network} ({hosts} hosts, {len(sc.sources)} streams)"
+        compare(name, json.loads(out.splitlines()[-1]), sc, os.getloadavg()[0])
     return 0
 
 

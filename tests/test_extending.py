@@ -176,3 +176,24 @@ def test_a_backend_added_as_documented_runs_and_reruns(
     assert err.strip() == ("qcn: error: --live needs the simulator or the Mininet/BMv2 backend"), (
         err
     )
+
+
+def test_a_scenario_made_from_a_runs_own_file_runs(tmp_path: Path) -> None:
+    """The page's recipe: a run's run.toml, copied and edited, is a scenario of its own."""
+    from qcn.cli.main import main  # noqa: PLC0415
+
+    assert "copy it, edit it, run it" in section("Adding a scenario").replace("\n", " ")
+    first = tmp_path / "first"
+    assert main(["run", "transient", "--backend", "sim", "--duration", "0.02", "--quiet",
+                 "--out", str(first)]) == 0  # fmt: skip
+    mine = tmp_path / "my.toml"
+    text = (first / RUN_FILE).read_text()
+    assert "\nsources = 10\n" in text
+    mine.write_text(text.replace("\nsources = 10\n", "\nsources = 4\n"))
+    second = tmp_path / "second"
+    assert main(["run", str(mine), "--backend", "sim", "--quiet", "--out", str(second)]) == 0
+    rerun = scenarios.load(str(second / RUN_FILE))
+    assert rerun.network.sources == 4
+    assert rerun.duration_s == 0.02
+    with (second / "sources.csv").open() as f:
+        assert {row["source"] for row in csv.DictReader(f)} == {"0", "1", "2", "3"}
