@@ -91,11 +91,6 @@ def refuse_options(backend: Backend, given: dict[str, str]) -> None:
             raise ScenarioError(f"{flag} needs {taking(option)}")
 
 
-def require_runs_here(backend: Backend, what: str, error: type[QcnError] = ScenarioError) -> None:
-    """Fail in one line when ``backend`` cannot run on this machine (``what`` needs it)."""
-    backend.require(what, error)
-
-
 def require_mininet(what: str, error: type[QcnError] = ScenarioError) -> None:
     """Fail in one line when ``what`` needs BMv2 networks and this machine cannot run them
     (a program not installed: exit status 3)."""
@@ -116,7 +111,7 @@ def choose_backend(requested: str) -> tuple[Backend, str]:
     """The backend for ``requested`` (a backend's name, or ``auto``) and why, in one line."""
     if requested != "auto":
         backend = by_name(requested)
-        require_runs_here(backend, "this run")
+        backend.require("this run", ScenarioError)
         return backend, f"{backend.title} (requested)"
     *preferred, anywhere = AUTO_ORDER
     why = ""

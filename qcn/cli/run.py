@@ -382,7 +382,8 @@ def _choose(
         return backend, why, None
     runs_it = [b for b in backends.AUTO_ORDER if not b.refusal(sc)]
     if len(runs_it) == 1:  # (real TCP and iperf3 run on Mininet only, PAUSE on one switch in
-        backend, _why = backends.choose_backend(runs_it[0].name)  # the simulator only)
+        (backend,) = runs_it  # the simulator only)
+        backend.require("this run", ScenarioError)
         return backend, f"{backend.title} (the only backend that runs this scenario)", None
     backend, why = backends.choose_backend(requested)
     if not backend.in_bmv2_units:

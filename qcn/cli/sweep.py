@@ -885,7 +885,7 @@ def _run_here(
 ) -> float:
     """One point at a time on this machine (each a whole Mininet run on its network)."""
     if pending:
-        backends.require_runs_here(backend, "this sweep", SweepError)
+        backend.require("this sweep", SweepError)
     compute = 0.0
     for i, p in enumerate(pending, start=1):
         stage = store.staging(p)  # (its logs and captures go with its results)
