@@ -17,11 +17,14 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -40,22 +43,23 @@ inline double pmax(double a, double b) { return b > a ? b : a; }
 
 // -- Python's random.Random ------------------------------------------------------------------
 
+/// One stream.  Its 2.5 KB of words live apart from the cursor: a CP's stream rides in
+/// its port's record (Cp::rand), so a draw reads the line of the record it reads anyway,
+/// and one word.  (The whole state inline made each port 5.8 KB, and the cursor at its end
+/// was one more line a draw.  Four outputs tempered ahead into the record saved nothing
+/// measurable at 1,024 hosts and cost the transient 7 %.)
 struct MT {
-  std::array<uint32_t, 624> mt{};
+  std::unique_ptr<std::array<uint32_t, 624>> words = std::make_unique<std::array<uint32_t, 624>>();
   int index = 624;
 
   void set_state(const std::vector<uint64_t>& state) {
     if (state.size() != 625) throw std::invalid_argument("an MT19937 state is 625 integers");
-    for (int i = 0; i < 624; i++) mt[i] = static_cast<uint32_t>(state[i]);
+    for (int i = 0; i < 624; i++) (*words)[i] = static_cast<uint32_t>(state[i]);
     index = static_cast<int>(state[624]);
-  }
-  std::vector<uint64_t> get_state() const {
-    std::vector<uint64_t> out(mt.begin(), mt.end());
-    out.push_back(static_cast<uint64_t>(index));
-    return out;
   }
   void twist() {
     constexpr uint32_t UPPER = 0x80000000u, LOWER = 0x7fffffffu, MATRIX = 0x9908b0dfu;
+    std::array<uint32_t, 624>& mt = *words;
     int kk = 0;
     uint32_t y;
     for (; kk < 624 - 397; kk++) {
@@ -72,7 +76,7 @@ struct MT {
   }
   uint32_t next() {
     if (index >= 624) twist();
-    uint32_t y = mt[index++];
+    uint32_t y = (*words)[index++];
     y ^= (y >> 11);
     y ^= (y << 7) & 0x9d2c5680u;
     y ^= (y << 15) & 0xefc60000u;
@@ -142,7 +146,7 @@ struct Decision {
 
 struct Cp {
   const CpConfig* cfg = nullptr;
-  MT* rand = nullptr;  // its stream, kept out of the port's record (Core::cp_rands)
+  MT rand;  // its stream: the cursor here, in the port's record; the words apart
   int64_t p_max = 0;
   int64_t q_old = 0, bytes_to_sample = 0;
 
@@ -155,7 +159,7 @@ struct Cp {
   /// CongestionPoint.sample: false where stage 1 rules the frame out.
   bool sample(int64_t q, int64_t frame_bytes, Decision& d) {
     if (cfg->bernoulli) {
-      int64_t r = rand->randint(0, PROB_ONE - 1);
+      int64_t r = rand.randint(0, PROB_ONE - 1);
       if (r >= p_max) return false;
       judge(q, r, d);
       return true;
@@ -168,7 +172,7 @@ struct Cp {
   /// CongestionPoint.on_frame.
   void on_frame(int64_t q, int64_t frame_bytes, Decision& d) {
     if (cfg->bernoulli) {
-      judge(q, rand->randint(0, PROB_ONE - 1), d);
+      judge(q, rand.randint(0, PROB_ONE - 1), d);
       return;
     }
     bytes_to_sample -= frame_bytes;
@@ -187,7 +191,7 @@ struct Cp {
       sampled = bytes_to_sample <= 0;
       if (sampled) {
         const auto& row = c.intervals[qntz >> 3];
-        bytes_to_sample = row.first - row.second / 2 + rand->randint(0, row.second);
+        bytes_to_sample = row.first - row.second / 2 + rand.randint(0, row.second);
       }
     }
     if (sampled) q_old = q;
@@ -444,35 +448,38 @@ struct Rp {
 enum Kind { RATE = 0, DEPART, ARRIVE, CNM, CNM_POSITIVE, PAUSE, RESUME, TIMER, RETRANSMIT,
             FLOW, SEND, SAMPLE };
 
-struct Frame {
-  int32_t target;
+/// A frame: 32 bytes, aligned, so a port's queue holds two to a cache line.  Its flow, in
+/// the flows workload, is its target (a source's frame has none), and where it is on its
+/// route is one index into the hops of every route (Core::hops).
+struct alignas(32) Frame {
+  int32_t target;  // the CNMs' target: its source, or its flow (flow mode)
   int32_t q;
   int32_t bytes;
-  int32_t flow;  // -1: none
-  int32_t index;
-  int32_t route;
-  int32_t hop;
+  int32_t index;  // its number in its flow (flow mode)
+  int32_t hop;    // Core::hops: the hop of its route it is at
   Tag tag;
 };
+static_assert(sizeof(Frame) == 32, "two frames to a cache line");
 
 /// A FIFO that grows (a ring buffer): a port's frames, a source's flows in turn (Python's
 /// deque in simulator/engine.py, with rotate(-1) as pop_front + push_back).
 template <typename T, size_t MinCapacity>
 struct Ring {
-  std::vector<T> buf;
-  size_t head = 0, n = 0;
+  std::unique_ptr<T[]> buf;
+  uint32_t cap = 0, head = 0, n = 0;  // (24 bytes: a port's two ride in its hot lines)
   size_t size() const { return n; }
   bool empty() const { return n == 0; }
   T& front() { return buf[head]; }
   const T& operator[](size_t i) const { return buf[slot(i)]; }
+  T& operator[](size_t i) { return buf[slot(i)]; }
   void push_back(const T& v) {
-    if (n == buf.size()) grow();
+    if (n == cap) grow();
     buf[slot(n)] = v;
     n++;
   }
   T pop_front() {
     T v = buf[head];
-    if (++head == buf.size()) head = 0;
+    if (++head == cap) head = 0;
     n--;
     return v;
   }
@@ -481,36 +488,72 @@ struct Ring {
  private:
   size_t slot(size_t i) const {
     size_t at = head + i;
-    return at >= buf.size() ? at - buf.size() : at;
+    return at >= cap ? at - cap : at;
   }
   void grow() {
-    std::vector<T> bigger(std::max<size_t>(MinCapacity, buf.size() * 2));
+    uint32_t bigger_cap = std::max<uint32_t>(MinCapacity, cap * 2);
+    std::unique_ptr<T[]> bigger(new T[bigger_cap]);
     for (size_t i = 0; i < n; i++) bigger[i] = buf[slot(i)];
     buf.swap(bigger);
+    cap = bigger_cap;
     head = 0;
   }
 };
 
 using Fifo = Ring<Frame, 16>;
 
-struct Port {
-  double rate_bps = 0;
-  int64_t buffer_pkts = 0;
-  double delay_s = 0;
-  bool has_cp = false, arrival_cp = false;
-  Cp cp;
+/// Frames on the wire of every link of one delay, by the time each lands (an ARRIVE
+/// event, without the event heap: three of every four events pushed there in a
+/// leaf-spine run were these).  A port sends no frame before its last, and ``now`` only grows, so over links
+/// of one delay the frames land in the order they left: a FIFO, kept in the heap's order
+/// for ARRIVE events, time and then port (equal times put in port order as they come).
+struct Wire {
+  struct Landing {
+    double t;
+    int32_t port;
+  };
+  Ring<Landing, 16> landings;
+  bool empty() const { return landings.empty(); }
+  const Landing& front() { return landings.front(); }
+  void push(double t, int32_t port) {
+    landings.push_back(Landing{t, port});
+    for (size_t k = landings.size() - 1; k > 0; k--) {
+      Landing& before = landings[k - 1];
+      Landing& mine = landings[k];
+      if (before.t != mine.t || before.port <= mine.port) break;
+      std::swap(before, mine);
+    }
+  }
+};
+
+/// A port.  What a frame's arrival and departure read comes first, in three cache lines
+/// (the record is aligned to a line): at a thousand ports a port's record is out of the
+/// caches by its next frame, and each line it spans is one more miss.  Counters read at
+/// the end or at a CNM follow.
+struct alignas(64) Port {
+  // what every frame reads
   Fifo queue;
   int64_t queue_bytes = 0;
-  bool paced = false;        // served as BMv2 serves (simulator/engine.py: Port.paced)
-  int64_t service_bits = 0;  // paced: a frame's turn (a full frame's, or 0 where unshaped)
+  double rate_bps = 0;
+  double paused_until = 0.0;
   double last_depart = -INF;  // paced: the previous departure
+  int64_t window_bytes = 0;
   bool sending = false;
-  double paused_until = 0.0, resume_at = -INF;
+  bool has_cp = false, arrival_cp = false;
+  bool paced = false;  // served as BMv2 serves (simulator/engine.py: Port.paced)
+  int32_t wire = -1;   // Core::wires: its link's, by delay (none where the delay is 0)
+  int64_t buffer_pkts = 0;
+  int64_t service_bits = 0;  // paced: a frame's turn (a full frame's, or 0 where unshaped)
+  double delay_s = 0;
   Fifo pipe;
-  int64_t window_bytes = 0, drops = 0, cnms = 0;
+  Cp cp;
+  // counters, and what PAUSE reads
+  double resume_at = -INF;
+  int64_t drops = 0, cnms = 0;
   int64_t cp_reflections = 0, fb_reflections = 0, p0_reflections = 0;
   std::array<int64_t, QNTZ_FB_MAX + 1> qntz_counts{};  // CNMs by QntzFb (a live view's)
 };
+static_assert(offsetof(Port, resume_at) <= 3 * 64, "what every frame reads, in three lines");
 
 struct Input {
   int64_t partition_bytes = 0;
@@ -521,11 +564,20 @@ struct Input {
   int64_t pauses = 0;
 };
 
+/// One hop of a route: the port a frame enters there, the input that holds it (PAUSE), the
+/// delay of a CNM sent from there back to the source.  A route's hops are consecutive in
+/// Core::hops, so a frame walking its route reads one record a hop, the next one beside it.
+struct Hop {
+  double cnm_delay_s = 0;
+  int32_t port = 0;
+  int32_t input = -1;
+  int32_t route = 0;
+  bool last = false;
+};
+
 struct Route {
   int32_t source = 0;
-  std::vector<int32_t> ports, inputs;
-  std::vector<double> cnm_delay_s;
-  int32_t last = 0;
+  int32_t first = 0, last = 0;  // its first and last hops (Core::hops)
   double ack_after_depart_s = 0;
 };
 
@@ -562,13 +614,12 @@ struct Flow {
   int64_t frames = 0, last_frame_bytes = 0;
   bool has_rules = false;
   Rp rules;
-  int32_t route = 0;
+  int32_t route = 0, first_hop = 0;
   int64_t next_frame = 0;
   IdDeque resend;
   int64_t delivered = 0;
   double last_send = -INF;
   int64_t last_bits = 0;
-  double next_eligible = 0.0;
   int64_t timer_version = 0;
   double timer_at = NONE;
   double timer_queued = INF;  // its earliest TIMER event in the heap (schedule_timer)
@@ -584,12 +635,15 @@ struct Event {
   uint32_t kind_src;  // kind << 27 | src
   uint64_t seq;
   int64_t version;
+  static Event none() { return Event{INF, 0xffffffffu, 0, 0}; }
 };
 struct Earlier {
   bool operator()(const Event& a, const Event& b) const {
-    if (a.t != b.t) return a.t < b.t;
-    if (a.kind_src != b.kind_src) return a.kind_src < b.kind_src;
-    return a.seq < b.seq;
+    bool earlier = a.t < b.t;  // (a flag, not a branch: which of two times is earlier is a coin)
+    if (__builtin_expect(a.t == b.t, 0)) {
+      earlier = a.kind_src != b.kind_src ? a.kind_src < b.kind_src : a.seq < b.seq;
+    }
+    return earlier;
   }
 };
 constexpr int SRC_BITS = 27;
@@ -599,51 +653,80 @@ struct Dep {
   double t;
   int32_t port;
   bool operator<(const Dep& o) const { return t < o.t || (t == o.t && port < o.port); }
+  static Dep none() { return Dep{INF, std::numeric_limits<int32_t>::max()}; }
 };
 struct DepEarlier {
-  bool operator()(const Dep& a, const Dep& b) const { return a < b; }
+  bool operator()(const Dep& a, const Dep& b) const {
+    return (a.t < b.t) | ((a.t == b.t) & (a.port < b.port));  // flags, not branches
+  }
 };
 
-/// A binary min-heap with the Python heapq's contents, sifted by hand (a hole moved down or
-/// up, one comparison per level: twice std::push_heap/pop_heap's speed on these keys).  The
-/// order of equal keys is never needed: every key is unique (``seq``, a port's index).
+/// A binary min-heap, popped as Floyd's: the hole left at the root goes down to a leaf
+/// along the smaller children, chosen without a branch, and the last entry is sifted up
+/// from there (one or two steps: it is a late one).  Sifted with a comparison per level,
+/// a pop missed a branch at each level: at a 1,024-host run's hundreds of pending events
+/// and busy ports, that was a third of the core's time.  The entry past the last holds
+/// ``T::none()``, later than every key, so a node's two children are compared without a
+/// bound check.  Every key is unique (an event's push order, a port's index), so the order
+/// of equal keys is never needed and any correct heap pops what Python's heapq pops.
 template <class T, class Less>
 struct Heap {
-  std::vector<T> v;
-  bool empty() const { return v.empty(); }
-  const T& top() const { return v.front(); }
+  std::vector<T> v{T::none()};  // n entries, then none()
+  size_t n = 0;
+  bool empty() const { return n == 0; }
+  size_t size() const { return n; }
+  const T& top() const { return v[0]; }
   void push(const T& x) {
-    size_t i = v.size();
-    v.push_back(x);
+    if (n + 2 > v.size()) v.resize(std::max<size_t>(16, 2 * v.size()), T::none());
+    sift_up(n++, x);
+  }
+  T pop() {
+    T* a = v.data();
+    T top_ = a[0];
+    T last = a[--n];
+    a[n] = T::none();
+    if (n > 0) fill_root(last);
+    return top_;
+  }
+  /// pop(), then push(x), in one pass (Python's heapreplace): a port that sends again.
+  T replace_top(const T& x) {
+    T top_ = v[0];
+    fill_root(x);
+    return top_;
+  }
+
+ private:
+  /// The root is a hole: the smaller children move up along one path to a leaf, and x
+  /// goes in there and up as far as it belongs.
+  void fill_root(const T& x) {
+    T* a = v.data();
+    Less less;
+    size_t i = 0;
+    for (size_t c = 1; c < n; c = 2 * i + 1) {
+      size_t best = c + less(a[c + 1], a[c]);
+      a[i] = a[best];
+      i = best;
+    }
+    sift_up(i, x);
+  }
+  /// Entry i is a hole: x goes in there and up as far as it belongs.
+  void sift_up(size_t i, const T& x) {
+    T* a = v.data();
     Less less;
     while (i > 0) {
       size_t parent = (i - 1) >> 1;
-      if (!less(x, v[parent])) break;
-      v[i] = v[parent];
+      if (!less(x, a[parent])) break;
+      a[i] = a[parent];
       i = parent;
     }
-    v[i] = x;
-  }
-  T pop() {
-    T top_ = v.front();
-    T last = v.back();
-    v.pop_back();
-    size_t n = v.size();
-    if (n == 0) return top_;
-    Less less;
-    size_t i = 0;
-    for (;;) {
-      size_t c = 2 * i + 1;
-      if (c >= n) break;
-      if (c + 1 < n && less(v[c + 1], v[c])) c++;
-      if (!less(v[c], last)) break;
-      v[i] = v[c];
-      i = c;
-    }
-    v[i] = last;
-    return top_;
+    a[i] = x;
   }
 };
+
+using EventList = Heap<Event, Earlier>;
+
+/// The ports sending, by their next departure.
+using DepList = Heap<Dep, DepEarlier>;
 
 // -- the engine --------------------------------------------------------------------------------
 
@@ -679,15 +762,24 @@ struct Core {
   MT rng;
   double now = 0;
   std::vector<Port> ports;
-  // Each port's CP and reflection streams, by port: 2.5 KB each, kept out of the ports'
-  // records, which the run walks (5.8 KB a port with them inline: 7.4 MB at 1,280 ports).
-  std::vector<MT> cp_rands, reflect_rands;
+  // Each port's reflection stream, by port (three-point runs draw from it; its CP's stream
+  // is the CP's own).
+  std::vector<MT> reflect_rands;
   std::vector<Input> inputs;
   std::vector<Source> sources;
   std::vector<Route> routes;
+  std::vector<Hop> hops;
   std::vector<Flow> flows;
-  Heap<Event, Earlier> heap;
-  Heap<Dep, DepEarlier> dheap;
+  // Each flow's next_eligible (simulator/engine.py: ActiveFlow.next_eligible), apart from
+  // its record: a source's turn reads it for each of its flows until one may send.
+  std::vector<double> eligible;
+  // Pending events in two heaps of one order: timers and retransmissions (a flow's or a
+  // source's, due a timer period or a timeout on: thousands pending at 1,024 hosts, and
+  // rarely the earliest) apart from the rest, so the events popped nearly every time sift
+  // through a heap a quarter of the size, which stays in the L1 cache.
+  EventList heap, far;
+  std::vector<Wire> wires;  // ARRIVE events: one FIFO per link delay
+  DepList dheap;
   double next_depart = INF;
   int32_t next_port = 0;
   uint64_t seq = 0;
@@ -716,8 +808,17 @@ struct Core {
   void push(double t, int kind, int64_t src = 0, int64_t version = 0) {
     if (src < 0 || static_cast<uint64_t>(src) > SRC_MASK) throw std::overflow_error("event source");
     seq++;
-    heap.push(Event{t, (static_cast<uint32_t>(kind) << SRC_BITS) | static_cast<uint32_t>(src),
-                    seq, version});
+    Event e{t, (static_cast<uint32_t>(kind) << SRC_BITS) | static_cast<uint32_t>(src), seq,
+            version};
+    if (kind == TIMER || kind == RETRANSMIT) far.push(e);
+    else heap.push(e);
+  }
+  /// The heap holding the earliest pending event (the two heaps keep one order: time, kind,
+  /// source, push order), or nullptr where none is pending.
+  EventList* earliest() {
+    if (far.empty()) return heap.empty() ? nullptr : &heap;
+    if (heap.empty() || Earlier()(far.top(), heap.top())) return &far;
+    return &heap;
   }
 
   // -- the offered load --
@@ -770,29 +871,30 @@ struct Core {
     } else {
       gap = s.slot_s;
     }
-    int32_t ri = s.route;
-    Frame f{si, 0, static_cast<int32_t>(frame_bytes), -1, 0, ri, 0, Tag{}};
-    arrive(routes[ri].ports[0], f);
+    int32_t first = routes[s.route].first;
+    Frame f{si, 0, static_cast<int32_t>(frame_bytes), 0, first, Tag{}};
+    arrive(hops[first].port, f);
     double due = now + gap;
     if (s.backlog == 0 && s.next_arrival > due) due = s.next_arrival;
     push(due, SEND, si, s.send_version);
   }
 
-  void arrive(int32_t pi, Frame frame) {
+  void arrive(int32_t pi, const Frame& arriving) {
+    Frame frame = arriving;
     Port& port = ports[pi];
-    const Route& route = routes[frame.route];
+    const Hop& hop = hops[frame.hop];
     int64_t q = static_cast<int64_t>(port.queue.size());
     if (pause) {
-      Input& inp = inputs[route.inputs[frame.hop]];
+      Input& inp = inputs[hop.input];
       if (inp.buffered_bytes + frame.bytes > inp.partition_bytes) {
         drop(port);
         return;
       }
       inp.buffered_bytes += frame.bytes;
-      if (inp.buffered_bytes > pause_hi_bytes) send_pause(route.inputs[frame.hop], pi);
+      if (inp.buffered_bytes > pause_hi_bytes) send_pause(hop.input, pi);
     } else if (q >= port.buffer_pkts) {
       drop(port);
-      if (frame.flow >= 0) lose(frame.flow, frame.index, route.source);
+      if (flow_mode) lose(frame.target, frame.index, routes[hop.route].source);
       return;
     }
     frame.q = static_cast<int32_t>(q);
@@ -806,12 +908,12 @@ struct Core {
             frame.tag = out;
             if (out.reflected) {
               port.cp_reflections += 1;
-              send_cnm(frame.target, out.qntz_fb, port, route.cnm_delay_s[frame.hop], CNM);
+              send_cnm(frame.target, out.qntz_fb, port, hop.cnm_delay_s, CNM);
             }
           }
         }
       } else if (port.cp.sample(depth, frame.bytes, d)) {
-        feedback(d, frame.target, port, route.cnm_delay_s[frame.hop]);
+        feedback(d, frame.target, port, hop.cnm_delay_s);
       }
     }
     port.queue.push_back(frame);
@@ -857,16 +959,17 @@ struct Core {
     Port& port = ports[pi];
     if (port.delay_s != 0.0) {
       port.pipe.push_back(frame);
-      push(now + port.delay_s, ARRIVE, pi);
+      wires[port.wire].push(now + port.delay_s, pi);
     } else {
       next_hop(frame);
     }
   }
 
-  void next_hop(Frame frame) {
+  void next_hop(const Frame& landed) {
+    Frame frame = landed;
     frame.hop += 1;
     frame.q = 0;
-    arrive(routes[frame.route].ports[frame.hop], frame);
+    arrive(hops[frame.hop].port, frame);
   }
 
   void left_partition(int32_t ii, int64_t bytes) {
@@ -958,7 +1061,7 @@ struct Core {
     int32_t si = routes[f.route].source;
     Source& s = sources[si];
     double rate = pmin(f.rules.current_rate_bps, s.line_rate_bps);
-    f.next_eligible = f.last_send + f.last_bits / rate;
+    eligible[fi] = f.last_send + f.last_bits / rate;
     kick(si);
   }
 
@@ -1013,7 +1116,8 @@ struct Core {
     f.frames = arr_frames[number];
     f.last_frame_bytes = arr_last[number];
     f.route = arr_route[number];
-    f.next_eligible = now;
+    f.first_hop = routes[f.route].first;
+    eligible.push_back(now);
     if (qcn) {
       f.has_rules = true;
       f.rules.init(&rp);
@@ -1036,7 +1140,7 @@ struct Core {
     }
     bool found = false;
     for (size_t k = 0, n = fl.size(); k < n; k++) {
-      if (flows[fl[0]].next_eligible <= now) {
+      if (eligible[fl[0]] <= now) {
         found = true;
         break;
       }
@@ -1044,8 +1148,8 @@ struct Core {
     }
     if (!found) {
       if (!fl.empty()) {
-        double soonest = flows[fl[0]].next_eligible;
-        for (size_t k = 1; k < fl.size(); k++) soonest = pmin(soonest, flows[fl[k]].next_eligible);
+        double soonest = eligible[fl[0]];
+        for (size_t k = 1; k < fl.size(); k++) soonest = pmin(soonest, eligible[fl[k]]);
         push(soonest, SEND, si, s.send_version);
       }
       return;
@@ -1072,12 +1176,12 @@ struct Core {
     }
     f.last_send = now;
     f.last_bits = fbits;
-    f.next_eligible = now + fbits / rate;
+    eligible[fi] = now + fbits / rate;
     s.link_free_at = now + fbits / s.line_rate_bps;
     if (pause) lose(fi, index, si);
-    Frame frame{fi, 0, static_cast<int32_t>(fbytes), fi, static_cast<int32_t>(index), f.route, 0,
+    Frame frame{fi, 0, static_cast<int32_t>(fbytes), static_cast<int32_t>(index), f.first_hop,
                 Tag{}};
-    arrive(routes[f.route].ports[0], frame);
+    arrive(hops[f.first_hop].port, frame);
     push(s.link_free_at, SEND, si, s.send_version);
   }
 
@@ -1106,7 +1210,8 @@ struct Core {
   void delivered(int32_t fi, int64_t index, int64_t fbytes, double at, const Tag& tag) {
     Flow& f = flows[fi];
     const Route& route = routes[f.route];
-    if (three_point) end_reflect(route.ports.back(), fi, route.cnm_delay_s.back(), tag);
+    const Hop& last = hops[route.last];
+    if (three_point) end_reflect(last.port, fi, last.cnm_delay_s, tag);
     if (pause) {
       if (!f.active || f.acked_at[index] != INF) return;
       f.acked_at[index] = at + route.ack_after_depart_s;
@@ -1114,7 +1219,7 @@ struct Core {
     sources[route.source].delivered_window_bytes += fbytes;
     f.delivered += 1;
     if (f.delivered == f.frames) {
-      f.finish_s = at + ports[route.ports.back()].delay_s;
+      f.finish_s = at + ports[last.port].delay_s;
       f.active = false;
       // Nothing of a finished flow is read again but its record.
       std::vector<double>().swap(f.acked_at);
@@ -1231,10 +1336,31 @@ struct Core {
     }
     if (finished) return true;
     bool have_progress = !progress.is_none();
-    while (!heap.empty()) {
+    for (;;) {
+      // The earliest pending event: the heaps' and the wires' first ones, in one order
+      // (time, kind, source; push order only within one list, as no two lists hold
+      // events of one kind).
+      EventList* next = earliest();
+      double head_t = INF;
+      uint32_t head_kind_src = 0xffffffffu;
+      if (next != nullptr) {
+        head_t = next->top().t;
+        head_kind_src = next->top().kind_src;
+      }
+      Wire* landing = nullptr;
+      for (Wire& w : wires) {
+        if (w.empty()) continue;
+        const Wire::Landing& l = w.front();
+        uint32_t ks = (static_cast<uint32_t>(ARRIVE) << SRC_BITS) | static_cast<uint32_t>(l.port);
+        if (l.t < head_t || (l.t == head_t && ks < head_kind_src)) {
+          head_t = l.t;
+          head_kind_src = ks;
+          landing = &w;
+        }
+      }
+      if (next == nullptr && landing == nullptr) break;
       double depart = next_depart;
-      const Event& head = heap.top();
-      if (depart < head.t || (depart == head.t && (head.kind_src >> SRC_BITS) > DEPART)) {
+      if (depart < head_t || (depart == head_t && (head_kind_src >> SRC_BITS) > DEPART)) {
         if (depart > end) break;
         now = depart;
         events += 1;
@@ -1242,23 +1368,22 @@ struct Core {
         Port& port = ports[pi];
         port.last_depart = depart;
         Frame frame = port.queue.pop_front();
-        const Route& route = routes[frame.route];
+        const Hop& hop = hops[frame.hop];
         port.queue_bytes -= frame.bytes;
         port.window_bytes += frame.bytes;
-        if (pause) left_partition(route.inputs[frame.hop], frame.bytes);
+        if (pause) left_partition(hop.input, frame.bytes);
         if (cp_at_departure && port.has_cp) {
           int64_t q = left_behind ? static_cast<int64_t>(port.queue.size()) : frame.q;
           Decision d;
           if (port.cp.sample(q, frame_bytes, d)) {
-            feedback(d, frame.target, port, route.cnm_delay_s[frame.hop]);
+            feedback(d, frame.target, port, hop.cnm_delay_s);
           }
         }
         if (!port.queue.empty() && port.paused_until <= depart) {
           double then = depart + bits_of(port, port.queue.front().bytes) / port.rate_bps;
           Dep mine{then, pi};
           if (!dheap.empty() && dheap.top() < mine) {
-            Dep d = dheap.pop();
-            dheap.push(mine);
+            Dep d = dheap.replace_top(mine);
             next_depart = d.t;
             next_port = d.port;
           } else {
@@ -1275,17 +1400,26 @@ struct Core {
           }
           if (!port.queue.empty()) start(pi);
         }
-        if (frame.hop != route.last) {
+        if (!hop.last) {
           forward(pi, frame);
-        } else if (frame.flow >= 0) {
-          delivered(frame.flow, frame.index, frame.bytes, depart, frame.tag);
+        } else if (flow_mode) {
+          delivered(frame.target, frame.index, frame.bytes, depart, frame.tag);
         } else {
-          sources[route.source].delivered_window_bytes += frame.bytes;
-          if (three_point) end_reflect(pi, frame.target, route.cnm_delay_s[frame.hop], frame.tag);
+          sources[routes[hop.route].source].delivered_window_bytes += frame.bytes;
+          if (three_point) end_reflect(pi, frame.target, hop.cnm_delay_s, frame.tag);
         }
         continue;
       }
-      Event e = heap.pop();
+      if (landing != nullptr) {
+        if (head_t > end) break;
+        now = head_t;
+        events += 1;
+        int32_t pi = landing->front().port;
+        landing->landings.pop_front();
+        next_hop(ports[pi].pipe.pop_front());
+        continue;
+      }
+      Event e = next->pop();
       if (e.t > end) break;
       now = e.t;
       events += 1;
@@ -1300,9 +1434,6 @@ struct Core {
           }
           break;
         }
-        case ARRIVE:
-          next_hop(ports[src].pipe.pop_front());
-          break;
         case CNM:
         case CNM_POSITIVE: {
           bool positive = kind == CNM_POSITIVE;
@@ -1445,12 +1576,11 @@ RpParams rp_params(const py::dict& d) {
 struct CpModel {
   CpConfig cfg;
   Cp cp;
-  MT rand, reflect;
+  MT reflect;
   CpModel(const py::object& config, const py::object& rand_state, const py::object& reflect_state)
       : cfg(cp_config(config)) {
     cp.init(&cfg);
-    cp.rand = &rand;
-    rand.set_state(state_of(rand_state));
+    cp.rand.set_state(state_of(rand_state));
     reflect.set_state(state_of(reflect_state));
   }
   py::object decision(const Decision& d) const {
@@ -1535,7 +1665,7 @@ struct RpModel {
 /// The bare event loop in the core's language (bench.sim_bench's baseline): the same heap
 /// of the same events, popped and pushed, no model.
 double bare_loop(int64_t n, int64_t width) {
-  Heap<Event, Earlier> h;
+  EventList h;
   uint64_t s = 0;
   for (int64_t i = 0; i < width; i++) h.push(Event{i * 1e-7, static_cast<uint32_t>(i), ++s, 0});
   volatile double sink = 0;
@@ -1601,9 +1731,8 @@ PYBIND11_MODULE(_core, m) {
              p.arrival_cp = arrival_cp;
              p.paced = paced;
              p.service_bits = service_bits;
-             c.cp_rands.emplace_back();
              c.reflect_rands.emplace_back();
-             if (has_cp) c.cp_rands.back().set_state(state_of(cp_state));
+             if (has_cp) p.cp.rand.set_state(state_of(cp_state));
              c.reflect_rands.back().set_state(state_of(reflect_state));
            })
       .def("add_input",
@@ -1637,14 +1766,26 @@ PYBIND11_MODULE(_core, m) {
       .def("add_route",
            [](Core& c, int32_t source, std::vector<int32_t> ports, std::vector<int32_t> inputs,
               std::vector<double> cnm_delay_s, double ack_after_depart_s) {
+             if (ports.empty() || cnm_delay_s.size() != ports.size() ||
+                 !(inputs.empty() || inputs.size() == ports.size())) {
+               throw std::invalid_argument("a route's ports, inputs and CNM delays differ");
+             }
+             int32_t ri = static_cast<int32_t>(c.routes.size());
              c.routes.emplace_back();
              Route& r = c.routes.back();
              r.source = source;
-             r.last = static_cast<int32_t>(ports.size()) - 1;
-             r.ports = std::move(ports);
-             r.inputs = std::move(inputs);
-             r.cnm_delay_s = std::move(cnm_delay_s);
+             r.first = static_cast<int32_t>(c.hops.size());
+             r.last = r.first + static_cast<int32_t>(ports.size()) - 1;
              r.ack_after_depart_s = ack_after_depart_s;
+             for (size_t k = 0; k < ports.size(); k++) {
+               Hop h;
+               h.cnm_delay_s = cnm_delay_s[k];
+               h.port = ports[k];
+               h.input = inputs.empty() ? -1 : inputs[k];
+               h.route = ri;
+               h.last = k + 1 == ports.size();
+               c.hops.push_back(h);
+             }
            })
       .def("set_arrivals",
            [](Core& c, std::vector<double> start, std::vector<int32_t> source,
@@ -1663,7 +1804,6 @@ PYBIND11_MODULE(_core, m) {
            [](Core& c) {
              for (size_t i = 0; i < c.ports.size(); i++) {
                Port& p = c.ports[i];
-               p.cp.rand = &c.cp_rands[i];
                int64_t q_old = p.cp.q_old, bts = p.cp.bytes_to_sample;
                p.cp.init(&c.cp_cfg);
                p.cp.q_old = q_old;
@@ -1672,6 +1812,15 @@ PYBIND11_MODULE(_core, m) {
              for (Source& s : c.sources) {
                if (s.has_rules) s.rules.init(&c.rp);
              }
+             // A wire for each link delay (a leaf-spine has one or two).
+             std::vector<double> delays;
+             for (Port& p : c.ports) {
+               if (p.delay_s == 0.0) continue;
+               auto at = std::find(delays.begin(), delays.end(), p.delay_s);
+               p.wire = static_cast<int32_t>(at - delays.begin());
+               if (at == delays.end()) delays.push_back(p.delay_s);
+             }
+             c.wires.resize(delays.size());
            })
       .def("run", &Core::run, py::arg("progress") = py::none())
       .def("set_port_cp",
@@ -1751,6 +1900,32 @@ PYBIND11_MODULE(_core, m) {
       .def("advance", &RpModel::advance)
       .def("state", &RpModel::state);
 
+  m.def(
+      "event_order",
+      [](const std::vector<std::tuple<double, uint32_t>>& events) {
+        // The events' pop order from the core's event heap (push order breaks ties).
+        EventList h;
+        uint64_t seq = 0;
+        for (const auto& [t, kind_src] : events) h.push(Event{t, kind_src, seq++, 0});
+        std::vector<int64_t> order;
+        while (!h.empty()) order.push_back(static_cast<int64_t>(h.pop().seq));
+        return order;
+      },
+      "The order the event heap pops (time, kind << 27 | source) events in: their indices.");
+  m.def(
+      "wire_order",
+      [](const std::vector<std::tuple<double, int32_t>>& landings) {
+        // The order one wire lands frames in (times that never fall, as frames leave).
+        Wire w;
+        for (const auto& [t, port] : landings) w.push(t, port);
+        std::vector<std::tuple<double, int32_t>> order;
+        while (!w.empty()) {
+          order.emplace_back(w.front().t, w.front().port);
+          w.landings.pop_front();
+        }
+        return order;
+      },
+      "The order one wire lands (time, port) frames in.");
   m.def("bare_loop", &bare_loop, py::arg("events"), py::arg("width") = 12,
         "The bare event loop: ``events`` heap pops and pushes of the core's events.");
   m.def("random_stream", [](const py::object& state, int64_t n) {

@@ -46,6 +46,36 @@ if compiled._core is None:  # not built, or built from another source: one line
 core = compiled._core
 
 
+# -- the event order ---------------------------------------------------------------------------
+
+
+def test_the_event_heap_pops_in_heapqs_order() -> None:
+    """Times drawn from a few values, so keys tie on time and on kind and source: the pop
+    order is Python's heapq's over (time, kind << 27 | source, push order)."""
+    draw = random.Random(5)
+    for size in (1, 2, 3, 17, 600, 5000):
+        events = [
+            (
+                draw.choice([0.0, 1e-6, 2.5e-6, draw.random()]),
+                draw.randrange(12) << 27 | draw.randrange(4),
+            )
+            for _ in range(size)
+        ]
+        assert core.event_order(events) == sorted(range(size), key=lambda i: (*events[i], i))
+
+
+def test_a_wire_lands_frames_in_the_heaps_order() -> None:
+    """Frames leave in time order; those landing at one time land by port, then in the
+    order they left (the event heap's order for ARRIVE events, whose source is the port)."""
+    draw = random.Random(9)
+    t, landings = 0.0, []
+    for _ in range(3000):
+        t += draw.choice([0.0, 0.0, 1.2e-6, draw.random() * 1e-6])
+        landings.append((t, draw.randrange(6)))
+    expected = [landings[i] for i in sorted(range(len(landings)), key=lambda i: (*landings[i], i))]
+    assert core.wire_order(landings) == expected
+
+
 # -- random numbers ----------------------------------------------------------------------------
 
 
