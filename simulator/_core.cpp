@@ -652,13 +652,13 @@ constexpr uint32_t SRC_MASK = (1u << SRC_BITS) - 1;
 struct Dep {
   double t;
   int32_t port;
-  bool operator<(const Dep& o) const { return t < o.t || (t == o.t && port < o.port); }
+  bool operator<(const Dep& o) const {
+    return (t < o.t) | ((t == o.t) & (port < o.port));  // flags, not branches
+  }
   static Dep none() { return Dep{INF, std::numeric_limits<int32_t>::max()}; }
 };
 struct DepEarlier {
-  bool operator()(const Dep& a, const Dep& b) const {
-    return (a.t < b.t) | ((a.t == b.t) & (a.port < b.port));  // flags, not branches
-  }
+  bool operator()(const Dep& a, const Dep& b) const { return a < b; }
 };
 
 /// A binary min-heap, popped as Floyd's: the hole left at the root goes down to a leaf
@@ -674,7 +674,6 @@ struct Heap {
   std::vector<T> v{T::none()};  // n entries, then none()
   size_t n = 0;
   bool empty() const { return n == 0; }
-  size_t size() const { return n; }
   const T& top() const { return v[0]; }
   void push(const T& x) {
     if (n + 2 > v.size()) v.resize(std::max<size_t>(16, 2 * v.size()), T::none());
