@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <limits>
 #include <memory>
@@ -649,26 +650,13 @@ struct Earlier {
 constexpr int SRC_BITS = 27;
 constexpr uint32_t SRC_MASK = (1u << SRC_BITS) - 1;
 
-struct Dep {
-  double t;
-  int32_t port;
-  bool operator<(const Dep& o) const {
-    return (t < o.t) | ((t == o.t) & (port < o.port));  // flags, not branches
-  }
-  static Dep none() { return Dep{INF, std::numeric_limits<int32_t>::max()}; }
-};
-struct DepEarlier {
-  bool operator()(const Dep& a, const Dep& b) const { return a < b; }
-};
-
 /// A binary min-heap, popped as Floyd's: the hole left at the root goes down to a leaf
 /// along the smaller children, chosen without a branch, and the last entry is sifted up
 /// from there (one or two steps: it is a late one).  Sifted with a comparison per level,
-/// a pop missed a branch at each level: at a 1,024-host run's hundreds of pending events
-/// and busy ports, that was a third of the core's time.  The entry past the last holds
-/// ``T::none()``, later than every key, so a node's two children are compared without a
-/// bound check.  Every key is unique (an event's push order, a port's index), so the order
-/// of equal keys is never needed and any correct heap pops what Python's heapq pops.
+/// a pop missed a branch at each level.  The entry past the last holds ``T::none()``,
+/// later than every key, so a node's two children are compared without a bound check.
+/// Every key is unique (an event's push order), so the order of equal keys is never
+/// needed and any correct heap pops what Python's heapq pops.
 template <class T, class Less>
 struct Heap {
   std::vector<T> v{T::none()};  // n entries, then none()
@@ -685,12 +673,6 @@ struct Heap {
     T last = a[--n];
     a[n] = T::none();
     if (n > 0) fill_root(last);
-    return top_;
-  }
-  /// pop(), then push(x), in one pass (Python's heapreplace): a port that sends again.
-  T replace_top(const T& x) {
-    T top_ = v[0];
-    fill_root(x);
     return top_;
   }
 
@@ -724,8 +706,130 @@ struct Heap {
 
 using EventList = Heap<Event, Earlier>;
 
-/// The ports sending, by their next departure.
-using DepList = Heap<Dep, DepEarlier>;
+/// The earliest of many timed entries, one per member (a port, a source), as a tournament
+/// (winner) tree: a leaf per member holds its time (infinity while it has none), each node
+/// the earlier of its two children, so the root is the earliest.  A member's change is
+/// written from its leaf to the root: the nodes it reads are known before any comparison,
+/// so they load together and only the comparisons chain.  A heap chained a dependent load
+/// and a missed branch per level: at 1,024 hosts (some 200 ports busy, 500 sends pending)
+/// that was half of the core's time.  A key is the time's bits over the member's index,
+/// compared as one 128-bit integer: a time is never negative, so its bits order as the
+/// time does, and equal times order by the index, as the Python engine's heap does.
+struct Tournament {
+  using Key = unsigned __int128;
+  std::vector<Key> node;  // node[1] is the root; node[leaves + i] is member i's leaf
+  size_t leaves = 1;
+  static Key key(double t, size_t i) {
+    t += 0.0;  // (-0.0 is +0.0 here: its bits would order it last)
+    uint64_t bits;
+    std::memcpy(&bits, &t, sizeof bits);
+    return (static_cast<Key>(bits) << 32) | static_cast<uint32_t>(i);
+  }
+  /// n members, all without a time.
+  void reset(size_t n) {
+    leaves = 1;
+    while (leaves < n) leaves *= 2;
+    node.assign(2 * leaves, 0);
+    for (size_t i = 0; i < leaves; i++) node[leaves + i] = key(INF, i);
+    for (size_t i = leaves - 1; i >= 1; i--) node[i] = std::min(node[2 * i], node[2 * i + 1]);
+  }
+  void set(size_t member, double t) {
+    Key* a = node.data();
+    size_t i = leaves + member;
+    Key k = key(t, member);
+    a[i] = k;
+    while (i > 1) {
+      Key sibling = a[i ^ 1];
+      k = sibling < k ? sibling : k;
+      i >>= 1;
+      a[i] = k;
+    }
+  }
+  double first_t() const {
+    double t;
+    uint64_t bits = static_cast<uint64_t>(node[1] >> 32);
+    std::memcpy(&t, &bits, sizeof t);
+    return t;
+  }
+  uint32_t first() const { return static_cast<uint32_t>(node[1]); }
+};
+
+/// The pending events but for frames landing (Core::wires) and ports' departures
+/// (Core::departures), in one order: time, kind, source, then push order.
+/// - Timers and retransmissions (a flow's or a source's, due a timer period or a timeout
+///   on: thousands pending at 1,024 hosts, and rarely the earliest) have a heap of their
+///   own, so the events popped nearly every time sift through a smaller one.
+/// - SEND events, which each source keeps pending nearly always, are not in a heap: a
+///   source's newest is in a slot of its own, the slots ordered by a tournament.  An older
+///   one still pending (superseded by a rate change: its version is stale) moves to the
+///   heap when a newer one is pushed, so every event is still popped, in the same order:
+///   only such a pair can tie on time, kind and source, and the older, the heap's, wins.
+struct Pending {
+  struct Slot {
+    double t = INF;
+    uint64_t seq = 0;
+    int64_t version = 0;
+  };
+  enum From : uint8_t { NONE, HEAP, FAR, SENDS };
+  struct Head {
+    double t = INF;
+    uint32_t kind_src = 0xffffffffu;
+    From from = NONE;
+  };
+  EventList heap, far;
+  std::vector<Slot> sends;  // by source
+  Tournament send_order;
+  uint64_t seq = 0;
+
+  void reset(size_t sources) {
+    sends.assign(sources, Slot{});
+    send_order.reset(sources);
+  }
+  void push(double t, int kind, int64_t src, int64_t version) {
+    if (src < 0 || static_cast<uint64_t>(src) > SRC_MASK) throw std::overflow_error("event source");
+    seq++;
+    uint32_t kind_src = (static_cast<uint32_t>(kind) << SRC_BITS) | static_cast<uint32_t>(src);
+    if (kind == SEND) {
+      size_t si = static_cast<size_t>(src);
+      if (si >= sends.size()) throw std::out_of_range("a SEND for no source");
+      Slot& slot = sends[si];
+      if (slot.t != INF) heap.push(Event{slot.t, kind_src, slot.seq, slot.version});
+      slot = Slot{t, seq, version};
+      send_order.set(si, t);
+    } else if (kind == TIMER || kind == RETRANSMIT) {
+      far.push(Event{t, kind_src, seq, version});
+    } else {
+      heap.push(Event{t, kind_src, seq, version});
+    }
+  }
+  Head head() const {
+    Head h;
+    if (!heap.empty()) h = Head{heap.top().t, heap.top().kind_src, HEAP};
+    if (!far.empty() && (h.from == NONE || Earlier()(far.top(), heap.top()))) {
+      h = Head{far.top().t, far.top().kind_src, FAR};
+    }
+    double t = send_order.first_t();
+    uint32_t ks = (static_cast<uint32_t>(SEND) << SRC_BITS) | send_order.first();
+    if (t < h.t || (t == h.t && t != INF && ks < h.kind_src)) h = Head{t, ks, SENDS};
+    return h;
+  }
+  /// Removes the event head() found.  A SEND from the slots leaves its source's slot
+  /// empty and its leaf as it was, for settle() after the event, which often fills the
+  /// slot again: one walk to the root instead of two.
+  Event take(const Head& h) {
+    if (h.from == HEAP) return heap.pop();
+    if (h.from == FAR) return far.pop();
+    Slot& slot = sends[h.kind_src & SRC_MASK];
+    Event e{slot.t, h.kind_src, slot.seq, slot.version};
+    slot.t = INF;
+    return e;
+  }
+  void settle(const Head& h) {
+    if (h.from != SENDS) return;
+    size_t si = h.kind_src & SRC_MASK;
+    if (sends[si].t == INF) send_order.set(si, INF);
+  }
+};
 
 // -- the engine --------------------------------------------------------------------------------
 
@@ -772,16 +876,16 @@ struct Core {
   // Each flow's next_eligible (simulator/engine.py: ActiveFlow.next_eligible), apart from
   // its record: a source's turn reads it for each of its flows until one may send.
   std::vector<double> eligible;
-  // Pending events in two heaps of one order: timers and retransmissions (a flow's or a
-  // source's, due a timer period or a timeout on: thousands pending at 1,024 hosts, and
-  // rarely the earliest) apart from the rest, so the events popped nearly every time sift
-  // through a heap a quarter of the size, which stays in the L1 cache.
-  EventList heap, far;
+  Pending pending;
   std::vector<Wire> wires;  // ARRIVE events: one FIFO per link delay
-  DepList dheap;
-  double next_depart = INF;
+  Tournament departures;  // the ports' next departures (infinity: idle)
+  double next_depart = INF;  // departures' root, read once an event
   int32_t next_port = 0;
-  uint64_t seq = 0;
+  void depart_at(int32_t pi, double t) {
+    departures.set(static_cast<size_t>(pi), t);
+    next_depart = departures.first_t();
+    next_port = static_cast<int32_t>(departures.first());
+  }
   size_t rate_next = 0;
   int64_t events = 0, drops = 0, cnms = 0;
   std::vector<std::pair<std::string, int64_t>> extra;
@@ -805,19 +909,7 @@ struct Core {
   }
 
   void push(double t, int kind, int64_t src = 0, int64_t version = 0) {
-    if (src < 0 || static_cast<uint64_t>(src) > SRC_MASK) throw std::overflow_error("event source");
-    seq++;
-    Event e{t, (static_cast<uint32_t>(kind) << SRC_BITS) | static_cast<uint32_t>(src), seq,
-            version};
-    if (kind == TIMER || kind == RETRANSMIT) far.push(e);
-    else heap.push(e);
-  }
-  /// The heap holding the earliest pending event (the two heaps keep one order: time, kind,
-  /// source, push order), or nullptr where none is pending.
-  EventList* earliest() {
-    if (far.empty()) return heap.empty() ? nullptr : &heap;
-    if (heap.empty() || Earlier()(far.top(), heap.top())) return &far;
-    return &heap;
+    pending.push(t, kind, src, version);
   }
 
   // -- the offered load --
@@ -918,13 +1010,7 @@ struct Core {
     port.queue.push_back(frame);
     port.queue_bytes += frame.bytes;
     if (!port.sending) {
-      if (next_depart == INF && port.paused_until <= now) {
-        port.sending = true;
-        next_depart = first_departure(port);
-        next_port = pi;
-      } else {
-        start(pi);
-      }
+      start(pi);
     }
   }
 
@@ -943,15 +1029,7 @@ struct Core {
       return;
     }
     port.sending = true;
-    double depart = first_departure(port);
-    double first = next_depart;
-    if (depart < first || (depart == first && pi < next_port)) {
-      if (first != INF) dheap.push(Dep{first, next_port});
-      next_depart = depart;
-      next_port = pi;
-    } else {
-      dheap.push(Dep{depart, pi});
-    }
+    depart_at(pi, first_departure(port));
   }
 
   void forward(int32_t pi, const Frame& frame) {
@@ -1309,6 +1387,7 @@ struct Core {
   // -- the loop --
 
   void begin() {
+    pending.reset(sources.size());
     s_port_queue.assign(measured.size(), {});
     s_port_throughput.assign(measured.size(), {});
     s_port_drops.assign(measured.size(), {});
@@ -1323,7 +1402,7 @@ struct Core {
     if (!arr_start.empty()) push(arr_start[0], FLOW, 0, 0);
     for (double at : rate_times) push(at, RATE, 0, 0);
     push(sample_interval_s, SAMPLE);
-    next_port = bottleneck;
+    departures.reset(ports.size());
   }
 
   /// Runs until the end (true) or until a sample's callback asks to stop (false); a Python
@@ -1336,16 +1415,11 @@ struct Core {
     if (finished) return true;
     bool have_progress = !progress.is_none();
     for (;;) {
-      // The earliest pending event: the heaps' and the wires' first ones, in one order
-      // (time, kind, source; push order only within one list, as no two lists hold
-      // events of one kind).
-      EventList* next = earliest();
-      double head_t = INF;
-      uint32_t head_kind_src = 0xffffffffu;
-      if (next != nullptr) {
-        head_t = next->top().t;
-        head_kind_src = next->top().kind_src;
-      }
+      // The earliest pending event: the pending list's and the wires' first ones, in one
+      // order (time, kind, source; push order within a list), and the next departure.
+      const Pending::Head head = pending.head();
+      double head_t = head.t;
+      uint32_t head_kind_src = head.kind_src;
       Wire* landing = nullptr;
       for (Wire& w : wires) {
         if (w.empty()) continue;
@@ -1357,7 +1431,7 @@ struct Core {
           landing = &w;
         }
       }
-      if (next == nullptr && landing == nullptr) break;
+      if (head.from == Pending::NONE && landing == nullptr) break;
       double depart = next_depart;
       if (depart < head_t || (depart == head_t && (head_kind_src >> SRC_BITS) > DEPART)) {
         if (depart > end) break;
@@ -1380,23 +1454,10 @@ struct Core {
         }
         if (!port.queue.empty() && port.paused_until <= depart) {
           double then = depart + bits_of(port, port.queue.front().bytes) / port.rate_bps;
-          Dep mine{then, pi};
-          if (!dheap.empty() && dheap.top() < mine) {
-            Dep d = dheap.replace_top(mine);
-            next_depart = d.t;
-            next_port = d.port;
-          } else {
-            next_depart = then;
-          }
+          depart_at(pi, then);
         } else {
           port.sending = false;
-          if (!dheap.empty()) {
-            Dep d = dheap.pop();
-            next_depart = d.t;
-            next_port = d.port;
-          } else {
-            next_depart = INF;
-          }
+          depart_at(pi, INF);
           if (!port.queue.empty()) start(pi);
         }
         if (!hop.last) {
@@ -1418,8 +1479,11 @@ struct Core {
         next_hop(ports[pi].pipe.pop_front());
         continue;
       }
-      Event e = next->pop();
-      if (e.t > end) break;
+      Event e = pending.take(head);
+      if (e.t > end) {
+        pending.settle(head);
+        break;
+      }
       now = e.t;
       events += 1;
       int kind = static_cast<int>(e.kind_src >> SRC_BITS);
@@ -1431,6 +1495,7 @@ struct Core {
             if (flow_mode) send_flows(src);
             else send(src);
           }
+          pending.settle(head);
           break;
         }
         case CNM:
@@ -1911,6 +1976,46 @@ PYBIND11_MODULE(_core, m) {
         return order;
       },
       "The order the event heap pops (time, kind << 27 | source) events in: their indices.");
+  m.def(
+      "tournament_order",
+      [](size_t members, const std::vector<std::tuple<size_t, double>>& changes) {
+        // The root after each change: the earliest (time, member), infinity for none.
+        Tournament tree;
+        tree.reset(members);
+        std::vector<std::tuple<double, uint32_t>> roots;
+        for (const auto& [member, t] : changes) {
+          if (member >= members) throw std::out_of_range("no such member");
+          tree.set(member, t);
+          roots.emplace_back(tree.first_t(), tree.first());
+        }
+        return roots;
+      },
+      "The tournament's root (time, member) after each (member, time) change.");
+  m.def(
+      "pending_order",
+      [](size_t sources, const std::vector<std::tuple<double, int, int64_t>>& steps) {
+        // Each step pushes (time, kind, source), or pops where its time is NaN: the
+        // popped events' (time, kind << 27 | source, push number), as Core::run takes them.
+        Pending p;
+        p.reset(sources);
+        std::vector<std::tuple<double, uint32_t, uint64_t>> popped;
+        auto pop = [&] {
+          Pending::Head h = p.head();
+          if (h.from == Pending::NONE) return false;
+          Event e = p.take(h);
+          p.settle(h);
+          popped.emplace_back(e.t, e.kind_src, e.seq);
+          return true;
+        };
+        for (const auto& [t, kind, src] : steps) {
+          if (std::isnan(t)) pop();
+          else p.push(t, kind, src, 0);
+        }
+        while (pop()) {
+        }
+        return popped;
+      },
+      "The order Core::run takes pending events in: steps push (time, kind, source) or pop.");
   m.def(
       "wire_order",
       [](const std::vector<std::tuple<double, int32_t>>& landings) {

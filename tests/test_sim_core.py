@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import heapq
+import math
 import os
 import random
 import shutil
@@ -34,7 +36,7 @@ from qcn.core.cp_model import (
 from qcn.core.params import CpParams, RpParams, SamplingMode
 from qcn.core.trace import Trace
 from qcn.reaction_point.rules import RateLimiterRules
-from qcn.simulator import compiled
+from qcn.simulator import compiled, engine
 from qcn.simulator.compiled import CompiledSimulation, EngineError, make_simulation, rp_params
 from qcn.simulator.engine import Simulation, fast_randint
 from qcn.simulator.identity import Case, cases, run_case, same, trace_fields
@@ -62,6 +64,47 @@ def test_the_event_heap_pops_in_heapqs_order() -> None:
             for _ in range(size)
         ]
         assert core.event_order(events) == sorted(range(size), key=lambda i: (*events[i], i))
+
+
+def test_a_tournament_roots_at_the_earliest_time_then_member() -> None:
+    """Each change (a member's new time, infinity for none) leaves the root at the earliest
+    (time, member), ties to the lower member: the Python engine's heap of departures."""
+    draw = random.Random(11)
+    for members in (1, 2, 3, 5, 64, 300):
+        times = dict.fromkeys(range(members), math.inf)
+        changes, expected = [], []
+        for _ in range(3000):
+            member = draw.randrange(members)
+            t = draw.choice([0.0, -0.0, 1e-6, 2.5e-6, math.inf, draw.random()])
+            times[member] = t
+            changes.append((member, t))
+            expected.append(min((time + 0.0, m) for m, time in times.items()))
+        assert core.tournament_order(members, changes) == expected
+
+
+def test_pending_events_are_taken_in_heapqs_order() -> None:
+    """SEND events in their sources' slots (a superseded one moving to the heap), timers in
+    a heap of their own, the rest in another, pushed and popped in turns: taken in heapq's
+    order over (time, kind << 27 | source, push number), as the Python engine's one heap."""
+    draw = random.Random(13)
+    kinds = (engine.SEND, engine.SEND, engine.SEND, engine.TIMER, engine.CNM, engine.FLOW)
+    for sources in (1, 3, 40):
+        steps: list[tuple[float, int, int]] = []
+        heap: list[tuple[float, int, int]] = []
+        expected, pushed, t = [], 0, 0.0
+        for _ in range(4000):
+            if heap and draw.random() < 0.45:
+                steps.append((math.nan, 0, 0))
+                expected.append(heapq.heappop(heap))
+                t = expected[-1][0]
+                continue
+            at = t + draw.choice([0.0, 0.0, 1e-6, draw.random() * 1e-5])
+            kind, source = draw.choice(kinds), draw.randrange(sources)
+            pushed += 1
+            steps.append((at, kind, source))
+            heapq.heappush(heap, (at, kind << 27 | source, pushed))
+        expected += [heapq.heappop(heap) for _ in range(len(heap))]
+        assert core.pending_order(sources, steps) == expected
 
 
 def test_a_wire_lands_frames_in_the_heaps_order() -> None:
