@@ -26,6 +26,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -462,24 +463,33 @@ struct alignas(32) Frame {
 };
 static_assert(sizeof(Frame) == 32, "two frames to a cache line");
 
+/// Where a ring keeps its first entries: nowhere (all on the heap), or in its own record.
+struct NoInline {};
+template <typename T, size_t N>
+struct InlineEntries {
+  std::array<T, N> local{};
+};
+
 /// A FIFO that grows (a ring buffer): a port's frames, a source's flows in turn (Python's
-/// deque in simulator/engine.py, with rotate(-1) as pop_front + push_back).
-template <typename T, size_t MinCapacity>
-struct Ring {
+/// deque in simulator/engine.py, with rotate(-1) as pop_front + push_back).  With
+/// ``Inline`` > 0 its first entries are in its own record until it outgrows them: a
+/// source's few flows are read where the source is, not one more load away.
+template <typename T, size_t MinCapacity, size_t Inline = 0>
+struct Ring : private std::conditional_t<Inline == 0, NoInline, InlineEntries<T, Inline>> {
   std::unique_ptr<T[]> buf;
-  uint32_t cap = 0, head = 0, n = 0;  // (24 bytes: a port's two ride in its hot lines)
+  uint32_t cap = Inline, head = 0, n = 0;  // (24 bytes: a port's two ride in its hot lines)
   size_t size() const { return n; }
   bool empty() const { return n == 0; }
-  T& front() { return buf[head]; }
-  const T& operator[](size_t i) const { return buf[slot(i)]; }
-  T& operator[](size_t i) { return buf[slot(i)]; }
+  T& front() { return data()[head]; }
+  const T& operator[](size_t i) const { return data()[slot(i)]; }
+  T& operator[](size_t i) { return data()[slot(i)]; }
   void push_back(const T& v) {
     if (n == cap) grow();
-    buf[slot(n)] = v;
+    data()[slot(n)] = v;
     n++;
   }
   T pop_front() {
-    T v = buf[head];
+    T v = data()[head];
     if (++head == cap) head = 0;
     n--;
     return v;
@@ -487,14 +497,21 @@ struct Ring {
   void rotate_left() { push_back(pop_front()); }
 
  private:
+  T* data() {
+    if constexpr (Inline > 0) {
+      if (!buf) return this->local.data();
+    }
+    return buf.get();
+  }
+  const T* data() const { return const_cast<Ring*>(this)->data(); }
   size_t slot(size_t i) const {
     size_t at = head + i;
     return at >= cap ? at - cap : at;
   }
   void grow() {
-    uint32_t bigger_cap = std::max<uint32_t>(MinCapacity, cap * 2);
+    uint32_t bigger_cap = std::max<uint32_t>(std::max<uint32_t>(MinCapacity, Inline), cap * 2);
     std::unique_ptr<T[]> bigger(new T[bigger_cap]);
-    for (size_t i = 0; i < n; i++) bigger[i] = buf[slot(i)];
+    for (size_t i = 0; i < n; i++) bigger[i] = data()[slot(i)];
     buf.swap(bigger);
     cap = bigger_cap;
     head = 0;
@@ -583,6 +600,7 @@ struct Route {
 };
 
 using IdDeque = Ring<int32_t, 8>;
+using FlowTurns = Ring<int32_t, 16, 8>;  // a source's flows in turn: its first eight inline
 
 struct Source {
   bool has_rules = false;
@@ -599,7 +617,7 @@ struct Source {
   double timer_queued = INF;  // its earliest TIMER event in the heap (schedule_timer)
   int64_t sent_frames = 0, window_bytes = 0, delivered_window_bytes = 0;
   double paused_until = 0.0;
-  IdDeque flows;
+  FlowTurns flows;
   double link_free_at = 0.0;
 };
 
@@ -616,6 +634,7 @@ struct Flow {
   bool has_rules = false;
   Rp rules;
   int32_t route = 0, first_hop = 0;
+  int32_t first_port = 0;  // its first hop's port: read with the record, not one load on
   int64_t next_frame = 0;
   IdDeque resend;
   int64_t delivered = 0;
@@ -1194,6 +1213,7 @@ struct Core {
     f.last_frame_bytes = arr_last[number];
     f.route = arr_route[number];
     f.first_hop = routes[f.route].first;
+    f.first_port = hops[f.first_hop].port;
     eligible.push_back(now);
     if (qcn) {
       f.has_rules = true;
@@ -1210,7 +1230,7 @@ struct Core {
 
   void send_flows(int32_t si) {
     Source& s = sources[si];
-    IdDeque& fl = s.flows;
+    FlowTurns& fl = s.flows;
     if (now < s.paused_until) {
       push(s.paused_until, SEND, si, s.send_version);
       return;
@@ -1258,7 +1278,7 @@ struct Core {
     if (pause) lose(fi, index, si);
     Frame frame{fi, 0, static_cast<int32_t>(fbytes), static_cast<int32_t>(index), f.first_hop,
                 Tag{}};
-    arrive(hops[f.first_hop].port, frame);
+    arrive(f.first_port, frame);
     push(s.link_free_at, SEND, si, s.send_version);
   }
 
@@ -1976,6 +1996,23 @@ PYBIND11_MODULE(_core, m) {
         return order;
       },
       "The order the event heap pops (time, kind << 27 | source) events in: their indices.");
+  m.def(
+      "flow_turns",
+      [](const std::vector<std::tuple<int, int32_t>>& ops) {
+        // A source's ring of flows under (op, id) steps: 0 push_back(id), 1 pop_front,
+        // 2 rotate_left; what each pop took, then what is left, front first.
+        FlowTurns ring;
+        std::vector<int32_t> popped, left;
+        for (const auto& [op, id] : ops) {
+          if (op == 0) ring.push_back(id);
+          else if (ring.empty()) throw std::out_of_range("pop from an empty ring");
+          else if (op == 1) popped.push_back(ring.pop_front());
+          else ring.rotate_left();
+        }
+        for (size_t k = 0; k < ring.size(); k++) left.push_back(ring[k]);
+        return py::make_tuple(popped, left);
+      },
+      "A source's ring of flows (its first entries inline) under push/pop/rotate steps.");
   m.def(
       "tournament_order",
       [](size_t members, const std::vector<std::tuple<size_t, double>>& changes) {

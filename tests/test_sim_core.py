@@ -19,6 +19,7 @@ import random
 import shutil
 import subprocess
 import sys
+from collections import deque
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,25 @@ def test_the_event_heap_pops_in_heapqs_order() -> None:
             for _ in range(size)
         ]
         assert core.event_order(events) == sorted(range(size), key=lambda i: (*events[i], i))
+
+
+def test_a_sources_ring_of_flows_is_a_deque() -> None:
+    """Pushed, popped and rotated past its inline entries and back, wrapping around: the
+    order Python's deque keeps (the Python engine's ring of a source's flows)."""
+    draw = random.Random(17)
+    for steps in (5, 40, 3000):
+        ring: deque[int] = deque()
+        ops, popped = [], []
+        for i in range(steps):
+            op = draw.choice([0, 0, 1, 2]) if ring else 0
+            ops.append((op, i))
+            if op == 0:
+                ring.append(i)
+            elif op == 1:
+                popped.append(ring.popleft())
+            else:
+                ring.rotate(-1)
+        assert core.flow_turns(ops) == (popped, list(ring))
 
 
 def test_a_tournament_roots_at_the_earliest_time_then_member() -> None:
