@@ -522,9 +522,10 @@ using Fifo = Ring<Frame, 16>;
 
 /// Frames on the wire of every link of one delay, by the time each lands (an ARRIVE
 /// event, without the event heap: three of every four events pushed there in a
-/// leaf-spine run were these).  A port sends no frame before its last, and ``now`` only grows, so over links
-/// of one delay the frames land in the order they left: a FIFO, kept in the heap's order
-/// for ARRIVE events, time and then port (equal times put in port order as they come).
+/// leaf-spine run were these).  A port sends no frame before its last, and ``now`` only
+/// grows, so over links of one delay the frames land in the order they left: a FIFO, kept
+/// in the heap's order for ARRIVE events, time and then port (equal times put in port
+/// order as they come).
 struct Wire {
   struct Landing {
     double t;
@@ -898,13 +899,7 @@ struct Core {
   Pending pending;
   std::vector<Wire> wires;  // ARRIVE events: one FIFO per link delay
   Tournament departures;  // the ports' next departures (infinity: idle)
-  double next_depart = INF;  // departures' root, read once an event
-  int32_t next_port = 0;
-  void depart_at(int32_t pi, double t) {
-    departures.set(static_cast<size_t>(pi), t);
-    next_depart = departures.first_t();
-    next_port = static_cast<int32_t>(departures.first());
-  }
+  void depart_at(int32_t pi, double t) { departures.set(static_cast<size_t>(pi), t); }
   size_t rate_next = 0;
   int64_t events = 0, drops = 0, cnms = 0;
   std::vector<std::pair<std::string, int64_t>> extra;
@@ -1452,12 +1447,12 @@ struct Core {
         }
       }
       if (head.from == Pending::NONE && landing == nullptr) break;
-      double depart = next_depart;
+      double depart = departures.first_t();
       if (depart < head_t || (depart == head_t && (head_kind_src >> SRC_BITS) > DEPART)) {
         if (depart > end) break;
         now = depart;
         events += 1;
-        int32_t pi = next_port;
+        int32_t pi = static_cast<int32_t>(departures.first());
         Port& port = ports[pi];
         port.last_depart = depart;
         Frame frame = port.queue.pop_front();
