@@ -5,6 +5,7 @@ qcn.topologies.noise)."""
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 import time
@@ -182,6 +183,14 @@ def test_group_figures_per_minute() -> None:
     assert math.isnan(g.figures(run_s=0.0, tolerance_s=0.01)["waited_per_thread"])
 
 
+def sample_for(monitor: NoiseMonitor, seconds: float) -> None:
+    """Sample every 10 ms for ``seconds``, as a run does."""
+    end = time.monotonic() + seconds
+    while (now := time.monotonic()) < end:
+        monitor.sample(now, 0)
+        time.sleep(0.01)
+
+
 @requires_root()
 @pytest.mark.skipif(not realtime_available(), reason="this machine refuses SCHED_FIFO")
 def test_the_monitor_reads_stalls_a_busier_process_makes() -> None:
@@ -197,10 +206,7 @@ def test_the_monitor_reads_stalls_a_busier_process_makes() -> None:
         monitor = NoiseMonitor({"target": lambda: [target.pid]}, 0.01, "test")
         injector = StallInjector(0.030, 0.200, [target.pid]).start()
         try:
-            end = time.monotonic() + 1.5
-            while (now := time.monotonic()) < end:
-                monitor.sample(now, 0)
-                time.sleep(0.01)
+            sample_for(monitor, 1.5)
         finally:
             injector.stop()
     finally:
@@ -214,6 +220,62 @@ def test_the_monitor_reads_stalls_a_busier_process_makes() -> None:
     assert rec.run_s == pytest.approx(1.5, abs=0.05)
     assert rec.steal_fractions  # one a second
     assert injector.describe() == "30 ms every 200 ms on CPU 0"
+
+
+def test_a_switch_thread_waiting_behind_its_own_threads_is_not_stalled() -> None:
+    """Only what the device's other threads do not explain counts: on one CPU, a thread
+    that waited while they ran as long did not stall; on two, they must have held both."""
+    assert noise.wait_not_behind_own_threads(0.004, 0.004, cpus=1) == 0.0
+    assert noise.wait_not_behind_own_threads(0.004, 0.004, cpus=2) == pytest.approx(0.002)
+    assert noise.wait_not_behind_own_threads(0.004, 0.001, cpus=1) == pytest.approx(0.003)
+    assert noise.wait_not_behind_own_threads(0.004, 0.0, cpus=2) == 0.004
+
+
+BUSY_THREADS = """import hashlib, threading
+block = bytes(1 << 20)
+def spin():
+    while 1: hashlib.sha256(block).digest()  # (hashlib lets go of the GIL)
+for _ in range(2): threading.Thread(target=spin).start()
+print("spinning", flush=True)
+"""
+
+
+@requires_root()
+def test_two_threads_of_one_device_sharing_a_cpu_do_not_stall_it() -> None:
+    """Two busy threads of one process on one CPU each wait about half the time: per
+    thread, one stall as long as the run; as one device (a switch), none of note, every
+    wait being the other's turn.  Niceness -20, so that the machine's other load barely
+    takes the CPU from them; the monitor runs on the other CPU."""
+    busy = subprocess.Popen(
+        ["nice", "-n", "-20", "taskset", "-c", "1", sys.executable, "-c", BUSY_THREADS],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    mine = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {0})
+    try:
+        assert busy.stdout is not None
+        assert busy.stdout.readline() == "spinning\n"
+        monitor = NoiseMonitor(
+            {"device": lambda: [busy.pid], "threads": lambda: [busy.pid]},
+            0.01,
+            "test",
+            devices=frozenset({"device"}),
+        )
+        sample_for(monitor, 1.5)
+    finally:
+        busy.kill()
+        busy.wait()
+        os.sched_setaffinity(0, mine)
+    rec = monitor.finish()
+    per_thread = rec.groups["threads"].figures(rec.run_s, 0.0031)
+    device = rec.groups["device"].figures(rec.run_s, 0.0031)
+    assert per_thread["longest_ms"] >= 300, per_thread
+    assert device["longest_ms"] <= 30, device
+    assert device["waited_per_thread"] == per_thread["waited_per_thread"]  # (all reported)
+    # Two of its three threads spin and wait half of the time; the third sleeps.
+    assert device["waited_behind_own_threads_per_thread"] >= 0.2, device
+    assert per_thread["waited_behind_own_threads_per_thread"] == 0.0
 
 
 def test_rises_above_q_eq_are_put_down_to_the_stall_before_them() -> None:
@@ -338,10 +400,7 @@ def test_the_monitor_adds_up_a_groups_time_on_a_cpu() -> None:
         monitor = NoiseMonitor(
             {"spin": lambda: [spinning.pid], "sleep": lambda: [sleeping.pid]}, 0.01, "test"
         )
-        end = time.monotonic() + 1.0
-        while (now := time.monotonic()) < end:
-            monitor.sample(now, 0)
-            time.sleep(0.01)
+        sample_for(monitor, 1.0)
     finally:
         for p in (spinning, sleeping):
             p.kill()

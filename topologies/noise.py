@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from qcn.core.noise import GroupWaits, NoiseRecording, StallTracker
+from qcn.core.noise import GroupWaits, NoiseRecording, StallTracker, wait_not_behind_own_threads
 from qcn.core.signals import stop_on_signals
 
 PROC = Path("/proc")
@@ -63,16 +63,23 @@ def cpu_times() -> tuple[int, int]:
 class _Group:
     """One group's open schedstat files and last readings."""
 
-    def __init__(self, pids: Callable[[], list[int]]) -> None:
+    def __init__(self, pids: Callable[[], list[int]], one_device: bool = False) -> None:
         self.pids = pids
+        self.one_device = one_device
+        """Each process is one device whose threads wait for each other (a switch): those
+        waits are left out of its stalls (qcn.core.noise.wait_not_behind_own_threads)."""
         self.fds: dict[int, int] = {}
         self.last: dict[int, tuple[int, int]] = {}  # (on a CPU, waiting) ns
+        self.process: dict[int, int] = {}  # thread -> its process
+        self.cpus: dict[int, int] = {}  # thread -> how many CPUs it may use
         self.waits = GroupWaits()
         self.tracker = StallTracker()
 
     def refresh(self) -> None:
         for pid in self.pids():
             for tid in threads_of(pid):
+                with contextlib.suppress(OSError):  # (a stall injector pins them later)
+                    self.cpus[tid] = len(os.sched_getaffinity(tid))
                 if tid in self.fds:
                     continue
                 try:
@@ -80,6 +87,7 @@ class _Group:
                 except OSError:
                     continue
                 self.fds[tid] = fd
+                self.process[tid] = pid
                 self.last[tid] = self._read(fd) or (0, 0)
         self.waits.threads = max(self.waits.threads, len(self.fds))
 
@@ -94,19 +102,31 @@ class _Group:
 
     def sample(self, k: int) -> None:
         """Sample ``k``: each thread's wait since the last one."""
+        deltas: dict[int, tuple[float, float]] = {}  # thread -> (ran, waited) s
+        ran_by_process: dict[int, float] = {}
         for tid, fd in list(self.fds.items()):
             now = self._read(fd)
             if now is None:
                 os.close(fd)
                 del self.fds[tid], self.last[tid]
+                self.process.pop(tid, None)
+                self.cpus.pop(tid, None)
                 self.tracker.add(tid, k, 0.0)  # ends a stall it was in
                 continue
-            ran, waited = now
-            wait_s = (waited - self.last[tid][1]) / 1e9
-            self.waits.ran_s += (ran - self.last[tid][0]) / 1e9
+            ran_s = (now[0] - self.last[tid][0]) / 1e9
+            deltas[tid] = (ran_s, (now[1] - self.last[tid][1]) / 1e9)
             self.last[tid] = now
+            pid = self.process[tid]
+            ran_by_process[pid] = ran_by_process.get(pid, 0.0) + ran_s
+        for tid, (ran_s, wait_s) in deltas.items():
+            self.waits.ran_s += ran_s
             self.waits.waited_s += wait_s
-            self.tracker.add(tid, k, wait_s)
+            stalled_s = wait_s
+            if self.one_device:
+                others_s = ran_by_process[self.process[tid]] - ran_s
+                stalled_s = wait_not_behind_own_threads(wait_s, others_s, self.cpus.get(tid, 1))
+                self.waits.behind_own_s += wait_s - stalled_s
+            self.tracker.add(tid, k, stalled_s)
 
     def close(self) -> None:
         for fd in self.fds.values():
@@ -120,9 +140,15 @@ class NoiseMonitor:
     machine's steal; :meth:`finish` returns the :class:`NoiseRecording`."""
 
     def __init__(
-        self, groups: dict[str, Callable[[], list[int]]], interval_s: float, scheduling: str
+        self,
+        groups: dict[str, Callable[[], list[int]]],
+        interval_s: float,
+        scheduling: str,
+        devices: frozenset[str] = frozenset(),
     ) -> None:
-        self._groups = {name: _Group(pids) for name, pids in groups.items()}
+        """``devices``: the groups whose processes are each one device (the switches):
+        their threads' waits for each other are not their stalls."""
+        self._groups = {name: _Group(pids, name in devices) for name, pids in groups.items()}
         self.rec = NoiseRecording(interval_s=interval_s, scheduling=scheduling)
         self._started: float | None = None
         self._next_refresh = 0.0

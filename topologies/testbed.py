@@ -565,6 +565,7 @@ class Testbed:
                 {"switch": self.switch_pids, "senders": lambda: list(self.sender_pids)},
                 interval_s,
                 self.switch_scheduling,
+                devices=frozenset({"switch"}),
             )
             injector = None
             if self.emulation.inject_stalls:

@@ -98,6 +98,17 @@ class Stall:
     length_s: float
 
 
+def wait_not_behind_own_threads(wait_s: float, others_ran_s: float, cpus: int) -> float:
+    """Of a switch thread's wait in one interval, what its own process's other threads do not
+    explain.  A SCHED_FIFO thread waits only while every CPU it may use runs something of
+    its priority or above (or the kernel): if the switch's other threads ran ``others_ran_s``
+    in the interval, they can have held its ``cpus`` CPUs for at most ``others_ran_s / cpus``
+    of its wait.  The rest, at least, was another process's or the kernel's: noise.  The
+    switch waiting for itself is the emulator at its own pace, which the queue's figures
+    judge (docs/bmv2.md, "Noise")."""
+    return max(0.0, wait_s - others_ran_s / max(cpus, 1))
+
+
 def stall_episodes(waits_s: Iterable[float], floor_s: float = STALL_FLOOR_S) -> list[Stall]:
     """One thread's stalls from its per-interval waits: consecutive intervals each with a
     wait of at least ``floor_s`` form one stall, as long as their waits added up."""
@@ -162,6 +173,9 @@ class GroupWaits:
     ran_s: float = 0.0
     """Every thread's time on a CPU added up (the switches': what the capacity model
     predicts, qcn.core.capacity)."""
+    behind_own_s: float = 0.0
+    """The switches': the part of their threads' waits that their own other threads explain
+    (:func:`wait_not_behind_own_threads`), left out of their stalls."""
 
     def figures(self, run_s: float, tolerance_s: float) -> dict[str, Any]:
         lengths = [s.length_s for s in self.stalls]
@@ -178,6 +192,11 @@ class GroupWaits:
             "over_tolerance": len(over),
             "over_tolerance_per_min": len(over) / minutes if minutes else math.nan,
             "cores": self.ran_s / run_s if run_s > 0 else math.nan,
+            "waited_behind_own_threads_per_thread": (
+                self.behind_own_s / (self.threads * run_s)
+                if self.threads and run_s > 0
+                else math.nan
+            ),
         }
 
 
@@ -336,7 +355,9 @@ def _group_figures(
     groups = {}
     for name, g in rec.groups.items():
         limit = tolerances.get(name, tolerances["switch"])
-        before = GroupWaits([s for s in g.stalls if judged(s)], g.waited_s, g.threads, g.ran_s)
+        before = GroupWaits(
+            [s for s in g.stalls if judged(s)], g.waited_s, g.threads, g.ran_s, g.behind_own_s
+        )
         after = GroupWaits([s for s in g.stalls if not judged(s)], 0.0, g.threads)
         late = after.figures(rec.run_s, limit)
         groups[name] = before.figures(rec.run_s, limit) | {
