@@ -2,7 +2,8 @@
 
 - :class:`NoiseMonitor` samples, at the run's sample interval, how long each thread of a
   group (the switch's threads, the senders) waited to run while runnable: the second field
-  of ``/proc/PID/task/TID/schedstat``, the kernel's run-queue delay in ns.  Its files stay
+  of ``/proc/PID/task/TID/schedstat``, the kernel's run-queue delay in ns (a switch's
+  thread: only what its own other threads' running does not explain).  Its files stay
   open and are re-read with ``pread`` (about 2 µs each).  Once a second it also reads the
   machine's steal time from ``/proc/stat``.  :mod:`qcn.core.noise` turns the recording into
   figures and a verdict.
@@ -78,8 +79,9 @@ class _Group:
     def refresh(self) -> None:
         for pid in self.pids():
             for tid in threads_of(pid):
-                with contextlib.suppress(OSError):  # (a stall injector pins them later)
-                    self.cpus[tid] = len(os.sched_getaffinity(tid))
+                if self.one_device:
+                    with contextlib.suppress(OSError):  # (a stall injector pins them later)
+                        self.cpus[tid] = len(os.sched_getaffinity(tid))
                 if tid in self.fds:
                     continue
                 try:

@@ -105,7 +105,7 @@ def wait_not_behind_own_threads(wait_s: float, others_ran_s: float, cpus: int) -
     in the interval, they can have held its ``cpus`` CPUs for at most ``others_ran_s / cpus``
     of its wait.  The rest, at least, was another process's or the kernel's: noise.  The
     switch waiting for itself is the emulator at its own pace, which the queue's figures
-    judge (docs/bmv2.md, "Noise")."""
+    judge (docs/bmv2.md, "A switch waiting for itself")."""
     return max(0.0, wait_s - others_ran_s / max(cpus, 1))
 
 
@@ -181,22 +181,21 @@ class GroupWaits:
         lengths = [s.length_s for s in self.stalls]
         over = [s for s in lengths if s >= tolerance_s]
         minutes = run_s / 60 if run_s > 0 else math.nan
+
+        def per_thread(seconds: float) -> float:
+            """A share of the run, for an average thread."""
+            return seconds / (self.threads * run_s) if self.threads and run_s > 0 else math.nan
+
         return {
             "threads": self.threads,
             "stalls": len(lengths),
             "longest_ms": 1e3 * max(lengths, default=0.0),
-            "waited_per_thread": (
-                self.waited_s / (self.threads * run_s) if self.threads and run_s > 0 else math.nan
-            ),
+            "waited_per_thread": per_thread(self.waited_s),
             "histogram": histogram(lengths),
             "over_tolerance": len(over),
             "over_tolerance_per_min": len(over) / minutes if minutes else math.nan,
             "cores": self.ran_s / run_s if run_s > 0 else math.nan,
-            "waited_behind_own_threads_per_thread": (
-                self.behind_own_s / (self.threads * run_s)
-                if self.threads and run_s > 0
-                else math.nan
-            ),
+            "waited_behind_own_threads_per_thread": per_thread(self.behind_own_s),
         }
 
 
