@@ -3,7 +3,12 @@ recording becomes a Trace."""
 
 from __future__ import annotations
 
+import array
+import fcntl
 import socket
+import subprocess
+import sys
+import termios
 from pathlib import Path
 
 import pytest
@@ -13,6 +18,7 @@ from qcn.reaction_point.sources import ETH_IP_UDP_HEADERS, SEQUENCE
 from qcn.topologies.bmv2 import wait_until
 from qcn.topologies.experiment import StreamExperiment
 from qcn.topologies.sink import RECEIVE_BUFFER_BYTES, Sink
+from qcn.topologies.testbed import CAPTURE_PIPE_BYTES, widen_pipe
 from tests.toolchain import requires_root
 
 
@@ -52,6 +58,63 @@ def test_the_sink_buffers_past_rmem_max_as_root() -> None:
     finally:
         rmem_max.write_text(saved)
     assert got == 2 * RECEIVE_BUFFER_BYTES
+
+
+def unread_bytes(fd: int) -> int:
+    waiting = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, waiting)
+    return waiting[0]
+
+
+@pytest.mark.parametrize("widened", [True, False])
+def test_a_sink_the_runner_does_not_read_keeps_reporting(widened: bool) -> None:
+    """The runner reads the sink's reports when it gets the CPU, seconds late on a busy
+    machine; meanwhile the sink must not block on its full pipe (its reports would stop).
+    Ten sources make its lines as long as a run's; a widened pipe takes 512 KiB unread, and
+    the default one stops the sink at 64 KiB, in a write."""
+    sink = subprocess.Popen(
+        [sys.executable, "-m", "qcn.topologies.sink", "--port", "0", "--interval", "0.001"],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert sink.stdout is not None
+        fd = sink.stdout.fileno()
+        if widened:
+            assert widen_pipe(fd) == CAPTURE_PIPE_BYTES
+        sink.stdout.readline()  # ready
+        port = _sink_port(sink.pid)
+        for i in range(1, 11):
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+                tx.bind((f"127.0.0.{i}", 0))
+                tx.sendto(bytes(SEQUENCE.size), ("127.0.0.1", port))
+        if widened:
+            # (a pipe of small writes fills to ~96 % of its size: half is far past 64 KiB)
+            half = CAPTURE_PIPE_BYTES // 2
+            assert wait_until(lambda: unread_bytes(fd) >= half, 60.0, interval_s=0.05)
+        else:
+
+            def blocked() -> bool:
+                return Path(f"/proc/{sink.pid}/wchan").read_text().endswith("pipe_write")
+
+            assert wait_until(blocked, 60.0, interval_s=0.05)
+            assert unread_bytes(fd) <= 65536
+    finally:
+        sink.kill()
+        sink.wait()
+
+
+def _sink_port(pid: int) -> int:
+    """The UDP port process ``pid`` (a sink on --port 0) listens on."""
+    inodes = {
+        link.readlink().name[len("socket:[") : -1]
+        for link in Path(f"/proc/{pid}/fd").iterdir()
+        if link.readlink().name.startswith("socket:[")
+    }
+    for line in Path(f"/proc/{pid}/net/udp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[9] in inodes:
+            return int(fields[1].split(":")[1], 16)
+    raise AssertionError("the sink listens on no UDP port")
 
 
 def test_a_mininet_recording_becomes_a_trace_on_the_sample_grid(tmp_path: Path) -> None:

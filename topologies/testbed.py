@@ -53,6 +53,25 @@ DAEMON_START_TIMEOUT_S = 20.0
 RP_STATUS_DIR = "rp-status"
 """The reaction-point daemons' status files, in the results directory."""
 PAUSE_AGENT_NICE = -15
+
+CAPTURE_PIPE_BYTES = 1 << 20
+"""The pipe a captured helper writes its stdout into.  The default 64 KiB holds 1.7 s of the
+sink's reports (one 372-byte line each 10 ms, ten sources); the runner's reader is an
+ordinary process beside ten busy senders and fell a second behind in a quiet ``make run``,
+and past the pipe's size the sink blocks and its reports stop (it was judged silent for 2 to
+4.6 s in 3 of 7 runs).  1 MiB, the default ``fs.pipe-max-size``, holds 28 s."""
+
+
+def widen_pipe(fd: int, size: int = CAPTURE_PIPE_BYTES) -> int:
+    """Make the pipe ``fd`` belongs to hold ``size`` bytes (within ``fs.pipe-max-size``
+    unless root); the size it now has."""
+    try:
+        return fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
+    except PermissionError:
+        limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+        return fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, min(size, limit))
+
+
 """The PAUSE agents' niceness: ahead of the switches (qcn.topologies.mininet_bmv2.SWITCH_NICE),
 as a MAC is; they use little CPU."""
 
@@ -406,6 +425,8 @@ class Testbed:
             env=env,
         )
         log.close()
+        if proc.stdout is not None:
+            widen_pipe(proc.stdout.fileno())  # what it writes is read when the runner can
         self.procs.append((name, proc))
         if sender:
             self.sender_pids.append(proc.pid)
