@@ -160,6 +160,37 @@ def test_late_reaction_points_make_the_run_noisy() -> None:
     assert "reaction_points" not in noise.report(sc, recording([0.0]), QUIET)  # no QCN
 
 
+def test_the_runners_missed_samples_are_counted_from_its_gaps() -> None:
+    """Samples every 10 ms with one gap of 50 ms (4 missed) and one of 14 ms (on time:
+    the next is due 10 ms after it), the longest gap reported."""
+    times = [0.0, 0.01, 0.02, 0.07, 0.084, 0.094]
+    rec = recording([0.0] * len(times), times_s=times, runner_scheduling="SCHED_FIFO 5")
+    samples = noise.runner_samples(rec)
+    assert samples == {
+        "scheduling": "SCHED_FIFO 5",
+        "due": 10,
+        "missed": 4,
+        "missed_fraction": 0.4,
+        "longest_gap_ms": pytest.approx(50.0),
+    }
+
+
+def test_a_runner_that_missed_samples_makes_the_run_noisy() -> None:
+    """0.9 % of the samples missed is allowed, 1.1 % is not: the queue's trace then held
+    stale values (an ordinary-priority runner beside busy senders missed 25 %)."""
+    sc = transient_on_bmv2()
+    on_time = [k * 0.01 for k in range(1000)]
+    with_gap = [*on_time[:500], *(t + 0.11 for t in on_time[500:])]  # 11 missed of 1011
+    report = noise.report(sc, recording([0.0], times_s=with_gap), QUIET)
+    assert report["samples"]["missed"] == 11
+    assert report["verdict"] == "noisy"
+    (reason,) = report["reasons"]
+    assert reason.startswith("the runner missed 11 of the queue's 1011 samples (1.1 %"), reason
+    assert "the longest gap 120 ms" in reason
+    short = [*on_time[:500], *(t + 0.09 for t in on_time[500:])]  # 9 missed of 1009
+    assert noise.report(sc, recording([0.0], times_s=short), QUIET)["verdict"] == "ok"
+
+
 def test_uncongested_queue_figures() -> None:
     sc = transient_on_bmv2()
     q = [0, 3, 30, 95, 5, 99]

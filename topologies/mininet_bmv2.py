@@ -39,6 +39,12 @@ as the modelled network's loop delay asks, even when senders and other processes
 CPUs busy."""
 
 
+RUNNER_REALTIME_PRIORITY = 5
+"""The runner's own SCHED_FIFO priority while it measures, when the switches have theirs:
+below the reaction points and the sinks, which must never wait for it, above every
+ordinary process (docs/bmv2.md, "The runner's samples")."""
+
+
 class Bmv2Switch(Switch):  # type: ignore[misc]
     """A BMv2 simple_switch_grpc as a Mininet switch (root namespace, gRPC on loopback)."""
 

@@ -18,6 +18,9 @@ turns the measurement into figures and a verdict:
   source's new rate (its p50 and p99).  A CNM applied late lets a source keep its old rate
   meanwhile: the queue overshoots, the CP sends larger Fb, and the cuts come deeper and
   together (docs/bmv2.md, "The reaction points' latency");
+- **the runner's own samples**: how many of the queue's samples it missed (it samples
+  every interval; a late sample leaves the queue's trace at its last value meanwhile) and
+  its longest gap;
 - **the measurement's own reporters**: the sink's longest silence (it reports every sample
   interval; what arrives while it is not run is counted late, or at the run's end never),
   and how many senders wrote their report.  A run whose sink stopped reporting for its last
@@ -61,6 +64,10 @@ MAX_SINK_SILENCE_FRACTION = 0.01
 """The sink's longest silence allowed: a second, or 1 % of the run if that is longer (it
 reports every sample interval, 10 ms; a sink stalled for a second misplaces a second of
 the delivered load, at the run's end it loses it)."""
+MAX_MISSED_SAMPLE_FRACTION = 0.01
+"""The runner missing more than this share of the queue's samples: the queue trace (and
+every figure drawn from it) held stale values for that much of the run.  An ordinary
+runner beside ten busy senders missed 25 % (docs/bmv2.md, "The runner's samples")."""
 QUIET_LOAD = 0.9
 """The uncongested queue judges noise only where the sources offer at most this share of the
 capacity: at the whole link's load (bursty's on/off sources) the traffic itself fills the
@@ -226,6 +233,8 @@ class NoiseRecording:
     sink_times_s: list[float] | None = None
     """When the sink reported, seconds into the run (None: the experiment has no sink's
     reports to judge)."""
+    runner_scheduling: str = ""
+    """How the runner, which takes the samples, was scheduled while it measured."""
     senders_reported: int | None = None
     """How many of the ``senders`` wrote their report (None: their reports are not asked
     for)."""
@@ -315,9 +324,10 @@ def report(
     skipped = rec.sender_skipped_s / (rec.senders * rec.run_s) if rec.senders and rec.run_s else 0.0
     steal_mean = sum(steal) / len(steal) if steal else 0.0
     sink = sink_silence(rec)
+    samples = runner_samples(rec)
     reasons = _reasons(
         rec, groups=groups, tolerance=tolerance, skipped=skipped, reaction=reaction,
-        steal_mean=steal_mean, sink=sink, queue=queue,
+        steal_mean=steal_mean, sink=sink, queue=queue, samples=samples,
     )  # fmt: skip
     return {
         "verdict": "noisy" if reasons else "ok",
@@ -330,6 +340,7 @@ def report(
         "steal_mean": steal_mean,
         "steal_max_per_s": max(steal, default=0.0),
         "sender_skipped_fraction": skipped,
+        "samples": samples,
         "uncongested_queue": queue,
         "uncongested_rises": excursions(sc, rec, span_s),
         **({"reaction_points": reaction} if reaction else {}),
@@ -378,6 +389,7 @@ def _reasons(
     steal_mean: float,
     sink: dict[str, Any] | None,
     queue: dict[str, Any],
+    samples: dict[str, Any],
 ) -> list[str]:
     """Why the run is noisy, each with its figure and the threshold it passed ([]: ok)."""
     reasons = []
@@ -415,6 +427,13 @@ def _reasons(
             + ("received then is not measured" if sink["at_the_end"] else "received then is "
                "counted late, in the wrong samples")
         )  # fmt: skip
+    if samples["missed_fraction"] > MAX_MISSED_SAMPLE_FRACTION:
+        reasons.append(
+            f"the runner missed {samples['missed']} of the queue's {samples['due']} samples "
+            f"({100 * samples['missed_fraction']:.1f} %, allowed "
+            f"{100 * MAX_MISSED_SAMPLE_FRACTION:g} %; the longest gap "
+            f"{samples['longest_gap_ms']:.0f} ms): the queue's trace held stale values"
+        )
     if rec.senders_reported is not None and rec.senders_reported < rec.senders:
         missing = rec.senders - rec.senders_reported
         reasons.append(
@@ -428,6 +447,21 @@ def _reasons(
             f"(allowed {100 * MAX_UNCONGESTED_ABOVE_Q_EQ:g} %; the modelled traffic: ~0.04 %)"
         )
     return reasons
+
+
+def runner_samples(rec: NoiseRecording) -> dict[str, Any]:
+    """The runner's queue samples: how many fell due (one per interval of the run), how
+    many it missed (a gap of k intervals misses k - 1), and its longest gap."""
+    gaps = [b - a for a, b in itertools.pairwise(rec.times_s)]
+    missed = sum(max(0, round(gap / rec.interval_s) - 1) for gap in gaps)
+    due = len(rec.times_s) + missed
+    return {
+        "scheduling": rec.runner_scheduling,
+        "due": due,
+        "missed": missed,
+        "missed_fraction": missed / due if due else 0.0,
+        "longest_gap_ms": 1e3 * max(gaps, default=0.0),
+    }
 
 
 def sink_silence(rec: NoiseRecording) -> dict[str, Any] | None:
