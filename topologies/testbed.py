@@ -53,6 +53,8 @@ DAEMON_START_TIMEOUT_S = 20.0
 RP_STATUS_DIR = "rp-status"
 """The reaction-point daemons' status files, in the results directory."""
 PAUSE_AGENT_NICE = -15
+"""The PAUSE agents' niceness where the switches are not in real time: ahead of them
+(qcn.topologies.mininet_bmv2.SWITCH_NICE), as a MAC is; they use little CPU."""
 
 CAPTURE_PIPE_BYTES = 1 << 20
 """The pipe a captured helper writes its stdout into.  The default 64 KiB holds 1.7 s of the
@@ -76,9 +78,6 @@ def widen_pipe(fd: int, size: int = CAPTURE_PIPE_BYTES) -> int:
         limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
         return fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, min(size, limit))
 
-
-"""The PAUSE agents' niceness: ahead of the switches (qcn.topologies.mininet_bmv2.SWITCH_NICE),
-as a MAC is; they use little CPU."""
 
 Progress = Callable[[str], None]
 
@@ -462,8 +461,9 @@ class Testbed:
 
     def instrument_scheduling(self) -> list[str]:
         """A command prefix for what must keep time beside a real-time switch (the
-        reaction points, the sinks that report what arrived): SCHED_FIFO below the
-        switches, above every ordinary process; nothing where the switches have none."""
+        reaction points, the PAUSE agents, the sinks that report what arrived): SCHED_FIFO
+        below the switches, above the runner and every ordinary process; nothing where the
+        switches have none."""
         from qcn.topologies.mininet_bmv2 import RP_REALTIME_PRIORITY  # noqa: PLC0415
 
         return ["chrt", "-f", str(RP_REALTIME_PRIORITY)] if self.switch_priority else []
@@ -524,15 +524,11 @@ class Testbed:
         Start them before the reaction points: their trees then hang under the gates."""
         rate = ["--line-rate-mbps", f"{line_rate_bps / 1e6:g}"]
         # The MAC runs ahead of everything: behind the hosts' processes a PAUSE waited up
-        # to 130 ms for the CPU (p99), and the peer's headroom ran out.
-        agent = [
-            "nice",
-            "-n",
-            str(PAUSE_AGENT_NICE),
-            sys.executable,
-            "-m",
-            "qcn.reaction_point.pause",
-        ]
+        # to 130 ms for the CPU (p99), and the peer's headroom ran out.  Beside a real-time
+        # switch it runs in real time too, ahead of the runner while it measures (behind
+        # it, the headroom ran out in 2 of 4 runs with a core taken: docs/bmv2.md).
+        ahead = self.instrument_scheduling() or ["nice", "-n", str(PAUSE_AGENT_NICE)]
+        agent = [*ahead, sys.executable, "-m", "qcn.reaction_point.pause"]
         for name in hosts:
             self.popen(f"pause {name}", name, [*agent, f"{name}-eth0", *rate])
         names = [f"pause {h}" for h in hosts]
