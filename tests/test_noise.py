@@ -303,8 +303,9 @@ def test_two_threads_of_one_device_sharing_a_cpu_do_not_stall_it() -> None:
     device = rec.groups["device"].figures(rec.run_s, 0.0031)
     assert per_thread["longest_ms"] >= 300, per_thread
     assert device["longest_ms"] <= 30, device
-    # All waits are reported; the two groups add them up in different steps (float rounding).
-    assert device["waited_per_thread"] == pytest.approx(per_thread["waited_per_thread"], rel=1e-9)
+    # All waits are reported (the discount is the stalls' alone).  The two groups read the
+    # threads' counters moments apart: 0.3329 and 0.3337 in one CI run.
+    assert device["waited_per_thread"] == pytest.approx(per_thread["waited_per_thread"], rel=0.05)
     # Two of its three threads spin and wait half of the time; the third sleeps.
     assert device["waited_behind_own_threads_per_thread"] >= 0.2, device
     assert per_thread["waited_behind_own_threads_per_thread"] == 0.0
