@@ -38,7 +38,7 @@ from qcn.reaction_point.daemon import status_files
 from qcn.topologies.bmv2 import SIMPLE_SWITCH_GRPC, wait_until
 from qcn.topologies.errors import ExperimentError
 from qcn.topologies.measurement import Hooks, Recording, measure
-from qcn.topologies.noise import NoiseMonitor, StallInjector, realtime_available
+from qcn.topologies.noise import NoiseMonitor, StallInjector, realtime_available, threads_of
 
 SWITCH_INTERFACE = re.compile(r"^s\d+-eth\d+$")
 """Switch-side veths of a Mininet run (sK-ethP)."""
@@ -480,7 +480,7 @@ class Testbed:
             return restore
         self.runner_scheduling = f"SCHED_FIFO {RUNNER_REALTIME_PRIORITY}"
         fifo = os.sched_param(RUNNER_REALTIME_PRIORITY)
-        for tid in (int(t) for t in os.listdir("/proc/self/task")):
+        for tid in threads_of(os.getpid()):
             with contextlib.suppress(OSError):  # a thread that ended meanwhile
                 policy, param = os.sched_getscheduler(tid), os.sched_getparam(tid)
                 os.sched_setscheduler(tid, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, fifo)
