@@ -14,7 +14,14 @@ from qcn.controller import config
 from qcn.controller.config import PAUSE_FIELDS
 from qcn.controller.entries import PauseWatermarks
 from qcn.controller.errors import ConfigError
-from qcn.core.params import CpParams, ParamError, QueueDepth, QueueUnit, SamplingMode
+from qcn.core.params import (
+    CpJudge,
+    CpParams,
+    ParamError,
+    QueueDepth,
+    QueueUnit,
+    SamplingMode,
+)
 from qcn.core.signals import stop_on_signals
 
 if TYPE_CHECKING:
@@ -111,6 +118,13 @@ def register(sub: Any) -> None:
         "--queue-unit",
         choices=[u.value for u in QueueUnit],
         help="what q, q_eq and Fb count (bytes needs --depth-at arrival)",
+    )
+    st.add_argument(
+        "--judge",
+        choices=[j.value for j in CpJudge],
+        help="which arriving frames the CP judges: every one, those its full queue drops "
+        "included (arrivals, the default), or only those it admits (admitted; needed by "
+        "--depth-at enqueue and dequeue)",
     )
     st.set_defaults(func=_set)
 
@@ -225,6 +239,8 @@ def _set(args: argparse.Namespace) -> int:
         changes["depth_at"] = args.depth_at
     if args.queue_unit:
         changes["queue_unit"] = args.queue_unit
+    if args.judge:
+        changes["judge"] = args.judge
     if args.feedback:
         changes["positive_feedback"] = FEEDBACK_MODES[args.feedback]
     if args.three_point:
@@ -237,7 +253,7 @@ def _set(args: argparse.Namespace) -> int:
     print(
         f"{args.switch} port {args.port}: {q_eq_text(new)} w={new.w:g} "
         f"p_base={new.p_base:g} p_scale={new.p_scale:g} sampling={new.sampling.value} "
-        f"depth_at={new.depth_at.value} "
+        f"depth_at={new.depth_at.value} judge={new.judge.value} "
         f"feedback={'ecm' if new.positive_feedback else 'qcn'}{three_point_text(new)}"
     )
     return 0
@@ -282,6 +298,7 @@ def _show(args: argparse.Namespace) -> int:
                 f"w={r.cp.w:g} {r.cp.sampling.value[:4]} "
                 f"{r.cp.depth_at.value[:3]}{' ecm' if r.cp.positive_feedback else ''}"
                 f"{' 3pt' if r.cp.three_point else ''}"
+                f"{' admitted' if r.cp.judge is CpJudge.ADMITTED else ''}"
                 if r.cp
                 else "off"
             )

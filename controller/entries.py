@@ -31,6 +31,7 @@ from qcn.core.params import (
     PROB_ONE,
     SEED_FRAME_BYTES,
     W_ONE,
+    CpJudge,
     CpParams,
     ParamError,
     QueueDepth,
@@ -184,6 +185,7 @@ def admission_entry(cp: CpPort) -> P4TableEntry:
         action = ADMIT_SAMPLING_ACTIONS[cfg.sampling]
         if cfg.sampling is SamplingMode.BERNOULLI:
             args["p_max_fixed"] = cfg.p_max_fixed
+        args["judge_dropped"] = int(cfg.judge_dropped)
     return P4TableEntry(
         TABLE_ADMISSION, match=P4TableMatch(eg_port=cp.port), action=P4TableAction(action, **args)
     )
@@ -275,10 +277,12 @@ def decode_cp(entries: Iterable[P4TableEntry], port: int) -> tuple[CpParams, int
     }
     intervals = held.get(cp_name(instance, CP_TABLE_SAMPLE_INTERVAL), [])
     rows = sorted((_match_field(e, "idx"), _action_args(e)) for e in intervals)
-    depth_at = QueueDepth.ARRIVAL
+    depth_at, judge = QueueDepth.ARRIVAL, CpJudge.ADMITTED
     if instance != CP_ARRIVAL:
         dequeue = _action_args(stage1[0])["dequeue_depth"]
         depth_at = QueueDepth.DEQUEUE if dequeue else QueueDepth.ENQUEUE
+    elif _action_args(stage1[0])["judge_dropped"]:
+        judge = CpJudge.ARRIVALS
     bytes_unit = _action_args(admitted[0])["bytes_unit"]
     unit = QueueUnit.BYTES if bytes_unit else QueueUnit.PACKETS
     q_eq = args["q_eq"]
@@ -292,6 +296,7 @@ def decode_cp(entries: Iterable[P4TableEntry], port: int) -> tuple[CpParams, int
         p_scale=args["p_scale_fixed"] / PROB_ONE,
         sampling=modes[_action(stage1[0]).name],
         depth_at=depth_at,
+        judge=judge,
         positive_feedback=bool(args["positive_feedback"]),
         three_point=bool(args["three_point"]),
         reflect_p_base=args["reflect_p_base_fixed"] / PROB_ONE,

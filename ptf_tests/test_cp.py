@@ -16,6 +16,7 @@ from ptf import testutils
 from scapy.layers.inet import IP
 from scapy.layers.l2 import Dot1Q, Ether
 
+from qcn.controller.entries import CpPort
 from qcn.core.cp_model import CongestionPoint, CpPortConfig
 from qcn.core.frames import (
     CNM,
@@ -25,7 +26,7 @@ from qcn.core.frames import (
     ETHERTYPE_CNTAG,
     expected_cnm,
 )
-from qcn.core.params import CpParams, QcnParams, QueueDepth, QueueUnit, SamplingMode
+from qcn.core.params import CpJudge, CpParams, QcnParams, QueueDepth, QueueUnit, SamplingMode
 from qcn.core.pipeline import (
     CP_ARRIVAL,
     CP_DEPARTURE,
@@ -120,7 +121,7 @@ class DequeueDepthTest(CongestionTest):
     behind, so the burst drains."""
 
     def runTest(self) -> None:
-        cp = self.enable_cp(replace(ALWAYS, depth_at=QueueDepth.DEQUEUE))
+        cp = self.enable_cp(replace(ALWAYS, depth_at=QueueDepth.DEQUEUE, judge=CpJudge.ADMITTED))
         frames = [udp_frame(0, BOTTLENECK, seq) for seq in range(40)]
         out = self.burst(frames)
         self.assertEqual(len(out[BOTTLENECK]), 40)
@@ -392,6 +393,55 @@ class TailDropTest(CongestionTest):
         out = self.burst([udp_frame(0, BOTTLENECK, seq, size=1000) for seq in range(20)], pps=5)
         self.assertLessEqual(len(out[BOTTLENECK]), 5)
         self.assertTrue(wait_for(lambda: self.occupancy() == (0, 0)))
+
+
+class FullBufferTest(CongestionTest):
+    """Shared: 40 frames into a 10-frame buffer drained at 20 frames/s, every frame that
+    the CP judges sampled (q_eq 5 frames, so a frame that finds the buffer full has
+    Fb < 0).  Returns the CNMs, the delivered frames' sequence numbers and the CP."""
+
+    LIMIT = 10
+
+    def overflow(self, judge: CpJudge) -> tuple[list[bytes], set[int], CpPort]:
+        cp = self.enable_cp(replace(ALWAYS, q_eq_pkts=5, judge=judge), limit_pkts=self.LIMIT)
+        out = self.burst([udp_frame(0, BOTTLENECK, seq) for seq in range(40)], pps=20)
+        delivered = {Ether(f)[IP].id for f in out[BOTTLENECK]}
+        self.assertTrue(wait_for(lambda: self.occupancy() == (0, 0)))
+        self.assertEqual(self.counters(BOTTLENECK)["tail_drops"], 40 - len(delivered))
+        self.assertGreater(40 - len(delivered), 20, "the buffer must overflow")
+        return self.cnms(out[0]), delivered, cp
+
+
+class DroppedFrameJudgedTest(FullBufferTest):
+    """cp.judge = "arrivals" (docs/qcn.md, "Which frames the CP judges"): a frame the
+    pipeline drops at its full buffer is judged all the same.  Its CNM, the I2E clone of
+    the frame that is then dropped, carries the Fb of the full queue it found and that
+    frame's addresses, byte for byte the reference model's."""
+
+    def runTest(self) -> None:
+        cnms, delivered, cp = self.overflow(CpJudge.ARRIVALS)
+        sent = by_msdu([udp_frame(0, BOTTLENECK, seq) for seq in range(40)])
+        of_dropped = [c for c in cnms if sampled_seq(c) not in delivered]
+        # Each dropped frame found the queue full (q = 10 > q_eq = 5, q_old <= 10): Fb < 0.
+        self.assertEqual(len(of_dropped), 40 - len(delivered))
+        for cnm in of_dropped:
+            sampled = self.assert_cnm_exact(cnm, sent, cp)
+            pkt = Ether(cnm)
+            self.assertEqual(pkt[CNM].qoff + cp.params.q_eq, self.LIMIT)
+            self.assertEqual(
+                (pkt.dst, pkt[CNM].encap_da), (Ether(sampled).src, HOST_MAC[BOTTLENECK])
+            )
+        self.assertEqual(self.counters(BOTTLENECK)["cp_cnms"], len(cnms))
+
+
+class DroppedFrameNotJudgedWhenAdmittedTest(FullBufferTest):
+    """cp.judge = "admitted": the CP judges only the frames its buffer takes in, so no CNM
+    is the clone of a dropped frame."""
+
+    def runTest(self) -> None:
+        cnms, delivered, _ = self.overflow(CpJudge.ADMITTED)
+        self.assertGreater(len(cnms), 0)
+        self.assertEqual([sampled_seq(c) for c in cnms if sampled_seq(c) not in delivered], [])
 
 
 class BytesFeedbackTest(CongestionTest):

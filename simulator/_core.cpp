@@ -124,6 +124,7 @@ struct CpConfig {
   bool bernoulli = true;
   std::vector<std::pair<int64_t, int64_t>> intervals;  // (base, jitter span)
   bool positive_feedback = false, three_point = false;
+  bool judge_dropped = true;  // the arrival CP judges the frames its buffer drops too
   int64_t reflect_p_base_fixed = PROB_ONE, reflect_p_scale_fixed = 0, p0_fixed = 0;
 
   int quantize_magnitude(int64_t magnitude) const {
@@ -989,7 +990,9 @@ struct Core {
     Port& port = ports[pi];
     const Hop& hop = hops[frame.hop];
     int64_t q = static_cast<int64_t>(port.queue.size());
+    bool full = false;
     if (pause) {
+      // (A frame its input's partition has no room for never reaches the port's CP.)
       Input& inp = inputs[hop.input];
       if (inp.buffered_bytes + frame.bytes > inp.partition_bytes) {
         drop(port);
@@ -997,13 +1000,13 @@ struct Core {
       }
       inp.buffered_bytes += frame.bytes;
       if (inp.buffered_bytes > pause_hi_bytes) send_pause(hop.input, pi);
-    } else if (q >= port.buffer_pkts) {
-      drop(port);
-      if (flow_mode) lose(frame.target, frame.index, routes[hop.route].source);
-      return;
+    } else {
+      full = q >= port.buffer_pkts;
     }
     frame.q = static_cast<int32_t>(q);
-    if (port.arrival_cp) {
+    // The CP judges the arriving frame before the tail drop (cp.judge = "arrivals"), or only
+    // one the buffer admits.
+    if (port.arrival_cp && (!full || port.cp.cfg->judge_dropped)) {
       int64_t depth = q_unit == 1 ? q : port.queue_bytes;
       Decision d;
       if (three_point) {
@@ -1020,6 +1023,11 @@ struct Core {
       } else if (port.cp.sample(depth, frame.bytes, d)) {
         feedback(d, frame.target, port, hop.cnm_delay_s);
       }
+    }
+    if (full) {
+      drop(port);
+      if (flow_mode) lose(frame.target, frame.index, routes[hop.route].source);
+      return;
     }
     port.queue.push_back(frame);
     port.queue_bytes += frame.bytes;
@@ -1606,6 +1614,7 @@ CpConfig cp_config(const py::object& cfg) {
   }
   c.positive_feedback = cfg.attr("positive_feedback").cast<bool>();
   c.three_point = cfg.attr("three_point").cast<bool>();
+  c.judge_dropped = cfg.attr("judge_dropped").cast<bool>();
   c.reflect_p_base_fixed = cfg.attr("reflect_p_base_fixed").cast<int64_t>();
   c.reflect_p_scale_fixed = cfg.attr("reflect_p_scale_fixed").cast<int64_t>();
   c.p0_fixed = cfg.attr("p0_fixed").cast<int64_t>();

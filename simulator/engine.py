@@ -709,13 +709,15 @@ class Simulation:
         heappush(self._heap, (due, SEND, s.index, self._seq, s.send_version))
 
     def _arrive(self, port: Port, frame: Frame) -> None:
-        """A frame reaches ``port`` (its hop): dropped, or judged by an arrival CP and
+        """A frame reaches ``port`` (its hop): judged by an arrival CP, then dropped or
         queued.  Its target is whom its CNMs go to: the source's limiter, or with the
         flows workload its flow's (the flow id)."""
         target, _, frame_bytes, flow, index, route, hop, tag = frame
         queue = port.queue
         q = len(queue)
+        full = False
         if self.pause:
+            # (A frame its input's partition has no room for never reaches the port's CP.)
             inp = route.inputs[hop]
             if inp.buffered_bytes + frame_bytes > inp.partition_bytes:
                 self._drop(port)
@@ -723,24 +725,29 @@ class Simulation:
             inp.buffered_bytes += frame_bytes
             if inp.buffered_bytes > self.pause_hi_bytes:
                 self._send_pause(inp, port)
-        elif q >= port.buffer_pkts:
+        else:
+            full = q >= port.buffer_pkts
+        cp = port.arrival_cp
+        if cp is not None:
+            # The CP judges the arriving frame before the tail drop (cp.judge = "arrivals"),
+            # or only one the buffer admits.
+            if not full or cp.cfg.judge_dropped:
+                depth = q if self.q_unit == 1 else port.queue_bytes
+                if self.three_point:
+                    new = self._three_point_cp(port, cp, depth, frame)
+                    if new is not tag:
+                        frame = (target, q, frame_bytes, flow, index, route, hop, new)
+                else:
+                    decision = cp.sample(depth, frame_bytes)
+                    if decision is not None:  # stage 1 let it through (a tenth of the frames)
+                        self._feedback(decision, target, port, route.cnm_delay_s[hop])
+        elif self.cp_at_departure:
+            frame = (target, q, frame_bytes, flow, index, route, hop, tag)
+        if full:
             self._drop(port)
             if flow is not None:
                 self._lose(flow, index, route.source.index)
             return
-        cp = port.arrival_cp
-        if cp is not None:
-            depth = q if self.q_unit == 1 else port.queue_bytes
-            if self.three_point:
-                new = self._three_point_cp(port, cp, depth, frame)
-                if new is not tag:
-                    frame = (target, q, frame_bytes, flow, index, route, hop, new)
-            else:
-                decision = cp.sample(depth, frame_bytes)
-                if decision is not None:  # stage 1 let it through (a tenth of the frames)
-                    self._feedback(decision, target, port, route.cnm_delay_s[hop])
-        elif self.cp_at_departure:
-            frame = (target, q, frame_bytes, flow, index, route, hop, tag)
         queue.append(frame)
         port.queue_bytes += frame_bytes
         if not port.sending:

@@ -33,7 +33,11 @@ from qcn.simulator.reproduce import (
     ROWS,
     SCHEME_ROWS,
     THREE_POINT_ROWS,
+    three_point,
 )
+
+SLOW_PORT = {"network.bottleneck_rate_bps": 5e5}
+"""The bottleneck at 0.5 Mb/s under sources at 10 Gb/s: its buffer full all the time."""
 
 #: Summary keys that time the run, not what it measured.
 VOLATILE = ("wall_s", "events_per_s", "realtime_factor")
@@ -71,10 +75,24 @@ def cases() -> list[Case]:
             Case(
                 f"robustness, departure CP ({depth})",
                 "robustness",
-                {"qcn.cp.depth_at": depth, "qcn.cp.queue_unit": "packets"},
+                {
+                    "qcn.cp.depth_at": depth,
+                    "qcn.cp.queue_unit": "packets",
+                    "qcn.cp.judge": "admitted",
+                },
                 cp_at_departure=True,
             )
             for depth in ("enqueue", "dequeue")
+        ),
+        # A port fed 20,000x faster than it drains: its buffer full, the frames it drops
+        # judged by its CP (cp.judge = "arrivals", two- and three-point) or not.
+        *(
+            Case(f"long-lived into 0.5 Mb/s, {label}", "long-lived", {**SLOW_PORT, **extra})
+            for label, extra in (
+                ("the CP judging arrivals", {}),
+                ("the CP judging admitted frames", {"qcn.cp.judge": "admitted"}),
+                ("3-point, the CP judging arrivals", three_point(0.025)),
+            )
         ),
         Case("parking lot, 2-point, PAUSE", "parking-lot", {"network.pause": True}),
         # BMv2's queues: every frame a full one's time (and the PAUSE drain counted so).

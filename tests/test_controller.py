@@ -37,7 +37,15 @@ from qcn.controller.entries import (
     sample_interval_entries,
 )
 from qcn.controller.errors import ConfigError
-from qcn.core.params import CpParams, ParamError, QcnParams, QueueDepth, QueueUnit, SamplingMode
+from qcn.core.params import (
+    CpJudge,
+    CpParams,
+    ParamError,
+    QcnParams,
+    QueueDepth,
+    QueueUnit,
+    SamplingMode,
+)
 from qcn.core.pipeline import (
     ACTION_ADMIT,
     ACTION_HONOUR,
@@ -269,8 +277,13 @@ def test_admission_entry() -> None:
         "limit_bytes": 2**32 - 1,
         "bytes_unit": 1,
         "p_max_fixed": 167_772 + 63 * 23_593,
+        "judge_dropped": 1,  # cp.judge = "arrivals": the frames the queue drops too
     }
-    leaving = CpParams(depth_at=QueueDepth.DEQUEUE, queue_unit=QueueUnit.PACKETS)
+    admitted = CpPort.with_default_cpid(3, CpParams(judge=CpJudge.ADMITTED), "02:00:00:00:01:00")
+    assert args(admission_entry(admitted))["judge_dropped"] == 0
+    leaving = CpParams(
+        depth_at=QueueDepth.DEQUEUE, queue_unit=QueueUnit.PACKETS, judge=CpJudge.ADMITTED
+    )
     cp = CpPort.with_default_cpid(3, leaving, "02:00:00:00:01:00", 10, limit_bytes=15_000)
     assert (action_name(admission_entry(cp)), args(admission_entry(cp))) == (
         "admit",
@@ -297,7 +310,9 @@ def test_sample_interval_entries() -> None:
     stage1 = admission_entry(cp)
     assert (stage1.table_id, action_name(stage1)) == ("admission", "admit_sample_byte_interval")
     assert "p_max_fixed" not in args(stage1)
-    enqueue = replace(cp.params, depth_at=QueueDepth.ENQUEUE, queue_unit=QueueUnit.PACKETS)
+    enqueue = replace(
+        cp.params, depth_at=QueueDepth.ENQUEUE, queue_unit=QueueUnit.PACKETS, judge=CpJudge.ADMITTED
+    )
     leaving = replace(cp, params=enqueue)
     stage1 = cp_sampling_entry(leaving)
     assert (stage1.table_id, action_name(stage1), args(stage1)) == (
@@ -310,7 +325,9 @@ def test_sample_interval_entries() -> None:
 def test_departure_stage_bound() -> None:
     """The departure CP's stage 1 lets through the draws below p_base + 63 * p_scale, with
     BMv2's depth at enqueue or dequeue; the arrival CP has no cp_sampling entry."""
-    params = CpParams(depth_at=QueueDepth.DEQUEUE, queue_unit=QueueUnit.PACKETS)
+    params = CpParams(
+        depth_at=QueueDepth.DEQUEUE, queue_unit=QueueUnit.PACKETS, judge=CpJudge.ADMITTED
+    )
     stage1 = cp_sampling_entry(CpPort(2, params, "02:00:00:00:01:00", 7))
     assert action_name(stage1) == "sample_bernoulli"
     assert args(stage1) == {"p_max_fixed": 167_772 + 63 * 23_593, "dequeue_depth": 1}
@@ -322,7 +339,9 @@ def test_cp_entries_enable_the_port_last() -> None:
     """The per-frame stage goes in after the feedback table, so no frame meets half a CP."""
     tables = [e.table_id for e in cp_entries(CpPort(2, CpParams(), "02:00:00:00:01:00", 7))]
     assert tables == ["arrival_cp.cp_config", *["arrival_cp.sample_interval"] * 8, "admission"]
-    leaving = CpParams(depth_at=QueueDepth.ENQUEUE, queue_unit=QueueUnit.PACKETS)
+    leaving = CpParams(
+        depth_at=QueueDepth.ENQUEUE, queue_unit=QueueUnit.PACKETS, judge=CpJudge.ADMITTED
+    )
     tables = [e.table_id for e in cp_entries(CpPort(2, leaving, "02:00:00:00:01:00", 7))]
     assert tables == [
         "departure_cp.cp_config",
@@ -393,8 +412,13 @@ edge = true
         CpParams(),
         CpParams(queue_unit=QueueUnit.PACKETS, q_eq_pkts=30, w=4.0),
         CpParams(sampling=SamplingMode.BYTE_INTERVAL, sample_jitter=0.2),
-        CpParams(depth_at=QueueDepth.DEQUEUE, queue_unit=QueueUnit.PACKETS, p_base=0.04),
-        CpParams(depth_at=QueueDepth.ENQUEUE, queue_unit=QueueUnit.PACKETS),
+        CpParams(
+            depth_at=QueueDepth.DEQUEUE,
+            queue_unit=QueueUnit.PACKETS,
+            judge=CpJudge.ADMITTED,
+            p_base=0.04,
+        ),
+        CpParams(depth_at=QueueDepth.ENQUEUE, queue_unit=QueueUnit.PACKETS, judge=CpJudge.ADMITTED),
         QcnParams.preset("ecm").cp,
     ],
 )

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from qcn.core.params import CpParams, ParamError, QcnParams, QueueDepth, QueueUnit, SamplingMode
+from qcn.core.params import (
+    CpJudge,
+    CpParams,
+    ParamError,
+    QcnParams,
+    QueueDepth,
+    QueueUnit,
+    SamplingMode,
+)
 
 
 def test_defaults_are_the_spec_table() -> None:
@@ -39,6 +47,7 @@ def test_round_trip(tmp_path: Path) -> None:
                 "sampling": "byte-interval",
                 "depth_at": "dequeue",
                 "queue_unit": "packets",
+                "judge": "admitted",
             },
             "rp": {"r_ai_bps": 3e6},
         }
@@ -126,7 +135,11 @@ def test_bytes_mode_q_eq_and_its_limits() -> None:
     assert CpParams(q_eq_pkts=30, q_eq_bytes=26_000).q_eq == 26_000  # ...unless set (seed 001)
     with pytest.raises(ParamError, match=r"cp\.queue_unit.*enqueue depth counts packets"):
         CpParams(depth_at=QueueDepth.ENQUEUE).validate()
-    CpParams(depth_at=QueueDepth.ENQUEUE, queue_unit=QueueUnit.PACKETS).validate()
+    with pytest.raises(ParamError, match=r'cp\.judge.*set judge = "admitted"'):
+        CpParams(depth_at=QueueDepth.ENQUEUE, queue_unit=QueueUnit.PACKETS).validate()
+    CpParams(
+        depth_at=QueueDepth.ENQUEUE, queue_unit=QueueUnit.PACKETS, judge=CpJudge.ADMITTED
+    ).validate()
     # Exact quantisation needs (2w+1) * q_eq * 16 <= 2^24: 209,715 bytes at w = 2.
     CpParams(q_eq_bytes=209_715).validate()
     with pytest.raises(ParamError, match=r"cp\.q_eq_bytes.*exact quantisation"):

@@ -327,6 +327,7 @@ def test_modelling_bmv2_the_cp_judges_frames_as_they_leave(
             "qcn.cp.p_scale": 0.0,
             "qcn.cp.depth_at": depth_at,
             "qcn.cp.queue_unit": "packets",
+            "qcn.cp.judge": "admitted",
         },
     )
     arrivals = cp_calls(on_arrival := Simulation(sc), monkeypatch)
@@ -383,10 +384,18 @@ SINGLE_BOTTLENECK_CASES: dict[str, tuple[str, dict[str, object], dict[str, bool]
     ),
     "robustness-departure": (
         "robustness",
-        {"duration_s": 0.05, "qcn.cp.depth_at": "enqueue", "qcn.cp.queue_unit": "packets"},
+        {
+            "duration_s": 0.05,
+            "qcn.cp.depth_at": "enqueue",
+            "qcn.cp.queue_unit": "packets",
+            "qcn.cp.judge": "admitted",
+        },
         {"cp_at_departure": True},
     ),
     "fct": ("fct", {"duration_s": 0.05}, {}),
+    # The CP judging only the frames its buffer admits: every figure as before the CP
+    # judged the dropped ones too (cp.judge; the pins above that differ are "fct"'s).
+    "fct-admitted": ("fct", {"duration_s": 0.05, "qcn.cp.judge": "admitted"}, {}),
 }
 SINGLE_BOTTLENECK_PINS: dict[str, dict[str, float]] = {
     "transient": {
@@ -430,6 +439,18 @@ SINGLE_BOTTLENECK_PINS: dict[str, dict[str, float]] = {
         "utilization": 0.9806448979591836,
     },
     "fct": {
+        "events": 77394,
+        "drops": 2113,
+        "cnms": 1907,
+        "queue_mean_pkts": 30.227272727272727,
+        "queue_max_pkts": 100,
+        "jain_fairness": 0.6917346583316895,
+        "utilization": 0.6437017142857143,
+        "flows_unfinished": 5,
+        "slowdown_short_mean": 7.395079013931345,
+        "slowdown_long_p99": 116.75333475579679,
+    },
+    "fct-admitted": {
         "events": 79323,  # 80307 until a timer moved later stopped pushing an event each time
         "drops": 2880,
         "cnms": 1714,
@@ -516,3 +537,32 @@ def test_pause_on_bmv2_needs_a_link_between_switches(tmp_path: Path) -> None:
     assert IperfExperiment(tcp, tmp_path).sc.network.pause  # accepted
     with pytest.raises(ScenarioError, match=r"network\.pause_lo_bytes"):
         short("transient", 0.1, **{"network.pause": True, "network.pause_lo_bytes": 140_000})
+
+
+@pytest.mark.parametrize("judge", ["arrivals", "admitted"])
+def test_a_full_buffers_cp_judges_the_frames_it_drops_only_when_judging_arrivals(
+    judge: str,
+) -> None:
+    """cp.judge (docs/qcn.md, "Which frames the CP judges"): two 10 Gb/s sources into a
+    0.5 Mb/s port, kept above 1 Gb/s (MIN_RATE), every frame sampled.  Judging arrivals,
+    each frame the full buffer drops finds q = buffer > q_eq with q_old at most that, so
+    Fb < 0 and it gets a CNM: at least a CNM a drop.  Judging admitted frames, only the
+    100 the buffer takes in 2 ms (none leaves: a frame takes 24 ms) can be sampled."""
+    sc = short(
+        "long-lived",
+        0.002,
+        **{
+            "network.sources": 2,
+            "network.bottleneck_rate_bps": 5e5,
+            "qcn.rp.min_rate_bps": 1e9,
+            "qcn.cp.p_base": 1.0,
+            "qcn.cp.p_scale": 0.0,
+            "qcn.cp.judge": judge,
+        },
+    )
+    tr = Simulation(sc, seed=1).run()
+    assert tr.drops > sc.network.buffer_pkts
+    if judge == "arrivals":
+        assert tr.cnms >= tr.drops
+    else:
+        assert 0 < tr.cnms <= sc.network.buffer_pkts

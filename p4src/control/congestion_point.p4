@@ -9,7 +9,9 @@
 // bench/pipeline_bench.py); its `admission` table holds an entry for every CP port, with
 // `admit` alone where departure_cp judges the port.
 //
-// Per data frame on a port with a stage-1 entry (admission or cp_sampling), every frame:
+// Per data frame on a port with a stage-1 entry (admission or cp_sampling), every frame
+// (at arrival: every frame its queue admits, and with judge_dropped, cp.judge = "arrivals",
+// the ones it has no room for too, dropped only after the CP has judged them):
 //   q = the caller's meta.cp.q (the occupancy found; in egress enq_qdepth), or deq_qdepth
 //       where the port is so configured (the depth the frame leaves behind)
 //   last_qdepth = q
@@ -108,7 +110,8 @@ control CongestionPoint(inout headers_t hdr,
     }
 
     // Arrival CP: the frame's admission to its port's queue (control/admission.p4), then,
-    // for an admitted data frame, stage 1 (judged by what it found there).
+    // for a data frame (admitted, or with judge_dropped any), stage 1 (judged by what it
+    // found there); a refused frame is dropped after stage 2.
 
     // The frame finds q = the port's occupancy (frames, or bytes with bytes_unit), and
     // joins the queue unless that would pass a limit.
@@ -125,6 +128,8 @@ control CongestionPoint(inout headers_t hdr,
             meta.counted_bytes = standard_metadata.packet_length;
             occupancy.write(port, occupied + (OCCUPANCY_ONE_FRAME
                                               | (bit<64>)standard_metadata.packet_length));
+        } else {
+            meta.cp.refused = true;
         }
     }
 
@@ -133,18 +138,22 @@ control CongestionPoint(inout headers_t hdr,
         meta.cp.at_departure = true;   // the port's CP is departure_cp
     }
 
+    // judge_dropped (cp.judge = "arrivals"): a data frame the queue has no room for is
+    // judged all the same, against the full queue it found, so a port fed far faster than
+    // it drains hears its arrivals, not only its departures (docs/qcn.md, "Which frames
+    // the CP judges").
     action admit_sample_bernoulli(bit<32> limit_pkts, bit<32> limit_bytes, bit<1> bytes_unit,
-                                  bit<32> p_max_fixed) {
+                                  bit<32> p_max_fixed, bit<1> judge_dropped) {
         admit_to_queue(limit_pkts, limit_bytes, bytes_unit);
-        if (meta.cp.admitted && CP_DATA_FRAME) {
+        if ((meta.cp.admitted || judge_dropped == 1) && CP_DATA_FRAME) {
             sample_bernoulli(p_max_fixed, 0);
         }
     }
 
     action admit_sample_byte_interval(bit<32> limit_pkts, bit<32> limit_bytes,
-                                      bit<1> bytes_unit) {
+                                      bit<1> bytes_unit, bit<1> judge_dropped) {
         admit_to_queue(limit_pkts, limit_bytes, bytes_unit);
-        if (meta.cp.admitted && CP_DATA_FRAME) {
+        if ((meta.cp.admitted || judge_dropped == 1) && CP_DATA_FRAME) {
             sample_byte_interval(0);
         }
     }
@@ -303,11 +312,7 @@ control CongestionPoint(inout headers_t hdr,
 
     apply {
         if (at_arrival) {
-            if (admission.apply().hit) {
-                if (!meta.cp.admitted) {
-                    tail_drop();
-                }
-            }
+            admission.apply();
         } else {
             cp_sampling.apply();
         }
@@ -335,6 +340,11 @@ control CongestionPoint(inout headers_t hdr,
                     }
                 }
             }
+        }
+        // After the CP: its tables are keyed on egress_spec, which the drop overwrites.  A
+        // dropped frame's CNM clone still goes (BMv2 clones before it drops).
+        if (at_arrival && meta.cp.refused) {
+            tail_drop();
         }
     }
 }

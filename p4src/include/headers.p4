@@ -108,6 +108,7 @@ struct headers_t {
 struct cp_state_t {
     bit<32> q;               // the queue the port's CP judges the frame by (packets or bytes)
     bool    admitted;        // counted into its port's occupancy (egress takes it off again)
+    bool    refused;         // its port's queue had no room: tail-dropped after the CP
     bool    at_departure;    // the port's CP judges departing frames (enqueue/dequeue depth)
     bit<32> rand;            // Bernoulli: the draw, shared by both stages; byte interval: jitter
     bool    sample;          // stage 1: may be sampled; stage 2: is sampled

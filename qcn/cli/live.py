@@ -39,7 +39,7 @@ from qcn.core.live import (
     demote_this_thread,
     shown,
 )
-from qcn.core.params import CpParams
+from qcn.core.params import CpJudge, CpParams
 
 UPDATE_MS = 100
 """How often a page pulls new rows: at most 10 updates a second ..."""
@@ -95,6 +95,14 @@ def knob_css(port: str, knob: str) -> str:
     return "qcn-knob-" + re.sub(r"[^A-Za-z0-9_-]", "-", f"{port}-{knob}")
 
 
+SELECT_KNOBS: dict[str, tuple[str, dict[str, Any]]] = {
+    "positive_feedback": ("mode", FEEDBACK_MODES),
+    "judge": ("judge", {j.value: j.value for j in CpJudge}),
+}
+"""The knobs the page shows as a choice: their title and options (an option's name on the
+page: the value `qcn ctl set` gives the field)."""
+
+
 def widget_value(cp: CpParams, knob: str) -> Any:
     """A knob's value on the page for the port's parameters."""
     if knob == "positive_feedback":
@@ -112,10 +120,11 @@ def requested(knob: str, value: Any) -> Any:
     other is ctl set's own "must be a whole number").  The mode is one of its options: a
     page's message can send any text ("bogus", ""), which was a KeyError on the run's
     stderr."""
-    if knob == "positive_feedback":
-        if not isinstance(value, str) or value not in FEEDBACK_MODES:
-            raise KnobValueError(f"mode: must be {' or '.join(FEEDBACK_MODES)} (got {value!r:.40})")
-        return FEEDBACK_MODES[value]
+    if knob in SELECT_KNOBS:
+        title, options = SELECT_KNOBS[knob]
+        if not isinstance(value, str) or value not in options:
+            raise KnobValueError(f"{title}: must be {' or '.join(options)} (got {value!r:.40})")
+        return options[value]
     if knob == "q_eq_pkts" and isinstance(value, float) and value.is_integer():
         return int(value)
     return value
@@ -439,9 +448,10 @@ def _knob_rows(feed: LiveFeed, state: PageState, log: Any) -> list[Any]:
         widgets = []
         for knob in KNOB_FIELDS:
             name = knob_name(port, knob)
-            if knob == "positive_feedback":
+            if knob in SELECT_KNOBS:
+                title, options = SELECT_KNOBS[knob]
                 widget: Any = Select(
-                    title="mode", options=list(FEEDBACK_MODES), value=widget_value(cp, knob),
+                    title=title, options=list(options), value=widget_value(cp, knob),
                     name=name, width=90, css_classes=[knob_css(port, knob)],
                 )  # fmt: skip
             else:

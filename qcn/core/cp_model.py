@@ -34,6 +34,7 @@ from qcn.core.params import (
     QNTZ_FB_MAX,
     QNTZ_SHIFT,
     W_ONE,
+    CpJudge,
     CpParams,
     QueueDepth,
     SamplingMode,
@@ -67,6 +68,8 @@ class CpPortConfig:
     sampling: SamplingMode
     intervals: tuple[SampleInterval, ...]
     depth_at: QueueDepth
+    judge_dropped: bool = True
+    """The arrival CP judges the frames its buffer then drops too (``cp.judge``)."""
     positive_feedback: bool = False
     """ECM's CP: messages for Fb > 0 too."""
     three_point: bool = False
@@ -100,6 +103,7 @@ class CpPortConfig:
                 for n in cp.sample_intervals_bytes
             ),
             depth_at=cp.depth_at,
+            judge_dropped=cp.judge is CpJudge.ARRIVALS,
             positive_feedback=cp.positive_feedback,
             three_point=cp.three_point,
             reflect_p_base_fixed=round(cp.reflect_p_base * PROB_ONE),

@@ -92,6 +92,21 @@ class QueueDepth(StrEnum):
     scenarios/transient.toml)."""
 
 
+class CpJudge(StrEnum):
+    """Which arriving frames the arrival CP judges (docs/qcn.md, "Which frames the CP
+    judges")."""
+
+    ARRIVALS = "arrivals"
+    """Every arriving data frame, the ones its buffer then drops included: the CP sees the
+    load offered to its port, as htsim's QcnQueue does and as the seeds' "1 sample every
+    150 KB" of arriving traffic reads.  Where the buffer is full, this is what keeps the
+    CNMs coming at the arrival rate rather than the drain rate."""
+    ADMITTED = "admitted"
+    """Only the frames its buffer admits (for comparison): a full buffer's CP then hears
+    arrivals at the rate the port drains, and can lose control of a port fed far faster
+    than it drains (docs/experiments.md, "When control is lost")."""
+
+
 class QueueUnit(StrEnum):
     """What q, q_eq and Fb count (the arrival CP; BMv2's own depths count packets)."""
 
@@ -159,6 +174,10 @@ class CpParams:
     both)."""
     queue_unit: QueueUnit = QueueUnit.BYTES
     """What q counts: bytes (the standard) or packets.  Bytes need ``depth_at = arrival``."""
+    judge: CpJudge = CpJudge.ARRIVALS
+    """Which frames the arrival CP judges: every arriving data frame, the ones its buffer
+    drops included, or only the admitted ones.  The departure CP (``depth_at`` enqueue or
+    dequeue) sees only frames that leave: it needs ``admitted``."""
     q_eq_bytes: int = size(0)
     """Bytes mode's q_eq; 0: q_eq_pkts frames of 1500 bytes (33 KB at the default)."""
     positive_feedback: bool = False
@@ -238,14 +257,25 @@ class CpParams:
                 "cp.three_point",
                 "the Fb tag is written in ingress, by the arrival CP: set depth_at = arrival",
             )
+        if not isinstance(self.judge, CpJudge):
+            raise ParamError("cp.judge", f"must be one of {[j.value for j in CpJudge]}")
+        if self.judge is CpJudge.ARRIVALS and self.depth_at is not QueueDepth.ARRIVAL:
+            raise ParamError(
+                "cp.judge",
+                f"the departure CP (depth_at = {self.depth_at.value}) sees only the frames that "
+                'leave, never a dropped one: set judge = "admitted" (or depth_at = arrival)',
+            )
 
     def with_changes(self, changes: dict[str, Any]) -> CpParams:
         """These parameters with ``changes`` (field -> value, as `qcn ctl set` and the live
         view give them) applied and checked: a ParamError names the first bad field.  A new
         q_eq_pkts given without q_eq_bytes clears q_eq_bytes, so that bytes mode follows the
-        new frame count."""
+        new frame count; a departure depth given without judge judges the admitted frames
+        (the only ones that leave)."""
         if "q_eq_pkts" in changes and "q_eq_bytes" not in changes:
             changes = {**changes, "q_eq_bytes": 0}
+        if changes.get("depth_at", "arrival") != "arrival" and "judge" not in changes:
+            changes = {**changes, "judge": CpJudge.ADMITTED.value}
         return QcnParams.from_dict({"cp": dict(changes)}, QcnParams(cp=self)).cp
 
     def never_sampling(self) -> CpParams:
@@ -493,6 +523,7 @@ class QcnParams:
         d["cp"]["sampling"] = self.cp.sampling.value
         d["cp"]["depth_at"] = self.cp.depth_at.value
         d["cp"]["queue_unit"] = self.cp.queue_unit.value
+        d["cp"]["judge"] = self.cp.judge.value
         d["rp"]["scheme"] = str(self.rp.scheme)
         d["cp"]["sample_intervals_bytes"] = list(self.cp.sample_intervals_bytes)
         del d["rp"]["scheme_params"]
@@ -723,6 +754,7 @@ ENUM_FIELD_TYPES: dict[str, type[StrEnum]] = {
     "SamplingMode": SamplingMode,
     "QueueDepth": QueueDepth,
     "QueueUnit": QueueUnit,
+    "CpJudge": CpJudge,
 }
 
 
