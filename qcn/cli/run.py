@@ -27,7 +27,7 @@ from qcn.cli.options import (
     add_set,
     scenario_of,
 )
-from qcn.core import capacity, fit, provenance, publish
+from qcn.core import capacity, control, fit, provenance, publish
 from qcn.core import scenario as scenarios
 from qcn.core.errors import CheckFailedError
 from qcn.core.live import KNOBS_FILE, LiveFeed, write_knobs
@@ -609,6 +609,9 @@ def _execute_run(args: argparse.Namespace, run: Prepared, out: Path) -> int:
         print(f"  {flows_line(summary['flows'])}")
     if "noise" in summary:
         print(f"qcn run: {verdict_line(summary['noise'])}")
+    lost = control.lost_line(summary)
+    if lost:
+        print(f"qcn run: warning: {lost}", file=sys.stderr, flush=True)
     for capture in trace.captures:
         print(f"  capture: {out / capture}")
     print(f"qcn run: done in {trace.wall_s:.1f} s; results in {out}/")

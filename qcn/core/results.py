@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qcn.core import noise
+from qcn.core import control, noise
 from qcn.core.fairness import max_min_fair
 from qcn.core.flows import SHORT_FLOW_BYTES, plot_slowdown, summarize_flows, write_flows_csv
 from qcn.core.live import q_eq_frames
@@ -195,6 +195,7 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         **({"captures": tr.captures} if tr.captures else {}),
         **(flow_figures(flow_summary(sc, tr)) if sc.workload.pattern == "flows" else {}),
         **(network_figures(sc, tr, warm, episode) if network_run(tr) else {}),
+        **control.summary_figures(sc, control.port_control(sc, tr, warm, tail, qcn=qcn)),
         **tr.extra,
     }
 

@@ -1,0 +1,201 @@
+"""Whether each congestion point kept control of its port (docs/experiments.md, "When
+control is lost").
+
+A CP keeps control when its CNMs bring its sources down to what the port drains.  Where
+they do not, a run's headline can still look settled (a queue "held" at the buffer, a
+fairness over what the sources send), so every run judges each CP port it followed, after
+the warm-up, from what it measured:
+
+- how often its queue sat at its buffer (within a frame of it);
+- its CNMs and drops a second;
+- the mean current rate (CR) of the sources that send through it, over the run's last
+  quarter.
+
+A port whose queue sat at its buffer for at least :data:`MOST_OF_THE_RUN` of the run
+**lost control** if its sources stayed above :data:`ABOVE_MIN_RATE` times MIN_RATE: the
+CP could have cut them further and did not.  Sources at MIN_RATE that still overrun it
+mean MIN_RATE cannot drain the port (``min-rate``): the CP did all it could.  Otherwise
+the CP ``held`` the port.  A run without QCN, or with PAUSE (no output buffer limit), is
+not judged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from qcn.core.fit import rate_text
+from qcn.core.scenario import Scenario
+from qcn.core.topology import PortRef
+from qcn.core.trace import Trace
+
+MOST_OF_THE_RUN = 0.5
+"""A port at its buffer in at least this share of the samples after the warm-up sat there
+for most of the run."""
+ABOVE_MIN_RATE = 2.0
+"""Sources whose mean CR is above this many times MIN_RATE were not brought down."""
+LOST = "lost"
+MIN_RATE_CANNOT_DRAIN = "min-rate"
+HELD = "held"
+
+
+@dataclass(frozen=True)
+class PortControl:
+    """What one CP port's run says of its control (summary.json's ``control``)."""
+
+    port: str
+    cnms: int
+    drops: int
+    cnms_per_s: float
+    drops_per_s: float
+    at_buffer: float
+    """The share of the samples after the warm-up with the queue within a frame of the
+    buffer."""
+    sources: tuple[str, ...]
+    """The hosts whose traffic crosses the port (judged only where the queue sat at the
+    buffer: empty otherwise)."""
+    sources_rate_bps: float | None
+    """Their mean CR over the run's last quarter, per source (None where not judged)."""
+    verdict: str
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "cnms": self.cnms,
+            "drops": self.drops,
+            "cnms_per_s": self.cnms_per_s,
+            "drops_per_s": self.drops_per_s,
+            "at_buffer": self.at_buffer,
+            "sources": list(self.sources),
+            "sources_rate_bps": self.sources_rate_bps,
+            "verdict": self.verdict,
+        }
+
+    def lost_text(self, duration_s: float, min_rate_bps: float) -> str:
+        """The port's figures in words, as the run's line and ``control_lost`` give them."""
+        who = f"{len(self.sources)} source{'s' if len(self.sources) != 1 else ''}"
+        rate = rate_text(self.sources_rate_bps or 0.0)
+        return (
+            f"{self.cnms:,} CNMs in {duration_s:g} s, queue at the buffer "
+            f"{self.at_buffer:.0%} of the run, {self.drops:,} drops; its {who} still at "
+            f"{rate} (MIN_RATE {rate_text(min_rate_bps)})"
+        )
+
+
+def port_control(sc: Scenario, tr: Trace, warm: int, tail: int, *, qcn: bool) -> list[PortControl]:
+    """Each CP port the run followed, judged (none: a run without QCN or with PAUSE).
+    ``warm``: the first sample after the warm-up; ``tail``: the first of the last
+    quarter."""
+    if not qcn or sc.network.pause or not tr.times_s:
+        return []
+    topo, seconds = sc.topology, sc.duration_s
+    out = []
+    for ref in topo.cp_ports:
+        name = str(ref)
+        queue = _queue(sc, tr, name)
+        if queue is None:
+            continue
+        after = queue[warm:] or [0]
+        buffer = topo.link_at(ref).buffer_pkts
+        at_buffer = sum(q >= buffer - 1 for q in after) / len(after)
+        drops, cnms = _drops(sc, tr, name), _cnms(sc, tr, name)
+        sources: tuple[str, ...] = ()
+        rate: float | None = None
+        verdict = HELD
+        if at_buffer >= MOST_OF_THE_RUN:
+            through = _sources_through(sc, ref)
+            sources = tuple(sc.sources[i].host for i in through)
+            rate = _mean_rate(tr, through, tail)
+            floor = ABOVE_MIN_RATE * sc.params.rp.min_rate_bps
+            verdict = LOST if rate is not None and rate > floor else MIN_RATE_CANNOT_DRAIN
+        out.append(
+            PortControl(
+                name,
+                cnms,
+                drops,
+                cnms / seconds if seconds else 0.0,
+                drops / seconds if seconds else 0.0,
+                at_buffer,
+                sources,
+                rate,
+                verdict,
+            )
+        )
+    return out
+
+
+def summary_figures(sc: Scenario, controls: Sequence[PortControl]) -> dict[str, Any]:
+    """summary.json's ``control`` (every judged port) and, where a port lost control,
+    ``control_lost`` (each such port's figures in words)."""
+    if not controls:
+        return {}
+    out: dict[str, Any] = {"control": {c.port: c.figures() for c in controls}}
+    lost = {
+        c.port: c.lost_text(sc.duration_s, sc.params.rp.min_rate_bps)
+        for c in controls
+        if c.verdict == LOST
+    }
+    if lost:
+        out["control_lost"] = lost
+    return out
+
+
+def lost_line(summary: dict[str, Any]) -> str:
+    """The run's one line for the ports that lost control ("" if none did)."""
+    lost: dict[str, str] = summary.get("control_lost") or {}
+    if not lost:
+        return ""
+    ports = "; ".join(f"{port}: {text}" for port, text in lost.items())
+    return (
+        f"QCN lost control of {len(lost)} port{'s' if len(lost) > 1 else ''} "
+        f"({ports}); the figures above describe a queue held at its buffer by drops, not "
+        "by QCN (summary.json's control; docs/experiments.md, 'When control is lost')"
+    )
+
+
+def _queue(sc: Scenario, tr: Trace, port: str) -> list[int] | None:
+    """The port's queue series (the single bottleneck's is the trace's own)."""
+    if port in tr.port_queue_pkts:
+        return tr.port_queue_pkts[port]
+    if port == str(sc.bottleneck_port) and not tr.port_queue_pkts:
+        return tr.queue_pkts
+    return None
+
+
+def _drops(sc: Scenario, tr: Trace, port: str) -> int:
+    so_far = tr.port_drops_so_far.get(port)
+    if so_far:
+        return so_far[-1]
+    if port in tr.port_counts:
+        return tr.port_counts[port].get("drops", 0)
+    return tr.drops if port == str(sc.bottleneck_port) else 0
+
+
+def _cnms(sc: Scenario, tr: Trace, port: str) -> int:
+    so_far = tr.port_cnms_so_far.get(port)
+    if so_far:
+        return so_far[-1]
+    if port in tr.port_counts:
+        return tr.port_counts[port].get("cnms", 0)
+    return tr.cnms if port == str(sc.bottleneck_port) else 0
+
+
+def _sources_through(sc: Scenario, ref: PortRef) -> list[int]:
+    """The sources whose traffic crosses ``ref``: a stream's path to its first destination;
+    with the flows workload, a path to any of its destinations."""
+    topo = sc.topology
+    if sc.workload.pattern != "flows":
+        return [i for i in range(len(sc.sources)) if ref in sc.stream_refs(i)]
+    return [
+        i
+        for i, s in enumerate(sc.sources)
+        if any(ref in topo.path(s.host, d) for d in s.destinations)
+    ]
+
+
+def _mean_rate(tr: Trace, sources: list[int], tail: int) -> float | None:
+    """The mean CR per source of ``sources`` over the samples from ``tail`` on."""
+    rows = tr.source_current_rate_bps[tail:]
+    if not sources or not rows:
+        return None
+    return sum(row[i] for row in rows for i in sources) / (len(rows) * len(sources))
