@@ -21,11 +21,17 @@ from qcn.core.trace import Trace
 
 SAMPLE_INTERVAL_S = 1e-3
 """The simulator's trace sampling, in the scenario's own time."""
+MAX_SAMPLES = 10_000
+"""A run samples its trace at most this many times: a run longer than 10 s (a fitted run's
+hundreds of seconds at a slow port, docs/experiments.md) samples less often than every
+millisecond, rather than spend its time and memory on rows (800 s took 34 s, 17 of them
+in 800,000 rows; every shipped scenario lasts 6 s at most, and keeps its millisecond)."""
 
 
-def sample_interval_s(options: RunOptions) -> float:
-    """The sampling interval: 1 ms, or as long again as a scaled run's times."""
-    return SAMPLE_INTERVAL_S * (options.scaled_by or 1.0)
+def sample_interval_s(options: RunOptions, sc: Scenario) -> float:
+    """The sampling interval: 1 ms, or as long again as a scaled run's times; at least
+    the run over :data:`MAX_SAMPLES`."""
+    return max(SAMPLE_INTERVAL_S * (options.scaled_by or 1.0), sc.duration_s / MAX_SAMPLES)
 
 
 class Simulator:
@@ -70,7 +76,7 @@ class Simulator:
 
         check_engine()
         check_runs(sc)
-        check_memory(sc, sample_interval_s(options))
+        check_memory(sc, sample_interval_s(options, sc))
 
     def run(self, sc: Scenario, out: Path, options: RunOptions) -> Trace:  # noqa: ARG002
         """The simulation of ``sc``; an interrupted one hands what it measured to
@@ -86,7 +92,7 @@ class Simulator:
             sc,
             seed=options.seed,
             qcn=options.qcn,
-            sample_interval_s=sample_interval_s(options),
+            sample_interval_s=sample_interval_s(options, sc),
             cp_at_departure=options.scaled_by is not None,
             progress=progress,
         )

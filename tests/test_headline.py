@@ -235,7 +235,7 @@ def test_a_phase_that_delivers_more_than_it_is_offered_says_why(tmp_path: Path) 
     assert 15e9 < after["undelivered_at_start_bits"] < 16.5e9
     assert after["delivered_offered"] > 1.05
     assert phase_line(after).endswith(
-        "= 1.07 of offered (above 1: the sources also send the backlog their reaction points "
+        "= 1.08 of offered (above 1: the sources also send the backlog their reaction points "
         f"held back before this phase, {after['undelivered_at_start_bits'] / 1e6:,.0f} Mb "
         "offered and not yet delivered at its start)"
     )

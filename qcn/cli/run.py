@@ -369,6 +369,9 @@ class Prepared:
     options: backends.RunOptions
     overrides: dict[str, Any]
     """The overrides the command line gave (provenance.json keeps them)."""
+    units: tuple[float, float] = (1.0, 1.0)
+    """The (rate, time) scale ``sc`` was scaled by from the scenario the command line gave
+    (BMv2's), so that advice in its terms is given in the user's."""
 
 
 def _choose(
@@ -432,7 +435,8 @@ def _fresh(args: argparse.Namespace) -> Prepared:
         inject_stalls=stalls,
         pcap=args.pcap,
     )
-    return Prepared(sc, backend, why, options, overrides)
+    units = (scale.rate_scale, scale.time_scale) if backend.in_bmv2_units or args.scaled else None
+    return Prepared(sc, backend, why, options, overrides, units or (1.0, 1.0))
 
 
 AGAIN_KEEPS = frozenset(
@@ -539,6 +543,32 @@ def _execute(args: argparse.Namespace, run: Prepared, out: Path) -> int:
             run.options, live=feed)), out)  # fmt: skip
 
 
+def _fit_advice(fitted: fit.Fit, out: Path, overrides: Collection[str]) -> str:
+    """What the misfit line tells the user to run instead (without the --set options the
+    fitted file gives too: given twice, a field is refused)."""
+    clash = [k for k in fitted.fields_set() if k in overrides]
+    without = f", without --set {', '.join(clash)}" if clash else ""
+    return (
+        f"Parameters fitted to {fitted.to}: run it again with --params "
+        f"{out / fit.FITTED_FILE} --duration {fitted.duration_s:g}{without} (written with "
+        "the results)"
+    )
+
+
+def _misfit_figures(sc: scenarios.Scenario, fitted: fit.Fit, out: Path) -> dict[str, Any]:
+    """summary.json's record of the misfit check: what it found and the fit it wrote."""
+    return {
+        "parameters_misfit": fit.misfits(sc),
+        "parameters_fitted": {
+            "file": str(out / fit.FITTED_FILE),
+            "to": fitted.to,
+            "duration_s": fitted.duration_s,
+            "rate_scale": fitted.rate_scale,
+            "time_scale": fitted.time_scale,
+        },
+    }
+
+
 def _say_live(url: str, backend: backends.Backend) -> None:
     when = "live now" if backend.real_time else "the simulation starts when the page opens"
     print(f"qcn run: live view at {url} ({when}; Ctrl-C stops the run)", flush=True)
@@ -550,9 +580,12 @@ def _execute_run(args: argparse.Namespace, run: Prepared, out: Path) -> int:
     backend.check(sc, run.options)  # (before anything is written)
     staged = prepare_out(out, sc.name, force=args.force)
     print(f"qcn run: {sc.name} on the {run.why}", flush=True)
-    misfit = fit.misfit_line(sc) if run.options.qcn else ""
-    if misfit:
+    misfit, fitted = "", None
+    if run.options.qcn and fit.misfits(sc):
+        fitted = fit.fitted(sc, run.units)
+        misfit = fit.misfit_line(sc, _fit_advice(fitted, out, run.overrides))
         print(f"qcn run: warning: {misfit}", file=sys.stderr, flush=True)
+        (staged.staging / fit.FITTED_FILE).write_text(fitted.toml())
     if feed is not None and not backend.real_time:  # (a simulation waits for its viewer)
         try:
             feed.wait_for_viewer()
@@ -588,7 +621,7 @@ def _execute_run(args: argparse.Namespace, run: Prepared, out: Path) -> int:
                 write_knobs(staged.staging, feed.changes())
         summary, staged_plots = backends.record(
             staged.staging, sc, trace, backend, options, overrides=run.overrides,
-            extra={"parameters_misfit": fit.misfits(sc)} if misfit else None,
+            extra=_misfit_figures(sc, fitted, out) if fitted else None,
         )  # fmt: skip
         staged.publish()
     except BaseException as e:
@@ -609,9 +642,8 @@ def _execute_run(args: argparse.Namespace, run: Prepared, out: Path) -> int:
         print(f"  {flows_line(summary['flows'])}")
     if "noise" in summary:
         print(f"qcn run: {verdict_line(summary['noise'])}")
-    lost = control.lost_line(summary)
-    if lost:
-        print(f"qcn run: warning: {lost}", file=sys.stderr, flush=True)
+    for line in control.control_lines(summary, sc.params.rp.min_rate_bps):
+        print(f"qcn run: warning: {line}", file=sys.stderr, flush=True)
     for capture in trace.captures:
         print(f"  capture: {out / capture}")
     print(f"qcn run: done in {trace.wall_s:.1f} s; results in {out}/")

@@ -140,17 +140,31 @@ def summary_figures(sc: Scenario, controls: Sequence[PortControl]) -> dict[str, 
     return out
 
 
-def lost_line(summary: dict[str, Any]) -> str:
-    """The run's one line for the ports that lost control ("" if none did)."""
+def control_lines(summary: dict[str, Any], min_rate_bps: float) -> list[str]:
+    """The run's lines (none where every CP held its port): one for the ports whose CP lost
+    control, one for those MIN_RATE could not drain."""
+    out = []
     lost: dict[str, str] = summary.get("control_lost") or {}
-    if not lost:
-        return ""
-    ports = "; ".join(f"{port}: {text}" for port, text in lost.items())
-    return (
-        f"QCN lost control of {len(lost)} port{'s' if len(lost) > 1 else ''} "
-        f"({ports}); the figures above describe a queue held at its buffer by drops, not "
-        "by QCN (summary.json's control; docs/experiments.md, 'When control is lost')"
-    )
+    if lost:
+        ports = "; ".join(f"{port}: {text}" for port, text in lost.items())
+        out.append(
+            f"QCN lost control of {len(lost)} port{'s' if len(lost) > 1 else ''} ({ports}); "
+            "the figures above describe a queue held at its buffer by drops, not by QCN "
+            "(summary.json's control; docs/experiments.md, 'When control is lost')"
+        )
+    stuck = [
+        f"{port} (queue at the buffer {c['at_buffer']:.0%} of the run, {c['drops']:,} drops; "
+        f"{', '.join(c['sources'])} at {rate_text(c['sources_rate_bps'] or 0.0)})"
+        for port, c in (summary.get("control") or {}).items()
+        if c["verdict"] == MIN_RATE_CANNOT_DRAIN
+    ]
+    if stuck:
+        out.append(
+            f"MIN_RATE {rate_text(min_rate_bps)} could not drain {'; '.join(stuck)}: its "
+            "sources sat at MIN_RATE and still overran it (docs/experiments.md, 'When control "
+            "is lost')"
+        )
+    return out
 
 
 def _queue(sc: Scenario, tr: Trace, port: str) -> list[int] | None:

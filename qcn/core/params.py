@@ -36,6 +36,8 @@ SEED_FRAME_BYTES = 1500
 
 #: QntzFb is a 6-bit field: 0..63.
 QNTZ_FB_MAX = 63
+TIMER_MAX_S = 60.0
+"""The longest timer cycle a parameter set takes (rp.timer_s)."""
 PAUSE_QUANTUM_BITS = 512
 """802.3x: a pause quantum is the time of 512 bits at the link's rate (here, not with the
 frame in qcn.core.frames, so that the simulator needs no scapy)."""
@@ -374,7 +376,7 @@ class RpParams:
         _check_range("rp.rate_unit_bps", self.rate_unit_bps, 1.0, self.min_rate_bps)
         _check_range("rp.gd", self.gd, 0.0, 1.0 / QNTZ_FB_MAX, low_open=True)
         _check_int("rp.bc_limit_bytes", self.bc_limit_bytes, 64, 1 << 30)
-        _check_range("rp.timer_s", self.timer_s, 1e-6, 60.0)
+        _check_range("rp.timer_s", self.timer_s, 1e-6, TIMER_MAX_S)
         _check_range("rp.r_ai_bps", self.r_ai_bps, 0.0, self.line_rate_bps)
         _check_range("rp.r_hai_bps", self.r_hai_bps, 0.0, self.line_rate_bps)
         _check_int("rp.fast_recovery_th", self.fast_recovery_th, 1, 100)
