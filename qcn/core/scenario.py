@@ -263,6 +263,19 @@ class SourceHost:
     host: str
     destinations: tuple[str, ...]
 
+    @property
+    def receiver(self) -> str:
+        """Who receives what it sends, as the results name it (sources.csv's ``receiver``,
+        summary.json's ``sources``): its destination; a flows source's, separated by spaces."""
+        return " ".join(self.destinations)
+
+    @property
+    def label(self) -> str:
+        """The source in a plot's legend: sender and receiver (past two receivers, their
+        count: all-to-all's would fill the legend; sources.csv names them)."""
+        shown = self.receiver if len(self.destinations) <= 2 else f"{len(self.destinations)} hosts"
+        return f"{self.host} → {shown}"
+
 
 @dataclass(frozen=True)
 class RateChange:
