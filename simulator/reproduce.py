@@ -497,11 +497,11 @@ def parking_lot_table(results: dict[str, dict[str, Any]]) -> str:
         ports = r["ports"].values()  # (the first random seed's)
         cp = sum(p.get("cp_reflections", 0) for p in ports)
         end = sum(p.get("fb_reflections", 0) + p.get("p0_reflections", 0) for p in ports)
-        delivered = ", ".join(f"{b / 1e9:.1f}" for b in r["delivered_bps"])
+        delivered = ", ".join(f"{src['delivered_bps'] / 1e9:.1f}" for src in r["sources"])
         lines.append(
             f"| {row.label.removeprefix('parking lot, ')} | "
             f"{figure_text('long_flow_fair_ratio', r['long_flow_fair_ratio'])} | "
-            f"{r['jain_fair_share']:.3f} | {delivered} | {r['drops']:.0f} | {r['cnms']:.0f} | "
+            f"{r['jain_fairness']:.3f} | {delivered} | {r['drops']:.0f} | {r['cnms']:.0f} | "
             f"{cp} | {end} |"
         )
     return "\n".join(lines)

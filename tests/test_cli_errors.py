@@ -649,7 +649,9 @@ def test_ctrl_c_while_still_importing_is_one_line(tmp_path: Path, delay_s: float
 
 def test_the_largest_generator_is_shown_in_seconds() -> None:
     """`net show leaf-spine:32,62,64` (3,968 hosts) ran over 280 s with no output; its
-    congestible ports were judged pair by pair.  Now ~2.5 s."""
+    congestible ports were judged pair by pair.  Then ~2.5 s; since it shows BMv2's rates
+    too (qcn net up's scale predicted over 246 k routes), 15.6 s with a compile taking the
+    2 cores (5.2 s without that column, on the same machine then)."""
     began = time.monotonic()
     r = qcn("net", "show", "leaf-spine:32,62,64", timeout_s=60)
     assert r.returncode == 0, r.stderr

@@ -18,7 +18,7 @@ def summary(**kw: Any) -> dict[str, Any]:
         "queue_max_episode_pkts": 40,
         "drops": 1000,
         "drops_settled": 10,
-        "jain_fairness": 0.9,
+        "jain_sent": 0.9,
         "utilization_episode": 1.0,
         "recovery_ms": 200.0,
         "delivered_offered_uncongested": 0.99,
@@ -37,14 +37,14 @@ def test_onset_drops_are_all_but_the_settled_ones() -> None:
 
 def test_targets_judge_ratios_and_differences() -> None:
     sim = [figures_of(summary()), figures_of(summary(queue_mean_episode_pkts=24.0))]
-    bmv2 = [figures_of(summary(queue_mean_episode_pkts=30.0, drops=3000, jain_fairness=0.75))]
+    bmv2 = [figures_of(summary(queue_mean_episode_pkts=30.0, drops=3000, jain_sent=0.75))]
     rows = compare_rows(sim, bmv2)
     q = row(rows, "queue_mean_episode_pkts")
     assert q["sim"] == [23.0, 22.0, 24.0]
     assert q["ratio"] == pytest.approx(30 / 23)
     assert q["ok"] is False  # 1.30 is outside [0.75, 1.25]
     assert row(rows, "onset_drops")["ok"] is False  # 2990 / 990 > 2
-    assert row(rows, "jain_fairness")["ok"] is False  # 0.15 apart
+    assert row(rows, "jain_sent")["ok"] is False  # 0.15 apart
     assert row(rows, "recovery_ms")["ok"] is True
     assert row(rows, "drops_settled")["ok"] is None  # reported, no target
     table = format_table(rows, runs=2)

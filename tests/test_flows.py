@@ -46,7 +46,7 @@ from qcn.core.flows import (
     write_flows_csv,
 )
 from qcn.core.publish import PARTIAL_MARKER
-from qcn.core.scenario import ScenarioError
+from qcn.core.scenario import ScenarioError, SourceHost
 from qcn.simulator.engine import Simulation
 from tests.kit import assert_one_line_error, qcn
 
@@ -267,8 +267,9 @@ def test_flows_are_also_binned_by_their_paths_length(tmp_path: Path) -> None:
     plain = summarize_flows(records, short_bytes=50)
     assert "bins_by_hops" not in plain
     assert {k: v for k, v in summary.items() if k != "bins_by_hops"} == plain
-    write_flows_csv(tmp_path / "plain.csv", records)
-    write_flows_csv(tmp_path / "hops.csv", records, hops=True)
+    sources = [SourceHost("h1", ("h2",))]
+    write_flows_csv(tmp_path / "plain.csv", records, sources)
+    write_flows_csv(tmp_path / "hops.csv", records, sources, hops=True)
     plain_rows = (tmp_path / "plain.csv").read_text().splitlines()
     hop_rows = (tmp_path / "hops.csv").read_text().splitlines()
     assert plain_rows[0] == ",".join(FLOW_CSV_COLUMNS)
@@ -399,7 +400,8 @@ def test_tcp_transport_is_bmv2s_alone() -> None:
 def test_no_finished_flow_is_an_empty_plot_and_complete_results(tmp_path: Path) -> None:
     """A run in which no flow finishes used to end in matplotlib's "Data cannot be
     log-scaled" traceback, its results left PARTIAL."""
-    assert plot_slowdown(tmp_path / "empty.png", "none", {"run": []}).stat().st_size > 0
+    empty = summarize_flows([], short_bytes=100)
+    assert plot_slowdown(tmp_path / "empty.png", "none", {"run": empty}).stat().st_size > 0
     # Flows started and none finished: a result.  No flow started: the run says so and
     # exits 1 (docs/reliability.md), its results complete all the same.
     for name, status, extra in (
@@ -571,7 +573,7 @@ def test_the_slowdown_plot_names_the_network_the_run_used(
     titles: list[str] = []
     real = plot_slowdown
 
-    def recorded(path: Path, title: str, curves: dict[str, list[dict[str, Any]]]) -> Path:
+    def recorded(path: Path, title: str, curves: dict[str, dict[str, Any]]) -> Path:
         titles.append(title)
         return real(path, title, curves)
 
@@ -585,3 +587,59 @@ def test_the_slowdown_plot_names_the_network_the_run_used(
     assert code == 0
     assert titles == ["leaf-spine-fct: slowdown by flow size, on triangle (3 switches, 4 hosts)"]
     assert (tmp_path / "run" / "slowdown.png").stat().st_size > 0
+
+
+def test_unfinished_flows_are_counted_where_the_slowdown_is_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """leaf-spine-fct on issue 63's file with a 3 s timeout: 126 of 334 flows did not finish,
+    and the slowdown line and plot, which cover the finished ones only, did not say so; its
+    flows.csv named no host."""
+    from qcn.cli import main as cli  # noqa: PLC0415
+    from qcn.core.flows import slowdown_figure  # noqa: PLC0415
+    from qcn.core.results import pyplot  # noqa: PLC0415
+
+    ecn = Path(__file__).resolve().parent / "data" / "ecn-topo.json"
+    out = tmp_path / "run"
+    code = cli.main(
+        ["run", "leaf-spine-fct", "--backend", "sim", "--quiet", "--out", str(out),
+         "--set", f'network.topology="{ecn}"', "--set", "workload.rto_s=3.0"]
+    )  # fmt: skip
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    flows = summary["flows"]
+    with (out / "flows.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    unfinished = [r for r in rows if r["finished"] == "0"]
+    assert flows["unfinished"] == summary["flows_unfinished"] == len(unfinished) > 50
+    short = flows["short_flow_bytes"]
+    short_left = sum(int(r["size_bytes"]) < short for r in unfinished)
+    assert flows["slowdown_short"]["unfinished"] == short_left > 0
+    assert flows["slowdown_long"]["unfinished"] == len(unfinished) - short_left > 0
+    assert flows["slowdown_all"]["unfinished"] == len(unfinished)
+    # The line says what its slowdowns leave out, and how many of each size.
+    s, lg = flows["slowdown_short"], flows["slowdown_long"]
+    assert (
+        f"  flows: {flows['started']} started, {flows['finished']} finished, "
+        f"{len(unfinished)} unfinished; slowdown p50/p99 of the finished flows only: short "
+        f"{s['p50']:.2f}/{s['p99']:.2f} ({s['flows']} flows, {short_left} more unfinished), "
+        f"long {lg['p50']:.2f}/{lg['p99']:.2f} ({lg['flows']} flows, "
+        f"{len(unfinished) - short_left} more unfinished)"
+    ) in capsys.readouterr().out.splitlines()
+    # So does the plot, under its title.
+    plt = pyplot()
+    fig = slowdown_figure(plt, "t", {"QCN": flows})
+    assert fig.axes[0].get_title().splitlines() == [
+        "t",
+        f"{len(unfinished)} of {flows['started']} flows did not finish: the slowdown is the "
+        f"{flows['finished']} finished flows'",
+    ]
+    plt.close(fig)
+    # Every flow names its sender and its receiver.
+    sc = scenarios.load("leaf-spine-fct").with_overrides(
+        {"network.topology": str(ecn), "workload.rto_s": 3.0}
+    )
+    for r in rows:
+        src = sc.sources[int(r["source"])]
+        assert (r["sender"], r["receiver"]) == (src.host, src.destinations[int(r["destination"])])
+    assert {r["sender"] for r in rows} == {"h1", "h11", "h2", "h22", "h3"}

@@ -5,6 +5,7 @@ The networks run on the simulator; the rules are also checked on traces made by 
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,14 @@ from qcn.core import scenario as scenarios
 from qcn.core.live import LiveFeed
 from qcn.core.results import (
     Headline,
+    capacity_lines,
     headline,
+    jain,
     phase_figures,
     pyplot,
     q_eq_steps,
     queue_plot_ports,
+    rate_panels,
     rates_figure,
 )
 from qcn.core.trace import Trace
@@ -108,6 +112,96 @@ def test_qcn_run_names_the_headline_port_and_plots_ports_csv(
     assert said == f"qcn run: {headline_line(summary)}"
     assert said.startswith("qcn run: the figures below are port s3:4's (highest mean queue")
     assert f"  plot: {out}/ports.png" in lines
+
+
+# -- who is who: hosts named, each receiver's share, each port's capacity --------------------
+
+ECN_TOPO = DATA / "ecn-topo.json"
+"""Issue 63's file: p4lang/tutorials' format, h1 and h11 behind s1, whose link to s2 runs at
+0.5 Mb/s; every other link gives no rate (10 Gb/s on the simulator)."""
+INCAST_H2 = {**INCAST, "workload.incast_sink": "h2"}
+
+
+@pytest.fixture(scope="module")
+def incast_on_the_slow_link(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[scenarios.Scenario, Trace, dict[str, Any], Path]:
+    """long-lived's incast into h2 on ECN_TOPO, as the issue ran it."""
+    out = tmp_path_factory.mktemp("ecn-incast")
+    sc = on_file("long-lived", ECN_TOPO, INCAST_H2)
+    trace, summary = run(sc, out)
+    return sc, trace, summary, out
+
+
+def test_the_results_name_each_sources_hosts_and_judge_each_receivers_share(
+    incast_on_the_slow_link: tuple[scenarios.Scenario, Trace, dict[str, Any], Path],
+) -> None:
+    """h1 and h11 got 0.24 Mb/s each of the slow link and the others about 5 Gb/s, while the
+    headline fairness (0.90, of what the sources sent) and sources.csv's "source 0..3" said
+    nothing of who got what (issue 63)."""
+    _sc, _trace, summary, out = incast_on_the_slow_link
+    pairs = [("h1", "h2"), ("h11", "h2"), ("h22", "h2"), ("h3", "h2")]
+    assert [(s["sender"], s["receiver"]) for s in summary["sources"]] == pairs
+    with (out / "sources.csv").open() as f:
+        named = {(r["source"], r["sender"], r["receiver"]) for r in csv.DictReader(f)}
+    assert named == {(str(i), a, b) for i, (a, b) in enumerate(pairs)}
+    # Max-min fair: the slow link split between h1 and h11, the rest of h2's 10 Gb/s link
+    # between h22 and h3.
+    fair = [s["fair_share_bps"] for s in summary["sources"]]
+    assert fair == pytest.approx([0.25e6, 0.25e6, 5e9 - 0.25e6, 5e9 - 0.25e6], rel=1e-12)
+    ratios = [s["delivered_bps"] / s["fair_share_bps"] for s in summary["sources"]]
+    assert summary["jain_fairness"] == pytest.approx(jain(ratios), rel=1e-12)
+    assert all(0.9 < r < 1.1 for r in ratios)  # each receiver got about its fair share
+    assert summary["jain_fairness"] > 0.99
+    # What they sent: h1 and h11 far above what their link carries, the others not.
+    sent = [s["sent_bps"] for s in summary["sources"]]
+    assert summary["jain_sent"] == pytest.approx(jain(sent), rel=1e-12)
+    assert summary["jain_sent"] < 0.95
+    # Utilization against the headline port's own 0.5 Mb/s.
+    assert summary["headline_port"] == "s1:3"
+    assert 0.9 < summary["utilization"] <= 1.0
+
+
+def test_rates_png_draws_each_congested_ports_capacity_where_it_can_be_seen(
+    incast_on_the_slow_link: tuple[scenarios.Scenario, Trace, dict[str, Any], Path],
+) -> None:
+    """The slow port's capacity was drawn at 0 on a Gb/s axis, its sources as "RP 0..3"."""
+    sc, trace, _summary, _out = incast_on_the_slow_link
+    plt = pyplot()
+    fig = rates_figure(plt, sc, trace, headline(sc, trace))
+    slow, sink = fig.axes[0], fig.axes[1]
+    assert len(fig.axes) == 2  # (legends are not axes)
+    assert (slow.get_title(), sink.get_title()) == ("through s1:3 (headline)", "through s2:2")
+    assert [line.get_label() for line in slow.get_lines()] == [
+        "h1 → h2", "h11 → h2", "capacity of s1:3: 500 kb/s",
+    ]  # fmt: skip
+    assert [line.get_label() for line in sink.get_lines()] == [
+        "h1 → h2", "h11 → h2", "h22 → h2", "h3 → h2", "capacity of s2:2: 10 Gb/s",
+    ]  # fmt: skip
+    assert set(slow.get_lines()[-1].get_ydata()) == {0.5e6 / 1e9}  # in Gb/s, on a log axis
+    assert (slow.get_yscale(), sink.get_yscale()) == ("log", "linear")
+    assert set(sink.get_lines()[-1].get_ydata()) == {10.0}
+    assert " ".join(fig.get_suptitle().split()) == (
+        "long-lived: source rates (CR) against each port's capacity, on ecn-topo (3 switches, "
+        "5 hosts)"
+    )
+    plt.close(fig)
+
+
+def test_past_eight_congested_ports_rates_png_is_one_log_panel_of_every_capacity() -> None:
+    sc = on_file("leaf-spine-fct", ECN_TOPO, {"workload.rto_s": 3.0})
+    cps = [str(r) for r in sc.topology.cp_ports]
+    assert len(cps) == 9
+    trace = trace_of({p: [5] * 10 for p in cps}, {})
+    # The scenario's bottleneck (its first CP port, s1:1) as a backend records it.
+    trace.capacity_bps = [10e9] * 10
+    (panel,), many = rate_panels(sc, trace, headline(sc, trace))
+    assert many
+    assert panel.sources == list(range(len(sc.sources)))
+    assert capacity_lines(sc, trace, panel.ports) == [
+        ("capacity of 7 ports (s1:1, ...): 10 Gb/s", [10e9] * 10),
+        ("capacity of s1:3, s2:3: 500 kb/s", [0.5e6] * 10),
+    ]
 
 
 # -- the rule, on traces made by hand -------------------------------------------------------

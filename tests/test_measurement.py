@@ -109,3 +109,53 @@ def test_the_progress_line_shows_the_deepest_cp_port_where_nothing_names_a_bottl
     # A schedule names its port: the progress line follows it whatever the others hold.
     transient = scenarios.load("transient")
     assert progress_port(transient, {transient.bottleneck_port: 0}) == transient.bottleneck_port
+
+
+def test_the_bottleneck_capacity_is_its_own_links_and_utilization_is_taken_against_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 63's file on BMv2: the headline port s1:3 runs at the file's 0.5 Mb/s, but the
+    loop recorded network.bottleneck_rate_bps scaled (the hosts' 10 Mb/s), so a run that
+    filled the port had utilization 0.059 (the simulator: 0.99)."""
+    from qcn.core.results import summarize  # noqa: PLC0415
+    from qcn.topologies.traces import sink_trace  # noqa: PLC0415
+
+    monkeypatch.setattr(measurement, "SOURCE_START_DELAY_S", 0.0)
+    ecn = Path(__file__).resolve().parent / "data" / "ecn-topo.json"
+    incast = {"network.topology": str(ecn), "workload.traffic": "incast",
+              "workload.incast_sink": "h2"}  # fmt: skip
+    sc = (
+        scenarios.load("long-lived")
+        .with_overrides(incast)
+        .scaled_for_bmv2()
+        .with_overrides({"duration_s": 0.3})
+    )
+    slow = sc.bottleneck_port
+    assert str(slow) == "s1:3"
+
+    class Full:
+        def occupancies(self, ports: list[int]) -> list[tuple[int, int]]:
+            return [(100, 150_000)] * len(ports)
+
+    hooks = Hooks(start_traffic=lambda _t: None, on_sample=lambda _e, _t: None,
+                  progress_detail=lambda _d: "", check=lambda: None)  # fmt: skip
+    rec = measure(sc, thrifts={"s1": Full()}, ports=[slow], interval_s=0.01, hooks=hooks,
+                  progress=lambda _line: None)  # fmt: skip
+    assert [bps for _, bps in rec.capacity] == [0.5e6]  # the port's own, as the file says
+    # h2's sink heard h1 and h11 (behind s1:3) at 0.25 Mb/s each, h22 and h3 at 4 Mb/s.
+    rates = {"10.0.1.1": 0.25e6, "10.0.1.11": 0.25e6, "10.0.2.22": 4e6, "10.0.3.3": 4e6}
+    rec.sinks = {
+        "h2": [
+            (
+                rec.start + k * 0.005,
+                {ip: [0, round(bps / 8 * k * 0.005), 0] for ip, bps in rates.items()},
+            )
+            for k in range(1, 80)
+        ]
+    }
+    ips = [sc.topology.host_by_name[s.host].address for s in sc.sources]
+    behind_it = [slow in sc.topology.path(s.host, "h2") for s in sc.sources]
+    tr = sink_trace(sc, rec, 0.01, qcn=True, source_ips=ips, at_bottleneck=behind_it)
+    summary = summarize(sc, tr, qcn=True, backend="mininet", seed=1)
+    assert summary["headline_port"] == "s1:3"
+    assert summary["utilization"] == pytest.approx(1.0, abs=0.05)

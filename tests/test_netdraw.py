@@ -3,6 +3,8 @@ switches was laid out in a line, one link drawn over the middle switch)."""
 
 from __future__ import annotations
 
+import argparse
+import re
 import subprocess
 from pathlib import Path
 
@@ -70,22 +72,77 @@ def test_a_triangle_is_drawn_as_a_triangle(tmp_path: Path) -> None:
     assert draw(topo, tmp_path / "t.png").stat().st_size > 0
 
 
+def show(topology: str, scenario: str | None = None, *sets: str) -> list[str]:
+    """`qcn net show`'s lines, as its command line would print them."""
+    from qcn.cli.net import backend_views, show_lines  # noqa: PLC0415
+
+    args = argparse.Namespace(
+        topology=topology, line_rate=None, ecmp="per-destination", scenario=scenario,
+        set=list(sets),
+    )  # fmt: skip
+    return show_lines(backend_views(args))
+
+
+def rows(lines: list[str]) -> dict[str, list[str]]:
+    """The port table's rows by port, split into words."""
+    return {line.split()[0]: line.split()[1:] for line in lines if re.match(r"s\d+:\d+ ", line)}
+
+
 def test_net_show_has_column_headers_and_each_note_once() -> None:
     """`qcn net show` printed its runtime_json note once per switch, and its table had no
     column headers."""
-    from qcn.cli.net import show_lines  # noqa: PLC0415
-
-    lines = show_lines(load(str(DATA / "two-leaves.json"), RATE))
+    lines = show(str(DATA / "two-leaves.json"))
     notes = [line for line in lines if line.startswith("note: ")]
     assert [n for n in notes if "runtime_json" in n] == [
         "note: switches s1, s2: their runtime_json are for the tutorials' own program; this "
         "network runs the QCN pipeline, programmed by qcn's controller"
     ]
-    assert lines[len(notes) + 2].split() == ["port", "to", "rate", "delay", "buffer", "CP"]
-    assert lines[len(notes) + 3].split() == ["s1:1", "h1", "10", "Mb/s", "0", "ms", "100", "pkts",
-                                            "CP"]  # fmt: skip
-    assert "s1:3 s3:1 5 Mb/s 2 ms 100 pkts -" in [" ".join(line.split()) for line in lines]
+    header = lines.index("") + 1
+    assert lines[header].split() == ["rate", "delay"]
+    assert lines[header + 1].split() == ["port", "to", "sim", "BMv2", "sim", "BMv2", "buffer",
+                                         "CP"]  # fmt: skip
+    assert rows(lines)["s1:1"] == ["h1", "10", "Gb/s", "8.3", "Mb/s", "0", "ms", "0", "ms",
+                                   "100", "pkts", "CP"]  # fmt: skip
+    assert rows(lines)["s1:3"] == ["s3:1", "5", "Mb/s", "5", "Mb/s", "2", "ms", "2", "ms",
+                                   "100", "pkts", "-"]  # fmt: skip
     assert ["host", "IP", "MAC", "attached", "to"] in [line.split() for line in lines]
+
+
+def test_net_show_gives_the_rate_each_backend_runs() -> None:
+    """A tutorials file with one 0.5 Mb/s link: `net show` listed its other links at 10 Mb/s,
+    which the simulator ran at 10 Gb/s (issue 63).  Each backend's rate is shown: the
+    simulator's line rate and `qcn net up`'s scale; with --scenario, the run's, at the scale
+    a BMv2 run chooses (rates x0.000827 for long-lived's incast on this machine's model)."""
+    plain = show(str(DATA / "ecn-topo.json"))
+    assert plain[1].startswith("sim: as a scenario runs it on the simulator")
+    assert plain[2].startswith("BMv2: as qcn net up runs it; scale: links at 0.5/5.8 Mb/s")
+    assert rows(plain)["s1:1"][:5] == ["h11", "10", "Gb/s", "5.8", "Mb/s"]
+    assert rows(plain)["s1:3"][:5] == ["s2:3", "500", "kb/s", "500", "kb/s"]
+    run = show(str(DATA / "ecn-topo.json"), "long-lived", 'workload.traffic="incast"',
+               'workload.incast_sink="h2"')  # fmt: skip
+    assert run[1:3] == [
+        "sim: long-lived on the simulator",
+        "BMv2: long-lived at scale: rates x0.000827, times x242 (1.21x slower than its own "
+        "[bmv2] scale (rates x0.001, times x200)): at its own the switches would take 0.48 of "
+        "a core, over the budget of 0.4 (predicted, 115 us a frame: docs/experiments.md); "
+        "--scale chooses another",
+    ]
+    assert rows(run)["s1:1"] == ["h11", "10", "Gb/s", "8.27", "Mb/s", "0", "ms", "0", "ms",
+                                 "100", "pkts", "-"]  # fmt: skip
+    assert rows(run)["s1:3"][:5] == ["s2:3", "500", "kb/s", "500", "kb/s"]
+    # The run's CPs (the incast's two congested ports), not every port that could congest.
+    assert [p for p, cells in rows(run).items() if cells[-1] == "CP"] == ["s1:3", "s2:2"]
+
+
+def test_net_show_says_where_a_backend_would_not_run_it() -> None:
+    lines = show("leaf-spine:16,32,32")
+    assert lines[2].startswith("BMv2: qcn net up would not run it: leaf-spine:16,32,32: ")
+    assert rows(lines)["s1:1"][:6] == ["s17:33", "10", "Gb/s", "-", "0.02", "ms"]
+    r = qcn("net", "show", str(DATA / "ecn-topo.json"), "--set", "duration_s=1")
+    assert_one_line_error(r, "--set goes with --scenario")
+    r = qcn("net", "show", str(DATA / "ecn-topo.json"), "--scenario", "long-lived",
+            "--set", 'network.topology="single:2"')  # fmt: skip
+    assert_one_line_error(r, "--set network.topology: the network is the command's own")
 
 
 def test_draw_into_a_directory_writes_name_png_there_and_says_so(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ def test_json_safe_turns_non_numbers_into_nulls() -> None:
 
 
 def test_write_puts_every_sample_and_source_in_the_csvs(tmp_path: Path) -> None:
-    sc = scenarios.load("bursty")
+    sc = scenarios.load("bursty").with_overrides({"network.sources": 2})  # h1, h2 -> h3
     tr = Trace(
         times_s=[0.001, 0.002],
         queue_pkts=[3, 4],
@@ -68,6 +68,8 @@ def test_write_puts_every_sample_and_source_in_the_csvs(tmp_path: Path) -> None:
     assert rows[2] == {
         "time_s": "0.002000",
         "source": "0",
+        "sender": "h1",
+        "receiver": "h3",
         "current_rate_bps": "5500000000",
         "target_rate_bps": "8000000000",
         "throughput_bps": "1000000000",

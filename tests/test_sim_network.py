@@ -139,7 +139,7 @@ def test_every_generator_runs_on_the_simulator(topology: str, overrides: dict[st
     if len(sc.topology.cp_ports) > 1:
         summary = summarize(sc, tr, qcn=True, backend="sim", seed=2)
         assert set(summary["ports"]) >= set(tr.port_queue_pkts)
-        assert len(summary["fair_share_bps"]) == len(sc.sources)
+        assert [s["sender"] for s in summary["sources"]] == [s.host for s in sc.sources]
 
 
 def test_flows_run_over_a_leaf_spine_with_their_hops(tmp_path: Path) -> None:

@@ -91,7 +91,10 @@ def measure(
     start = rec.start = time.monotonic() + SOURCE_START_DELAY_S
     hooks.start_traffic(start)
     time.sleep(max(0.0, start - time.monotonic()))
-    rec.capacity.append((start, sc.network.bottleneck_rate_bps))
+    # The bottleneck port's own rate (a topology file's link may give it), as the simulator
+    # takes it: network.bottleneck_rate_bps is a generator's, and utilization on a file's
+    # 0.5 Mb/s port was taken against the hosts' scaled line rate (0.059 for 0.99).
+    rec.capacity.append((start, sc.initial_capacity_bps))
     next_sample, next_progress, end = start, start + 1.0, start + sc.duration_s
     while (now := time.monotonic()) < end:
         while pending and now - start >= pending[0].at_s:

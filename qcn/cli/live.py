@@ -357,9 +357,9 @@ def _rates_figure(plot: Callable[..., Any], feed: LiveFeed) -> tuple[Any, Any]:
     )
     rates = plot("each source's current rate (solid) and target rate (dashed)", "Gb/s")
     rates.y_range = Range1d(start=0, end=feed.line_rate_bps / 1e9 * 1.05)
-    for i, host in enumerate(sources):
+    for i, label in enumerate(feed.source_labels):
         color = PALETTE[i % len(PALETTE)]
-        rates.line("t", f"c{i}", source=rate_data, color=color, legend_label=host)
+        rates.line("t", f"c{i}", source=rate_data, color=color, legend_label=label)
         rates.line("t", f"r{i}", source=rate_data, color=color, line_dash="dashed", alpha=0.6)
     _legend_beside(rates)
     return rates, rate_data

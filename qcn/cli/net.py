@@ -4,7 +4,7 @@
     qcn net up topology.json              # p4lang/tutorials' file, as it is
     qcn net down                          # stop the one running (from another shell)
     qcn net draw parking-lot:3 -o pl.png  # a picture, its CP ports marked
-    qcn net show leaf-spine:2,2,2         # its switches, ports, links, CPs and routes
+    qcn net show leaf-spine:2,2,2         # its ports, links and CPs, each backend's rates
 
 A topology is a generator or a file (qcn.core.topology, docs/topology.md).  A generator's
 links run at ``--line-rate`` (10 Mb/s: what BMv2 carries comfortably per port; on ``up``,
@@ -20,19 +20,26 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from qcn.cli import backends
-from qcn.cli.options import plain_text
+from qcn.cli.options import add_set, load_scenario, plain_text
 from qcn.controller.cli import NET_UP_FILE
 from qcn.core import capacity, resources
 from qcn.core.ecmp import ECMP_MODES
 from qcn.core.errors import QcnError
+from qcn.core.fit import rate_text
 from qcn.core.live import LiveFeed
 from qcn.core.params import SEED_FRAME_BYTES, Preset, QcnParams
-from qcn.core.scenario import MAX_TIME_SCALE, scaled_params
+from qcn.core.scenario import (
+    MAX_TIME_SCALE,
+    Network,
+    ScenarioError,
+    link_defaults,
+    scaled_params,
+)
 from qcn.core.topology import GENERATORS, LinkDefaults, PortRef, Topology, is_generator_spec
 from qcn.core.topology import load as load_topology
 
@@ -120,11 +127,21 @@ def register(sub: Any) -> None:
 
     show = cmds.add_parser(
         "show",
-        help="a network's switches, ports, links, CPs and routes",
-        description="Print a network's switches, ports, links, CPs and routes, as the "
-        "project derives them. Nothing is started.",
+        help="a network's switches, ports, links and CPs, at the rates each backend runs",
+        description="Print a network's switches, ports, links and CPs, as the project "
+        "derives them, each link's rate and delay as the simulator runs it and as BMv2 does "
+        "(qcn net up's, or with --scenario a run's at the scale it would choose). Nothing is "
+        "started.",
     )
     _topology_argument(show)
+    show.add_argument(
+        "--scenario",
+        metavar="NAME",
+        help="the rates a run of this scenario on the network has (qcn run NAME --set "
+        "network.topology=TOPOLOGY): on the simulator, and on BMv2 at the scale the run "
+        "would choose on this machine",
+    )
+    add_set(show, "with --scenario: override a field of it, as qcn run's --set; repeatable")
     show.set_defaults(func=_show)
 
 
@@ -152,13 +169,18 @@ def _topology_argument(p: argparse.ArgumentParser) -> None:
     )
 
 
-def topology_of(args: argparse.Namespace, line_rate_bps: float | None = None) -> Topology:
-    """The network the command line names, its rate-less links at ``line_rate_bps`` (by
-    default --line-rate's)."""
+def given_line_rate(args: argparse.Namespace) -> float:
+    """--line-rate's value (its default if not given), checked."""
     given = NET_LINE_RATE_BPS if args.line_rate is None else args.line_rate
     if not MIN_LINE_RATE_BPS <= given <= 100e9:
         raise NetError("--line-rate must be in [1e3, 1e11] b/s")
-    rate = given if line_rate_bps is None else line_rate_bps
+    return float(given)
+
+
+def topology_of(args: argparse.Namespace, line_rate_bps: float | None = None) -> Topology:
+    """The network the command line names, its rate-less links at ``line_rate_bps`` (by
+    default --line-rate's)."""
+    rate = given_line_rate(args) if line_rate_bps is None else line_rate_bps
     defaults = LinkDefaults(
         line_rate_bps=rate,
         bottleneck_rate_bps=rate,
@@ -316,28 +338,93 @@ def drawing_path(topology: str, out: Path | None) -> Path:
 
 
 def _show(args: argparse.Namespace) -> int:
-    print("\n".join(show_lines(topology_of(args))))
+    print("\n".join(show_lines(backend_views(args))))
     return 0
 
 
-def show_lines(topo: Topology) -> list[str]:
-    """`qcn net show`: the network in one line, its notes, then a table of every switch
-    port and one of the hosts, each under its column headers."""
+@dataclass(frozen=True)
+class BackendViews:
+    """A network as the simulator runs it and as BMv2 does (None: it would not), and how
+    each was taken, in words."""
+
+    sim: Topology
+    sim_how: str
+    bmv2: Topology | None
+    bmv2_how: str
+
+
+def backend_views(args: argparse.Namespace) -> BackendViews:
+    """`qcn net show`'s network as the simulator and as BMv2 run it: without --scenario,
+    the simulator's at a scenario's defaults (a link without a rate at
+    network.line_rate_bps) and BMv2's as `qcn net up` runs it (:func:`chosen_topology`);
+    with it, that scenario's run on the network, on the simulator and at the scale a BMv2
+    run would choose (qcn.core.capacity).  A rate neither uses is never shown: a link
+    without one was listed at net up's 10 Mb/s, which the simulator ran at 10 Gb/s."""
+    if args.scenario is None:
+        if args.set:
+            raise NetError("--set goes with --scenario (a field of the scenario's)")
+        given_line_rate(args)  # (a mistake in it is the user's, not net up's refusal)
+        net = Network()
+        sim_how = (
+            "sim: as a scenario runs it on the simulator, at its defaults (links without a "
+            f"rate at network.line_rate_bps, {rate_text(net.line_rate_bps)}; delays "
+            "network.rtt_s / 2; --scenario for one's own)"
+        )
+        sim = replace(load_topology(args.topology, link_defaults(net)), ecmp=args.ecmp)
+        try:
+            topo, _, scale = chosen_topology(args)
+        except NetError as e:
+            return BackendViews(sim, sim_how, None, f"BMv2: qcn net up would not run it: {e}")
+        return BackendViews(sim, sim_how, topo, f"BMv2: as qcn net up runs it; {scale}")
+    if args.line_rate is not None:
+        raise NetError("--line-rate is qcn net up's: with --scenario the rates are the run's")
+    sc, overrides = load_scenario(args.scenario, args.set, None)
+    if "network.topology" in overrides:
+        raise NetError("--set network.topology: the network is the command's own argument")
+    sc = sc.with_overrides({"network.topology": args.topology})
+    given = [*overrides, "network.topology"]
+    sim_how = f"sim: {sc.name} on the simulator"
+    try:
+        chosen, scale = capacity.with_chosen_scale(sc, given)
+        scaled = chosen.scaled_for_bmv2(keep=given)
+    except ScenarioError as e:
+        return BackendViews(sc.topology, sim_how, None, f"BMv2: {sc.name} would not run there: {e}")
+    return BackendViews(sc.topology, sim_how, scaled.topology, f"BMv2: {sc.name} at {scale}")
+
+
+def show_lines(views: BackendViews) -> list[str]:
+    """`qcn net show`: the network in one line, its notes, how each backend runs it, then a
+    table of every switch port (its rate and delay on each backend; its buffer and CP,
+    both where the backends differ) and one of the hosts, each under its column headers."""
+    topo, other = views.sim, views.bmv2
     lines = [topo.describe(), *(f"note: {note}" for note in topo.notes)]
-    cps = set(topo.cp_ports)
-    lines += ["", PORT_ROW.format("port", "to", "rate", "delay", "buffer", "CP")]
-    for sw in topo.switches:
-        for port in topo.ports(sw):
-            ref = PortRef(sw, port)
-            link, far = topo.link_at(ref), topo.far_end(ref)
-            to = far.node if far.node in topo.host_by_name else f"{far.node}:{far.port}"
-            cp = "CP" if ref in cps else ("no" if topo.congestible(ref) else "-")
-            lines.append(
-                PORT_ROW.format(
-                    str(ref), to, f"{link.rate_bps / 1e6:g} Mb/s", f"{link.delay_s * 1e3:g} ms",
-                    f"{link.buffer_pkts} pkts", cp,
-                )
-            )  # fmt: skip
+    lines += [views.sim_how, views.bmv2_how, ""]
+    lines += [
+        PORT_GROUPS.format("", "", "rate", "delay").rstrip(),
+        PORT_ROW.format("port", "to", "sim", "BMv2", "sim", "BMv2", "buffer", "CP"),
+    ]
+    sim_cps = set(topo.cp_ports)
+    bmv2_cps = set(other.cp_ports) if other is not None else set()
+
+    def cp(t: Topology, cps: set[PortRef], ref: PortRef) -> str:
+        return "CP" if ref in cps else ("no" if t.congestible(ref) else "-")
+
+    for ref in topo.port_refs():
+        link, far = topo.link_at(ref), topo.far_end(ref)
+        to = far.node if far.node in topo.host_by_name else f"{far.node}:{far.port}"
+        there = other.link_at(ref) if other is not None else None
+        cells = [
+            (f"{link.buffer_pkts} pkts", f"{there.buffer_pkts} pkts" if there else None),
+            (cp(topo, sim_cps, ref), cp(other, bmv2_cps, ref) if other is not None else None),
+        ]
+        buffer, runs_cp = (a if b in (None, a) else f"{a} sim, {b} BMv2" for a, b in cells)
+        lines.append(
+            PORT_ROW.format(
+                str(ref), to, rate_text(link.rate_bps),
+                rate_text(there.rate_bps) if there else "-", f"{link.delay_s * 1e3:.3g} ms",
+                f"{there.delay_s * 1e3:.3g} ms" if there else "-", buffer, runs_cp,
+            )
+        )  # fmt: skip
     lines += ["", HOST_ROW.format("host", "IP", "MAC", "attached to")]
     for h in topo.hosts:
         lines.append(HOST_ROW.format(h.name, h.ip, h.mac, str(topo.attachment(h.name))))
@@ -346,5 +433,7 @@ def show_lines(topo: Topology) -> list[str]:
     return lines
 
 
-PORT_ROW = "{:<10} {:<10} {:>12} {:>9} {:>10}  {}"
+PORT_ROW = "{:<10} {:<10} {:>11} {:>11} {:>9} {:>9} {:>10}  {}"
+PORT_GROUPS = "{:<10} {:<10} {:^23} {:^19}"
+"""The header over PORT_ROW's two columns of rates (sim, BMv2) and two of delays."""
 HOST_ROW = "{:<10} {:<18} {:<18} {}"

@@ -245,17 +245,24 @@ def prepare_out(out: Path, scenario: str, *, force: bool = False) -> StagedResul
 
 def flows_line(flows: dict[str, Any]) -> str:
     """The flows workload's figures in one line (summary.json's ``flows``); a slowdown of
-    no flow is ``-``, not nan."""
-    short, long = flows["slowdown_short"], flows["slowdown_long"]
+    no flow is ``-``, not nan; with flows unfinished, the slowdowns say they leave them
+    out, and how many of each size."""
 
     def fig(x: float | None) -> str:
         return "-" if x is None or math.isnan(x) else f"{x:.2f}"
 
+    def part(kind: str) -> str:
+        figures = flows[f"slowdown_{kind}"]
+        more = f", {figures['unfinished']} more unfinished" if figures["unfinished"] else ""
+        return (
+            f"{kind} {fig(figures['p50'])}/{fig(figures['p99'])} ({figures['flows']} flows{more})"
+        )
+
+    only = " of the finished flows only:" if flows["unfinished"] else ""
     return (
         f"flows: {flows['started']} started, {flows['finished']} finished, "
-        f"{flows['unfinished']} unfinished; slowdown p50/p99 short {fig(short['p50'])}/"
-        f"{fig(short['p99'])} ({short['flows']} flows), long {fig(long['p50'])}/"
-        f"{fig(long['p99'])} ({long['flows']} flows)"
+        f"{flows['unfinished']} unfinished; slowdown p50/p99{only} {part('short')}, "
+        f"{part('long')}"
     )
 
 

@@ -79,6 +79,7 @@ PLOT_METRICS = (
     "queue_std_episode_pkts",
     "drops",
     "jain_fairness",
+    "jain_sent",
     "utilization",
     *FLOW_KEYS,
 )
@@ -508,7 +509,8 @@ METRIC_NAMES = {
     "queue_std_pkts": "queue's standard deviation (packets)",
     "queue_std_episode_pkts": "queue's standard deviation in the episode (packets)",
     "drops": "frames dropped",
-    "jain_fairness": "Jain's fairness index",
+    "jain_fairness": "Jain's index, delivered / fair share",
+    "jain_sent": "Jain's index over sent rates",
     "utilization": "bottleneck utilization",
     "flows_unfinished": "flows unfinished",
     **{

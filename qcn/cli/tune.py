@@ -76,7 +76,7 @@ REPORT_FILE = "tune.json"
 APPLIED_FILE = "applied.csv"
 METRICS = (*SUMMARY_KEYS, *FLOW_KEYS)
 """What a study can optimise or constrain: a run's headline figures (summary.json)."""
-MAXIMISED = ("utilization", "utilization_episode", "jain_fairness")
+MAXIMISED = ("utilization", "utilization_episode", "jain_fairness", "jain_sent")
 """The figures that are better larger (the others: smaller)."""
 MAX_OBJECTIVES = 2
 CP_APPLIED = ("q_eq_pkts", "w", "p_base", "p_scale")

@@ -71,41 +71,73 @@ def full_line_rate_load(topo: Topology, frame_bytes: int) -> SwitchLoad:
     """What a network asks of its switches when every host sends at its link's rate,
     spread evenly over the hosts it may send to (:meth:`Topology.traffic_basis`): the
     most a user's own traffic on ``qcn net up`` can ask."""
-    basis = topo.traffic_basis()
-    fan_out = Counter(src for src, _dst in basis)
-    offers = [(src, dst, topo.access_link(src).rate_bps / fan_out[src]) for src, dst in basis]
-    return load_along(topo, offers, frame_bytes, FRAME_COST_S)
+    if topo.pairs:
+        basis = topo.traffic_basis()
+        fan_out = Counter(src for src, _dst in basis)
+        offers = [(src, dst, topo.access_link(src).rate_bps / fan_out[src]) for src, dst in basis]
+        return load_along(topo, offers, frame_bytes, FRAME_COST_S)
+    # Any host to any other: each switch's hosts' shares to a destination add up to one
+    # chain's offer, counted per switch, not per pair (3,968 hosts' 15.7 M pairs took
+    # `qcn net show` 67 s; now 62 switches x 3,968 destinations).
+    share = {h.name: topo.access_link(h.name).rate_bps / (len(topo.hosts) - 1) for h in topo.hosts}
+    home = {h.name: topo.attachment(h.name).switch for h in topo.hosts}
+    from_switch: dict[str, float] = {}
+    for host, rate in share.items():
+        from_switch[home[host]] = from_switch.get(home[host], 0.0) + rate
+    by_chain = {
+        (switch, dst): total - (share[dst] if home[dst] == switch else 0.0)
+        for switch, total in from_switch.items()
+        for dst in share
+    }
+    return load_of_chains(
+        topo, {k: v for k, v in by_chain.items() if v > 0}, frame_bytes, FRAME_COST_S
+    )
 
 
 def load_along(
     topo: Topology, offers: list[tuple[str, str, float]], frame_bytes: int, frame_cost_s: float
 ) -> SwitchLoad:
     """The frames each switch forwards a second for ``offers`` (source host, destination
-    host, b/s), each followed along its route: a port offered more than its link carries
-    passes its link's worth, the same share of every pair's frames through it."""
-    frame_bits = 8 * frame_bytes
+    host, b/s), each followed along its route (:func:`load_of_chains`)."""
     # A route is its first switch's chain: offers from one switch to one host add up
     # (a leaf's 32 hosts to all the others: a thousandth of the pairs' chains to follow).
     by_chain: dict[tuple[str, str], float] = {}
     for src, dst, rate in offers:
         key = (topo.attachment(src).switch, dst)
         by_chain[key] = by_chain.get(key, 0.0) + rate
-    paths: list[tuple[float, tuple[PortRef, ...]]] = []
-    through: dict[PortRef, float] = {}
+    return load_of_chains(topo, by_chain, frame_bytes, frame_cost_s)
+
+
+def load_of_chains(
+    topo: Topology,
+    by_chain: dict[tuple[str, str], float],
+    frame_bytes: int,
+    frame_cost_s: float,
+) -> SwitchLoad:
+    """The frames each switch forwards a second for what each (first switch, destination
+    host) chain is offered, b/s: a port offered more than its link carries passes its
+    link's worth, the same share of every chain's frames through it."""
+    frame_bits = 8 * frame_bytes
+    # Ports as (switch, port) tuples: a PortRef's hash is a Python call, and 3,968 hosts'
+    # 246 k chains made them most of the time.
+    paths: list[tuple[float, list[tuple[str, int]]]] = []
+    through: dict[tuple[str, int], float] = {}
     for (home, dst), rate in by_chain.items():
-        chain = topo.chain(home, dst)
+        chain = [(ref.switch, ref.port) for ref in topo.chain(home, dst)]
         paths.append((rate, chain))
-        for ref in chain:
-            through[ref] = through.get(ref, 0.0) + rate
+        for key in chain:
+            through[key] = through.get(key, 0.0) + rate
     passed = {
-        ref: min(1.0, topo.link_at(ref).rate_bps / bps) for ref, bps in through.items() if bps
+        key: min(1.0, topo.link_at(PortRef(*key)).rate_bps / bps)
+        for key, bps in through.items()
+        if bps
     }
     frames: dict[str, float] = {}
     for offered, chain in paths:
         rate = offered
-        for ref in chain:  # the frames reaching this switch, then what its port passes on
-            frames[ref.switch] = frames.get(ref.switch, 0.0) + rate / frame_bits
-            rate *= passed.get(ref, 1.0)
+        for key in chain:  # the frames reaching this switch, then what its port passes on
+            frames[key[0]] = frames.get(key[0], 0.0) + rate / frame_bits
+            rate *= passed.get(key, 1.0)
     return SwitchLoad(frames, frame_cost_s)
 
 

@@ -426,7 +426,9 @@ class FlowRecord:
 FLOW_CSV_COLUMNS = (
     "flow",
     "source",
+    "sender",
     "destination",
+    "receiver",
     "size_bytes",
     "start_s",
     "fct_s",
@@ -437,6 +439,15 @@ FLOW_CSV_COLUMNS = (
 )
 HOPS_COLUMN = "hops"
 """flows.csv's last column in a network of several switches: each flow's path length."""
+
+
+class Endpoints(Protocol):
+    """A source's hosts, as flows.csv names them (qcn.core.scenario.SourceHost)."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def destinations(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -490,20 +501,24 @@ def records_from_logs(
     return out
 
 
-def write_flows_csv(path: Path, records: Sequence[FlowRecord], *, hops: bool = False) -> None:
-    """One row per flow; with ``hops`` (a network of several switches) also its path's
-    length, as a last column (a single switch's flows all have one hop, and its flows.csv
-    stays as it always was)."""
+def write_flows_csv(
+    path: Path, records: Sequence[FlowRecord], sources: Sequence[Endpoints], *, hops: bool = False
+) -> None:
+    """One row per flow, its sender and receiver named (``sources``: the run's, by a
+    record's source); with ``hops`` (a network of several switches) also its path's
+    length, as a last column (a single switch's flows all have one hop)."""
     with path.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow([*FLOW_CSV_COLUMNS, *([HOPS_COLUMN] if hops else [])])
         for r in records:
-            done = r.finished
+            done, src = r.finished, sources[r.source]
             w.writerow(
                 [
                     r.flow_id,
                     r.source,
+                    src.host,
                     r.destination,
+                    src.destinations[r.destination],
                     r.size_bytes,
                     f"{r.start_s:.9f}",
                     f"{r.fct_s:.9f}" if done else "",
@@ -563,6 +578,16 @@ def summarize_flows(
     (:func:`slowdown_by_hops`)."""
     done = [r for r in records if r.finished]
     unfinished = [r for r in records if not r.finished]
+
+    def slowdown(short: bool | None) -> dict[str, Any]:
+        """The finished flows' figures of a size class (None: all), and how many of the
+        class did not finish (so the figures say what they leave out)."""
+
+        def of(rs: list[FlowRecord]) -> list[FlowRecord]:
+            return [r for r in rs if short is None or (r.size_bytes < short_bytes) == short]
+
+        return {**slowdown_figures(of(done)), "unfinished": len(of(unfinished))}
+
     return {
         "started": len(records),
         "finished": len(done),
@@ -570,9 +595,9 @@ def summarize_flows(
         "unfinished_bytes": sum(r.size_bytes for r in unfinished),
         "retransmitted_frames": sum(r.retransmitted_frames for r in records),
         "short_flow_bytes": short_bytes,
-        "slowdown_all": slowdown_figures(done),
-        "slowdown_short": slowdown_figures([r for r in done if r.size_bytes < short_bytes]),
-        "slowdown_long": slowdown_figures([r for r in done if r.size_bytes >= short_bytes]),
+        "slowdown_all": slowdown(None),
+        "slowdown_short": slowdown(True),
+        "slowdown_long": slowdown(False),
         "fct_short_mean_s": _mean([r.fct_s for r in done if r.size_bytes < short_bytes]),
         "fct_long_mean_s": _mean([r.fct_s for r in done if r.size_bytes >= short_bytes]),
         "bins": slowdown_bins(done),
@@ -584,22 +609,49 @@ def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else math.nan
 
 
-def plot_slowdown(path: Path, title: str, curves: dict[str, list[dict[str, Any]]]) -> Path:
-    """Slowdown against flow size (each bin's largest size, log x): p50 solid and p99
-    dashed for each named set of bins (one run, or runs to compare)."""
+def unfinished_note(flows: dict[str, Any]) -> str:
+    """What a slowdown figure leaves out, in words (``flows``: summary.json's ``flows``):
+    the slowdown is the finished flows'."""
+    if not flows["unfinished"]:
+        return f"all {flows['started']} flows finished"
+    return (
+        f"{flows['unfinished']} of {flows['started']} flows did not finish: the slowdown is "
+        f"the {flows['finished']} finished flows'"
+    )
+
+
+def plot_slowdown(path: Path, title: str, curves: dict[str, dict[str, Any]]) -> Path:
+    """slowdown.png (:func:`slowdown_figure`) at ``path``."""
     import matplotlib  # noqa: PLC0415 - only runs that write results need it
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
+    fig = slowdown_figure(plt, title, curves)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def slowdown_figure(plt: Any, title: str, curves: dict[str, dict[str, Any]]) -> Any:
+    """Slowdown against flow size (each bin's largest size, log x): p50 solid and p99
+    dashed for each named run's flows (summary.json's ``flows``: one run, or runs to
+    compare), the title's next line saying how many flows each left unfinished, which
+    its curves leave out."""
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for i, (label, bins) in enumerate(curves.items()):
+    for i, (label, flows) in enumerate(curves.items()):
+        bins = flows["bins"]
         sizes = [b["size_max_bytes"] for b in bins]
         color = f"C{i}"
         ax.plot(sizes, [b["p50"] for b in bins], "-o", ms=3, color=color, label=f"{label} p50")
         ax.plot(sizes, [b["p99"] for b in bins], "--", color=color, label=f"{label} p99")
-    ax.set(xlabel="flow size (bytes, each 5 % bin's largest)", ylabel="slowdown", title=title)
-    if any(curves.values()):
+    notes = [
+        unfinished_note(flows) if len(curves) == 1 else f"{label}: {unfinished_note(flows)}"
+        for label, flows in curves.items()
+    ]
+    ax.set(xlabel="flow size (bytes, each 5 % bin's largest)", ylabel="slowdown")
+    ax.set_title("\n".join([title, *notes]), fontsize=10)
+    if any(flows["bins"] for flows in curves.values()):
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.legend(fontsize=8)
@@ -609,6 +661,4 @@ def plot_slowdown(path: Path, title: str, curves: dict[str, list[dict[str, Any]]
         ax.text(0.5, 0.5, "no flow finished", ha="center", va="center", transform=ax.transAxes)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return fig

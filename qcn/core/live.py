@@ -222,6 +222,7 @@ class LiveFeed:
         topo: Topology,
         bottleneck: PortRef | None,
         sources: list[str],
+        source_labels: list[str],
         cp: CpParams | None,
         frame_bytes: int,
         duration_s: float | None,
@@ -234,6 +235,10 @@ class LiveFeed:
         self.cp_ports = [str(r) for r in topo.cp_ports] if cp is not None else []
         """The ports with a CP to tune (none without QCN)."""
         self.sources = sources
+        """The sending hosts, in source order."""
+        self.source_labels = source_labels
+        """Each source as the page's legend names it: sender and receiver, where it has one
+        (qcn.core.scenario.SourceHost.label)."""
         self.line_rate_bps = max((topo.access_link(s).rate_bps for s in sources), default=1e9)
         self.frame_bytes = frame_bytes
         self.duration_s = duration_s
@@ -280,6 +285,7 @@ class LiveFeed:
             topo=sc.topology,
             bottleneck=sc.bottleneck_port,
             sources=[s.host for s in sc.sources],
+            source_labels=[s.label for s in sc.sources],
             cp=cp,
             frame_bytes=sc.network.frame_bytes,
             duration_s=sc.duration_s,
@@ -297,6 +303,7 @@ class LiveFeed:
             topo=topo,
             bottleneck=None,
             sources=[h.name for h in topo.hosts],
+            source_labels=[h.name for h in topo.hosts],  # (each may send to any other)
             cp=cp,
             frame_bytes=frame_bytes,
             duration_s=None,

@@ -19,9 +19,11 @@ from typing import Any
 
 from qcn.core import control, noise
 from qcn.core.fairness import max_min_fair
+from qcn.core.fit import rate_text
 from qcn.core.flows import SHORT_FLOW_BYTES, plot_slowdown, summarize_flows, write_flows_csv
 from qcn.core.live import q_eq_frames
 from qcn.core.scenario import Scenario
+from qcn.core.topology import PortRef
 from qcn.core.trace import Trace
 
 #: The headline figures of a run (summary.json has these and more), as `qcn run` prints them.
@@ -30,6 +32,7 @@ SUMMARY_KEYS = (
     "queue_max_pkts",
     "drops",
     "jain_fairness",
+    "jain_sent",
     "utilization",
     "recovery_ms",
     "queue_mean_settled_pkts",
@@ -109,14 +112,22 @@ def headline_view(sc: Scenario, tr: Trace, port: str) -> Trace:
     port's throughput leaves it NaN (its utilization is then null)."""
     if port == str(sc.bottleneck_port) or port not in tr.port_queue_pkts:
         return tr
-    ref = next(r for r in sc.topology.port_refs() if str(r) == port)
     n = len(tr.times_s)
     return dataclasses.replace(
         tr,
         queue_pkts=tr.port_queue_pkts[port],
         throughput_bps=tr.port_throughput_bps.get(port) or [math.nan] * n,
-        capacity_bps=[sc.topology.link_at(ref).rate_bps] * n,
+        capacity_bps=port_capacity_bps(sc, tr, port),
     )
+
+
+def port_capacity_bps(sc: Scenario, tr: Trace, port: str) -> list[float]:
+    """A port's capacity at each sample: for the scenario's bottleneck the trace's own (its
+    schedule's rates, as the backend set them), for any other its link's rate."""
+    if port == str(sc.bottleneck_port) and tr.capacity_bps:
+        return tr.capacity_bps
+    switch, _, number = port.rpartition(":")  # (the trace's names: str(PortRef))
+    return [sc.topology.link_at(PortRef(switch, int(number))).rate_bps] * len(tr.times_s)
 
 
 def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) -> dict[str, Any]:
@@ -135,9 +146,7 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
     fair_from, fair_to = fairness_window_s(sc)
     # The sample at fair_to already reports the capacity restored then: left out.
     episode = [i for i, t in enumerate(times) if fair_from < t < fair_to]
-    per_source = [
-        sum(tr.source_throughput_bps[k][i] for k in episode) for i in range(len(sc.sources))
-    ]
+    fairness = fairness_figures(sc, tr, episode)
     phases = phase_figures(sc, tr)
     quiet_queue = uncongested_queue(sc, tr)
     return {
@@ -165,7 +174,8 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         "queue_empty_settled": sum(q == 0 for q in settled) / len(settled),
         "drops_settled": tr.drops - drops_before_tail,
         "cnms": tr.cnms,
-        "jain_fairness": jain(per_source),
+        "jain_fairness": fairness.jain_fairness,
+        "jain_sent": fairness.jain_sent,
         "fairness_window_s": [fair_from, fair_to],
         **episode_figures(tr, episode),
         "utilization": delivered / capacity if capacity else math.nan,
@@ -194,10 +204,31 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
         ),
         **({"captures": tr.captures} if tr.captures else {}),
         **(flow_figures(flow_summary(sc, tr)) if sc.workload.pattern == "flows" else {}),
-        **(network_figures(sc, tr, warm, episode) if network_run(tr) else {}),
+        "sources": fairness.sources,
+        **({"long_flow_fair_ratio": fairness.long_flow_ratio} if long_flow(sc) else {}),
+        **({"ports": port_figures(tr, warm)} if network_run(tr) else {}),
         **control.summary_figures(sc, control.port_control(sc, tr, warm, tail, qcn=qcn)),
         **tr.extra,
     }
+
+
+@dataclass(frozen=True)
+class Fairness:
+    """How the sources shared the network over the fairness window (:func:`fairness_figures`)."""
+
+    jain_fairness: float
+    """Jain's index over each source's delivered throughput / its max-min fair share: how
+    fairly the network served them (NaN: not known, below)."""
+    jain_sent: float
+    """Jain's index over what each source sent (sources.csv's throughput_bps): what
+    ``jain_fairness`` was until each receiver's share was counted (the seeds' own figure,
+    and the one ``qcn compare`` holds BMv2 to)."""
+    sources: list[dict[str, Any]]
+    """summary.json's ``sources``: per source, its sender and receiver hosts, and its
+    ``sent_bps``, ``delivered_bps`` and ``fair_share_bps`` over the window."""
+    long_flow_ratio: float
+    """Source 0's delivered / fair share (the parking lot's long flow: below 1, beaten
+    down)."""
 
 
 def episode_figures(tr: Trace, episode: list[int]) -> dict[str, float]:
@@ -244,22 +275,13 @@ def q_eq_steps(sc: Scenario, tr: Trace) -> dict[str, list[tuple[float, float]]]:
 
 def network_run(tr: Trace) -> bool:
     """Whether the run followed several ports (a network with more than one CP port):
-    then it has ports.csv and the network's figures (:func:`network_figures`)."""
+    then it has ports.csv and summary.json its ``ports`` (:func:`port_figures`)."""
     return len(tr.port_queue_pkts) > 1
 
 
 def multi_switch(sc: Scenario) -> bool:
     """A network of several switches: its flows' paths differ in length."""
     return len(sc.topology.switches) > 1
-
-
-def network_figures(sc: Scenario, tr: Trace, warm: int, episode: list[int]) -> dict[str, Any]:
-    """A network run's figures: per port (:func:`port_figures`) and, for streams, how the
-    sources fared against their max-min fair shares (:func:`share_figures`)."""
-    out: dict[str, Any] = {"ports": port_figures(tr, warm)}
-    if sc.workload.pattern != "flows":
-        out |= share_figures(sc, tr, episode)
-    return out
 
 
 def port_figures(tr: Trace, warm: int) -> dict[str, dict[str, Any]]:
@@ -282,28 +304,40 @@ def port_figures(tr: Trace, warm: int) -> dict[str, dict[str, Any]]:
     return out
 
 
-def share_figures(sc: Scenario, tr: Trace, episode: list[int]) -> dict[str, Any]:
-    """Each source's delivered throughput over the fairness window, its max-min fair share
-    there (:func:`fair_shares_bps`), Jain's index over delivered / fair share, and where
-    source 0 is the long flow (the parking lot's), its delivered / fair share: below 1,
-    it is beaten down."""
-    if not episode or not tr.source_delivered_bps:
-        return {}
-    n = len(sc.sources)
-    delivered = [
-        sum(tr.source_delivered_bps[k][i] for k in episode) / len(episode) for i in range(n)
-    ]
-    fair_from, fair_to = fairness_window_s(sc)
-    fair = fair_shares_bps(sc, sc.capacity_at((fair_from + fair_to) / 2))
+def fairness_figures(sc: Scenario, tr: Trace, episode: list[int]) -> Fairness:
+    """Each source's hosts, and over the fairness window (the sample rows ``episode``) what
+    it sent, what reached its receiver, and its max-min fair share there
+    (:func:`fair_shares_bps`); Jain's index over delivered / fair share and over what was
+    sent.  Delivered is not known where the backend did not count it per source (iperf3's
+    workloads: NaN); a fair share not for the flows workload, whose flows come and go
+    (NaN: its sources have no one rate to share)."""
+    n, rows = len(sc.sources), len(episode)
+    # Summed over the window as it always was: the seeds' figure, to the last bit.
+    sent = [sum(tr.source_throughput_bps[k][i] for k in episode) for i in range(n)]
+    nan = [math.nan] * n
+    delivered = nan
+    if rows and len(tr.source_delivered_bps) == len(tr.times_s):
+        delivered = [sum(tr.source_delivered_bps[k][i] for k in episode) / rows for i in range(n)]
+    fair = nan
+    if sc.workload.pattern != "flows":
+        fair_from, fair_to = fairness_window_s(sc)
+        fair = fair_shares_bps(sc, sc.capacity_at((fair_from + fair_to) / 2))
     ratios = [d / f if f else math.nan for d, f in zip(delivered, fair, strict=True)]
-    out: dict[str, Any] = {
-        "delivered_bps": delivered,
-        "fair_share_bps": fair,
-        "jain_fair_share": jain(ratios),
-    }
-    if long_flow(sc):
-        out["long_flow_fair_ratio"] = ratios[0]
-    return out
+    return Fairness(
+        jain_fairness=jain(ratios) if ratios else math.nan,
+        jain_sent=jain(sent),
+        sources=[
+            {
+                "sender": src.host,
+                "receiver": src.receiver,
+                "sent_bps": total / rows if rows else math.nan,
+                "delivered_bps": d,
+                "fair_share_bps": f,
+            }
+            for src, total, d, f in zip(sc.sources, sent, delivered, fair, strict=True)
+        ],
+        long_flow_ratio=ratios[0] if ratios else math.nan,
+    )
 
 
 def fair_shares_bps(sc: Scenario, bottleneck_bps: float) -> list[float]:
@@ -501,10 +535,23 @@ def recovery_ms(sc: Scenario, tr: Trace) -> float | None:
     return math.inf
 
 
+SOURCE_CSV_COLUMNS = (
+    "time_s",
+    "source",
+    "sender",
+    "receiver",
+    "current_rate_bps",
+    "target_rate_bps",
+    "throughput_bps",
+)
+"""sources.csv's columns; a network run's adds ``delivered_bps``."""
+
+
 def write_csvs(out: Path, sc: Scenario, tr: Trace) -> None:
     """queue.csv, sources.csv, (flows workload) flows.csv and (a network run) ports.csv:
     what was measured, as it stands (an interrupted run writes these alone, beside its
-    PARTIAL marker).  A network run's sources.csv also has each source's delivered
+    PARTIAL marker).  sources.csv and flows.csv name each source's or flow's sender and
+    receiver hosts; a network run's sources.csv also has each source's delivered
     throughput, and a network of several switches' flows.csv each flow's hops."""
     out.mkdir(parents=True, exist_ok=True)
     network = network_run(tr) and len(tr.source_delivered_bps) == len(tr.times_s)
@@ -515,10 +562,7 @@ def write_csvs(out: Path, sc: Scenario, tr: Trace) -> None:
             w.writerow([f"{row[0]:.6f}", row[1], f"{row[2]:.0f}", f"{row[3]:.0f}"])
     with (out / "sources.csv").open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(
-            ["time_s", "source", "current_rate_bps", "target_rate_bps", "throughput_bps"]
-            + (["delivered_bps"] if network else [])
-        )
+        w.writerow([*SOURCE_CSV_COLUMNS, *(["delivered_bps"] if network else [])])
         delivered = tr.source_delivered_bps if network else [[]] * len(tr.times_s)
         for t, crs, trs, tps, dls in zip(
             tr.times_s,
@@ -528,11 +572,11 @@ def write_csvs(out: Path, sc: Scenario, tr: Trace) -> None:
             delivered,
             strict=True,
         ):
-            for i, (cr, target, tp) in enumerate(zip(crs, trs, tps, strict=True)):
-                cells = [f"{t:.6f}", i, f"{cr:.0f}", f"{target:.0f}", f"{tp:.0f}"]
-                w.writerow(cells + ([f"{dls[i]:.0f}"] if network else []))
+            for i, (src, cr, target, tp) in enumerate(zip(sc.sources, crs, trs, tps, strict=True)):
+                cells = [f"{t:.6f}", i, src.host, src.receiver, f"{cr:.0f}", f"{target:.0f}"]
+                w.writerow([*cells, f"{tp:.0f}", *([f"{dls[i]:.0f}"] if network else [])])
     if sc.workload.pattern == "flows":
-        write_flows_csv(out / "flows.csv", tr.flows, hops=multi_switch(sc))
+        write_flows_csv(out / "flows.csv", tr.flows, sc.sources, hops=multi_switch(sc))
     if network_run(tr):
         write_ports_csv(out / "ports.csv", tr)
 
@@ -568,11 +612,18 @@ def write(
         figures.append(
             plot_slowdown(
                 out / "slowdown.png",
-                f"{sc.name}: slowdown by flow size, on {sc.network_title}",
-                {"QCN" if summary["qcn"] else "no QCN": summary["flows"]["bins"]},
+                plot_title(sc, "slowdown by flow size"),
+                {"QCN" if summary["qcn"] else "no QCN": summary["flows"]},
             )
         )
     return figures
+
+
+def plot_title(sc: Scenario, what: str) -> str:
+    """A plot's title: the scenario, what the plot shows, and the network the run used
+    (Scenario.network_title: a scenario's own title names the network it was written
+    for, which ``--set network.topology`` replaces)."""
+    return f"{sc.name}: {what}, on {sc.network_title}"
 
 
 def json_safe(value: Any) -> Any:
@@ -594,6 +645,8 @@ line each on one panel."""
 
 LEGEND_ROWS = 24
 """A legend of more lines than this takes another column."""
+RATES_LEGEND_LINES_MAX = 13
+"""rates.png's panels name their lines (sources, capacities) up to this many."""
 LEGEND_LINES_MAX = 4 * LEGEND_ROWS
 """Past this many lines a legend names only the headline port: a thousand ports' legend
 is unreadable, and took matplotlib 15 s to lay out (ports.csv lists them all)."""
@@ -641,9 +694,8 @@ def plot(out: Path, sc: Scenario, tr: Trace) -> list[Path]:
     """rates.png, queue.png and (a network run) ports.png: see docs/experiments.md."""
     plt = pyplot()
     head = headline(sc, tr)
-    view = headline_view(sc, tr, head.port)
     figures = [
-        save(plt, rates_figure(plt, sc, view, head), out / "rates.png"),
+        save(plt, rates_figure(plt, sc, tr, head), out / "rates.png"),
         save(plt, queue_figure(plt, sc, tr, head), out / "queue.png"),
     ]
     if network_run(tr):
@@ -672,23 +724,110 @@ def save(plt: Any, fig: Any, path: Path) -> Path:
     return path
 
 
-def rates_figure(plt: Any, sc: Scenario, tr: Trace, head: Headline) -> Any:
-    """Every source's current rate and the headline port's capacity (``tr``: the
-    headline's view, :func:`headline_view`)."""
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    div, unit = rate_unit(tr.capacity_bps + [r for row in tr.source_current_rate_bps for r in row])
-    for i in range(len(sc.sources)):
-        ax.plot(
-            tr.times_s,
-            [row[i] / div for row in tr.source_current_rate_bps],
-            lw=0.8,
-            label=f"RP {i}",
+def crossed_ports(sc: Scenario) -> list[set[str]]:
+    """Per source, the switch egress ports its traffic leaves through: its stream's path,
+    or its flows' destinations' paths (each destination's own route)."""
+    topo = sc.topology
+    if sc.workload.pattern != "flows":
+        return [{str(r) for r in sc.stream_refs(i)} for i in range(len(sc.sources))]
+    return [
+        {str(r) for d in src.destinations for r in topo.path(src.host, d)} for src in sc.sources
+    ]
+
+
+@dataclass(frozen=True)
+class RatePanel:
+    """One panel of rates.png: the sources drawn and the ports whose capacity is."""
+
+    title: str
+    sources: list[int]
+    ports: list[str]
+
+
+def rate_panels(sc: Scenario, tr: Trace, head: Headline) -> tuple[list[RatePanel], bool]:
+    """rates.png's panels, and whether their rate axis is logarithmic: a panel for each
+    port queue.png draws (:func:`queue_plot_ports`), with the sources whose traffic
+    crosses it, then one of the sources that cross none of them; past
+    :data:`QUEUE_PANELS_MAX` ports, one panel of every source and every such port's
+    capacity, on a log axis (a 0.5 Mb/s port's capacity was drawn at 0 on a Gb/s axis)."""
+    ports = queue_plot_ports(sc, tr, head)
+    everyone = list(range(len(sc.sources)))
+    if len(ports) > QUEUE_PANELS_MAX:
+        every = RatePanel(f"every source; the {len(ports)} ports queue.png draws", everyone, ports)
+        return [every], True
+    crossing = crossed_ports(sc)
+    panels = [
+        RatePanel(
+            f"through {port}" + (" (headline)" if port == head.port else ""),
+            [i for i in everyone if port in crossing[i]],
+            [port],
         )
-    capacity = f"capacity of {head.port}"
-    ax.plot(tr.times_s, [c / div for c in tr.capacity_bps], "k--", lw=1, label=capacity)
-    ax.set(xlabel="time (s)", ylabel=f"rate ({unit})", title=f"{sc.title}: source rates (CR)")
-    if len(sc.sources) <= 12:
-        outside_legend(ax, fontsize=7)
+        for port in ports
+    ]
+    rest = [i for i in everyone if not crossing[i] & set(ports)]
+    if rest:
+        panels.append(RatePanel("through none of these ports", rest, []))
+    return panels, False
+
+
+def capacity_lines(sc: Scenario, tr: Trace, ports: list[str]) -> list[tuple[str, list[float]]]:
+    """The capacity lines of ``ports``: one per distinct series (ports of one rate share
+    a line), each labelled with its ports and, where it is one rate, that rate."""
+    by_series: dict[tuple[float, ...], list[str]] = {}
+    for port in ports:
+        by_series.setdefault(tuple(port_capacity_bps(sc, tr, port)), []).append(port)
+    out = []
+    for series, named in by_series.items():
+        who = ", ".join(named) if len(named) <= 3 else f"{len(named)} ports ({named[0]}, ...)"
+        rate = f": {rate_text(series[0])}" if len(set(series)) == 1 else ""
+        out.append((f"capacity of {who}{rate}", list(series)))
+    return out
+
+
+CAPACITY_LOG_RATIO = 50.0
+"""A panel of rates.png whose capacity is below its highest rate over this is drawn on a log
+axis: on a linear one it would lie within 2 % of zero (a 0.5 Mb/s port's among 10 Gb/s
+sources lay on it)."""
+
+
+def low_capacity(capacities: list[tuple[str, list[float]]], drawn: list[float]) -> bool:
+    """Whether a panel's lowest capacity is too low beside its highest rate to be seen on a
+    linear axis (:data:`CAPACITY_LOG_RATIO`)."""
+    lowest = min((c for _, series in capacities for c in series if c > 0), default=math.inf)
+    top = max((v for v in drawn if math.isfinite(v)), default=0.0)
+    return top > CAPACITY_LOG_RATIO * lowest
+
+
+def rates_figure(plt: Any, sc: Scenario, tr: Trace, head: Headline) -> Any:
+    """rates.png: every source's current rate, labelled with its sender and receiver, in
+    the panel of each drawn port its traffic crosses, against that port's capacity
+    (:func:`rate_panels`)."""
+    panels, many = rate_panels(sc, tr, head)
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(9, 4.5 if len(panels) == 1 else 1.2 + 2.2 * len(panels)),
+        sharex=True, squeeze=False,
+    )  # fmt: skip
+    rates = tr.source_current_rate_bps
+    for (ax,), panel in zip(axes, panels, strict=True):
+        capacities = capacity_lines(sc, tr, panel.ports)
+        drawn = [row[i] for row in rates for i in panel.sources]
+        drawn += [c for _, series in capacities for c in series]
+        div, unit = rate_unit(drawn)
+        for i in panel.sources:
+            ax.plot(
+                tr.times_s, [row[i] / div for row in rates], lw=0.8, color=f"C{i % 10}",
+                label=sc.sources[i].label,
+            )  # fmt: skip
+        for label, series in capacities:
+            ax.plot(tr.times_s, [c / div for c in series], "k--", lw=1, label=label)
+        if many or low_capacity(capacities, drawn):
+            ax.set_yscale("log")
+        ax.set(ylabel=f"rate ({unit})", title=panel.title)
+        if len(panel.sources) + len(capacities) <= RATES_LEGEND_LINES_MAX:
+            outside_legend(ax, fontsize=7)
+    axes[-1][0].set_xlabel("time (s)")
+    title = plot_title(sc, "source rates (CR) against each port's capacity")
+    fig.suptitle(textwrap.fill(title, 100), fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -705,7 +844,7 @@ def queue_figure(plt: Any, sc: Scenario, tr: Trace, head: Headline) -> Any:
         sharex=True, sharey=True, squeeze=False,
     )  # fmt: skip
     named = ", ".join(ports) if len(ports) <= QUEUE_PANELS_MAX else f"{len(ports)} ports"
-    title = f"{sc.title}: queue at {named}; the headline port is {head.port}: {head.reason}"
+    title = plot_title(sc, f"queue at {named}; the headline port is {head.port}: {head.reason}")
     for k, port in enumerate(ports):
         ax = axes[min(k, panels - 1)][0]
         mark = line_label(port, head, len(ports))
@@ -745,7 +884,7 @@ def ports_figure(plt: Any, sc: Scenario, tr: Trace, head: Headline) -> Any:
         rate = tr.port_throughput_bps.get(port)
         if rate:
             bottom.plot(tr.times_s, [v / div for v in rate], **style)
-    top.set(ylabel="queue (pkts)", title=f"{sc.title}: every followed port (ports.csv)")
+    top.set(ylabel="queue (pkts)", title=plot_title(sc, "every followed port (ports.csv)"))
     bottom.set(xlabel="time (s)", ylabel=f"throughput ({unit})")
     if not rates:
         bottom.text(0.5, 0.5, "the ports' throughput was not measured", ha="center",

@@ -263,6 +263,19 @@ class SourceHost:
     host: str
     destinations: tuple[str, ...]
 
+    @property
+    def receiver(self) -> str:
+        """Who receives what it sends, as the results name it (sources.csv's ``receiver``,
+        summary.json's ``sources``): its destination; a flows source's, separated by spaces."""
+        return " ".join(self.destinations)
+
+    @property
+    def label(self) -> str:
+        """The source in a plot's legend: sender and receiver (past two receivers, their
+        count: all-to-all's would fill the legend; sources.csv names them)."""
+        shown = self.receiver if len(self.destinations) <= 2 else f"{len(self.destinations)} hosts"
+        return f"{self.host} → {shown}"
+
 
 @dataclass(frozen=True)
 class RateChange:
@@ -628,10 +641,10 @@ def links_beyond_bmv2(sc: Scenario) -> str:
     )
 
 
-def network_topology(net: Network) -> Topology:
-    """The topology ``net`` names, built from its rates, delay and buffer (the traffic's
-    pairs not applied yet: :attr:`Scenario.topology`)."""
-    defaults = LinkDefaults(
+def link_defaults(net: Network) -> LinkDefaults:
+    """The rates, delay and buffer ``net`` gives a generator's links (and a file's that give
+    none)."""
+    return LinkDefaults(
         line_rate_bps=net.line_rate_bps,
         bottleneck_rate_bps=net.bottleneck_rate_bps,
         fabric_rate_bps=net.fabric_rate_bps,
@@ -639,6 +652,12 @@ def network_topology(net: Network) -> Topology:
         delay_s=net.rtt_s / 2,
         buffer_pkts=net.buffer_pkts,
     )
+
+
+def network_topology(net: Network) -> Topology:
+    """The topology ``net`` names, built from its rates, delay and buffer (the traffic's
+    pairs not applied yet: :attr:`Scenario.topology`)."""
+    defaults = link_defaults(net)
     spec = net.topology
     if not is_generator_spec(spec) and spec not in SOURCE_TOPOLOGIES:
         # A file's link without a rate runs at the line rate, and file_rate_scale scales
