@@ -160,3 +160,18 @@ def test_probabilities_read_back_from_a_switch_pass_their_check() -> None:
     assert held.with_changes({"q_eq_pkts": 44}).q_eq_pkts == 44
     with pytest.raises(ParamError, match="is a probability"):
         held.with_changes({"p_scale": 0.951 / 63})  # 1.001: still refused
+
+
+def test_a_min_rate_below_the_rate_unit_says_how_the_two_relate() -> None:
+    """Issue 63: --set qcn.rp.min_rate_bps=10000 was refused with an error about
+    rp.rate_unit_bps, a field the user never set."""
+    with pytest.raises(ParamError) as e:
+        QcnParams.from_dict({"rp": {"min_rate_bps": 10_000}})
+    assert e.value.field == "rp.min_rate_bps"
+    assert str(e.value) == (
+        "rp.min_rate_bps: MIN_RATE 10 kb/s is less than one rate unit (rate_unit_bps, 1 Mb/s): "
+        "a limiter's rate is a whole number of units and never below MIN_RATE, so MIN_RATE is "
+        "at least one unit; give rate_unit_bps (beside min_rate_bps) 10000 or less too"
+    )
+    both = QcnParams.from_dict({"rp": {"min_rate_bps": 10_000, "rate_unit_bps": 10_000}})
+    assert both.rp.min_rate_bps == both.rp.rate_unit_bps == 10_000

@@ -30,7 +30,6 @@ from qcn.controller.cli import NET_UP_FILE
 from qcn.core import capacity, resources
 from qcn.core.ecmp import ECMP_MODES
 from qcn.core.errors import QcnError
-from qcn.core.fit import rate_text
 from qcn.core.live import LiveFeed
 from qcn.core.params import SEED_FRAME_BYTES, Preset, QcnParams
 from qcn.core.scenario import (
@@ -42,6 +41,7 @@ from qcn.core.scenario import (
 )
 from qcn.core.topology import GENERATORS, LinkDefaults, PortRef, Topology, is_generator_spec
 from qcn.core.topology import load as load_topology
+from qcn.core.units import rate_text
 
 DEFAULT_OUT = NET_UP_FILE.parent
 NET_LINE_RATE_BPS = 10e6

@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from qcn.core.fit import rate_text
 from qcn.core.scenario import Scenario
 from qcn.core.topology import PortRef
 from qcn.core.trace import Trace
+from qcn.core.units import rate_text
 
 MOST_OF_THE_RUN = 0.5
 """A port at its buffer in at least this share of the samples after the warm-up sat there

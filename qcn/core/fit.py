@@ -35,7 +35,7 @@ from qcn.core.params import (
 )
 from qcn.core.scenario import MAX_DURATION_S, Scenario, scaled_params
 from qcn.core.topology import PortRef
-from qcn.core.units import Unit, unit_of
+from qcn.core.units import Unit, rate_text, unit_of
 
 STANDARD = RpParams()
 """The standard's reaction point, at its own line rate (10 Gb/s): the proportions below."""
@@ -52,14 +52,6 @@ MIN_RATE_SHARE_OF_PORT = 0.5
 CYCLE_SCHEMES = frozenset({RpScheme.QCN, RpScheme.TWO_QCN, RpScheme.TIMER_QCN})
 """The schemes whose increases come in cycles of the byte counter and the timer, which the
 CNM check compares with the CP's CNMs (ECM's self-increase is its own: not checked)."""
-
-
-def rate_text(bps: float) -> str:
-    """``bps`` in the unit that reads best (``10 Mb/s``, ``2.5 Gb/s``, ``800 b/s``)."""
-    for unit, scale in (("Gb/s", 1e9), ("Mb/s", 1e6), ("kb/s", 1e3)):
-        if bps >= scale:
-            return f"{bps / scale:.3g} {unit}"
-    return f"{bps:.3g} b/s"
 
 
 def misfits(sc: Scenario) -> list[str]:

@@ -29,7 +29,7 @@ import tomli_w
 from qcn.core.errors import QcnError
 from qcn.core.publish import write_atomic
 from qcn.core.tomlfile import read_toml
-from qcn.core.units import plain, rate, seconds, size, volume
+from qcn.core.units import plain, rate, rate_text, seconds, size, volume
 
 #: Frame size of every seed's workload (bytes).  q_eq = 33 KB = 22 frames of this size.
 SEED_FRAME_BYTES = 1500
@@ -373,7 +373,16 @@ class RpParams:
     def validate(self) -> None:
         _check_range("rp.line_rate_bps", self.line_rate_bps, 1e3, 1e13)
         _check_range("rp.min_rate_bps", self.min_rate_bps, 1.0, self.line_rate_bps)
-        _check_range("rp.rate_unit_bps", self.rate_unit_bps, 1.0, self.min_rate_bps)
+        _check_range("rp.rate_unit_bps", self.rate_unit_bps, 1.0, self.line_rate_bps)
+        if self.rate_unit_bps > self.min_rate_bps:
+            raise ParamError(
+                "rp.min_rate_bps",
+                f"MIN_RATE {rate_text(self.min_rate_bps)} is less than one rate unit "
+                f"(rate_unit_bps, {rate_text(self.rate_unit_bps)}): a limiter's rate is a "
+                "whole number of units and never below MIN_RATE, so MIN_RATE is at least one "
+                f"unit; give rate_unit_bps (beside min_rate_bps) {self.min_rate_bps:g} or "
+                "less too",
+            )
         _check_range("rp.gd", self.gd, 0.0, 1.0 / QNTZ_FB_MAX, low_open=True)
         _check_int("rp.bc_limit_bytes", self.bc_limit_bytes, 64, 1 << 30)
         _check_range("rp.timer_s", self.timer_s, 1e-6, TIMER_MAX_S)

@@ -19,12 +19,12 @@ from typing import Any
 
 from qcn.core import control, noise
 from qcn.core.fairness import max_min_fair
-from qcn.core.fit import rate_text
 from qcn.core.flows import SHORT_FLOW_BYTES, plot_slowdown, summarize_flows, write_flows_csv
 from qcn.core.live import q_eq_frames
 from qcn.core.scenario import Scenario
 from qcn.core.topology import PortRef
 from qcn.core.trace import Trace
+from qcn.core.units import rate_text
 
 #: The headline figures of a run (summary.json has these and more), as `qcn run` prints them.
 SUMMARY_KEYS = (

@@ -107,3 +107,11 @@ def numeric_fields(roots: dict[str, type[Any]]) -> Iterator[tuple[str, dataclass
 def scaled_fields(roots: dict[str, type[Any]], unit: Unit) -> tuple[str, ...]:
     """The dotted names of ``roots``' fields in ``unit``, in declaration order."""
     return tuple(name for name, f in numeric_fields(roots) if unit_of(f) is unit)
+
+
+def rate_text(bps: float) -> str:
+    """``bps`` in the unit that reads best (``10 Mb/s``, ``2.5 Gb/s``, ``800 b/s``)."""
+    for unit, scale in (("Gb/s", 1e9), ("Mb/s", 1e6), ("kb/s", 1e3)):
+        if bps >= scale:
+            return f"{bps / scale:.3g} {unit}"
+    return f"{bps:.3g} b/s"
