@@ -98,7 +98,7 @@ def port_control(sc: Scenario, tr: Trace, warm: int, tail: int, *, qcn: bool) ->
         after = queue[warm:] or [0]
         buffer = topo.link_at(ref).buffer_pkts
         at_buffer = sum(q >= buffer - 1 for q in after) / len(after)
-        drops, cnms = _drops(sc, tr, name), _cnms(sc, tr, name)
+        drops, cnms = _total(sc, tr, name, "drops"), _total(sc, tr, name, "cnms")
         sources: tuple[str, ...] = ()
         rate: float | None = None
         verdict = HELD
@@ -176,22 +176,17 @@ def _queue(sc: Scenario, tr: Trace, port: str) -> list[int] | None:
     return None
 
 
-def _drops(sc: Scenario, tr: Trace, port: str) -> int:
-    so_far = tr.port_drops_so_far.get(port)
+def _total(sc: Scenario, tr: Trace, port: str, what: str) -> int:
+    """The port's ``what`` ("drops" or "cnms") over the run: its running count's last, the
+    backend's count at the end, or (the single bottleneck) the trace's own."""
+    so_far = (tr.port_drops_so_far if what == "drops" else tr.port_cnms_so_far).get(port)
     if so_far:
         return so_far[-1]
     if port in tr.port_counts:
-        return tr.port_counts[port].get("drops", 0)
-    return tr.drops if port == str(sc.bottleneck_port) else 0
-
-
-def _cnms(sc: Scenario, tr: Trace, port: str) -> int:
-    so_far = tr.port_cnms_so_far.get(port)
-    if so_far:
-        return so_far[-1]
-    if port in tr.port_counts:
-        return tr.port_counts[port].get("cnms", 0)
-    return tr.cnms if port == str(sc.bottleneck_port) else 0
+        return tr.port_counts[port].get(what, 0)
+    if port != str(sc.bottleneck_port):
+        return 0
+    return tr.drops if what == "drops" else tr.cnms
 
 
 def _sources_through(sc: Scenario, ref: PortRef) -> list[int]:
