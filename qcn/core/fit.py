@@ -292,9 +292,10 @@ def fitted(sc: Scenario, units: tuple[float, float] = (1.0, 1.0)) -> Fit:
     - q_eq below every congestible port's buffer; the CP judging arrivals, at the
       standard's sampling at least;
     - the run's length by the time scale too, so that it spans as many timer cycles as
-      the scenario's (tests/data/ecn-topo.json's 0.5 Mb/s port: 0.2 s to 800 s; at 48-200 s the settled
-      queue was 1 frame in one or two of three seeds, the sources still climbing back
-      from the onset's cuts, at 400 and 800 s 24-25 frames in all three, q_eq 22).
+      the scenario's (a 0.5 Mb/s port, tests/data/slow-link.json: 0.2 s to 800 s; at
+      48-200 s the settled queue was 1 frame in one or two of three seeds, the sources
+      still climbing back from the onset's cuts, at 400 and 800 s 24-25 frames in all
+      three, q_eq 22).
 
     ``units``: the (rate, time) scale ``sc`` runs at (a BMv2 run's); the fit is given in
     the units of the scenario before it, as ``--params`` and ``--duration`` take them."""
