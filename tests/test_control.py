@@ -20,6 +20,7 @@ from qcn.core import fit
 from qcn.core import scenario as scenarios
 from qcn.core.control import LOST, MIN_RATE_CANNOT_DRAIN
 from tests.kit import qcn
+from tests.toolchain import long_test, requires_p4lang, requires_root
 
 DATA = Path(__file__).parent / "data"
 ECN_TOPO = DATA / "ecn-topo.json"
@@ -216,3 +217,40 @@ def test_the_fit_is_given_in_the_users_units_where_bmv2_scales_the_run() -> None
     assert plain.changes["rp"]["timer_s"] == 60.0
     assert plain.changes["rp"]["min_rate_bps"] == pytest.approx(500.0)
     assert plain.duration_s == 800.0
+
+
+# -- on BMv2 ---------------------------------------------------------------------------------
+
+
+def bmv2_and_sim(tmp_path: Path, *extra: str) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+    """The issue's incast on BMv2 at the scale the run chooses (root and the toolchain), and
+    the simulator's --scaled model of that run."""
+    r = qcn("run", "long-lived", "--backend", "mininet", "--set", f"network.topology={ECN_TOPO}",
+            *INCAST_H2, *extra, "--out", str(tmp_path / "bmv2"), "--quiet",
+            timeout_s=900)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    bmv2 = json.loads((tmp_path / "bmv2" / "summary.json").read_text())
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("qcn run: warning:")]
+    sim, _ = run(tmp_path / "sim", ECN_TOPO, *INCAST_H2, *extra, "--scaled")
+    return bmv2, warnings, sim
+
+
+@requires_p4lang()
+@requires_root()
+@long_test()
+def test_on_bmv2_the_same_file_gets_the_same_verdicts_and_counts_each_ports_cnms(
+    tmp_path: Path,
+) -> None:
+    """At its chosen scale (hosts at 8.27 Mb/s, the slow link its own 0.5 Mb/s, 242 s), the
+    parameters fit and the CP holds the slow port on BMv2 as in the simulator's model of
+    the run; summary.json holds each CP port's CNMs and verdict."""
+    bmv2, warnings, sim = bmv2_and_sim(tmp_path)
+    assert not [w for w in warnings if "do not fit" in w or "lost control" in w], warnings
+    assert bmv2["noise"]["verdict"] == "ok", bmv2["noise"]
+    assert {p: c["verdict"] for p, c in bmv2["control"].items()} == {
+        p: c["verdict"] for p, c in sim["control"].items()
+    }
+    assert bmv2["control"]["s1:3"]["cnms"] > 0
+    assert bmv2["control"]["s1:3"]["cnms"] == bmv2["ports"]["s1:3"]["cnms"]
+    q_eq = bmv2["q_eq_pkts"]
+    assert 0.5 * q_eq <= bmv2["queue_mean_settled_pkts"] <= 2 * q_eq, bmv2
