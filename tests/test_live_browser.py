@@ -36,13 +36,12 @@ SPEED = 0.1
 keys slowly (one Selenium command took 0.2-8 s with a core taken, 2026-11-27), and q_eq
 typed at 2.1 s must land in the hot spot with time left there to settle."""
 TYPE_AT_S = 2.2
-"""The page's time at which q_eq is typed: in the hot spot (2-4 s), after its first 15 ms.
-A raise to 44 that reaches the model before 2.115 s leaves the queue at the buffer for the
-rest of the hot spot (both engines, every instant from 2.100 to 2.114 s; from 2.115 to 3.2 s
-it settles at 46-50): the sources are still at gigabits a second, the CP judges only the
-frames the full buffer admits (CNMs at most ~1,300 a second), and at q_eq 44 each cuts a
-rate by 12.5 % while the byte counters raise it thousands of times a second.  The test
-typed at 2.1 s and failed when the page was quick (docs/live.md)."""
+"""The page's time at which q_eq is typed: in the hot spot (2-4 s), with time left there
+to settle.  With the CP judging only the frames its full buffer admits (cp.judge =
+"admitted"), a raise to 44 that reached the model before 2.115 s left the queue at the
+buffer for the rest of the hot spot (every instant from 2.100 to 2.114 s), and the test,
+typing at 2.1 s, failed when the page was quick.  Judging arrivals (the default since), no
+instant from 2.000 to 3.2 s does: the queue settles at 46-52 (docs/live.md)."""
 LATEST_CHANGE_S = 3.2
 """A change later than this leaves the queue too little of the hot spot to settle in."""
 UPDATES_COUNTED = 10
