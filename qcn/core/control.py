@@ -21,10 +21,12 @@ not judged.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from qcn.core.fit import sources_text
 from qcn.core.scenario import Scenario
 from qcn.core.topology import PortRef
 from qcn.core.trace import Trace
@@ -60,25 +62,22 @@ class PortControl:
     verdict: str
 
     def figures(self) -> dict[str, Any]:
-        return {
-            "cnms": self.cnms,
-            "drops": self.drops,
-            "cnms_per_s": self.cnms_per_s,
-            "drops_per_s": self.drops_per_s,
-            "at_buffer": self.at_buffer,
-            "sources": list(self.sources),
-            "sources_rate_bps": self.sources_rate_bps,
-            "verdict": self.verdict,
-        }
+        """summary.json's ``control`` entry of the port."""
+        out = {k: v for k, v in dataclasses.asdict(self).items() if k != "port"}
+        return out | {"sources": list(self.sources)}
 
     def lost_text(self, duration_s: float, min_rate_bps: float) -> str:
         """The port's figures in words, as the run's line and ``control_lost`` give them."""
-        who = f"{len(self.sources)} source{'s' if len(self.sources) != 1 else ''}"
-        rate = rate_text(self.sources_rate_bps or 0.0)
+        rate = self.sources_rate_bps
+        sources = (
+            f"its {sources_text(len(self.sources))} still at {rate_text(rate)} (MIN_RATE "
+            f"{rate_text(min_rate_bps)})"
+            if rate is not None
+            else "its sources' rates not known"
+        )
         return (
             f"{self.cnms:,} CNMs in {duration_s:g} s, queue at the buffer "
-            f"{self.at_buffer:.0%} of the run, {self.drops:,} drops; its {who} still at "
-            f"{rate} (MIN_RATE {rate_text(min_rate_bps)})"
+            f"{self.at_buffer:.0%} of the run, {self.drops:,} drops; {sources}"
         )
 
 
@@ -107,7 +106,8 @@ def port_control(sc: Scenario, tr: Trace, warm: int, tail: int, *, qcn: bool) ->
             sources = tuple(sc.sources[i].host for i in through)
             rate = _mean_rate(tr, through, tail)
             floor = ABOVE_MIN_RATE * sc.params.rp.min_rate_bps
-            verdict = LOST if rate is not None and rate > floor else MIN_RATE_CANNOT_DRAIN
+            # (Sources whose rates are not known were not shown to be at MIN_RATE.)
+            verdict = MIN_RATE_CANNOT_DRAIN if rate is not None and rate <= floor else LOST
         out.append(
             PortControl(
                 name,
