@@ -537,3 +537,32 @@ def test_a_buffer_on_a_port_without_a_cp_is_the_pipeline_s(tmp_path: Path) -> No
     assert action_name(ports[1]) == ACTION_ADMIT
     assert args(ports[1]) == {"limit_pkts": 50, "limit_bytes": (1 << 32) - 1, "bytes_unit": 0}
     assert decode_cp([ports[1]], 1) is None  # a buffer is not a CP
+
+
+def test_a_taken_port_is_said_with_its_holder() -> None:
+    """A switch's port taken (a listener, or an outgoing connection's local port) is found
+    before the switch starts, and named with the process that holds it."""
+    import os  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+
+    from qcn.topologies.bmv2 import port_taken  # noqa: PLC0415
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        held = port_taken("127.0.0.1", port)
+        assert held is not None
+        assert held.startswith(f"pid {os.getpid()}, ")
+    assert port_taken("127.0.0.1", port) is None
+
+
+def test_switch_ports_sit_below_the_range_of_outgoing_connections() -> None:
+    """Linux gives an outgoing connection a local port from ip_local_port_range (32768-60999
+    by default); a switch's port there could be taken as the switch starts."""
+    from qcn.core.topology import load as load_topology  # noqa: PLC0415
+    from qcn.topologies.network import address  # noqa: PLC0415
+
+    low, _high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    switches = load_topology("fat-tree:8").switches  # 80 switches
+    ports = [p for s in switches for p in (address(s).grpc_port, address(s).thrift_port)]
+    assert len(set(ports)) == len(ports)
+    assert max(ports) < low

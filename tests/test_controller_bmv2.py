@@ -124,7 +124,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         Bmv2Config(
             ports={i: f"sw{i}" for i in range(3)},
             log_file=tmp / "switch.log",
-            grpc_port=50051,
+            grpc_port=21051,
             thrift_port=9091,
             netns=ns,
         )
@@ -136,7 +136,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         config = tmp / "network.toml"
         config.write_text(
             NETWORK.format(
-                grpc=50051,
+                grpc=21051,
                 thrift=9091,
                 build=ROOT / "build",
                 mac0=HOST_MAC[0],
@@ -310,7 +310,7 @@ def test_another_controllers_switch_is_not_written_by_a_shell(lab: Lab) -> None:
     from qcn.controller.agent import TAKE_OVER_SPAN  # noqa: PLC0415
 
     lab.ctl("up")
-    other = holder(lab, "127.0.0.1:50051", str(10 + TAKE_OVER_SPAN))
+    other = holder(lab, "127.0.0.1:21051", str(10 + TAKE_OVER_SPAN))
     try:
         started = time.monotonic()
         r = lab.ctl("--timeout", "5", "set", "s1", "2", "--q-eq-pkts", "25", check=False)
@@ -574,12 +574,43 @@ def test_a_second_switch_on_a_taken_grpc_address_is_refused(lab: Lab, tmp_path: 
         Bmv2Config(
             ports={},
             log_file=tmp_path / "second.log",
-            grpc_port=50051,
+            grpc_port=21051,
             thrift_port=9092,
             netns=lab.ns,
         )
     )
-    with pytest.raises(Bmv2Error, match=r"127\.0\.0\.1:50051 is already in use"):
+    with pytest.raises(Bmv2Error) as refused:
         second.start()
     assert not second.running
     assert lab.switch.running
+    assert str(refused.value) == (
+        f"the switch's gRPC port 127.0.0.1:21051 is taken (pid {lab.switch.pid}, "
+        "simple_switch_g); a switch left by an earlier run? 'pgrep -a simple_switch_grpc' "
+        "lists them"
+    )
+
+
+def test_a_port_held_by_an_outgoing_connection_is_said_with_its_holder(tmp_path: Path) -> None:
+    """A connection's local port keeps a listener from binding it (a fat-tree's s18 could
+    not bind 127.0.0.1:50068, then in Linux's range for outgoing connections): the switch is
+    not started, and the line names the port and who holds it."""
+    import socket  # noqa: PLC0415
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.socket()
+    client.bind(("127.0.0.1", 0))
+    client.connect(listener.getsockname())
+    port = client.getsockname()[1]
+    with listener, client:
+        switch = Bmv2Process(
+            Bmv2Config(ports={}, log_file=tmp_path / "s.log", grpc_port=port, thrift_port=9093)
+        )
+        with pytest.raises(Bmv2Error, match=rf"gRPC port 127\.0\.0\.1:{port} is taken \(pid "):
+            switch.start()
+        assert not switch.running
+    assert (
+        str(port)
+        not in subprocess.run(
+            ["pgrep", "-a", "simple_switch"], capture_output=True, text=True, check=False
+        ).stdout
+    )

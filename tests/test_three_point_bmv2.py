@@ -62,7 +62,7 @@ three_point = true
 
 [[switch]]
 name = "a"
-grpc = "127.0.0.1:50071"
+grpc = "127.0.0.1:21071"
 device_id = 1
 thrift_port = 9101
 cp_mac = "{mac_a}"
@@ -82,7 +82,7 @@ qcn = {{ queue_unit = "packets", p_base = 1.0, p_scale = 0.0, q_eq_pkts = 15 }}
 
 [[switch]]
 name = "b"
-grpc = "127.0.0.1:50072"
+grpc = "127.0.0.1:21072"
 device_id = 2
 thrift_port = 9102
 cp_mac = "{mac_b}"
@@ -168,8 +168,8 @@ def path2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path2]:
             )
         )
         for name, ports, device, grpc, thrift in (
-            ("a", {0: "a0", 1: "a1"}, 1, 50071, 9101),
-            ("b", {0: "b0", 1: "b1"}, 2, 50072, 9102),
+            ("a", {0: "a0", 1: "a1"}, 1, 21071, 9101),
+            ("b", {0: "b0", 1: "b1"}, 2, 21072, 9102),
         )
     ]
     with namespaces(ns):

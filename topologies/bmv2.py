@@ -8,6 +8,7 @@ switch that dies or never gets there is reported with the last lines of its log.
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import socket
@@ -20,6 +21,7 @@ from pathlib import Path
 from pyroute2 import netns
 
 from qcn.core.pipeline import BMV2_DEVICE_ID, BMV2_GRPC_PORT, BMV2_THRIFT_PORT
+from qcn.core.signals import interrupts_deferred
 from qcn.topologies.errors import Bmv2Error
 
 SIMPLE_SWITCH_GRPC = "simple_switch_grpc"
@@ -92,6 +94,36 @@ def available() -> bool:
     return shutil.which(SIMPLE_SWITCH_GRPC) is not None
 
 
+def port_taken(host: str, port: int, namespace: str | None = None) -> str | None:
+    """Who holds TCP ``host:port`` in ``namespace`` ("a process" if ``ss`` cannot say; an
+    outgoing connection's local port counts, as it keeps a listener from binding), or None
+    where it is free."""
+    try:
+        if namespace:
+            sock = netns.create_socket(namespace)
+        else:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        with sock:
+            sock.bind((host, port))
+    except OSError:
+        return holder(port, namespace)
+    return None
+
+
+def holder(port: int, namespace: str | None = None) -> str:
+    """The process holding a local TCP ``port``, in words ("pid 1234, python3"), from
+    ``ss``; "a process" where it cannot tell."""
+    cmd = ["ss", "-Htanp", f"( sport = :{port} )"]
+    if namespace:
+        cmd = ["ip", "netns", "exec", namespace, *cmd]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=5).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "a process"
+    found = re.search(r'users:\(\("([^"]+)",pid=(\d+)', out)
+    return f"pid {found[2]}, {found[1]}" if found else "a process"
+
+
 def wait_until(condition: Callable[[], bool], timeout_s: float, interval_s: float = 0.05) -> bool:
     """Poll ``condition`` until it holds or ``timeout_s`` passes."""
     deadline = time.monotonic() + timeout_s
@@ -113,17 +145,22 @@ class Bmv2Process:
     def start(self, timeout_s: float = 20.0) -> Bmv2Process:
         if not available():
             raise Bmv2Error(f"{SIMPLE_SWITCH_GRPC} is not installed (try 'make deps')")
-        if self._grpc_open():
-            # Another process answers there: this switch would fail to bind, and the
-            # controller would program that one instead.
-            raise Bmv2Error(
-                f"{self.config.grpc_address} is already in use (a switch left by an earlier "
-                f"run? 'pgrep -a {SIMPLE_SWITCH_GRPC}' lists them)"
-            )
+        for what, port in (("gRPC", self.config.grpc_port), ("Thrift", self.config.thrift_port)):
+            # Taken, this switch would fail to bind (and a listener there would be the one
+            # the controller programs): said before it starts, with who holds it.
+            held = port_taken(self.config.grpc_host, port, self.config.netns)
+            if held is not None:
+                raise Bmv2Error(
+                    f"the switch's {what} port {self.config.grpc_host}:{port} is taken ({held}); "
+                    f"a switch left by an earlier run? 'pgrep -a {SIMPLE_SWITCH_GRPC}' lists them"
+                )
         self.config.log_file.parent.mkdir(parents=True, exist_ok=True)
         self.log_path.write_text("")
         console = self.config.log_file.with_suffix(".console")
-        with console.open("wb") as out:
+        # No interrupt between the launch and the record of it (Popen's own Python code
+        # runs after the fork): one at any moment of a network's start leaves no switch
+        # the teardown does not know, as stop() ends the one recorded here.
+        with interrupts_deferred(), console.open("wb") as out:
             self._proc = subprocess.Popen(
                 self.config.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )

@@ -74,6 +74,7 @@ class Bmv2Switch(Switch):  # type: ignore[misc]
         return {port: intf.name for intf, port in self.ports.items() if intf.name != "lo"}
 
     def start(self, _controllers: list[Any]) -> None:
+        # Recorded before it starts: stop() ends a switch interrupted while it starts.
         self.process = Bmv2Process(
             Bmv2Config(
                 ports=self.bmv2_ports(),
@@ -85,7 +86,8 @@ class Bmv2Switch(Switch):  # type: ignore[misc]
                 nice=SWITCH_NICE,
                 realtime_priority=self.realtime_priority,
             )
-        ).start()
+        )
+        self.process.start()
 
     def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's name
         if self.process is not None:

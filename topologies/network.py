@@ -29,8 +29,11 @@ from qcn.core.pipeline import BMV2_THRIFT_PORT
 from qcn.core.topology import HOST_PORT, PortRef, Topology, switch_number
 from qcn.topologies.errors import ExperimentError
 
-GRPC_BASE_PORT = 50051
-"""Switch sK serves gRPC on GRPC_BASE_PORT + K - 1 (clear of a BMv2 started by hand)."""
+GRPC_BASE_PORT = 20051
+"""Switch sK serves gRPC on GRPC_BASE_PORT + K - 1: clear of a BMv2 started by hand (9559)
+and below Linux's range of ports for outgoing connections (32768-60999), so that no
+connection of the machine's can hold a switch's port as it starts (50051 + K could: a
+fat-tree's s18 found 50068 taken while other work ran)."""
 THRIFT_BASE_PORT = BMV2_THRIFT_PORT
 NO_NETEM = (
     "this kernel has no netem (sch_netem): the links' delays are not emulated, and every "
