@@ -21,11 +21,12 @@ from qcn.core.trace import Trace
 
 SAMPLE_INTERVAL_S = 1e-3
 """The simulator's trace sampling, in the scenario's own time."""
-MAX_SAMPLES = 10_000
-"""A run samples its trace at most this many times: a run longer than 10 s (a fitted run's
+MAX_SAMPLES = 100_000
+"""A run samples its trace at most this many times: a run longer than 100 s (a fitted run's
 hundreds of seconds at a slow port, docs/experiments.md) samples less often than every
-millisecond, rather than spend its time and memory on rows (800 s took 34 s, 17 of them
-in 800,000 rows; every shipped scenario lasts 6 s at most, and keeps its millisecond)."""
+millisecond, rather than spend its time and memory on rows (800 s on a 0.5 Mb/s port took
+34 s, most of it in 800,000 rows; every shipped scenario lasts 6 s at most, and keeps its
+millisecond)."""
 
 
 def sample_interval_s(options: RunOptions, sc: Scenario) -> float:

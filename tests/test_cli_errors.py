@@ -310,7 +310,7 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
             "--out",
             "{d}/o",
         ),
-        ("a simulation of 3600 s on leaf-spine:16,32,32 needs ~1,918.7 GB", "available"),
+        ("a simulation of 3600 s on leaf-spine:16,32,32 needs ~53.4 GB", "available"),
     ),
     (
         "a drawing of a thousand nodes",
