@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,9 +18,10 @@ ROOT = Path(__file__).resolve().parent.parent
 LINKED = ("controller", "reaction_point", "simulator", "topologies", "ptf_tests")
 
 #: Each layer and what it may import of the project (itself included), from the bottom up.
-#: The front door (qcn.cli) stands on top and may import everything; nothing imports it.
+#: The front doors (qcn.cli, qcn.api) stand on top and may import everything; nothing
+#: imports them but ``qcn`` itself, which names the API's on first use (its __getattr__).
 LAYERS: dict[str, set[str]] = {
-    "qcn": set(),
+    "qcn": {"qcn.api"},
     "qcn.core": {"qcn.core"},
     "qcn.reaction_point": {"qcn.core", "qcn.reaction_point"},
     "qcn.controller": {"qcn.core", "qcn.controller"},
@@ -35,6 +37,8 @@ LAYERS: dict[str, set[str]] = {
     },
 }
 FRONT_DOOR = "qcn.cli"
+API = "qcn.api"
+FRONT_DOORS = (FRONT_DOOR, API)
 SOURCES = ("qcn/*.py", *(f"{d}/*.py" for d in LINKED))
 
 
@@ -80,7 +84,7 @@ def upward_imports() -> list[str]:
     for path in tracked(*SOURCES):
         me = module_name(path)
         layer = layer_of(me)
-        if layer == FRONT_DOOR:
+        if layer in FRONT_DOORS:
             continue
         bad += [f"{me} imports {m}" for m in imports_of(path) if layer_of(m) not in LAYERS[layer]]
     return sorted(bad)
@@ -93,7 +97,23 @@ def test_layers_import_only_downward() -> None:
 def test_every_package_is_a_known_layer() -> None:
     """A new package under ``qcn`` is placed in the layers before it lands."""
     packages = {layer_of(module_name(p)) for p in tracked(*SOURCES)}
-    assert packages == {*LAYERS, FRONT_DOOR}
+    assert packages == {*LAYERS, *FRONT_DOORS}
+
+
+@pytest.mark.parametrize("module", ["qcn", "qcn.core.results"])
+def test_importing_a_layer_brings_nothing_of_the_front_doors(module: str) -> None:
+    """``qcn`` names the API's functions (``qcn.run``) but imports them on first use: a
+    layer's import of ``qcn.core`` runs ``qcn/__init__.py``, and must not bring the
+    commands or the API with it.  Asking for ``qcn.run`` does."""
+    check = (
+        f"import sys, {module}; import qcn; "
+        "print(sorted(m for m in sys.modules if m.startswith(('qcn.cli', 'qcn.api')))); "
+        "qcn.run; print('qcn.api' in sys.modules, 'qcn.cli.run' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.splitlines()
+    assert out == ["[]", "True True"]
 
 
 def test_nothing_imports_a_layer_by_its_top_level_name() -> None:
@@ -116,10 +136,10 @@ def test_the_namespace_links_the_design_cards_folders() -> None:
 
 
 def test_only_the_backend_seam_imports_the_backends() -> None:
-    """Every command runs its scenarios through qcn.cli.backends."""
+    """Every command, and the API, runs its scenarios through qcn.cli.backends."""
     offenders = [
         f"{module_name(path)} imports {imported}"
-        for path in tracked("qcn/cli/*.py")
+        for path in tracked("qcn/cli/*.py", "qcn/api/*.py")
         if path.name != "backends.py"
         for imported in imports_of(path)
         if imported.startswith(("qcn.simulator", "qcn.topologies"))

@@ -302,12 +302,8 @@ def register(sub: Any) -> None:
 
 
 def _command(args: argparse.Namespace) -> int:
-    sc, overrides = scenario_of(args)
-    out = args.out or DEFAULT_OUT / sc.name
-    rows = run_compare(
-        sc, runs=args.runs, out=out, keep=list(overrides), overrides=overrides, live=args.live,
-        say=lambda line: print(line, flush=True),  # (a live view's URL, read from a pipe)
-    )  # fmt: skip
+    # (said at once: a live view's URL is read from a pipe)
+    rows, out = compare_of(args, say=lambda line: print(line, flush=True))
     print(format_table(rows, args.runs))
     print(f"qcn compare: results in {out}/")
     missed = [r["label"] for r in rows if r["ok"] is False]
@@ -315,3 +311,18 @@ def _command(args: argparse.Namespace) -> int:
         print(f"qcn compare: missed its target: {', '.join(missed)}", file=sys.stderr)
         return ExitCode.FAILED
     return ExitCode.OK
+
+
+def compare_of(
+    args: argparse.Namespace, say: Callable[[str], None] = print
+) -> tuple[list[dict[str, Any]], Path]:
+    """The comparison ``args`` gives (`qcn compare`'s options), run: what the command and
+    :func:`qcn.compare` both call (``say``: its lines).  Returns its rows
+    (:func:`compare_rows`) and where its results are."""
+    sc, overrides = scenario_of(args)
+    out = args.out or DEFAULT_OUT / sc.name
+    rows = run_compare(
+        sc, runs=args.runs, out=out, keep=list(overrides), overrides=overrides, live=args.live,
+        say=say,
+    )  # fmt: skip
+    return rows, out

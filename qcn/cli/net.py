@@ -396,41 +396,76 @@ def show_lines(views: BackendViews) -> list[str]:
     """`qcn net show`: the network in one line, its notes, how each backend runs it, then a
     table of every switch port (its rate and delay on each backend; its buffer and CP,
     both where the backends differ) and one of the hosts, each under its column headers."""
-    topo, other = views.sim, views.bmv2
+    topo = views.sim
     lines = [topo.describe(), *(f"note: {note}" for note in topo.notes)]
     lines += [views.sim_how, views.bmv2_how, ""]
     lines += [
         PORT_GROUPS.format("", "", "rate", "delay").rstrip(),
         PORT_ROW.format("port", "to", "sim", "BMv2", "sim", "BMv2", "buffer", "CP"),
     ]
+    for row in port_rows(views):
+        cells = [
+            (f"{row['sim_buffer_pkts']} pkts", None if row["bmv2_buffer_pkts"] is None
+             else f"{row['bmv2_buffer_pkts']} pkts"),
+            (row["sim_cp"], row["bmv2_cp"]),
+        ]  # fmt: skip
+        buffer, runs_cp = (a if b in (None, a) else f"{a} sim, {b} BMv2" for a, b in cells)
+        there = row["bmv2_rate_bps"] is not None
+        lines.append(
+            PORT_ROW.format(
+                row["port"], row["to"], rate_text(row["sim_rate_bps"]),
+                rate_text(row["bmv2_rate_bps"]) if there else "-",
+                f"{row['sim_delay_s'] * 1e3:.3g} ms",
+                f"{row['bmv2_delay_s'] * 1e3:.3g} ms" if there else "-", buffer, runs_cp,
+            )
+        )  # fmt: skip
+    lines += ["", HOST_ROW.format("host", "IP", "MAC", "attached to")]
+    for h in host_rows(topo):
+        lines.append(HOST_ROW.format(h["host"], h["ip"], h["mac"], h["attached_to"]))
+    lines += ["", "CP: a congestion point runs on that egress port; no: it can congest but "
+              "runs none; -: what may arrive for it never exceeds its rate"]  # fmt: skip
+    return lines
+
+
+def port_rows(views: BackendViews) -> list[dict[str, Any]]:
+    """`qcn net show`'s table of switch ports as data: per egress port, where it goes (a
+    host, or a switch's port), its rate, delay and buffer on each backend (BMv2's None
+    where BMv2 would not run it), and on each whether it runs a CP ("CP"), can congest and
+    runs none ("no"), or never congests ("-")."""
+    topo, other = views.sim, views.bmv2
     sim_cps = set(topo.cp_ports)
     bmv2_cps = set(other.cp_ports) if other is not None else set()
 
     def cp(t: Topology, cps: set[PortRef], ref: PortRef) -> str:
         return "CP" if ref in cps else ("no" if t.congestible(ref) else "-")
 
+    rows = []
     for ref in topo.port_refs():
         link, far = topo.link_at(ref), topo.far_end(ref)
-        to = far.node if far.node in topo.host_by_name else f"{far.node}:{far.port}"
         there = other.link_at(ref) if other is not None else None
-        cells = [
-            (f"{link.buffer_pkts} pkts", f"{there.buffer_pkts} pkts" if there else None),
-            (cp(topo, sim_cps, ref), cp(other, bmv2_cps, ref) if other is not None else None),
-        ]
-        buffer, runs_cp = (a if b in (None, a) else f"{a} sim, {b} BMv2" for a, b in cells)
-        lines.append(
-            PORT_ROW.format(
-                str(ref), to, rate_text(link.rate_bps),
-                rate_text(there.rate_bps) if there else "-", f"{link.delay_s * 1e3:.3g} ms",
-                f"{there.delay_s * 1e3:.3g} ms" if there else "-", buffer, runs_cp,
-            )
-        )  # fmt: skip
-    lines += ["", HOST_ROW.format("host", "IP", "MAC", "attached to")]
-    for h in topo.hosts:
-        lines.append(HOST_ROW.format(h.name, h.ip, h.mac, str(topo.attachment(h.name))))
-    lines += ["", "CP: a congestion point runs on that egress port; no: it can congest but "
-              "runs none; -: what may arrive for it never exceeds its rate"]  # fmt: skip
-    return lines
+        rows.append(
+            {
+                "port": str(ref),
+                "to": far.node if far.node in topo.host_by_name else f"{far.node}:{far.port}",
+                "sim_rate_bps": link.rate_bps,
+                "bmv2_rate_bps": there.rate_bps if there else None,
+                "sim_delay_s": link.delay_s,
+                "bmv2_delay_s": there.delay_s if there else None,
+                "sim_buffer_pkts": link.buffer_pkts,
+                "bmv2_buffer_pkts": there.buffer_pkts if there else None,
+                "sim_cp": cp(topo, sim_cps, ref),
+                "bmv2_cp": cp(other, bmv2_cps, ref) if other is not None else None,
+            }
+        )
+    return rows
+
+
+def host_rows(topo: Topology) -> list[dict[str, str]]:
+    """`qcn net show`'s table of hosts as data: each host's IP, MAC and switch port."""
+    return [
+        {"host": h.name, "ip": h.ip, "mac": h.mac, "attached_to": str(topo.attachment(h.name))}
+        for h in topo.hosts
+    ]
 
 
 PORT_ROW = "{:<10} {:<10} {:>11} {:>11} {:>9} {:>9} {:>10}  {}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -139,8 +140,11 @@ def check_count(flag: str, value: int, error: type[QcnError]) -> None:
         raise error(f"{flag} must be at least 1 (got {value})")
 
 
-def overrides_from(pairs: list[str]) -> dict[str, Any]:
-    """``--set KEY=VALUE`` pairs as overrides (TOML values; anything else as text)."""
+def overrides_from(pairs: Sequence[str] | Mapping[str, Any]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` pairs as overrides (TOML values; anything else as text); a
+    mapping (:func:`qcn.run`'s ``set``) is taken as the overrides themselves."""
+    if isinstance(pairs, Mapping):
+        return dict(pairs)
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -152,7 +156,7 @@ def overrides_from(pairs: list[str]) -> dict[str, Any]:
 
 def load_scenario(
     name: str,
-    sets: list[str],
+    sets: Sequence[str] | Mapping[str, Any],
     duration_s: float | None,
     params: Path | None = None,
     scale: str | None = None,

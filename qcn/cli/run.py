@@ -10,7 +10,7 @@ import math
 import os
 import shutil
 import sys
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -352,14 +352,14 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{name:14} seed {sc.seed:4} {sc.title}")
         return 0
     if args.again is not None:
-        run = _again(args)
+        run = again_run(args)
         # Beside DIR, even where it is named "." or "..": never inside it (nor a traceback).
         source = args.again
         if source.name in ("", ".."):
             source = Path(os.path.abspath(source))
         out = args.out or source.with_name(source.name + AGAIN_SUFFIX)
     else:
-        run = _fresh(args)
+        run = fresh_run(args)
         out = args.out or DEFAULT_OUT / run.sc.name
     return _execute(args, run, out)
 
@@ -405,7 +405,7 @@ def _choose(
         return anywhere, f"{anywhere.title} (BMv2 on this machine: {e})", None
 
 
-def _fresh(args: argparse.Namespace) -> Prepared:
+def fresh_run(args: argparse.Namespace) -> Prepared:
     """A run of the command line's scenario, options and overrides."""
     if not args.scenario:
         raise ScenarioError("give a scenario name (qcn run --list) or a file")
@@ -471,7 +471,7 @@ def _again_conflicts(args: argparse.Namespace) -> list[str]:
     ]
 
 
-def _again(args: argparse.Namespace) -> Prepared:
+def again_run(args: argparse.Namespace) -> Prepared:
     """The run whose results are in ``args.again``, as it ran (qcn.core.provenance)."""
     conflicts = _again_conflicts(args)
     if conflicts:
@@ -582,11 +582,49 @@ def _say_live(url: str, backend: backends.Backend) -> None:
 
 
 def _execute_run(args: argparse.Namespace, run: Prepared, out: Path) -> int:
+    done = execute(run, out, force=args.force, quiet=args.quiet)
+    report(done, run)
+    check_said_something(done)
+    return 0
+
+
+def check_said_something(done: Done) -> None:
+    """A run that says nothing of its network (:func:`run_failure`) failed its own check
+    (docs/reliability.md): a CheckFailedError, whose line says where its results are."""
+    failure = run_failure(done.summary, done.trace)
+    if failure:
+        raise CheckFailedError(f"{failure}; its results are in {done.out}/")
+
+
+def _flushed(line: str) -> None:
+    print(line, flush=True)
+
+
+@dataclass(frozen=True)
+class Done:
+    """A finished run: where its results are, its summary, its Trace and its plots."""
+
+    out: Path
+    summary: dict[str, Any]
+    trace: Trace
+    plots: list[Path]
+
+
+def execute(
+    run: Prepared,
+    out: Path,
+    *,
+    force: bool = False,
+    quiet: bool = False,
+    say: Callable[[str], None] | None = None,
+) -> Done:
+    """Run ``run`` into ``out``, whole or not at all (`qcn run` and :func:`qcn.run`):
+    ``say`` takes what it is about to do (None: printed); warnings go to stderr."""
     sc, backend = run.sc, run.backend
     feed = run.options.live
     backend.check(sc, run.options)  # (before anything is written)
-    staged = prepare_out(out, sc.name, force=args.force)
-    print(f"qcn run: {sc.name} on the {run.why}", flush=True)
+    staged = prepare_out(out, sc.name, force=force)
+    (say or _flushed)(f"qcn run: {sc.name} on the {run.why}")
     misfit, fitted = "", None
     if run.options.qcn and fit.misfits(sc):
         fitted = fit.fitted(sc, run.units)
@@ -599,10 +637,9 @@ def _execute_run(args: argparse.Namespace, run: Prepared, out: Path) -> int:
         except BaseException:
             shutil.rmtree(staged.staging, ignore_errors=True)  # nothing ran: nothing to keep
             raise
-    from qcn.core.noise import verdict_line  # noqa: PLC0415
-    from qcn.core.results import SUMMARY_KEYS, write_csvs  # noqa: PLC0415
+    from qcn.core.results import write_csvs  # noqa: PLC0415
 
-    progress = ProgressLine(f"qcn run: {sc.name} simulated", quiet=args.quiet)
+    progress = ProgressLine(f"qcn run: {sc.name} simulated", quiet=quiet)
 
     def keep_measured(trace: Trace) -> None:
         """An interrupted simulation's CSVs, beside its PARTIAL marker: what it measured
@@ -641,25 +678,33 @@ def _execute_run(args: argparse.Namespace, run: Prepared, out: Path) -> int:
             raise ScenarioError(f"cannot write the results: {e.strerror or e}") from None
         raise
     plots = [out / p.relative_to(staged.staging) for p in staged_plots]
-    print(f"qcn run: {headline_line(summary)}")
-    print(json.dumps(printed({k: summary[k] for k in (*SUMMARY_KEYS, *trace.extra)})))
-    for p in summary["phases"]:
-        print(f"  {phase_line(p)}")
-    if "flows" in summary:
-        print(f"  {flows_line(summary['flows'])}")
-    if "noise" in summary:
-        print(f"qcn run: {verdict_line(summary['noise'])}")
-    for line in control.control_lines(summary, sc.params.rp.min_rate_bps):
+    return Done(out, summary, trace, plots)
+
+
+def report(done: Done, run: Prepared, *, figures: bool = True) -> None:
+    """What `qcn run` says of a finished run: its figures (``figures``), and on stderr the
+    warnings of its ports' control."""
+    from qcn.core.noise import verdict_line  # noqa: PLC0415
+    from qcn.core.results import SUMMARY_KEYS  # noqa: PLC0415
+
+    summary, trace, out, feed = done.summary, done.trace, done.out, run.options.live
+    if figures:
+        print(f"qcn run: {headline_line(summary)}")
+        print(json.dumps(printed({k: summary[k] for k in (*SUMMARY_KEYS, *trace.extra)})))
+        for p in summary["phases"]:
+            print(f"  {phase_line(p)}")
+        if "flows" in summary:
+            print(f"  {flows_line(summary['flows'])}")
+        if "noise" in summary:
+            print(f"qcn run: {verdict_line(summary['noise'])}")
+    for line in control.control_lines(summary, run.sc.params.rp.min_rate_bps):
         print(f"qcn run: warning: {line}", file=sys.stderr, flush=True)
+    if not figures:
+        return
     for capture in trace.captures:
         print(f"  capture: {out / capture}")
     print(f"qcn run: done in {trace.wall_s:.1f} s; results in {out}/")
     if feed is not None:
         print(f"  knob changes: {len(feed.changes())} ({out / KNOBS_FILE})")
-    for p in plots:
+    for p in done.plots:
         print(f"  plot: {p}")
-    failure = run_failure(summary, trace)
-    if failure:
-        # It ran, and says nothing of its network: its own check failed (docs/reliability.md).
-        raise CheckFailedError(f"{failure}; its results are in {out}/")
-    return 0

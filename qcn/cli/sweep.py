@@ -126,7 +126,17 @@ def parse_grid(text: str) -> tuple[str, list[Any]]:
     key = key.strip()
     if not sep or not key or not values.strip():
         raise SweepError(f"--grid {text!r}: expected KEY=V1,V2,...")
-    out = [toml_value(raw, SweepError, f"--grid {key}") for raw in values.split(",")]
+    return grid_axis(
+        key, [toml_value(raw, SweepError, f"--grid {key}") for raw in values.split(",")]
+    )
+
+
+def grid_axis(key: str, values: list[Any]) -> tuple[str, list[Any]]:
+    """One axis of the grid, checked: a value at least, each once, the ``qcn`` axis true
+    and false."""
+    out = list(values)
+    if not key or not out:
+        raise SweepError(f"--grid {key}: expected KEY=V1,V2,...")
     # 1 and 1.0 are one point: numbers compare by value.
     same = [
         float(v) if isinstance(v, int | float) and not isinstance(v, bool) else repr(v) for v in out
@@ -944,30 +954,7 @@ def register(sub: Any) -> None:
 
 
 def _command(args: argparse.Namespace) -> int:
-    sc, overrides = scenario_of(args)
-    if not args.grid:
-        raise SweepError("give at least one --grid KEY=V1,V2,...")
-    grids = [parse_grid(g) for g in args.grid]
-    both = sorted({key for key, _ in grids} & set(overrides))
-    if both:
-        raise SweepError(
-            f"{', '.join(both)}: given by --grid and by --set (or --duration); the grid "
-            "would win silently: keep one"
-        )
-    check_address(args.address)
-    report = sweep(
-        sc,
-        grids,
-        seeds=args.seeds,
-        backend=args.backend,
-        workers=args.workers,
-        address=args.address,
-        out=publish.resolve_out(args.out or DEFAULT_OUT / sc.name, SweepError),
-        scaled=args.scaled,
-        quiet=args.quiet,
-        point_plots=not args.no_point_plots,
-        overrides=overrides,
-    )
+    report, _out = sweep_of(args)
     print(
         f"qcn sweep: {report.ran} points run, {report.skipped} already done, "
         f"in {report.wall_s:.1f} s"
@@ -977,3 +964,36 @@ def _command(args: argparse.Namespace) -> int:
     for path in report.plots:
         print(f"  plot: {path}")
     return 0
+
+
+def sweep_of(args: argparse.Namespace, say: Any = print) -> tuple[SweepReport, Path]:
+    """The sweep ``args`` gives (`qcn sweep`'s options; ``grid``: ``KEY=V1,V2,...`` texts or
+    checked axes, :func:`grid_axis`), run: what the command and :func:`qcn.sweep` both
+    call (``say``: its lines).  Returns its report and where its results are."""
+    sc, overrides = scenario_of(args)
+    if not args.grid:
+        raise SweepError("give at least one --grid KEY=V1,V2,...")
+    grids = [g if isinstance(g, tuple) else parse_grid(g) for g in args.grid]
+    both = sorted({key for key, _ in grids} & set(overrides))
+    if both:
+        raise SweepError(
+            f"{', '.join(both)}: given by --grid and by --set (or --duration); the grid "
+            "would win silently: keep one"
+        )
+    check_address(args.address)
+    out = publish.resolve_out(args.out or DEFAULT_OUT / sc.name, SweepError)
+    report = sweep(
+        sc,
+        grids,
+        seeds=args.seeds,
+        backend=args.backend,
+        workers=args.workers,
+        address=args.address,
+        out=out,
+        scaled=args.scaled,
+        quiet=args.quiet,
+        point_plots=not args.no_point_plots,
+        overrides=overrides,
+        say=say,
+    )
+    return report, out

@@ -1050,6 +1050,12 @@ def apply_to_network(network: Path, params: dict[str, Any], out: Path) -> list[s
     return lines
 
 
+def check_network_file(network: Path) -> None:
+    """``--apply NETWORK`` names a network file (before a study spends its time)."""
+    if not network.is_file():
+        raise TuneError(f"--apply {network}: no such network file (qcn net up writes one)")
+
+
 # -- verifying it on BMv2 ------------------------------------------------------------------
 
 VERIFY_DIR = "verify"
@@ -1225,19 +1231,12 @@ def study_of(args: argparse.Namespace) -> Study:
 def _command(args: argparse.Namespace) -> int:
     study = study_of(args)
     check_address(args.address)
-    if args.apply is not None and not args.apply.is_file():
-        raise TuneError(f"--apply {args.apply}: no such network file (qcn net up writes one)")
+    if args.apply is not None:
+        check_network_file(args.apply)
     check_count("--verify-runs", args.verify_runs, TuneError)
     if args.verify:
         require_mininet("qcn tune --verify", TuneError)
-    out = publish.resolve_out(args.out or DEFAULT_OUT / study.sc.name, TuneError)
-    try:
-        report = tune(study, trials=args.trials, workers=args.workers, address=args.address,
-                      out=out, quiet=args.quiet)  # fmt: skip
-    except KeyboardInterrupt:
-        print(f"qcn tune: interrupted; every finished trial is kept in {out}: the same command "
-              "continues the study")  # fmt: skip
-        raise
+    report, out = run_study(study, args)
     for line in report.lines:
         print(line)
     print(f"qcn tune: {report.ran} trials run in {report.wall_s:.1f} s; results in {out}/")
@@ -1256,3 +1255,18 @@ def _command(args: argparse.Namespace) -> int:
         if not held:
             raise NotVerifiedError(f"BMv2 did not verify the setting ({out / VERIFY_DIR})")
     return 0
+
+
+def run_study(study: Study, args: argparse.Namespace, say: Any = print) -> tuple[TuneReport, Path]:
+    """Run ``study`` (:func:`study_of`) into ``args.out`` (its default: DEFAULT_OUT/SCENARIO)
+    with `qcn tune`'s options: what the command and :func:`qcn.tune` both call (``say``:
+    its lines).  Returns its report and where its results are."""
+    out = publish.resolve_out(args.out or DEFAULT_OUT / study.sc.name, TuneError)
+    try:
+        report = tune(study, trials=args.trials, workers=args.workers, address=args.address,
+                      out=out, quiet=args.quiet, say=say)  # fmt: skip
+    except KeyboardInterrupt:
+        say(f"qcn tune: interrupted; every finished trial is kept in {out}: the same command "
+            "continues the study")  # fmt: skip
+        raise
+    return report, out

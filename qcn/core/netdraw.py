@@ -19,7 +19,7 @@ import os
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import matplotlib
 
@@ -174,11 +174,23 @@ def layout(topo: Topology) -> Position:
 
 
 def draw(topo: Topology, out: Path) -> Path:
+    """``qcn net draw``: :func:`figure` written to ``out`` as a PNG (whole, or not at all)."""
+    fig = figure(topo)
+    try:
+        write_whole(out, lambda f: fig.savefig(f, dpi=120, format="png"))
+    finally:
+        plt.close(fig)
+    return out
+
+
+def figure(topo: Topology, maker: Any = plt) -> Any:
+    """The picture of ``topo`` (the module's docstring), made with ``maker``: pyplot, or
+    what makes figures as its ``subplots`` does."""
     pos = layout(topo)
     xs, ys = [p[0] for p in pos.values()], [p[1] for p in pos.values()]
     width, height = max(xs) - min(xs) + 1.5, max(ys) - min(ys) + 1.5
     scale = min(1.0, 16.0 / width, 12.0 / height)  # inches per unit, the picture at most 16x12
-    fig, ax = plt.subplots(figsize=(max(6.0, width * scale), max(4.5, height * scale + 0.6)))
+    fig, ax = maker.subplots(figsize=(max(6.0, width * scale), max(4.5, height * scale + 0.6)))
     fastest = max(lk.rate_bps for lk in topo.links)
     for link in topo.links:
         (xa, ya), (xb, yb) = pos[link.a.node], pos[link.b.node]
@@ -219,11 +231,7 @@ def draw(topo: Topology, out: Path) -> Path:
     ax.set_ylim(min(ys) - 0.75, max(ys) + 0.75)
     ax.axis("off")
     fig.tight_layout()
-    try:
-        write_whole(out, lambda f: fig.savefig(f, dpi=120, format="png"))
-    finally:
-        plt.close(fig)
-    return out
+    return fig
 
 
 def write_whole(out: Path, write: Callable[[BinaryIO], object]) -> None:

@@ -19,7 +19,13 @@ from typing import Any
 
 from qcn.core import control, noise
 from qcn.core.fairness import max_min_fair
-from qcn.core.flows import SHORT_FLOW_BYTES, plot_slowdown, summarize_flows, write_flows_csv
+from qcn.core.flows import (
+    SHORT_FLOW_BYTES,
+    plot_slowdown,
+    slowdown_figure,
+    summarize_flows,
+    write_flows_csv,
+)
 from qcn.core.live import q_eq_frames
 from qcn.core.scenario import Scenario
 from qcn.core.topology import PortRef
@@ -581,12 +587,16 @@ def write_csvs(out: Path, sc: Scenario, tr: Trace) -> None:
         write_ports_csv(out / "ports.csv", tr)
 
 
+PORT_CSV_COLUMNS = ("time_s", "port", "queue_pkts", "throughput_bps", "drops", "cnms")
+"""ports.csv's columns."""
+
+
 def write_ports_csv(path: Path, tr: Trace) -> None:
     """ports.csv: per sample and followed port (the bottleneck and every CP port), its
     queue, throughput, and drops and CNMs so far."""
     with path.open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["time_s", "port", "queue_pkts", "throughput_bps", "drops", "cnms"])
+        w.writerow(PORT_CSV_COLUMNS)
         for name, queue in tr.port_queue_pkts.items():
             # (A backend that counts a port's drops and CNMs only at the end leaves them
             # blank here: summary.json's ports have the totals.)
@@ -609,14 +619,14 @@ def write(
         return []
     figures = plot(out, sc, tr)
     if "flows" in summary:
-        figures.append(
-            plot_slowdown(
-                out / "slowdown.png",
-                plot_title(sc, "slowdown by flow size"),
-                {"QCN" if summary["qcn"] else "no QCN": summary["flows"]},
-            )
-        )
+        figures.append(plot_slowdown(out / "slowdown.png", *slowdown_curves(sc, summary)))
     return figures
+
+
+def slowdown_curves(sc: Scenario, summary: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """slowdown.png's title and its one curve (the run's flows, named QCN or no QCN)."""
+    label = "QCN" if summary["qcn"] else "no QCN"
+    return plot_title(sc, "slowdown by flow size"), {label: summary["flows"]}
 
 
 def plot_title(sc: Scenario, what: str) -> str:
@@ -693,14 +703,25 @@ def rate_unit(values_bps: list[float]) -> tuple[float, str]:
 def plot(out: Path, sc: Scenario, tr: Trace) -> list[Path]:
     """rates.png, queue.png and (a network run) ports.png: see docs/experiments.md."""
     plt = pyplot()
+    return [save(plt, fig, out / name) for name, fig in figures(plt, sc, tr).items()]
+
+
+def figures(
+    plt: Any, sc: Scenario, tr: Trace, summary: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The plots a run writes, as figures by file name, made with ``plt`` (pyplot, or what
+    makes figures as its ``subplots`` does): rates.png, queue.png, (a network run)
+    ports.png, and (``summary`` given, of the flows workload) slowdown.png."""
     head = headline(sc, tr)
-    figures = [
-        save(plt, rates_figure(plt, sc, tr, head), out / "rates.png"),
-        save(plt, queue_figure(plt, sc, tr, head), out / "queue.png"),
-    ]
+    out = {
+        "rates.png": rates_figure(plt, sc, tr, head),
+        "queue.png": queue_figure(plt, sc, tr, head),
+    }
     if network_run(tr):
-        figures.append(save(plt, ports_figure(plt, sc, tr, head), out / "ports.png"))
-    return figures
+        out["ports.png"] = ports_figure(plt, sc, tr, head)
+    if summary is not None and "flows" in summary:
+        out["slowdown.png"] = slowdown_figure(plt, *slowdown_curves(sc, summary))
+    return out
 
 
 def pyplot() -> Any:
