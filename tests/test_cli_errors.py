@@ -325,7 +325,16 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     (
         "a scale past BMv2's bounds",
         (*RUN, "--scaled", "--scale", "2"),
-        ("bmv2: rate_scale must be in (0, 1]",),
+        ("--scale 2: RATE must be in (0, 1]",),
+    ),
+    # A ZeroDivisionError's traceback, in each command that takes --scale.
+    ("a scale of 0, scaled", (*RUN, "--scaled", "--scale", "0"), ("--scale 0: RATE must be",)),
+    ("a scale of 0", ("run", "transient", "--scale", "0"), ("--scale 0: RATE must be",)),
+    ("a scale of 0, compared", ("compare", "transient", "--scale", "0"), ("--scale 0: RATE",)),
+    (
+        "a scale whose time is past BMv2's bounds",
+        (*RUN, "--scaled", "--scale", "1e-9"),
+        ("--scale 1e-9: the time scale must be in (0, 10000] (got 2.5e+08, from RATE)",),
     ),
     (
         "a scale given twice",

@@ -135,6 +135,29 @@ def test_a_mistake_is_one_line(tmp_path: Path, args: tuple[str, ...], expected: 
     assert_one_line_error(r, *expected)
 
 
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        # 1 GB after 50 s, deaf to SIGINT; 70 s of silence, then a worker's traceback.
+        (("--workers", "100000"), ("--workers 100,000: a local cluster", "at most")),
+        (("--seeds", "10000000"), ("30,000,002 runs", "at most 100,000 a study")),
+        (("--holdout-seeds", "10000000"), ("20,000,003 runs", "at most 100,000")),
+        (("--trials", "100000000"), ("100,000,003 runs",)),
+        # A ValueError's traceback each.
+        (("--sampler-seed", "-1"), ("--sampler-seed -1: a whole number from 0 to 4,294,967,295",)),
+        (("--sampler-seed", "4294967296"), ("--sampler-seed 4294967296",)),
+        (("--sampler-seed", "12345678901234567890"), ("--sampler-seed 12345678901234567890",)),
+    ],
+)
+def test_counts_past_their_bounds_are_one_line_before_anything_is_written(
+    tmp_path: Path, args: tuple[str, ...], expected: tuple[str, ...]
+) -> None:
+    out = tmp_path / "s"
+    r = qcn("tune", *SHORT, "--trials", "2", *args, "--out", str(out))
+    assert_one_line_error(r, *expected)
+    assert not out.exists()
+
+
 def test_a_constraint_no_trial_meets_is_said_and_exits_1(tmp_path: Path) -> None:
     out = tmp_path / "s"
     r = qcn("tune", *SHORT, "--trials", "3", "--constraint", "utilization>=2", "--out", str(out),

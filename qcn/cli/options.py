@@ -110,7 +110,15 @@ def scale_overrides(given: str, sc: scenarios.Scenario) -> dict[str, Any]:
     if len(numbers) not in (1, 2):
         raise ScenarioError(f"--scale {given}: give own, RATE or RATE,TIME (e.g. 0.002,50)")
     rate = numbers[0]
+    bound = f"(0, {scenarios.MAX_RATE_SCALE:g}]"
+    if not 0 < rate <= scenarios.MAX_RATE_SCALE:  # (0 divided below: a ZeroDivisionError)
+        raise ScenarioError(f"--scale {given}: RATE must be in {bound} (got {rate:g})")
     time = numbers[1] if len(numbers) == 2 else own.rate_scale * own.time_scale / rate
+    if not 0 < time <= scenarios.MAX_TIME_SCALE:
+        raise ScenarioError(
+            f"--scale {given}: the time scale must be in (0, {scenarios.MAX_TIME_SCALE:g}] "
+            f"(got {time:g}{'' if len(numbers) == 2 else ', from RATE'})"
+        )
     return {"bmv2.rate_scale": rate, "bmv2.time_scale": time}
 
 

@@ -60,6 +60,7 @@ from qcn.core.errors import CheckFailedError, QcnError
 from qcn.core.live import KnobChange, write_knobs
 from qcn.core.params import PORT_CP_FIELDS, QNTZ_FB_MAX, W_ONE, CpParams
 from qcn.core.progress import ProgressLine
+from qcn.core.resources import check_local_workers, check_study_runs
 from qcn.core.results import FLOW_KEYS, SUMMARY_KEYS, json_safe
 from qcn.core.scenario import Scenario
 from qcn.core.signals import interrupts_deferred
@@ -79,6 +80,9 @@ METRICS = (*SUMMARY_KEYS, *FLOW_KEYS)
 MAXIMISED = ("utilization", "utilization_episode", "jain_fairness")
 """The figures that are better larger (the others: smaller)."""
 MAX_OBJECTIVES = 2
+MAX_SAMPLER_SEED = 2**32 - 1
+"""numpy's random generator, which Optuna's sampler seeds, takes 0 to 2**32 - 1 (-1 and
+2**32 were a ValueError's traceback)."""
 CP_APPLIED = ("q_eq_pkts", "w", "p_base", "p_scale")
 """The CP fields ``--apply`` writes to a running network (those a tuned setting changes and
 that are the same in BMv2's units: q_eq in frames, w and the probabilities have none)."""
@@ -1197,6 +1201,15 @@ def study_of(args: argparse.Namespace) -> Study:
     backends.SIMULATOR.check(sc, backends.RunOptions())
     for flag in ("--trials", "--seeds", "--holdout-seeds", "--workers"):
         check_count(flag, getattr(args, flag.lstrip("-").replace("-", "_")), TuneError)
+    # Bounded as a sweep is, before anything is written or started (qcn.core.resources).
+    check_study_runs(args.trials, args.seeds, args.holdout_seeds)
+    if not args.address:
+        check_local_workers(args.workers)
+    if not 0 <= args.sampler_seed <= MAX_SAMPLER_SEED:
+        raise TuneError(
+            f"--sampler-seed {args.sampler_seed}: a whole number from 0 to "
+            f"{MAX_SAMPLER_SEED:,} (the sampler's random generator takes no other)"
+        )
     objectives = tuple(parse_objective(o) for o in args.objective) or (default_objective(sc),)
     if len(objectives) > MAX_OBJECTIVES:
         raise TuneError(f"--objective: at most {MAX_OBJECTIVES} (a Pareto front of two)")

@@ -710,6 +710,8 @@ MIN_RATE_BPS = 1e3
 MIN_DURATION_S, MAX_DURATION_S = 1e-3, 3600.0
 MAX_TIME_SCALE = 1e4
 """bmv2.time_scale's bound (and so a scaled simulation's ``scaled_by``)."""
+MAX_RATE_SCALE = 1.0
+"""bmv2.rate_scale's bound: BMv2 runs a scenario's rates slower, never faster."""
 MIN_RATE_TEXT = f"must be at least {MIN_RATE_BPS:g} b/s (a slower rate's frame gaps overflow)"
 SCENARIO_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}")
 
@@ -953,9 +955,10 @@ def _validate_structure(s: Scenario) -> None:
             "qcn.rp.line_rate_bps must equal network.line_rate_bps (the RPs' host links)"
         )
     b = s.bmv2
-    if not (0 < b.rate_scale <= 1 and 0 < b.time_scale <= MAX_TIME_SCALE):
+    if not (0 < b.rate_scale <= MAX_RATE_SCALE and 0 < b.time_scale <= MAX_TIME_SCALE):
         raise ScenarioError(
-            f"bmv2: rate_scale must be in (0, 1] and time_scale in (0, {MAX_TIME_SCALE:g}]"
+            f"bmv2: rate_scale must be in (0, {MAX_RATE_SCALE:g}] and time_scale in "
+            f"(0, {MAX_TIME_SCALE:g}]"
         )
     for i, c in enumerate(s.schedule):
         if c.at_s < 0 or c.bottleneck_rate_bps < MIN_RATE_BPS:
