@@ -28,7 +28,7 @@ from qcn.cli.sweep import (
     run_point,
 )
 from qcn.core import scenario as scenarios
-from qcn.core.publish import OWNER_MARKER, owner_text
+from qcn.core.publish import OWNER_MARKER, RESULTS_MARKER, owner_text
 from tests.kit import Cluster, assert_one_line_error, qcn
 
 # -- the grid ------------------------------------------------------------------------------
@@ -202,6 +202,7 @@ def test_sigterm_ends_a_sweep_as_ctrl_c_does(tmp_path: Path) -> None:
 
 
 def test_a_sweep_table_that_is_a_directory_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / RESULTS_MARKER).write_text("sweep\n")  # (a sweep's folder)
     (tmp_path / "sweep.csv").mkdir()
     r = qcn("sweep", "transient", "--grid", "network.sources=2", "--duration", "0.05",
             "--out", str(tmp_path))  # fmt: skip
@@ -350,3 +351,22 @@ def test_a_sweep_line_plot_reads_in_units_and_says_what_its_bars_are() -> None:
         "mean of 3 seeds; bars: smallest to largest"
     ]
     plt.close(fig)
+
+
+def test_a_sweep_refuses_another_commands_folder_and_a_users(tmp_path: Path) -> None:
+    """A sweep wrote into any --out but another sweep's: a study's, a run's, a user's."""
+    folders = {"study": "study.json", "run": "summary.json", "mine": "notes.txt"}
+    for name, held in folders.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / held).write_text("{}")
+    for name, said in (
+        ("study", "holds a study (qcn tune), not a sweep (qcn sweep)"),
+        ("run", "holds a run's results (qcn run), not a sweep"),
+        ("mine", "holds files that are not qcn's results (notes.txt)"),
+    ):
+        r = qcn("sweep", "transient", "--grid", "network.sources=2", "--duration", "0.05",
+                "--out", str(tmp_path / name))  # fmt: skip
+        assert_one_line_error(r, f"--out {tmp_path / name} {said}")
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == sorted(
+        [*folders, *(f"{name}/{held}" for name, held in folders.items())]
+    )

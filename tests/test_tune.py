@@ -273,3 +273,58 @@ def test_a_per_port_study_writes_each_ports_setting_and_its_file_reproduces_it(
     assert '[port_cp."s2:2"]' in text
     summary = rerun_best(out, "parking-lot", tmp_path / "again")
     assert summary["jain_fairness"] == report["best"]["search_seeds"]["jain_fairness"]["mean"]
+
+
+# -- a study's folder, inputs and journal ---------------------------------------------------
+
+LOOSE = ("--constraint", "none")
+
+
+def test_a_study_refuses_another_commands_folder_and_a_users(tmp_path: Path) -> None:
+    """Over a run's results it exited 0 and replaced their run.toml (`--again` then failed);
+    over a user's folder, their run.toml; over a sweep, its runs went into the sweep's
+    points/.  A sweep made before the marker is known by its sweep.json."""
+    run = tmp_path / "run"
+    r = qcn("run", "fct", "--backend", "sim", "--duration", "0.05", "--out", str(run), "--quiet")
+    assert r.returncode == 0, r.stderr
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "run.toml").write_text("x = 1\n")
+    sweep = tmp_path / "sweep"
+    (sweep / "points").mkdir(parents=True)
+    (sweep / "sweep.json").write_text("{}")
+    before = {d: sorted(p.name for p in d.rglob("*")) for d in (run, mine, sweep)}
+    run_toml = (run / "run.toml").read_text()
+    for out, said in (
+        (run, "holds a run's results (qcn run), not a study (qcn tune)"),
+        (mine, "holds files that are not qcn's results (run.toml)"),
+        (sweep, "holds a sweep (qcn sweep), not a study (qcn tune)"),
+    ):
+        r = qcn("tune", *SHORT, *LOOSE, "--trials", "1", "--out", str(out))
+        assert_one_line_error(r, f"--out {out} {said}")
+    assert {d: sorted(p.name for p in d.rglob("*")) for d in before} == before
+    assert (run / "run.toml").read_text() == run_toml
+    assert (mine / "run.toml").read_text() == "x = 1\n"
+
+
+def test_a_study_continued_on_changed_inputs_is_refused(tmp_path: Path) -> None:
+    """Its CDF edited between --trials 1 and --trials 2, the study went on (exit 0), its
+    best a trial of the old CDF; with study.json gone and another objective, the journal's
+    slowdowns were taken as drops."""
+    cdf = tmp_path / "sizes.cdf"
+    cdf.write_text("1000 0\n20000 1\n")
+    out = tmp_path / "s"
+    args = ("tune", *SHORT, *LOOSE, "--set", f'workload.flow_sizes="{cdf}"', "--out", str(out))
+    r = qcn(*args, "--trials", "1", timeout_s=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    recorded = json.loads((out / "study.json").read_text())["study"]["inputs"]
+    assert recorded["workload.flow_sizes"]["path"] == str(cdf)
+    cdf.write_text("1000 0\n90000 1\n")
+    assert_one_line_error(
+        qcn(*args, "--trials", "2"),
+        f"--out {out} holds another study: workload.flow_sizes: {cdf} changed since the study",
+    )
+    (out / "study.json").unlink()
+    r = qcn(*args, "--trials", "2", "--objective", "drops:max")
+    assert_one_line_error(r, "study.journal is there without study.json: what its trials")
+    assert trials_of(out)[0]["state"] == "complete"  # (the study as it was)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from qcn.cli import backends
+from qcn.core import publish
 from qcn.core import scenario as scenarios
 from qcn.core.errors import QcnError
 from qcn.core.params import ParamError, QcnParams
@@ -209,10 +210,14 @@ def scenario_of(args: argparse.Namespace) -> tuple[scenarios.Scenario, dict[str,
     )
 
 
-def make_results_dir(out: Path, error: type[QcnError]) -> None:
-    """Create ``out`` for a command's results, or fail with ``error`` before any run."""
+def make_results_dir(out: Path, kind: str, error: type[QcnError]) -> None:
+    """Create ``out`` for a command's ``kind`` of results (qcn.core.publish.KINDS), marked
+    so, or fail with ``error`` before any run: a folder of another kind's or of a user's
+    files is refused (qcn.core.publish.check_results_folder)."""
+    publish.check_results_folder(out, error, kind=kind)
     try:
         out.mkdir(parents=True, exist_ok=True)
+        publish.mark_results(out, kind)
     except OSError as e:
         raise error(f"--out {out}: cannot write results there ({e.strerror})") from None
 

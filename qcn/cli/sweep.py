@@ -32,6 +32,7 @@ import contextlib
 import csv
 import functools
 import hashlib
+import io
 import itertools
 import json
 import logging
@@ -304,10 +305,23 @@ class Store:
     manifest = MANIFEST
     """The file that says which sweep (or study: qcn.cli.tune) the directory holds."""
     kind = "sweep"
+    """What its folder holds (qcn.core.publish.KINDS)."""
+    error: type[QcnError] = SweepError
 
     def describe(self, identity: Any) -> str:
         """What the directory holds, in a few words (for the refusal)."""
         return _describe(identity)
+
+    def same(self, held: Any, identity: dict[str, Any]) -> bool:
+        """Whether the manifest's ``held`` identity is this one's."""
+        return bool(held == identity)
+
+    def other(self, held: Any, identity: dict[str, Any]) -> str:  # noqa: ARG002 - a study's
+        """The refusal's words on what ``out`` holds instead of ``identity`` (``held``)."""
+        return f" ({self.describe(held)})"
+
+    def without_manifest(self) -> None:
+        """An ``out`` of this kind without its manifest: taken (a study refuses it)."""
 
     def __init__(
         self,
@@ -337,32 +351,36 @@ class Store:
         """Make ``out`` ready for this sweep (``identity``: what makes it this one, kept in
         sweep.json); an ``out`` holding another sweep is refused, so that its table and
         points are never mixed with this one's."""
+        # Another command's folder, or a user's, is refused: a study's runs were mixed into
+        # a sweep's points/, and a run's run.toml replaced.
+        publish.check_results_folder(self.out, self.error, kind=self.kind)
         manifest = self.out / self.manifest
         for name in (self.manifest, "sweep.csv", "sweep.parquet", "points"):
             path = self.out / name
             kind = path.is_dir() if name == "points" else path.is_file()
             if path.exists() and not kind:
                 what = "a directory" if name == "points" else "a file"
-                raise SweepError(f"--out {self.out}: {name} is not {what}; remove it")
+                raise self.error(f"--out {self.out}: {name} is not {what}; remove it")
         identity = json.loads(json.dumps(identity))  # as it reads back (lists, not tuples)
         if manifest.is_file():
             try:
                 held = json.loads(manifest.read_text())
             except (OSError, ValueError, RecursionError):
                 held = None
-            if held != identity:
-                raise SweepError(
-                    f"--out {self.out} holds another {self.kind} ({self.describe(held)}); choose "
-                    "another --out for this one"
+            if not self.same(held, identity):
+                raise self.error(
+                    f"--out {self.out} holds another {self.kind}{self.other(held, identity)}; "
+                    "choose another --out for this one"
                 )
+        else:
+            self.without_manifest()
         try:
             (self.out / "points").mkdir(parents=True, exist_ok=True)
+            publish.mark_results(self.out, self.kind)
             self.clean_leftovers()
-            tmp = manifest.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(identity, indent=1) + "\n")
-            tmp.replace(manifest)
+            publish.write_atomic(manifest, json.dumps(identity, indent=1) + "\n")
         except OSError as e:
-            raise SweepError(
+            raise self.error(
                 f"--out {self.out}: cannot write results there ({e.strerror})"
             ) from None
 
@@ -464,14 +482,18 @@ class Store:
         for r in rows:
             columns += [c for c in r if c not in columns]
         csv_path, parquet_path = self.out / "sweep.csv", self.out / "sweep.parquet"
-        tmp = csv_path.with_suffix(".csv.tmp")
-        with tmp.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=columns)
-            w.writeheader()
-            w.writerows(rows)
-        tmp.replace(csv_path)
+        # Each whole, through a file of this process's own: two sweeps to one --out shared
+        # sweep.csv.tmp, and one found it gone ("No such file or directory"); a full disk
+        # left it behind.
+        text = io.StringIO()
+        w = csv.DictWriter(text, fieldnames=columns)
+        w.writeheader()
+        w.writerows(rows)
+        publish.write_atomic(csv_path, text.getvalue(), durable=False)
         table = pa.table({c: _column([r.get(c) for r in rows]) for c in columns})
-        pq.write_table(table, parquet_path)
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        publish.write_atomic(parquet_path, sink.getvalue().to_pybytes(), durable=False)
         return csv_path, parquet_path
 
     def plot(self) -> list[Path]:

@@ -19,8 +19,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import io
 import json
 import math
+import os
 import re
 import statistics
 import sys
@@ -54,7 +56,7 @@ from qcn.cli.sweep import (
     quantity_label,
     run_point,
 )
-from qcn.core import publish
+from qcn.core import provenance, publish
 from qcn.core import scenario as scenarios
 from qcn.core.errors import CheckFailedError, QcnError
 from qcn.core.live import KnobChange, write_knobs
@@ -332,6 +334,10 @@ class Study:
     seeds: int
     holdout_seeds: int
     sampler_seed: int
+    inputs: dict[str, dict[str, str]] = field(default_factory=dict)
+    """The files the scenario reads, by field: where, and their SHA-256
+    (qcn.core.provenance.input_files): a study continued on an edited CDF kept the trials
+    measured on the old one."""
 
     @property
     def search_seeds(self) -> list[int]:
@@ -352,6 +358,7 @@ class Study:
                 "seeds": self.seeds,
                 "holdout_seeds": self.holdout_seeds,
                 "sampler": f"optuna TPESampler(seed={self.sampler_seed}, constant_liar=True)",
+                "inputs": self.inputs,
             }
         }
 
@@ -361,6 +368,47 @@ class StudyStore(Store):
 
     manifest = "study.json"
     kind = "study"
+    error = TuneError
+
+    def same(self, held: Any, identity: dict[str, Any]) -> bool:
+        """The same study: its inputs the same files by content (wherever they are now); a
+        study recorded before its inputs were is taken as the same on the rest."""
+        old = held.get("study") if isinstance(held, dict) else None
+        if not isinstance(old, dict):
+            return False
+        new = identity["study"]
+        if "inputs" not in old:
+            return old == {k: v for k, v in new.items() if k != "inputs"}
+        return _by_content(old) == _by_content(new)
+
+    def other(self, held: Any, identity: dict[str, Any]) -> str:
+        """What changed, a phrase each: its objectives, constraints, space, seeds or
+        sampler; the scenario's fields; the content of the files it reads."""
+        old = held.get("study") if isinstance(held, dict) else None
+        if not isinstance(old, dict):
+            return f" ({self.describe(held)})"
+        new = identity["study"]
+        said = [f"{key}: {old.get(key)} there, {value} here" for key, value in new.items()
+                if key not in ("scenario", "inputs") and old.get(key) != value]  # fmt: skip
+        before, now = _flat(old.get("scenario")), _flat(new["scenario"])
+        said += [f"{key}: {before.get(key)!r} there, {now.get(key)!r} here"
+                 for key in sorted(set(before) | set(now))
+                 if before.get(key) != now.get(key)]  # fmt: skip
+        try:
+            recorded = {"inputs": old["inputs"]}
+            said += provenance.changed_inputs(self.sc, recorded, who="study")
+        except (KeyError, TypeError):
+            said.append("its record of its inputs is damaged")
+        return f": {'; '.join(said)}" if said else f" ({self.describe(held)})"
+
+    def without_manifest(self) -> None:
+        journal = self.out / STUDY_FILE
+        if os.path.lexists(journal):
+            raise TuneError(
+                f"--out {self.out}: {STUDY_FILE} is there without {self.manifest}: what its "
+                "trials were measured on is unknown; choose another --out (or remove "
+                f"{journal} to start afresh)"
+            )
 
     def describe(self, identity: Any) -> str:
         study = identity.get("study") if isinstance(identity, dict) else None
@@ -372,6 +420,25 @@ class StudyStore(Store):
             else None
         )
         return f"of {name}, objectives {', '.join(map(str, study.get('objectives', [])))}"
+
+
+def _by_content(study: dict[str, Any]) -> dict[str, Any]:
+    """A study's identity with each input file by its content alone (not where it is)."""
+    inputs = study.get("inputs")
+    if not isinstance(inputs, dict):
+        return study
+    digests = {k: v.get("sha256") if isinstance(v, dict) else v for k, v in inputs.items()}
+    return {**study, "inputs": digests}
+
+
+def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
+    """A scenario's fields as dotted keys (``workload.load``)."""
+    if not isinstance(node, dict):
+        return {prefix.rstrip("."): node} if prefix else {}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        out |= _flat(value, f"{prefix}{key}.")
+    return out
 
 
 # -- running the trials ------------------------------------------------------------------------
@@ -757,20 +824,19 @@ def write_trials(path: Path, handle: Any, study: Study) -> None:
     """trials.csv: one row per trial: its state, setting, objective(s) and constraints."""
     names = [d.key for d in study.space]
     objectives = [o.metric for o in study.objectives]
-    tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["trial", "state", *names, *objectives, "feasible", "note"])
-        trials = handle.get_trials(deepcopy=False)
-        again = {t.user_attrs["resumes"]: t.number for t in trials if "resumes" in t.user_attrs}
-        for t in trials:
-            values = list(t.values) if t.values else [""] * len(objectives)
-            note = t.user_attrs.get("refused", "")
-            if t.number in again:
-                note = f"cut short (Ctrl-C): asked again as trial {again[t.number]}"
-            w.writerow([t.number, t.state.name.lower(), *(t.params.get(n, "") for n in names),
-                        *values, _feasible(t) if t.values else "", note])  # fmt: skip
-    tmp.replace(path)
+    f = io.StringIO()  # (written whole: a full disk left trials.csv.tmp in --out)
+    w = csv.writer(f)
+    w.writerow(["trial", "state", *names, *objectives, "feasible", "note"])
+    trials = handle.get_trials(deepcopy=False)
+    again = {t.user_attrs["resumes"]: t.number for t in trials if "resumes" in t.user_attrs}
+    for t in trials:
+        values = list(t.values) if t.values else [""] * len(objectives)
+        note = t.user_attrs.get("refused", "")
+        if t.number in again:
+            note = f"cut short (Ctrl-C): asked again as trial {again[t.number]}"
+        w.writerow([t.number, t.state.name.lower(), *(t.params.get(n, "") for n in names),
+                    *values, _feasible(t) if t.values else "", note])  # fmt: skip
+    publish.write_atomic(path, f.getvalue())
 
 
 def best_params_toml(study: Study, params: dict[str, Any]) -> str:
@@ -1231,8 +1297,9 @@ def study_of(args: argparse.Namespace) -> Study:
     if fixed:
         raise TuneError(f"{', '.join(fixed)}: tuned (--param or the default space) and fixed "
                         "(--set or --params): keep one")  # fmt: skip
+    input_hashes(sc)  # (a file it cannot read is one line here)
     return Study(sc, objectives, space, constraints, args.seeds, args.holdout_seeds,
-                 args.sampler_seed)  # fmt: skip
+                 args.sampler_seed, provenance.input_files(sc))  # fmt: skip
 
 
 def _command(args: argparse.Namespace) -> int:

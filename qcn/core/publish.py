@@ -123,8 +123,9 @@ def rename_noreplace(src: Path, dst: Path) -> None:
     os.rename(src, dst)
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write ``path`` whole or not at all: into a temporary sibling, synced, then renamed
+def write_atomic(path: Path, data: str | bytes, *, durable: bool = True) -> None:
+    """Write ``path`` whole or not at all: into a temporary sibling of this process's own,
+    synced (unless not ``durable``: a table rewritten as each point lands), then renamed
     over it.  Raises OSError (the temporary file removed)."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     raw = data.encode() if isinstance(data, str) else data
@@ -132,7 +133,8 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         with tmp.open("wb") as f:
             f.write(raw)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
