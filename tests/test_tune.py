@@ -8,12 +8,14 @@ import csv
 import json
 import math
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -328,3 +330,63 @@ def test_a_study_continued_on_changed_inputs_is_refused(tmp_path: Path) -> None:
     r = qcn(*args, "--trials", "2", "--objective", "drops:max")
     assert_one_line_error(r, "study.journal is there without study.json: what its trials")
     assert trials_of(out)[0]["state"] == "complete"  # (the study as it was)
+
+
+@pytest.fixture(scope="module")
+def finished_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("study") / "s"
+    r = qcn("tune", *SHORT, *LOOSE, "--trials", "2", "--out", str(out), timeout_s=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return out
+
+
+def tampered(text: str) -> str:
+    """The first finished trial's objective made text."""
+    return re.sub(r'("state":1,"values":)\[[^]]*\]', r'\1"abc"', text, count=1)
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (lambda j: j.write_text(j.read_text() + "hello world\n"), "is not a JSON record"),
+        (lambda j: j.write_bytes(j.read_bytes() + bytes(range(200, 256)) + b"\n"), "not a JSON"),
+        (lambda j: (j.unlink(), j.mkdir()), "(not a file)"),
+        (lambda j: j.write_text(j.read_text() + '{"op_code": 99}\n'), "Optuna cannot apply"),
+        (lambda j: j.write_text(j.read_text() + "[1]\n"), "no operation of a journal"),
+        (lambda j: j.write_text(tampered(j.read_text())), "has not 1 number(s) as its objec"),
+    ],
+    ids=["garbage", "binary", "a folder", "an unknown op", "no op", "a tampered value"],
+)
+def test_a_damaged_journal_is_one_line_naming_it(
+    finished_study: Path, tmp_path: Path, damage: Any, said: str
+) -> None:
+    """Each was a traceback (JSONDecodeError, UnicodeDecodeError, IsADirectoryError,
+    AssertionError, TypeError)."""
+    out = tmp_path / "s"
+    shutil.copytree(finished_study, out)
+    damage(out / "study.journal")
+    r = qcn("tune", *SHORT, *LOOSE, "--trials", "3", "--out", str(out))
+    assert_one_line_error(r, f"{out / 'study.journal'}: not a study's journal, or damaged", said)
+
+
+def test_a_journal_cut_short_drops_its_last_record_and_the_study_goes_on(
+    finished_study: Path, tmp_path: Path
+) -> None:
+    """What a crash mid-write leaves: the next run glued its first record onto the partial
+    line and failed, and so did every run after it."""
+    out = tmp_path / "s"
+    shutil.copytree(finished_study, out)
+    journal = out / "study.journal"
+    whole = journal.read_bytes()
+    journal.write_bytes(whole[:-40])
+    r = qcn("tune", *SHORT, *LOOSE, "--trials", "3", "--out", str(out), "--quiet", timeout_s=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stderr.splitlines() == [
+        f"qcn tune: {journal}: its last record was cut short (a stop while it was written): dropped"
+    ]
+    assert journal.read_bytes().startswith(whole[: whole.rfind(b"\n", 0, len(whole) - 40) + 1])
+    assert len([t for t in trials_of(out) if t["state"] == "complete"]) == 3
+    r = qcn("tune", *SHORT, *LOOSE, "--trials", "3", "--out", str(out), timeout_s=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "(3 already done)" in r.stdout
+    assert "cut short" not in r.stderr

@@ -611,22 +611,105 @@ def write_study_toml(path: Path, study: Study) -> None:
 
 
 def open_study(study: Study, out: Path) -> Any:
-    """The study's journal in ``out``, created or continued."""
+    """The study's journal in ``out``, created or continued: checked first
+    (:func:`check_journal`), and its trials after it is read (:func:`_check_trials`)."""
     optuna = _quiet_optuna()
     from optuna.storages.journal import JournalFileBackend  # noqa: PLC0415
 
-    storage = optuna.storages.JournalStorage(JournalFileBackend(str(out / STUDY_FILE)))
+    path = out / STUDY_FILE
+    cut = check_journal(path)
+    if cut:
+        print(f"qcn tune: {cut}", file=sys.stderr, flush=True)
     sampler = optuna.samplers.TPESampler(
         seed=study.sampler_seed,
         constant_liar=True,  # trials in flight count as tried (several run at once)
     )
-    return optuna.create_study(
-        study_name=STUDY_NAME,
-        storage=storage,
-        sampler=sampler,
-        directions=["maximize" if o.maximise else "minimize" for o in study.objectives],
-        load_if_exists=True,
+    try:
+        storage = optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+        handle = optuna.create_study(
+            study_name=STUDY_NAME,
+            storage=storage,
+            sampler=sampler,
+            directions=["maximize" if o.maximise else "minimize" for o in study.objectives],
+            load_if_exists=True,
+        )
+    except OSError as e:
+        raise TuneError(f"{path}: cannot be read or written ({e.strerror})") from None
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, AssertionError) as e:
+        # (an operation Optuna does not know is an AssertionError of its own)
+        raise _damaged(path, f"a record Optuna cannot apply: {type(e).__name__} {e}") from None
+    _check_trials(handle, study, path)
+    return handle
+
+
+def check_journal(path: Path) -> str:
+    """A study's journal before Optuna reads it: a file of JSON records, a line each, each
+    with its operation (``op_code``).  A last record cut short (a crash or a full disk while
+    it was written: the next run's first record was glued onto it, and every run after
+    failed) is dropped, and said (the returned line); any other damage is one line naming
+    the file (TuneError)."""
+    if not os.path.lexists(path):
+        return ""
+    if path.is_symlink() or not path.is_file():
+        raise _damaged(path, "not a file")
+    try:
+        data = path.read_bytes()
+        said = ""
+        if data and not data.endswith(b"\n"):
+            whole = data.rfind(b"\n") + 1
+            os.truncate(path, whole)
+            data = data[:whole]
+            said = f"{path}: its last record was cut short (a stop while it was written): dropped"
+    except OSError as e:
+        raise TuneError(f"{path}: cannot be read or written ({e.strerror})") from None
+    for number, line in enumerate(data.splitlines(), start=1):
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):  # (UnicodeDecodeError is a ValueError)
+            raise _damaged(path, f"line {number} is not a JSON record") from None
+        if not isinstance(record, dict) or type(record.get("op_code")) is not int:
+            raise _damaged(path, f"line {number} is no operation of a journal")
+    return said
+
+
+def _damaged(path: Path, why: str) -> TuneError:
+    return TuneError(
+        f"{path}: not a study's journal, or damaged ({why}); choose another --out for a new "
+        f"study (or remove {path.name} to start afresh)"
     )
+
+
+def _check_trials(handle: Any, study: Study, path: Path) -> None:
+    """Every trial the journal holds as this study's trials are: a finished one's figures
+    numbers, one an objective; its setting numbers; what this study notes of it the types it
+    writes.  A tampered value ("values": "abc") was a TypeError when the best was chosen."""
+    optuna = _quiet_optuna()
+
+    def number(v: Any) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool)
+
+    for t in handle.get_trials(deepcopy=False):
+        values = t.values
+        attrs = t.user_attrs
+        why = ""
+        if t.state == optuna.trial.TrialState.COMPLETE and not (
+            isinstance(values, list)
+            and len(values) == len(study.objectives)
+            and all(map(number, values))
+        ):
+            why = f"{len(study.objectives)} number(s) as its objective(s)"
+        elif not all(map(number, t.params.values())):
+            why = "numbers as its setting"
+        elif not isinstance(attrs.get("figures", {}), dict):
+            why = "a table of figures"
+        elif not (
+            isinstance(attrs.get("excess", []), list) and all(map(number, attrs.get("excess", [])))
+        ):
+            why = "numbers as its constraints' excess"
+        elif not isinstance(attrs.get("resumes", 0), int):
+            why = "a trial's number as the trial it resumes"
+        if why:
+            raise _damaged(path, f"trial {t.number} has not {why}")
 
 
 def tune(
