@@ -28,7 +28,18 @@ from qcn.cli.tune import (
     parse_dimension,
 )
 from qcn.core import scenario as scenarios
-from tests.kit import SLOW_SIM, assert_one_line_error, interruptible, qcn
+from tests.kit import (
+    SLOW_SIM,
+    assert_one_line_error,
+    at_a_terminal,
+    await_worker,
+    ctrl_c,
+    group_left,
+    interruptible,
+    qcn,
+    small_disk,
+)
+from tests.toolchain import requires_root
 
 ROOT = Path(__file__).resolve().parent.parent
 # fct for 0.05 s: 0.2 s a run with the compiled core; its defaults drop frames and leave
@@ -390,3 +401,44 @@ def test_a_journal_cut_short_drops_its_last_record_and_the_study_goes_on(
     assert r.returncode == 0, r.stdout + r.stderr
     assert "(3 already done)" in r.stdout
     assert "cut short" not in r.stderr
+
+
+@pytest.mark.parametrize("when", ["as its workers start", "mid-study, twice"])
+def test_ctrl_c_at_a_terminal_is_one_line(tmp_path: Path, when: str) -> None:
+    """A terminal's Ctrl-C (SIGINT to the whole process group) reached the workers too: in
+    the first two seconds 32-159 lines of stderr with 2-7 tracebacks, at 0.7 s "Nanny failed
+    to start" and exit 1; pressed twice, 210 lines and 12 tracebacks."""
+    out = tmp_path / "s"
+    study = at_a_terminal(
+        [sys.executable, "-m", "qcn", "tune", *SHORT, *LOOSE, "--trials", "8", "--out",
+         str(out), "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    await_worker(study)  # (its workers start, each still importing)
+    if when == "mid-study, twice":
+        deadline = time.monotonic() + 120
+        while not list((out / "points").glob("*/summary.json")):  # (the defaults' run)
+            assert study.poll() is None, study.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        ctrl_c(study)
+    ctrl_c(study)
+    _, stderr = study.communicate(timeout=60)
+    assert study.returncode == 130, stderr
+    assert stderr.splitlines() == ["qcn: interrupted"]
+    assert group_left(study.pid) == []
+    assert sorted(p.name for p in out.iterdir() if p.suffix in (".log", ".tmp")) == []
+
+
+@requires_root()
+def test_a_full_disk_mid_study_is_one_line_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """The one-line error came after 19-23 lines of Dask's "Compute Failed ... Traceback"
+    (a worker's full disk), and trials.csv.tmp was left in --out."""
+    with small_disk(tmp_path / "disk", size="400k") as disk:
+        out = disk / "s"
+        r = qcn("tune", *SHORT, *LOOSE, "--trials", "8", "--out", str(out), "--quiet",
+                timeout_s=120)  # fmt: skip
+        assert r.returncode == 2, r.stdout + r.stderr
+        (line,) = r.stderr.splitlines()
+        assert line.startswith(f"qcn: error: cannot write the study in {out}: No space left")
+        assert [p for p in out.rglob("*") if ".tmp" in p.name or ".partial-" in p.name] == []

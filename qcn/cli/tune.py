@@ -47,10 +47,12 @@ from qcn.cli.options import (
     scenario_of,
 )
 from qcn.cli.sweep import (
+    DASK_LOG,
     Point,
     Store,
     check_address,
     dask_client,
+    dask_said,
     input_hashes,
     point_key,
     quantity_label,
@@ -540,10 +542,11 @@ class Runner:
             p = self.futures.pop(fut)
             try:
                 result = fut.result()
-            except QcnError:
+            except (QcnError, OSError):  # (OSError: the study cannot be written: tune says so)
                 raise
             except Exception as e:
-                raise TuneError(f"the run {p.label} failed: {e}") from None
+                log = dask_said(self.store.out / DASK_LOG)
+                raise TuneError(f"the run {p.label} failed: {e}{log}") from None
             if isinstance(result, dict):  # (written by the worker: its summary's row)
                 self.store.rows[p.key] = result
                 continue
@@ -724,8 +727,6 @@ def tune(
 ) -> TuneReport:
     """Run the study until ``trials`` trials have finished; check the best on the held-out
     seeds; write its files."""
-    optuna = _quiet_optuna()
-    trial_state = optuna.trial.TrialState
     began = time.perf_counter()
     store = StudyStore(out, study.sc, [], scaled=False, point_plots=False, address=address)
     store.prepare(study.identity())
@@ -745,66 +746,90 @@ def tune(
         )
     )
     progress = ProgressLine(f"qcn tune: {study.sc.name}", unit="trials", quiet=quiet)
-    ran = 0
-    with dask_client(address, workers) as client:
-        client.wait_for_workers(1, timeout=60)
-        runner = Runner(client, store, study.sc)
-        try:
-            defaults = runner.run_all(runner.points({}, study.search_seeds))
-            _check_produced(defaults, metrics, study.sc)
-            reference = {m: defaults.mean(m) for m in metrics}
-            # Trials a Ctrl-C cut short: asked again, first (their runs on disk are kept).
-            for cut in handle.get_trials(deepcopy=False, states=(trial_state.RUNNING,)):
-                handle.tell(cut.number, state=trial_state.FAIL)
-                handle.enqueue_trial(cut.params, user_attrs={"resumes": cut.number})
-            active: list[TrialRun] = []
-            search_began = time.perf_counter()
-            while True:
-                done = finished_trials(handle)
-                progress.update(done, trials)
-                if done + len(active) < trials and len(active) < workers:
-                    refused = refused_trials(handle)
-                    if refused > MAX_REFUSED_SHARE * trials:
-                        raise TuneError(
-                            f"the parameters' checks refused {refused} settings of this space "
-                            f"({done} run): narrow it (--param); {TRIALS_FILE} says why"
-                        )
-                    asked = _ask(handle, study, runner)
-                    if asked is not None:
-                        active.append(asked)
-                    continue
-                if not active:
-                    break
-                told = [t for t in active if all(runner.finished(p) for p in t.points)]
-                for t in told:
-                    figures = Figures({p.seed: store.rows[p.key] for p in t.points})
-                    with interrupts_deferred():
-                        _tell(handle, study, t, figures, reference)
-                    active.remove(t)
-                    ran += 1
-                if not told:  # (else first ask the next: a worker is free)
-                    runner.wait()
-            progress.close()
-            search_s = time.perf_counter() - search_began
-            best = _best(handle, study)
-            held = None
-            if best is not None:
-                say(
-                    f"qcn tune: the best and the defaults on {len(study.held_out)} held-out seed(s)"
-                )
-                held = (
-                    runner.run_all(runner.points({}, study.held_out)),
-                    runner.run_all(runner.points(best.params, study.held_out)),
-                )
-        finally:
-            progress.close()
-            runner.cancel()
-            with contextlib.suppress(OSError):
-                write_trials(out / TRIALS_FILE, handle, study)
-    report = _finish(study, handle, best=best, held=held, defaults=defaults, metrics=metrics,
-                     out=out, trials=trials, ran=ran, began=began)  # fmt: skip
+    log = out / DASK_LOG
+    try:
+        with dask_client(address, workers, log) as client:
+            client.wait_for_workers(1, timeout=60)
+            runner = Runner(client, store, study.sc)
+            try:
+                defaults = runner.run_all(runner.points({}, study.search_seeds))
+                _check_produced(defaults, metrics, study.sc)
+                search_began = time.perf_counter()
+                ran = _search(handle, study, runner, trials=trials, workers=workers,
+                              reference={m: defaults.mean(m) for m in metrics},
+                              progress=progress)  # fmt: skip
+                progress.close()
+                search_s = time.perf_counter() - search_began
+                best = _best(handle, study)
+                held = None
+                if best is not None:
+                    held_out = len(study.held_out)
+                    say(f"qcn tune: the best and the defaults on {held_out} held-out seed(s)")
+                    held = (
+                        runner.run_all(runner.points({}, study.held_out)),
+                        runner.run_all(runner.points(best.params, study.held_out)),
+                    )
+            finally:
+                progress.close()
+                runner.cancel()
+                with contextlib.suppress(OSError):
+                    write_trials(out / TRIALS_FILE, handle, study)
+        report = _finish(study, handle, best=best, held=held, defaults=defaults, metrics=metrics,
+                         out=out, trials=trials, ran=ran, began=began)  # fmt: skip
+    except OSError as e:  # (a full disk: one line, Dask's log in a file)
+        raise TuneError(
+            f"cannot write the study in {out}: {e.strerror or e}{dask_said(log)}"
+        ) from None
     report.search_s = search_s
     return report
+
+
+def _search(
+    handle: Any,
+    study: Study,
+    runner: Runner,
+    *,
+    trials: int,
+    workers: int,
+    reference: dict[str, float],
+    progress: ProgressLine,
+) -> int:
+    """Ask and tell trials until ``trials`` have finished, as many in flight as ``workers``;
+    ``reference``: the defaults' figures (a constraint's ``default``).  How many it ran."""
+    trial_state = _quiet_optuna().trial.TrialState
+    ran = 0
+    # Trials a Ctrl-C cut short: asked again, first (their runs on disk are kept).
+    for cut in handle.get_trials(deepcopy=False, states=(trial_state.RUNNING,)):
+        with interrupts_deferred():  # (a journal's record is written whole)
+            handle.tell(cut.number, state=trial_state.FAIL)
+            handle.enqueue_trial(cut.params, user_attrs={"resumes": cut.number})
+    active: list[TrialRun] = []
+    while True:
+        done = finished_trials(handle)
+        progress.update(done, trials)
+        if done + len(active) < trials and len(active) < workers:
+            refused = refused_trials(handle)
+            if refused > MAX_REFUSED_SHARE * trials:
+                raise TuneError(
+                    f"the parameters' checks refused {refused} settings of this space "
+                    f"({done} run): narrow it (--param); {TRIALS_FILE} says why"
+                )
+            asked = _ask(handle, study, runner)
+            if asked is not None:
+                active.append(asked)
+            continue
+        if not active:
+            break
+        told = [t for t in active if all(runner.finished(p) for p in t.points)]
+        for t in told:
+            figures = Figures({p.seed: runner.store.rows[p.key] for p in t.points})
+            with interrupts_deferred():
+                _tell(handle, study, t, figures, reference)
+            active.remove(t)
+            ran += 1
+        if not told:  # (else first ask the next: a worker is free)
+            runner.wait()
+    return ran
 
 
 def finished_trials(handle: Any) -> int:
@@ -833,16 +858,19 @@ def _check_produced(defaults: Figures, metrics: list[str], sc: Scenario) -> None
 
 
 def _ask(handle: Any, study: Study, runner: Runner) -> TrialRun | None:
-    """A new trial, its runs submitted; None if its setting is refused (told failed)."""
+    """A new trial, its runs submitted; None if its setting is refused (told failed).  Its
+    records are written whole: a Ctrl-C waits for them (one cut in the journal's lock held
+    the next run for 30 s)."""
     optuna = _quiet_optuna()
-    trial = handle.ask()
-    params = {d.key: d.suggest(trial) for d in study.space}
-    try:
-        study.sc.with_overrides(params)
-    except QcnError as e:  # a combination the parameters refuse (p_base + 63 p_scale > 1)
-        trial.set_user_attr("refused", str(e))
-        handle.tell(trial, state=optuna.trial.TrialState.FAIL)
-        return None
+    with interrupts_deferred():
+        trial = handle.ask()
+        params = {d.key: d.suggest(trial) for d in study.space}
+        try:
+            study.sc.with_overrides(params)
+        except QcnError as e:  # a combination the parameters refuse (p_base + 63 p_scale > 1)
+            trial.set_user_attr("refused", str(e))
+            handle.tell(trial, state=optuna.trial.TrialState.FAIL)
+            return None
     t = TrialRun(trial, params, runner.points(params, study.search_seeds))
     runner.submit(t.points)
     return t

@@ -42,7 +42,8 @@ import errno
 import os
 import re
 import shutil
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from qcn.core.errors import QcnError
@@ -301,6 +302,40 @@ def owner(path: Path, pid: int) -> str:
         return ""
     alive = words[2] == _boot_id() and process_start_ticks(pid) == int(words[1])
     return "live" if alive else "dead"
+
+
+SCRATCH_PREFIX = "qcn-point-"
+"""A sweep's or a study's point keeps what its run writes besides its Trace (a Mininet
+run's logs) in a temporary directory of this name (:func:`scratch`)."""
+
+
+@contextlib.contextmanager
+def scratch(prefix: str = SCRATCH_PREFIX) -> Iterator[Path]:
+    """A temporary directory of this process's, marked (:data:`OWNER_MARKER`) and named
+    with its process id, removed after the block; one a process killed outright left (kill
+    -9 of a sweep left an empty ``/tmp/qcn-point-XXXX`` per point in flight) is removed by
+    the next (:func:`remove_dead_scratch`)."""
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+    try:
+        claim(path)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_dead_scratch(prefix: str = SCRATCH_PREFIX) -> None:
+    """Remove the scratch directories (:func:`scratch`) of processes that are gone: only
+    those that hold their process's marker (a user's own ``qcn-point-...`` is left)."""
+    where = Path(tempfile.gettempdir())
+    pattern = re.compile(rf"{re.escape(prefix)}(?P<pid>\d+)-.+")
+    try:
+        names = os.listdir(where)
+    except OSError:
+        return
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m is not None and owner(where / name, int(m["pid"])) == "dead":
+            shutil.rmtree(where / name, ignore_errors=True)
 
 
 def unmark(directory: Path) -> None:
