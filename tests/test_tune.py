@@ -141,6 +141,9 @@ def test_an_interrupted_study_continues_and_loses_no_finished_trial(tmp_path: Pa
         (("--constraint", "drops<<3"), ("expected METRIC<=VALUE",)),
         (("--param", "qcn.cp.w=1:4", "--set", "qcn.cp.w=2.0"), ("tuned", "fixed")),
         (("--objective", "drops", "--objective", "drops"), ("each figure once",)),
+        # It tuned the RP's fields alone, without a word; "port_cp.s1:11:  is not a CP port".
+        (("--per-port", "--set", 'network.topology="single:1"'), ("(single:1) has no CP port",)),
+        (("--param", "port_cp.s1:11=1:2"), ("expected port_cp.PORT.FIELD",)),
     ],
 )
 def test_a_mistake_is_one_line(tmp_path: Path, args: tuple[str, ...], expected: tuple[str]) -> None:

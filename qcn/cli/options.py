@@ -170,6 +170,7 @@ def load_scenario(
     ``--scale`` applied, and those overrides."""
     sc = scenarios.load(name)
     overrides = overrides_from(sets)
+    from_file: dict[str, Any] = {}
     if scale is not None:
         both = sorted(k for k in overrides if k.startswith("bmv2"))
         if both:
@@ -195,7 +196,14 @@ def load_scenario(
                 "duration_s: given by --set and by --duration; one would win silently: keep one"
             )
         overrides["duration_s"] = duration_s
-    return (sc.with_overrides(overrides) if overrides else sc), overrides
+    if not overrides:
+        return sc, overrides
+    try:
+        return sc.with_overrides(overrides), overrides
+    except ScenarioError:
+        if from_file:  # (the file's own mistake names the file: it was "with --set")
+            sc.with_overrides(from_file, given_by=f"--params {params}")
+        raise
 
 
 def scenario_of(args: argparse.Namespace) -> tuple[scenarios.Scenario, dict[str, Any]]:

@@ -219,6 +219,8 @@ def port_value(sc: Scenario, key: str) -> Any:
     """``port_cp.PORT.FIELD``'s value now: the port's own, else the scenario's CP's."""
     _, rest = key.split(".", 1)
     port, _, name = rest.rpartition(".")
+    if not port:  # (port_cp.s1:11 was "port_cp.s1:11:  is not a CP port")
+        raise TuneError(f"--param {key}: expected port_cp.PORT.FIELD ({', '.join(PORT_CP_FIELDS)})")
     cps = sorted(str(p) for p in sc.topology.cp_ports)
     if port not in cps:
         raise TuneError(f"--param {key}: {port} is not a CP port ({', '.join(cps) or 'none'})")
@@ -1398,6 +1400,10 @@ def study_of(args: argparse.Namespace) -> Study:
     constraints = tuple(parse_constraint(c) for c in texts if c != "none")
     if args.per_port and args.param:
         raise TuneError("--per-port shapes the default space: give it or --param, not both")
+    if args.per_port and not sc.topology.cp_ports:  # (it tuned the RP's fields alone)
+        raise TuneError(
+            f"--per-port: {sc.name}'s network ({sc.network.topology}) has no CP port to tune"
+        )
     space = tuple(parse_dimension(d, sc) for d in args.param) or tuple(
         default_space(sc, per_port=args.per_port)
     )

@@ -505,8 +505,9 @@ class Scenario:
                 rate = change.bottleneck_rate_bps
         return rate
 
-    def with_overrides(self, overrides: dict[str, Any]) -> Scenario:
-        """Apply ``{"qcn.rp.fb_hat": True, "duration_s": 2.0, ...}``-style overrides."""
+    def with_overrides(self, overrides: dict[str, Any], given_by: str = "--set") -> Scenario:
+        """Apply ``{"qcn.rp.fb_hat": True, "duration_s": 2.0, ...}``-style overrides
+        (``given_by``: where they come from, as an error names it)."""
         data = self.to_dict()
         preset = overrides.get("qcn_preset", self.preset)
         if preset != self.preset:
@@ -519,7 +520,7 @@ class Scenario:
             for key in ("sources", "innocent_sources"):
                 if f"network.{key}" not in overrides:
                     data["network"].pop(key, None)
-        return parse(data, where=f"{self.name} (with --set)")
+        return parse(data, where=f"{self.name} (with {given_by})")
 
     def scaled_for_bmv2(self, keep: Collection[str] = ()) -> Scenario:
         """This scenario in BMv2's units (see :class:`Bmv2Scale`); itself a scenario that
