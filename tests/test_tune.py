@@ -445,3 +445,5 @@ def test_a_full_disk_mid_study_is_one_line_and_leaves_no_temporary_file(tmp_path
         (line,) = r.stderr.splitlines()
         assert line.startswith(f"qcn: error: cannot write the study in {out}: No space left")
         assert [p for p in out.rglob("*") if ".tmp" in p.name or ".partial-" in p.name] == []
+        # Dask's log is there if the line names it (a full disk may have kept it empty).
+        assert (out / "dask.log").exists() == line.endswith(f"(Dask's log: {out / 'dask.log'})")

@@ -720,7 +720,8 @@ def _column(values: list[Any]) -> list[Any]:
 DASK_LOG = "dask.log"
 """Dask's own log, in a sweep's or a study's ``--out``: what its scheduler, nannies and
 workers say (a point's failure among it: "Compute Failed ... Traceback", 19-23 lines of it
-before the one-line error), kept out of the terminal; removed when it is empty."""
+before the one-line error), kept out of the terminal; kept only when an error's line names
+it (:func:`dask_said`)."""
 _DASK_LOG_ENV = "QCN_DASK_LOG"
 """Where a local cluster's workers write their standard error (:func:`dask_setup`)."""
 _LOGGERS = ("distributed", "tornado", "asyncio", "bokeh")
@@ -799,7 +800,9 @@ def _local_cluster(workers: int, log: Path | None) -> Iterator[Any]:
 @contextlib.contextmanager
 def dask_logged_to(path: Path | None) -> Iterator[None]:
     """Dask's log in this process (its scheduler's and nannies') to ``path`` for the block,
-    not the terminal; removed after if nothing was written."""
+    not the terminal; removed after unless an error's line named it (:func:`dask_said`):
+    what a cluster says while it closes on Ctrl-C (a worker's heartbeat cut short) is no
+    news, and was left in ``--out``."""
     if path is None:
         yield
         return
@@ -817,17 +820,26 @@ def dask_logged_to(path: Path | None) -> Iterator[None]:
             x.handlers, x.propagate = handlers, propagate
         logging.raiseExceptions = saved[1]
         handler.close()
-        with contextlib.suppress(OSError):
-            if path.stat().st_size == 0:
+        if path not in _NAMED:
+            with contextlib.suppress(OSError):
                 path.unlink()
+        _NAMED.discard(path)
+
+
+_NAMED: set[Path] = set()
+"""Dask's logs an error's line named (:func:`dask_said`): kept."""
 
 
 def dask_said(path: Path | None) -> str:
-    """Where Dask's log is, for an error's line (:data:`DASK_LOG`), if it holds anything."""
+    """Where Dask's log is, for an error's line (:data:`DASK_LOG`), if it holds anything;
+    then it is kept.  Called in :func:`dask_client`'s block."""
     try:
-        return f" (Dask's log: {path})" if path is not None and path.stat().st_size else ""
+        if path is None or not path.stat().st_size:
+            return ""
     except OSError:
         return ""
+    _NAMED.add(path)
+    return f" (Dask's log: {path})"
 
 
 def dask_setup(worker: Any) -> None:  # noqa: ARG001 - Dask's preload interface
@@ -931,9 +943,7 @@ def sweep(
     except OSError as e:
         # A full disk, or the directory taken away: one line; a point cut short stays
         # marked partial and runs again next time.
-        raise SweepError(
-            f"cannot write the results in {out}: {e.strerror or e}{dask_said(out / DASK_LOG)}"
-        ) from None
+        raise SweepError(f"cannot write the results in {out}: {e.strerror or e}") from None
     finally:
         progress.close()
         table = None
@@ -1002,6 +1012,10 @@ def _run_on_dask(
                 store.write_table()
                 progress.update(done, len(pending))
             loop = time.perf_counter() - loop_began
+        except OSError as e:  # (a full disk, here or in a worker: one line)
+            raise SweepError(
+                f"cannot write the results in {store.out}: {e.strerror or e}{dask_said(log)}"
+            ) from None
         finally:
             client.cancel(list(futures))
     return compute, startup, loop

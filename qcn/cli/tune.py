@@ -749,39 +749,41 @@ def tune(
     )
     progress = ProgressLine(f"qcn tune: {study.sc.name}", unit="trials", quiet=quiet)
     log = out / DASK_LOG
+    with dask_client(address, workers, log) as client:
+        client.wait_for_workers(1, timeout=60)
+        runner = Runner(client, store, study.sc)
+        try:
+            defaults = runner.run_all(runner.points({}, study.search_seeds))
+            _check_produced(defaults, metrics, study.sc)
+            search_began = time.perf_counter()
+            ran = _search(handle, study, runner, trials=trials, workers=workers,
+                          reference={m: defaults.mean(m) for m in metrics},
+                          progress=progress)  # fmt: skip
+            progress.close()
+            search_s = time.perf_counter() - search_began
+            best = _best(handle, study)
+            held = None
+            if best is not None:
+                held_out = len(study.held_out)
+                say(f"qcn tune: the best and the defaults on {held_out} held-out seed(s)")
+                held = (
+                    runner.run_all(runner.points({}, study.held_out)),
+                    runner.run_all(runner.points(best.params, study.held_out)),
+                )
+        except OSError as e:  # (a full disk, here or in a worker: one line)
+            raise TuneError(
+                f"cannot write the study in {out}: {e.strerror or e}{dask_said(log)}"
+            ) from None
+        finally:
+            progress.close()
+            runner.cancel()
+            with contextlib.suppress(OSError):
+                write_trials(out / TRIALS_FILE, handle, study)
     try:
-        with dask_client(address, workers, log) as client:
-            client.wait_for_workers(1, timeout=60)
-            runner = Runner(client, store, study.sc)
-            try:
-                defaults = runner.run_all(runner.points({}, study.search_seeds))
-                _check_produced(defaults, metrics, study.sc)
-                search_began = time.perf_counter()
-                ran = _search(handle, study, runner, trials=trials, workers=workers,
-                              reference={m: defaults.mean(m) for m in metrics},
-                              progress=progress)  # fmt: skip
-                progress.close()
-                search_s = time.perf_counter() - search_began
-                best = _best(handle, study)
-                held = None
-                if best is not None:
-                    held_out = len(study.held_out)
-                    say(f"qcn tune: the best and the defaults on {held_out} held-out seed(s)")
-                    held = (
-                        runner.run_all(runner.points({}, study.held_out)),
-                        runner.run_all(runner.points(best.params, study.held_out)),
-                    )
-            finally:
-                progress.close()
-                runner.cancel()
-                with contextlib.suppress(OSError):
-                    write_trials(out / TRIALS_FILE, handle, study)
         report = _finish(study, handle, best=best, held=held, defaults=defaults, metrics=metrics,
                          out=out, trials=trials, ran=ran, began=began)  # fmt: skip
-    except OSError as e:  # (a full disk: one line, Dask's log in a file)
-        raise TuneError(
-            f"cannot write the study in {out}: {e.strerror or e}{dask_said(log)}"
-        ) from None
+    except OSError as e:
+        raise TuneError(f"cannot write the study in {out}: {e.strerror or e}") from None
     report.search_s = search_s
     return report
 
