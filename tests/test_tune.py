@@ -28,6 +28,7 @@ from qcn.cli.tune import (
     parse_dimension,
 )
 from qcn.core import scenario as scenarios
+from qcn.core.publish import RESULTS_MARKER
 from tests.kit import (
     SLOW_SIM,
     assert_one_line_error,
@@ -333,15 +334,25 @@ def test_a_study_continued_on_changed_inputs_is_refused(tmp_path: Path) -> None:
     args = ("tune", *SHORT, *LOOSE, "--set", f'workload.flow_sizes="{cdf}"', "--out", str(out))
     r = qcn(*args, "--trials", "1", timeout_s=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    recorded = json.loads((out / "study.json").read_text())["study"]["inputs"]
-    assert recorded["workload.flow_sizes"]["path"] == str(cdf)
+    identity = json.loads((out / "study.json").read_text())
+    assert identity["study"]["inputs"]["workload.flow_sizes"]["path"] == str(cdf)
+    # A study made before the marker and the inputs' record is still the project's, and
+    # continues (its inputs recorded from then on).
+    (out / RESULTS_MARKER).unlink()
+    del identity["study"]["inputs"]
+    (out / "study.json").write_text(json.dumps(identity))
+    r = qcn(*args, "--trials", "2", timeout_s=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "(1 already done)" in r.stdout
+    assert "inputs" in json.loads((out / "study.json").read_text())["study"]
+    assert (out / RESULTS_MARKER).read_text() == "study\n"
     cdf.write_text("1000 0\n90000 1\n")
     assert_one_line_error(
-        qcn(*args, "--trials", "2"),
+        qcn(*args, "--trials", "3"),
         f"--out {out} holds another study: workload.flow_sizes: {cdf} changed since the study",
     )
     (out / "study.json").unlink()
-    r = qcn(*args, "--trials", "2", "--objective", "drops:max")
+    r = qcn(*args, "--trials", "3", "--objective", "drops:max")
     assert_one_line_error(r, "study.journal is there without study.json: what its trials")
     assert trials_of(out)[0]["state"] == "complete"  # (the study as it was)
 

@@ -301,7 +301,7 @@ def put_in_place(stage: Path, place: Path) -> None:
     try:
         publish.publish(stage, place, replace=True)
     except OSError as e:
-        if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+        if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT) or not place.is_dir():
             raise
         shutil.rmtree(stage, ignore_errors=True)
         # (the old results it had renamed aside, if it got that far: this process's own)

@@ -398,11 +398,12 @@ class StudyStore(Store):
         said += [f"{key}: {before.get(key)!r} there, {now.get(key)!r} here"
                  for key in sorted(set(before) | set(now))
                  if before.get(key) != now.get(key)]  # fmt: skip
-        try:
-            recorded = {"inputs": old["inputs"]}
-            said += provenance.changed_inputs(self.sc, recorded, who="study")
-        except (KeyError, TypeError):
-            said.append("its record of its inputs is damaged")
+        if "inputs" in old:  # (not in a study recorded before its inputs were)
+            try:
+                recorded = {"inputs": old["inputs"]}
+                said += provenance.changed_inputs(self.sc, recorded, who="study")
+            except (KeyError, TypeError, AttributeError):
+                said.append("its record of its inputs is damaged")
         return f": {'; '.join(said)}" if said else f" ({self.describe(held)})"
 
     def without_manifest(self) -> None:
