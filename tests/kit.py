@@ -50,6 +50,49 @@ def interruptible(args: list[str], **kwargs: Any) -> subprocess.Popen[str]:
         signal.signal(signal.SIGINT, ignored)
 
 
+def at_a_terminal(args: list[str], **kwargs: Any) -> subprocess.Popen[str]:
+    """A command as a terminal runs it: in a process group of its own, the foreground one,
+    whose every process a Ctrl-C reaches (:func:`ctrl_c`)."""
+    return interruptible(args, process_group=0, **kwargs)
+
+
+def ctrl_c(proc: subprocess.Popen[str]) -> None:
+    """Ctrl-C at a terminal: SIGINT to the command's whole process group."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGINT)
+
+
+def processes(*, pgid: int | None = None, ppid: int | None = None) -> list[str]:
+    """The running processes of group ``pgid``, or children of ``ppid`` (not the zombies
+    that only await their reaper), as "PID command" lines."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            state, parent, group = status.read_text().rsplit(")", 1)[1].split()[:3]
+            if state != "Z" and (int(group) == pgid or int(parent) == ppid):
+                cmd = (status.parent / "cmdline").read_bytes().replace(b"\0", b" ")
+                found.append(f"{status.parent.name} {cmd.decode(errors='replace')[:120]}")
+    return found
+
+
+def group_left(pgid: int, timeout_s: float = 15) -> list[str]:
+    """The processes of group ``pgid`` still running after ``timeout_s`` (polled)."""
+    deadline = time.monotonic() + timeout_s
+    while (left := processes(pgid=pgid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def await_worker(proc: subprocess.Popen[str], timeout_s: float = 60) -> None:
+    """Until a command has started a Dask worker process (a child spawned by
+    multiprocessing), polled."""
+    deadline = time.monotonic() + timeout_s
+    while not any("spawn_main" in p for p in processes(ppid=proc.pid)):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
 #: A simulation long enough to watch, stop or race: the Python engine's (the compiled core
 #: runs these in a fraction of a second; tests/test_sim_core.py stops the core mid-run).
 SLOW_SIM = {**os.environ, "QCN_SIM_ENGINE": "python"}
@@ -69,11 +112,11 @@ def assert_one_line_error(r: subprocess.CompletedProcess[str], *expected: str) -
 
 
 @contextlib.contextmanager
-def small_disk(where: Path, *, full: bool = False) -> Iterator[Path]:
-    """A 64 KB tmpfs mounted at ``where`` (root) for the block; ``full``: filled up first by
-    a file named ``filler``, so that the next write fails with ENOSPC."""
+def small_disk(where: Path, *, full: bool = False, size: str = "64k") -> Iterator[Path]:
+    """A tmpfs of ``size`` bytes mounted at ``where`` (root) for the block; ``full``: filled
+    up first by a file named ``filler``, so that the next write fails with ENOSPC."""
     where.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True)
     try:
         if full:
             fill(where)

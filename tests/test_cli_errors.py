@@ -46,6 +46,12 @@ def files(tmp_path: Path) -> Path:
         '{"hosts": {"h1": {}, "h2": {}}, "switches": {"s1": {}}, '
         '"links": [["h1", "s1-p1", "1.2.3ms"], ["h2", "s1-p2"]]}'
     )
+    (tmp_path / "fast.json").write_text(
+        '{"hosts": {"h1": {}, "h2": {}}, "switches": {"s1": {}}, '
+        '"links": [["h1", "s1-p1", "0.01ms", 1e12], ["h2", "s1-p2"]]}'
+    )
+    (tmp_path / "port.toml").write_text('[port_cp."s9:9"]\nq_eq_pkts = 30\n')
+    (tmp_path / "rate.toml").write_text("[rp]\nline_rate_bps = 1e9\n")
     os.mkfifo(tmp_path / "fifo.toml")  # nobody writes to it: reading it would wait for ever
     return tmp_path
 
@@ -325,7 +331,16 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     (
         "a scale past BMv2's bounds",
         (*RUN, "--scaled", "--scale", "2"),
-        ("bmv2: rate_scale must be in (0, 1]",),
+        ("--scale 2: RATE must be in (0, 1]",),
+    ),
+    # A ZeroDivisionError's traceback, in each command that takes --scale.
+    ("a scale of 0, scaled", (*RUN, "--scaled", "--scale", "0"), ("--scale 0: RATE must be",)),
+    ("a scale of 0", ("run", "transient", "--scale", "0"), ("--scale 0: RATE must be",)),
+    ("a scale of 0, compared", ("compare", "transient", "--scale", "0"), ("--scale 0: RATE",)),
+    (
+        "a scale whose time is past BMv2's bounds",
+        (*RUN, "--scaled", "--scale", "1e-9"),
+        ("--scale 1e-9: the time scale must be in (0, 10000] (got 2.5e+08, from RATE)",),
     ),
     (
         "a scale given twice",
@@ -333,6 +348,18 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("bmv2.time_scale: given by --set and by --scale",),
     ),
     ("a scale for the simulator", (*RUN, "--scale", "own"), ("--scale needs the Mininet",)),
+    ("a link of 1e12 Mb/s", ("net", "show", "{d}/fast.json"), ("rate must be from 1 kb/s",)),
+    # A --params file's mistake was said to be "(with --set)", the file not named.
+    (
+        "a --params file's port that is no CP port",
+        ("run", "fct", "--backend", "sim", "--params", "{d}/port.toml"),
+        ("fct (with --params {d}/port.toml): port_cp.s9:9: not a CP port",),
+    ),
+    (
+        "a --params file's line rate",
+        ("run", "fct", "--backend", "sim", "--params", "{d}/rate.toml"),
+        ("fct (with --params {d}/rate.toml): qcn.rp.line_rate_bps must equal",),
+    ),
     # Accepted until --scaled, or ignored without a word.
     (
         "an unknown bmv2.set key",
@@ -390,7 +417,7 @@ def test_user_mistake_is_one_line(
     files: Path, args: tuple[str, ...], expected: tuple[str, ...]
 ) -> None:
     r = qcn(*(a.format(d=files) for a in args))
-    assert_one_line_error(r, *expected)
+    assert_one_line_error(r, *(e.format(d=files) for e in expected))
 
 
 @requires_root()

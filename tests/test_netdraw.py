@@ -154,6 +154,18 @@ def test_draw_into_a_directory_writes_name_png_there_and_says_so(tmp_path: Path)
     assert not tmp_path.with_name(tmp_path.name + ".png").exists()
 
 
+def test_a_drawing_the_command_names_replaces_no_file(tmp_path: Path) -> None:
+    """`qcn net draw single:3` without -o replaced an existing single-3.png silently."""
+    (tmp_path / "single-3.png").write_text("mine")
+    for where in ((), ("-o", ".")):
+        r = qcn("net", "draw", "single:3", *where, cwd=tmp_path)
+        assert_one_line_error(r, "single-3.png exists: name it with -o single-3.png to replace")
+    assert (tmp_path / "single-3.png").read_text() == "mine"
+    r = qcn("net", "draw", "single:3", "-o", "single-3.png", cwd=tmp_path)  # (named: replaced)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "single-3.png").read_bytes()[:4] == b"\x89PNG"
+
+
 @pytest.mark.parametrize("name", ["x.txt", "x"])
 def test_draw_to_a_name_that_is_no_png_is_one_line(tmp_path: Path, name: str) -> None:
     r = qcn("net", "draw", "single:2", "-o", str(tmp_path / name))

@@ -5,15 +5,17 @@ error class with the same words."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
 from qcn.cli.compare import CompareError
 from qcn.cli.main import build_parser
-from qcn.cli.options import check_count
+from qcn.cli.options import check_count, make_results_dir
 from qcn.cli.schemes import SchemesError
 from qcn.cli.sweep import SweepError
 from qcn.core.errors import QcnError
+from qcn.core.publish import RESULTS_MARKER
 
 SHARED = ("--set", "--out")
 COMMANDS = ("run", "compare", "sweep", "schemes")
@@ -44,3 +46,25 @@ def test_a_counts_check_speaks_in_the_commands_error_class(
     with pytest.raises(error, match=rf"^{flag} must be at least 1 \(got 0\)$"):
         check_count(flag, 0, error)
     check_count(flag, 1, error)
+
+
+def test_compare_and_schemes_write_into_their_own_folders_only(tmp_path: Path) -> None:
+    """They wrote into any --out: a user's folder, a run's, a sweep's."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(CompareError, match=r"holds files that are not qcn's results \(notes.txt\)"):
+        make_results_dir(mine, "compare", CompareError)
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "sweep.json").write_text("{}")  # (a sweep's, made before the marker)
+    with pytest.raises(SchemesError, match=r"holds a sweep \(qcn sweep\), not a comparison of"):
+        make_results_dir(tmp_path / "sweep", "schemes", SchemesError)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == [
+        "mine",
+        "notes.txt",
+        "sweep",
+        "sweep.json",
+    ]
+    make_results_dir(tmp_path / "new", "compare", CompareError)
+    make_results_dir(tmp_path / "new", "compare", CompareError)  # (its own: again)
+    assert (tmp_path / "new" / RESULTS_MARKER).read_text() == "compare\n"

@@ -18,9 +18,17 @@ import pytest
 from qcn.cli.options import load_scenario, overrides_from
 from qcn.cli.run import StagedResults, parse_stalls, prepare_out
 from qcn.core import publish
-from qcn.core.publish import OWNER_MARKER, PARTIAL_MARKER, old_path, owner_text, staging_path
+from qcn.core.publish import (
+    OWNER_MARKER,
+    PARTIAL_MARKER,
+    RESULTS_MARKER,
+    old_path,
+    owner_text,
+    staging_path,
+)
 from qcn.core.scenario import ScenarioError
-from tests.kit import SLOW_SIM
+from tests.kit import SLOW_SIM, small_disk
+from tests.toolchain import requires_root
 
 
 def test_overrides_are_toml_values_and_text_otherwise() -> None:
@@ -83,15 +91,17 @@ def test_results_are_staged_beside_out_and_marked_partial(tmp_path: Path) -> Non
     assert "incomplete" in (staged.staging / PARTIAL_MARKER).read_text()
     (staged.staging / "summary.json").write_text("{}")
     staged.publish()
-    assert sorted(p.name for p in out.iterdir()) == ["summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == [RESULTS_MARKER, "summary.json"]
+    assert (out / RESULTS_MARKER).read_text() == "run\n"  # (the project's: it stays)
     assert not staged.staging.exists()
     with pytest.raises(ScenarioError, match="holds results already; pass --force"):
         prepare_out(out, "transient")
     again = prepare_out(out, "transient", force=True)
     (again.staging / "queue.csv").write_text("")
     assert again.keep_partial() == out.with_name("b.partial")  # the old results stay whole
-    assert sorted(p.name for p in out.iterdir()) == ["summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == [RESULTS_MARKER, "summary.json"]
     assert sorted(p.name for p in out.with_name("b.partial").iterdir()) == [
+        RESULTS_MARKER,
         PARTIAL_MARKER,
         "queue.csv",
     ]
@@ -305,3 +315,75 @@ def test_a_dead_runs_results_go_beside_out_and_the_next_run_goes_on(tmp_path: Pa
     assert not out.exists()
     assert (out.with_name("X.partial") / "queue.csv").read_text() == "measured"
     assert staged.staging.exists()
+
+
+# -- what is the project's: --force replaces nothing else ----------------------------------
+
+
+def test_force_replaces_only_the_projects_results(tmp_path: Path) -> None:
+    """ "holds results already; pass --force" was said of any folder, and --force on a
+    folder of notes deleted notes.txt and photos/.  Results made before the marker are
+    still the project's (their summary.json)."""
+    notes = users_own(tmp_path / "notes")
+    (notes / "photos").mkdir()
+    for force in (False, True):
+        with pytest.raises(ScenarioError) as refused:
+            prepare_out(notes, "transient", force=force)
+        assert f"--out {notes} holds files that are not qcn's results (notes.txt, photos/)" in str(
+            refused.value
+        )
+        assert ("--force replaces only qcn's own" in str(refused.value)) == force
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes"]
+    assert (notes / "notes.txt").read_text() == "mine"
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "summary.json").write_text("a run's, before the marker")
+    staged = prepare_out(old, "transient", force=True)
+    (staged.staging / "summary.json").write_text("new")
+    staged.publish()
+    assert (old / "summary.json").read_text() == "new"
+    assert (old / RESULTS_MARKER).read_text() == "run\n"
+
+
+@pytest.mark.parametrize(
+    ("where", "why"),
+    [("/etc", "a system folder"), ("/usr/lib", "a system folder"), ("/", "the root folder")],
+)
+@pytest.mark.parametrize("force", [False, True])
+def test_the_systems_folders_are_never_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, why: str, force: bool
+) -> None:
+    """/etc was told "holds results already; pass --force", and so was / through a link."""
+    # (were it taken, nothing is made beside it: /.etc.partial-PID)
+    monkeypatch.setattr(publish, "make_staging", lambda p: pytest.fail(f"staged {p}"))
+    link = tmp_path / "link"
+    link.symlink_to(where)
+    for out in (Path(where), link):
+        with pytest.raises(ScenarioError, match=f"{why} is never a results folder"):
+            prepare_out(out, "transient", force=force)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link"]
+
+
+def test_a_symbolic_link_loop_is_one_line(tmp_path: Path) -> None:
+    """A loop made the run say that another run had put its results there."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    with pytest.raises(ScenarioError, match="Too many levels of symbolic links"):
+        prepare_out(tmp_path / "a", "transient")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
+
+
+@requires_root()
+def test_a_mount_point_or_a_read_only_one_is_one_line(tmp_path: Path) -> None:
+    """--out a link to a read-only mount made the run say that another run had put its
+    results there (the rename onto a mount point failed)."""
+    with small_disk(tmp_path / "disk") as disk:
+        link = tmp_path / "link"
+        link.symlink_to(disk)
+        for force in (False, True):
+            with pytest.raises(ScenarioError, match="a mount point: results are put in place"):
+                prepare_out(link, "transient", force=force)
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        with pytest.raises(ScenarioError, match=r"cannot write results there \(Read-only"):
+            prepare_out(disk / "inside", "transient")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["disk", "link"]

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
 import threading
+import time
+import weakref
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from qcn.core.signals import (
     InterruptBetweenSteps,
+    children_spared_ctrl_c,
     interrupts_deferred,
+    interrupts_never_lost,
     sigterm_as_interrupt,
     stop_on_signals,
 )
@@ -104,3 +111,62 @@ def test_an_interrupt_inside_a_deferred_block_waits_for_its_end() -> None:
     assert finished == [True]
     with interrupts_deferred():  # nothing arrived: nothing raised
         pass
+
+
+def test_a_ctrl_c_python_drops_in_a_callback_is_raised_again() -> None:
+    """A KeyboardInterrupt that falls in a weakref's callback is printed as "Exception
+    ignored" and dropped (a sweep Ctrl-C'd at its end ran on and exited 0); within
+    interrupts_never_lost it comes again in the main thread."""
+
+    class Thing:
+        pass
+
+    def callback(_ref: object) -> None:
+        raise KeyboardInterrupt  # (where a Ctrl-C fell)
+
+    def dropped_then_waited() -> weakref.ref[Thing]:
+        with interrupts_never_lost():
+            thing = Thing()
+            ref = weakref.ref(thing, callback)
+            del thing
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:  # (until it comes)
+                time.sleep(0.001)
+        return ref
+
+    with pytest.raises(KeyboardInterrupt):
+        dropped_then_waited()
+
+
+def sigint_blocked(pid: int) -> bool:
+    found = re.search(r"SigBlk:\s*(\w+)", Path(f"/proc/{pid}/status").read_text())
+    assert found is not None
+    return bool(int(found[1], 16) & (1 << (signal.SIGINT - 1)))
+
+
+def test_processes_started_in_the_block_never_see_ctrl_c() -> None:
+    """A terminal's Ctrl-C reaches the whole process group: a Dask cluster's workers, each
+    still importing, printed a traceback.  A process started in the block, and one a thread
+    started in the block starts after it, has SIGINT blocked; this thread has it back."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    started: list[subprocess.Popen[str]] = []
+    go = threading.Event()
+
+    def start_later() -> None:
+        go.wait(10)
+        started.append(subprocess.Popen(["sleep", "30"], text=True))
+
+    with children_spared_ctrl_c():
+        started.append(subprocess.Popen(["sleep", "30"], text=True))
+        later = threading.Thread(target=start_later)
+        later.start()
+    go.set()
+    later.join()
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
+    try:
+        assert len(started) == 2
+        assert [sigint_blocked(p.pid) for p in started] == [True, True]
+    finally:
+        for p in started:
+            p.kill()
+            p.wait()

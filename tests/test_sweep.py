@@ -7,6 +7,7 @@ import csv
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,8 +29,17 @@ from qcn.cli.sweep import (
     run_point,
 )
 from qcn.core import scenario as scenarios
-from qcn.core.publish import OWNER_MARKER, owner_text
-from tests.kit import Cluster, assert_one_line_error, qcn
+from qcn.core.publish import OWNER_MARKER, RESULTS_MARKER, owner_text
+from tests.kit import (
+    SLOW_SIM,
+    Cluster,
+    assert_one_line_error,
+    at_a_terminal,
+    await_worker,
+    ctrl_c,
+    group_left,
+    qcn,
+)
 
 # -- the grid ------------------------------------------------------------------------------
 
@@ -202,6 +212,7 @@ def test_sigterm_ends_a_sweep_as_ctrl_c_does(tmp_path: Path) -> None:
 
 
 def test_a_sweep_table_that_is_a_directory_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / RESULTS_MARKER).write_text("sweep\n")  # (a sweep's folder)
     (tmp_path / "sweep.csv").mkdir()
     r = qcn("sweep", "transient", "--grid", "network.sources=2", "--duration", "0.05",
             "--out", str(tmp_path))  # fmt: skip
@@ -350,3 +361,135 @@ def test_a_sweep_line_plot_reads_in_units_and_says_what_its_bars_are() -> None:
         "mean of 3 seeds; bars: smallest to largest"
     ]
     plt.close(fig)
+
+
+def test_a_sweep_refuses_another_commands_folder_and_a_users(tmp_path: Path) -> None:
+    """A sweep wrote into any --out but another sweep's: a study's, a run's, a user's."""
+    folders = {"study": "study.json", "run": "summary.json", "mine": "notes.txt"}
+    for name, held in folders.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / held).write_text("{}")
+    for name, said in (
+        ("study", "holds a study (qcn tune), not a sweep (qcn sweep)"),
+        ("run", "holds a run's results (qcn run), not a sweep"),
+        ("mine", "holds files that are not qcn's results (notes.txt)"),
+    ):
+        r = qcn("sweep", "transient", "--grid", "network.sources=2", "--duration", "0.05",
+                "--out", str(tmp_path / name))  # fmt: skip
+        assert_one_line_error(r, f"--out {tmp_path / name} {said}")
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == sorted(
+        [*folders, *(f"{name}/{held}" for name, held in folders.items())]
+    )
+
+
+SWEEP_OF_SIX = ["sweep", "transient", "--grid", "network.sources=2,3,4,5,6,7", "--duration",
+                "0.3", "--no-point-plots", "--quiet"]  # fmt: skip
+
+
+@pytest.mark.parametrize("when", ["as its workers start", "mid-sweep, twice", "at its end"])
+def test_ctrl_c_at_a_terminal_is_one_line_whenever_it_comes(tmp_path: Path, when: str) -> None:
+    """A terminal's Ctrl-C (SIGINT to the whole process group) reached the workers too: in
+    the first seconds 32-159 lines of stderr with 2-7 tracebacks, or "Nanny failed to
+    start" and exit 1; pressed twice, 210 lines and 12 tracebacks; at the sweep's end, exit
+    0 and a worker's traceback.  Each moment is a state of the sweep, polled."""
+    out = tmp_path / "sweep"
+    sweep = at_a_terminal([sys.executable, "-m", "qcn", *SWEEP_OF_SIX, "--out", str(out)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert sweep.stdout is not None
+    assert "6 points (0 already done)" in sweep.stdout.readline()
+    await_worker(sweep)  # (its workers start, each still importing)
+    if when != "as its workers start":
+        landed = 1 if when == "mid-sweep, twice" else 6
+        deadline = time.monotonic() + 120
+        while len(list((out / "points").glob("*/summary.json"))) < landed:
+            assert sweep.poll() is None, sweep.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    ctrl_c(sweep)
+    if when == "mid-sweep, twice":
+        ctrl_c(sweep)
+    stdout, stderr = sweep.communicate(timeout=60)
+    if when == "at its end" and sweep.returncode == 0:  # (it had ended: it says so alone)
+        assert stderr == "", stderr
+        assert "6 points run" in stdout
+    else:
+        assert sweep.returncode == 130, stderr
+        assert stderr.splitlines() == ["qcn: interrupted"]
+    assert group_left(sweep.pid) == []
+
+
+def test_a_killed_sweeps_scratch_folders_are_removed_by_the_next(tmp_path: Path) -> None:
+    """kill -9 of a sweep left an empty /tmp/qcn-point-XXXX per point in flight, and the
+    next run did not remove them.  A user's own folder of that name stays."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "qcn", "sweep", "transient", "--grid", "network.sources=2,3",
+         "--duration", "3", "--workers", "1", "--out", str(tmp_path / "killed"), "--quiet"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**env, **SLOW_SIM},
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (left := list(scratch.glob("qcn-point-*"))):  # (a point in flight)
+        assert sweep.poll() is None
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    sweep.kill()
+    sweep.wait()
+    # Its workers go with it (their ids are in the folders' names).
+    for pid in (int(m[1]) for p in left if (m := re.match(r"qcn-point-(\d+)-", p.name))):
+        while Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    (scratch / "qcn-point-1-mine").mkdir()
+    r = qcn("sweep", "transient", "--grid", "network.sources=2", "--duration", "0.05", "--out",
+            str(tmp_path / "next"), "--workers", "1", "--quiet", env=env)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert [p.name for p in scratch.glob("qcn-point-*")] == ["qcn-point-1-mine"]
+
+
+TWICE = """
+import sys
+from pathlib import Path
+from qcn.cli import backends
+from qcn.cli.sweep import Store, make_points, run_point
+from qcn.core import scenario as scenarios
+
+sc = scenarios.load("transient").with_overrides({"duration_s": 0.01})
+points = make_points(sc, [("network.sources", [2, 3])], 1, "sim")
+traces = {p.key: run_point(sc.to_dict(), dict(p.overrides), p.seed, False)[0] for p in points}
+store = Store(Path(sys.argv[1]), sc, ["network.sources"], scaled=False, point_plots=False)
+print("ready", flush=True)
+sys.stdin.readline()
+store.prepare({"test": "at once"})
+for _ in range(25):
+    for p in points:
+        store.write_point(p, traces[p.key], backend=backends.SIMULATOR)
+        store.write_table()
+"""
+
+
+def test_two_sweeps_writing_one_out_at_once_both_finish(tmp_path: Path) -> None:
+    """Two identical sweeps to one --out at once: one said "cannot write the results in
+    OUT: No such file or directory" (1 in 4 tries), the folder whole and holding the other's
+    points: both wrote sweep.csv.tmp and sweep.json.tmp, and put the same point in place.
+    Here two processes write the same two points and the table 25 times each, at once."""
+    out = tmp_path / "sweep"
+    writers = [
+        subprocess.Popen([sys.executable, "-c", TWICE, str(out)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]  # fmt: skip
+    for w in writers:  # (both ready, then both go)
+        assert w.stdout is not None
+        assert w.stdout.readline() == "ready\n", w.communicate()
+    for w in writers:
+        assert w.stdin is not None
+        w.stdin.write("go\n")
+        w.stdin.flush()
+    for w in writers:
+        _, stderr = w.communicate(timeout=120)
+        assert w.returncode == 0, stderr
+    assert len(rows(out)) == 2
+    assert sorted(p.name for p in (out / "points").iterdir()) == sorted(r["key"] for r in rows(out))
+    assert [p.name for p in out.iterdir() if "tmp" in p.name] == []

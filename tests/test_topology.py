@@ -241,7 +241,9 @@ def test_bad_specs_are_one_line(spec: str, message: str) -> None:
         (lambda d: d["link"].append({"a": "h1", "b": "s1:3"}), "host h1 has 2 links"),
         (lambda d: d["link"].append({"a": "s1:1", "b": "s1:2"}), "port 1 is used twice"),
         (lambda d: d["host"].append({"name": "h3"}), "host h3 has 0 links"),
-        (lambda d: d["link"][0].update(rate_bps=0), "rate must be at least 1 kb/s"),
+        (lambda d: d["link"][0].update(rate_bps=0), "rate must be from 1 kb/s to 10 Tb/s"),
+        # 1e12 Mb/s was taken.
+        (lambda d: d["link"][0].update(rate_bps=1e18), r"10 Tb/s \(got 1e\+18 b/s\)"),
         (lambda d: d["link"][0].update(delay_s=-1), r"delay must be in \[0, 1\)"),
         (lambda d: d["link"][0].update(b="s9"), "no switch or host named 's9'"),
         (lambda d: d.update(cp={"on": ["s1:40"]}), "s1:40: no such switch port"),

@@ -8,12 +8,14 @@ import csv
 import json
 import math
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,7 +28,19 @@ from qcn.cli.tune import (
     parse_dimension,
 )
 from qcn.core import scenario as scenarios
-from tests.kit import SLOW_SIM, assert_one_line_error, interruptible, qcn
+from qcn.core.publish import RESULTS_MARKER
+from tests.kit import (
+    SLOW_SIM,
+    assert_one_line_error,
+    at_a_terminal,
+    await_worker,
+    ctrl_c,
+    group_left,
+    interruptible,
+    qcn,
+    small_disk,
+)
+from tests.toolchain import requires_root
 
 ROOT = Path(__file__).resolve().parent.parent
 # fct for 0.05 s: 0.2 s a run with the compiled core; its defaults drop frames and leave
@@ -128,11 +142,37 @@ def test_an_interrupted_study_continues_and_loses_no_finished_trial(tmp_path: Pa
         (("--constraint", "drops<<3"), ("expected METRIC<=VALUE",)),
         (("--param", "qcn.cp.w=1:4", "--set", "qcn.cp.w=2.0"), ("tuned", "fixed")),
         (("--objective", "drops", "--objective", "drops"), ("each figure once",)),
+        # It tuned the RP's fields alone, without a word; "port_cp.s1:11:  is not a CP port".
+        (("--per-port", "--set", 'network.topology="single:1"'), ("(single:1) has no CP port",)),
+        (("--param", "port_cp.s1:11=1:2"), ("expected port_cp.PORT.FIELD",)),
     ],
 )
 def test_a_mistake_is_one_line(tmp_path: Path, args: tuple[str, ...], expected: tuple[str]) -> None:
     r = qcn("tune", *SHORT, "--trials", "2", "--out", str(tmp_path / "s"), *args, timeout_s=120)
     assert_one_line_error(r, *expected)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        # 1 GB after 50 s, deaf to SIGINT; 70 s of silence, then a worker's traceback.
+        (("--workers", "100000"), ("--workers 100,000: a local cluster", "at most")),
+        (("--seeds", "10000000"), ("30,000,002 runs", "at most 100,000 a study")),
+        (("--holdout-seeds", "10000000"), ("20,000,003 runs", "at most 100,000")),
+        (("--trials", "100000000"), ("100,000,003 runs",)),
+        # A ValueError's traceback each.
+        (("--sampler-seed", "-1"), ("--sampler-seed -1: a whole number from 0 to 4,294,967,295",)),
+        (("--sampler-seed", "4294967296"), ("--sampler-seed 4294967296",)),
+        (("--sampler-seed", "12345678901234567890"), ("--sampler-seed 12345678901234567890",)),
+    ],
+)
+def test_counts_past_their_bounds_are_one_line_before_anything_is_written(
+    tmp_path: Path, args: tuple[str, ...], expected: tuple[str, ...]
+) -> None:
+    out = tmp_path / "s"
+    r = qcn("tune", *SHORT, "--trials", "2", *args, "--out", str(out))
+    assert_one_line_error(r, *expected)
+    assert not out.exists()
 
 
 def test_a_constraint_no_trial_meets_is_said_and_exits_1(tmp_path: Path) -> None:
@@ -250,3 +290,171 @@ def test_a_per_port_study_writes_each_ports_setting_and_its_file_reproduces_it(
     assert '[port_cp."s2:2"]' in text
     summary = rerun_best(out, "parking-lot", tmp_path / "again")
     assert summary["jain_fairness"] == report["best"]["search_seeds"]["jain_fairness"]["mean"]
+
+
+# -- a study's folder, inputs and journal ---------------------------------------------------
+
+LOOSE = ("--constraint", "none")
+
+
+def test_a_study_refuses_another_commands_folder_and_a_users(tmp_path: Path) -> None:
+    """Over a run's results it exited 0 and replaced their run.toml (`--again` then failed);
+    over a user's folder, their run.toml; over a sweep, its runs went into the sweep's
+    points/.  A sweep made before the marker is known by its sweep.json."""
+    run = tmp_path / "run"
+    r = qcn("run", "fct", "--backend", "sim", "--duration", "0.05", "--out", str(run), "--quiet")
+    assert r.returncode == 0, r.stderr
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "run.toml").write_text("x = 1\n")
+    sweep = tmp_path / "sweep"
+    (sweep / "points").mkdir(parents=True)
+    (sweep / "sweep.json").write_text("{}")
+    before = {d: sorted(p.name for p in d.rglob("*")) for d in (run, mine, sweep)}
+    run_toml = (run / "run.toml").read_text()
+    for out, said in (
+        (run, "holds a run's results (qcn run), not a study (qcn tune)"),
+        (mine, "holds files that are not qcn's results (run.toml)"),
+        (sweep, "holds a sweep (qcn sweep), not a study (qcn tune)"),
+    ):
+        r = qcn("tune", *SHORT, *LOOSE, "--trials", "1", "--out", str(out))
+        assert_one_line_error(r, f"--out {out} {said}")
+    assert {d: sorted(p.name for p in d.rglob("*")) for d in before} == before
+    assert (run / "run.toml").read_text() == run_toml
+    assert (mine / "run.toml").read_text() == "x = 1\n"
+
+
+def test_a_study_continued_on_changed_inputs_is_refused(tmp_path: Path) -> None:
+    """Its CDF edited between --trials 1 and --trials 2, the study went on (exit 0), its
+    best a trial of the old CDF; with study.json gone and another objective, the journal's
+    slowdowns were taken as drops."""
+    cdf = tmp_path / "sizes.cdf"
+    cdf.write_text("1000 0\n20000 1\n")
+    out = tmp_path / "s"
+    args = ("tune", *SHORT, *LOOSE, "--set", f'workload.flow_sizes="{cdf}"', "--out", str(out))
+    r = qcn(*args, "--trials", "1", timeout_s=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    identity = json.loads((out / "study.json").read_text())
+    assert identity["study"]["inputs"]["workload.flow_sizes"]["path"] == str(cdf)
+    # A study made before the marker and the inputs' record is still the project's, and
+    # continues (its inputs recorded from then on).
+    (out / RESULTS_MARKER).unlink()
+    del identity["study"]["inputs"]
+    (out / "study.json").write_text(json.dumps(identity))
+    r = qcn(*args, "--trials", "2", timeout_s=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "(1 already done)" in r.stdout
+    assert "inputs" in json.loads((out / "study.json").read_text())["study"]
+    assert (out / RESULTS_MARKER).read_text() == "study\n"
+    cdf.write_text("1000 0\n90000 1\n")
+    assert_one_line_error(
+        qcn(*args, "--trials", "3"),
+        f"--out {out} holds another study: workload.flow_sizes: {cdf} changed since the study",
+    )
+    (out / "study.json").unlink()
+    r = qcn(*args, "--trials", "3", "--objective", "drops:max")
+    assert_one_line_error(r, "study.journal is there without study.json: what its trials")
+    assert trials_of(out)[0]["state"] == "complete"  # (the study as it was)
+
+
+@pytest.fixture(scope="module")
+def finished_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("study") / "s"
+    r = qcn("tune", *SHORT, *LOOSE, "--trials", "2", "--out", str(out), timeout_s=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return out
+
+
+def tampered(text: str) -> str:
+    """The first finished trial's objective made text."""
+    return re.sub(r'("state":1,"values":)\[[^]]*\]', r'\1"abc"', text, count=1)
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (lambda j: j.write_text(j.read_text() + "hello world\n"), "is not a JSON record"),
+        (lambda j: j.write_bytes(j.read_bytes() + bytes(range(200, 256)) + b"\n"), "not a JSON"),
+        (lambda j: (j.unlink(), j.mkdir()), "(not a file)"),
+        (lambda j: j.write_text(j.read_text() + '{"op_code": 99}\n'), "Optuna cannot apply"),
+        (lambda j: j.write_text(j.read_text() + "[1]\n"), "no operation of a journal"),
+        (lambda j: j.write_text(tampered(j.read_text())), "has not 1 number(s) as its objec"),
+    ],
+    ids=["garbage", "binary", "a folder", "an unknown op", "no op", "a tampered value"],
+)
+def test_a_damaged_journal_is_one_line_naming_it(
+    finished_study: Path, tmp_path: Path, damage: Any, said: str
+) -> None:
+    """Each was a traceback (JSONDecodeError, UnicodeDecodeError, IsADirectoryError,
+    AssertionError, TypeError)."""
+    out = tmp_path / "s"
+    shutil.copytree(finished_study, out)
+    damage(out / "study.journal")
+    r = qcn("tune", *SHORT, *LOOSE, "--trials", "3", "--out", str(out))
+    assert_one_line_error(r, f"{out / 'study.journal'}: not a study's journal, or damaged", said)
+
+
+def test_a_journal_cut_short_drops_its_last_record_and_the_study_goes_on(
+    finished_study: Path, tmp_path: Path
+) -> None:
+    """What a crash mid-write leaves: the next run glued its first record onto the partial
+    line and failed, and so did every run after it."""
+    out = tmp_path / "s"
+    shutil.copytree(finished_study, out)
+    journal = out / "study.journal"
+    whole = journal.read_bytes()
+    journal.write_bytes(whole[:-40])
+    r = qcn("tune", *SHORT, *LOOSE, "--trials", "3", "--out", str(out), "--quiet", timeout_s=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stderr.splitlines() == [
+        f"qcn tune: {journal}: its last record was cut short (a stop while it was written): dropped"
+    ]
+    assert journal.read_bytes().startswith(whole[: whole.rfind(b"\n", 0, len(whole) - 40) + 1])
+    assert len([t for t in trials_of(out) if t["state"] == "complete"]) == 3
+    r = qcn("tune", *SHORT, *LOOSE, "--trials", "3", "--out", str(out), timeout_s=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "(3 already done)" in r.stdout
+    assert "cut short" not in r.stderr
+
+
+@pytest.mark.parametrize("when", ["as its workers start", "mid-study, twice"])
+def test_ctrl_c_at_a_terminal_is_one_line(tmp_path: Path, when: str) -> None:
+    """A terminal's Ctrl-C (SIGINT to the whole process group) reached the workers too: in
+    the first two seconds 32-159 lines of stderr with 2-7 tracebacks, at 0.7 s "Nanny failed
+    to start" and exit 1; pressed twice, 210 lines and 12 tracebacks."""
+    out = tmp_path / "s"
+    study = at_a_terminal(
+        [sys.executable, "-m", "qcn", "tune", *SHORT, *LOOSE, "--trials", "8", "--out",
+         str(out), "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    await_worker(study)  # (its workers start, each still importing)
+    if when == "mid-study, twice":
+        deadline = time.monotonic() + 120
+        while not list((out / "points").glob("*/summary.json")):  # (the defaults' run)
+            assert study.poll() is None, study.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        ctrl_c(study)
+    ctrl_c(study)
+    _, stderr = study.communicate(timeout=60)
+    assert study.returncode == 130, stderr
+    assert stderr.splitlines() == ["qcn: interrupted"]
+    assert group_left(study.pid) == []
+    assert sorted(p.name for p in out.iterdir() if p.suffix in (".log", ".tmp")) == []
+
+
+@requires_root()
+def test_a_full_disk_mid_study_is_one_line_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """The one-line error came after 19-23 lines of Dask's "Compute Failed ... Traceback"
+    (a worker's full disk), and trials.csv.tmp was left in --out."""
+    with small_disk(tmp_path / "disk", size="400k") as disk:
+        out = disk / "s"
+        r = qcn("tune", *SHORT, *LOOSE, "--trials", "8", "--out", str(out), "--quiet",
+                timeout_s=120)  # fmt: skip
+        assert r.returncode == 2, r.stdout + r.stderr
+        (line,) = r.stderr.splitlines()
+        assert line.startswith(f"qcn: error: cannot write the study in {out}: No space left")
+        assert [p for p in out.rglob("*") if ".tmp" in p.name or ".partial-" in p.name] == []
+        # Dask's log is there if the line names it (a full disk may have kept it empty).
+        assert (out / "dask.log").exists() == line.endswith(f"(Dask's log: {out / 'dask.log'})")

@@ -230,7 +230,7 @@ def run_compare(
     say(f"qcn compare: {sc.name}: {chosen}")
     scaled = sc.scaled_for_bmv2(keep=keep)
     figures = figures_for(sc)
-    make_results_dir(out, CompareError)
+    make_results_dir(out, "compare", CompareError)
     sim, bmv2, verdicts = [], [], []
     for k in range(1, runs + 1):
         say(f"qcn compare: {sc.name}: simulator run {k}/{runs} (seed {k})")

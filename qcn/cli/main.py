@@ -42,7 +42,11 @@ from qcn import __version__  # noqa: E402
 from qcn.core import provenance  # noqa: E402
 from qcn.core.errors import QcnError  # noqa: E402
 from qcn.core.params import QcnParams, RpScheme, scheme_names  # noqa: E402
-from qcn.core.signals import sigterm_as_interrupt  # noqa: E402
+from qcn.core.signals import (  # noqa: E402
+    ignore_stop_signals,
+    interrupts_never_lost,
+    sigterm_as_interrupt,
+)
 
 if _BEFORE_IMPORTS is not None:
     # Importers of this module (tests, a tool) keep their own Ctrl-C; main() catches the
@@ -149,22 +153,42 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; its exit status is one of :class:`ExitCode` (docs/reliability.md)."""
+    """Run one command; its exit status is one of :class:`ExitCode` (docs/reliability.md).
+    ``argv`` None: the process's own command line (``qcn``, ``python -m qcn``), which this
+    process exits with once the command has ended (:func:`_ended`)."""
+    own = argv is None
     try:
-        return _main(argv)
+        # SIGTERM ends a command as Ctrl-C does: its cleanup runs (a sweep's Dask cluster, a
+        # run's partial results) and it says so.  (A Ctrl-C that fell in a weakref's callback
+        # was dropped: interrupts_never_lost.)
+        with interrupts_never_lost(), sigterm_as_interrupt(ctrl_c=True):
+            return _main(argv, own)
     except KeyboardInterrupt:  # (before the command ran: importing its modules, parsing)
+        _ended(own)
         print("qcn: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _ended(own: bool) -> None:
+    """The command has ended (its outcome is decided): in a process of its own, a Ctrl-C or
+    SIGTERM from now on changes nothing.  One pressed while the last line was said, or while
+    Python and Dask closed down, printed a traceback or a second line, or ended the process
+    by the signal instead of its status."""
+    if own:
+        ignore_stop_signals()
+
+
+def _main(argv: Sequence[str] | None, own: bool = False) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in TOOLS:
         try:
-            return run_tool(argv[0], argv[1:])
+            status = run_tool(argv[0], argv[1:])
         except QcnError as e:  # one a tool's main let through
+            _ended(own)
             print(f"qcn: error: {e}", file=sys.stderr)
             return e.exit_code
+        _ended(own)
+        return status
     named = argv[0] if argv and (argv[0] in COMMANDS or argv[0] == "params") else None
     parser = build_parser(only=named)
     args = parser.parse_args(argv)
@@ -172,21 +196,22 @@ def _main(argv: Sequence[str] | None) -> int:
     if getattr(args, "check", False) and not args.file:
         parser.error("--check needs a FILE")
     try:
-        # SIGTERM ends a command as Ctrl-C does: its cleanup runs (a sweep's Dask cluster,
-        # a run's partial results) and it says so.
-        with sigterm_as_interrupt():
-            code: int = args.func(args)
+        code: int = args.func(args)
     except QcnError as e:
+        _ended(own)
         print(f"qcn: error: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
+        _ended(own)
         print("qcn: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
     except BrokenPipeError:
+        _ended(own)
         # The reader closed early (`qcn wireshark | head -1`): what it wanted it has.  Point
         # stdout at /dev/null so that Python's own flush at exit does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    _ended(own)
     return code
 
 

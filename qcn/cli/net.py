@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -311,6 +312,9 @@ def _draw(args: argparse.Namespace) -> int:
     topo = topology_of(args)
     resources.check_drawing(len(topo.switches) + len(topo.hosts), topo.name)
     out = drawing_path(args.topology, args.out)
+    if os.path.lexists(out) and (args.out is None or args.out.is_dir()):
+        # (a name the command chose: single-3.png was replaced without a word)
+        raise NetError(f"{out} exists: name it with -o {out} to replace it, or give another -o")
     try:
         draw(topo, out)
     except OSError as e:  # a read-only directory, a full disk: nothing is left behind

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from qcn.cli import backends
+from qcn.core import publish
 from qcn.core import scenario as scenarios
 from qcn.core.errors import QcnError
 from qcn.core.params import ParamError, QcnParams
@@ -111,7 +112,15 @@ def scale_overrides(given: str, sc: scenarios.Scenario) -> dict[str, Any]:
     if len(numbers) not in (1, 2):
         raise ScenarioError(f"--scale {given}: give own, RATE or RATE,TIME (e.g. 0.002,50)")
     rate = numbers[0]
+    bound = f"(0, {scenarios.MAX_RATE_SCALE:g}]"
+    if not 0 < rate <= scenarios.MAX_RATE_SCALE:  # (0 divided below: a ZeroDivisionError)
+        raise ScenarioError(f"--scale {given}: RATE must be in {bound} (got {rate:g})")
     time = numbers[1] if len(numbers) == 2 else own.rate_scale * own.time_scale / rate
+    if not 0 < time <= scenarios.MAX_TIME_SCALE:
+        raise ScenarioError(
+            f"--scale {given}: the time scale must be in (0, {scenarios.MAX_TIME_SCALE:g}] "
+            f"(got {time:g}{'' if len(numbers) == 2 else ', from RATE'})"
+        )
     return {"bmv2.rate_scale": rate, "bmv2.time_scale": time}
 
 
@@ -165,6 +174,7 @@ def load_scenario(
     ``--scale`` applied, and those overrides."""
     sc = scenarios.load(name)
     overrides = overrides_from(sets)
+    from_file: dict[str, Any] = {}
     if scale is not None:
         both = sorted(k for k in overrides if k.startswith("bmv2"))
         if both:
@@ -190,7 +200,14 @@ def load_scenario(
                 "duration_s: given by --set and by --duration; one would win silently: keep one"
             )
         overrides["duration_s"] = duration_s
-    return (sc.with_overrides(overrides) if overrides else sc), overrides
+    if not overrides:
+        return sc, overrides
+    try:
+        return sc.with_overrides(overrides), overrides
+    except ScenarioError:
+        if from_file:  # (the file's own mistake names the file: it was "with --set")
+            sc.with_overrides(from_file, given_by=f"--params {params}")
+        raise
 
 
 def scenario_of(args: argparse.Namespace) -> tuple[scenarios.Scenario, dict[str, Any]]:
@@ -205,10 +222,14 @@ def scenario_of(args: argparse.Namespace) -> tuple[scenarios.Scenario, dict[str,
     )
 
 
-def make_results_dir(out: Path, error: type[QcnError]) -> None:
-    """Create ``out`` for a command's results, or fail with ``error`` before any run."""
+def make_results_dir(out: Path, kind: str, error: type[QcnError]) -> None:
+    """Create ``out`` for a command's ``kind`` of results (qcn.core.publish.KINDS), marked
+    so, or fail with ``error`` before any run: a folder of another kind's or of a user's
+    files is refused (qcn.core.publish.check_results_folder)."""
+    publish.check_results_folder(out, error, kind=kind)
     try:
         out.mkdir(parents=True, exist_ok=True)
+        publish.mark_results(out, kind)
     except OSError as e:
         raise error(f"--out {out}: cannot write results there ({e.strerror})") from None
 

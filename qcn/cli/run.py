@@ -41,6 +41,8 @@ DEFAULT_SEED = 1
 DEFAULT_SAMPLE_HZ = 100.0
 DEFAULT_LIVE_SPEED = 1.0
 MAX_LIVE_SPEED = 1000.0
+KIND = "run"
+"""What a run's results folder holds (qcn.core.publish.KINDS)."""
 AGAIN_SUFFIX = "-again"
 """``qcn run --again DIR`` writes to DIR-again unless --out says otherwise."""
 
@@ -214,15 +216,16 @@ def prepare_out(out: Path, scenario: str, *, force: bool = False) -> StagedResul
     try:
         for line in publish.recover_leftovers(out):
             print(f"qcn run: {line}", file=sys.stderr, flush=True)
-        if out.exists() and not out.is_dir():
-            raise ScenarioError(f"--out {out}: not a directory")
-        if out.is_dir() and any(out.iterdir()) and not force:
-            raise ScenarioError(
-                f"--out {out} holds results already; pass --force to replace them (when the "
-                "new run is complete), or choose another --out"
-            )
     except OSError as e:
         raise ScenarioError(f"--out {out}: {e.strerror}") from None
+    # (any kind of the project's results: --force replaces a sweep's folder as a run's)
+    held = publish.check_results_folder(out, ScenarioError, kind=None, replace=force, renamed=True)
+    if held is not None and not force:
+        what = "" if held == KIND else f" ({publish.KINDS[held]})"
+        raise ScenarioError(
+            f"--out {out} holds results already{what}; pass --force to replace them (when the "
+            "new run is complete), or choose another --out"
+        )
     staging = publish.staging_path(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -236,6 +239,7 @@ def prepare_out(out: Path, scenario: str, *, force: bool = False) -> StagedResul
             f"qcn run {scenario}: these results are incomplete (the run was interrupted or "
             "failed before it wrote them all)\n"
         )
+        publish.mark_results(staging, KIND)
     except OSError as e:
         # A disk that fills right after the staging was made must not leave it behind.
         shutil.rmtree(staging, ignore_errors=True)

@@ -107,7 +107,7 @@ def run_schemes(
     if unknown:
         raise SchemesError(f"unknown episode {unknown[0]!r} (known: {', '.join(EPISODES)})")
     require_mininet("qcn schemes", SchemesError)
-    make_results_dir(out, SchemesError)
+    make_results_dir(out, "schemes", SchemesError)
     table: dict[str, dict[str, dict[str, float]]] = {}
     total, done = len(episodes) * len(SCHEMES) * runs, 0
     for episode in episodes:

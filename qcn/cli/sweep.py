@@ -30,15 +30,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import errno
 import functools
 import hashlib
+import io
 import itertools
 import json
 import logging
 import math
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -66,7 +67,7 @@ from qcn.core.publish import PARTIAL_MARKER
 from qcn.core.resources import check_local_workers, check_points
 from qcn.core.results import FLOW_KEYS, SUMMARY_KEYS, json_safe
 from qcn.core.scenario import Scenario
-from qcn.core.signals import interrupts_deferred
+from qcn.core.signals import children_spared_ctrl_c, interrupts_deferred
 from qcn.core.tomlfile import toml_value
 from qcn.core.trace import Trace
 
@@ -259,10 +260,18 @@ def run_point(
     worker's machine."""
     began = time.perf_counter()
     sc = scenarios.parse(base, where=str(base.get("name")))
-    with tempfile.TemporaryDirectory(prefix="qcn-point-") as d:
+    _clean_up_after_the_dead()
+    with publish.scratch() as d:
         unit = backends.by_name(backend)
-        trace = run_point_here(sc, overrides, seed=seed, scaled=scaled, backend=unit, out=Path(d))
+        trace = run_point_here(sc, overrides, seed=seed, scaled=scaled, backend=unit, out=d)
     return trace, time.perf_counter() - began
+
+
+@functools.cache
+def _clean_up_after_the_dead() -> None:
+    """Once a worker process: the scratch directories of points whose process was killed
+    (on a cluster's machines as on this one)."""
+    publish.remove_dead_scratch()
 
 
 def run_point_here(
@@ -294,6 +303,22 @@ def _scaled_by(sc: Scenario, scaled: bool, backend: backends.Backend) -> float |
 # -- the results ---------------------------------------------------------------------------
 
 
+def put_in_place(stage: Path, place: Path) -> None:
+    """A point written into ``stage`` put at ``place`` whole, over whatever a damaged one
+    left there (:func:`qcn.core.publish.publish`).  Where another sweep or study into the
+    same ``--out`` put this very point there meanwhile, theirs stays and this one goes: a
+    point is a function of its key.  (Two identical sweeps at once: one said "cannot write
+    the results in OUT: No such file or directory".)"""
+    try:
+        publish.publish(stage, place, replace=True)
+    except OSError as e:
+        if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT) or not place.is_dir():
+            raise
+        shutil.rmtree(stage, ignore_errors=True)
+        # (the old results it had renamed aside, if it got that far: this process's own)
+        publish.remove_own(publish.old_path(place))
+
+
 MANIFEST = "sweep.json"
 """What sweep an ``--out`` holds (Store.prepare)."""
 
@@ -315,10 +340,23 @@ class Store:
     manifest = MANIFEST
     """The file that says which sweep (or study: qcn.cli.tune) the directory holds."""
     kind = "sweep"
+    """What its folder holds (qcn.core.publish.KINDS)."""
+    error: type[QcnError] = SweepError
 
     def describe(self, identity: Any) -> str:
         """What the directory holds, in a few words (for the refusal)."""
         return _describe(identity)
+
+    def same(self, held: Any, identity: dict[str, Any]) -> bool:
+        """Whether the manifest's ``held`` identity is this one's."""
+        return bool(held == identity)
+
+    def other(self, held: Any, identity: dict[str, Any]) -> str:  # noqa: ARG002 - a study's
+        """The refusal's words on what ``out`` holds instead of ``identity`` (``held``)."""
+        return f" ({self.describe(held)})"
+
+    def without_manifest(self) -> None:
+        """An ``out`` of this kind without its manifest: taken (a study refuses it)."""
 
     def __init__(
         self,
@@ -348,32 +386,36 @@ class Store:
         """Make ``out`` ready for this sweep (``identity``: what makes it this one, kept in
         sweep.json); an ``out`` holding another sweep is refused, so that its table and
         points are never mixed with this one's."""
+        # Another command's folder, or a user's, is refused: a study's runs were mixed into
+        # a sweep's points/, and a run's run.toml replaced.
+        publish.check_results_folder(self.out, self.error, kind=self.kind)
         manifest = self.out / self.manifest
         for name in (self.manifest, "sweep.csv", "sweep.parquet", "points"):
             path = self.out / name
             kind = path.is_dir() if name == "points" else path.is_file()
             if path.exists() and not kind:
                 what = "a directory" if name == "points" else "a file"
-                raise SweepError(f"--out {self.out}: {name} is not {what}; remove it")
+                raise self.error(f"--out {self.out}: {name} is not {what}; remove it")
         identity = json.loads(json.dumps(identity))  # as it reads back (lists, not tuples)
         if manifest.is_file():
             try:
                 held = json.loads(manifest.read_text())
             except (OSError, ValueError, RecursionError):
                 held = None
-            if held != identity:
-                raise SweepError(
-                    f"--out {self.out} holds another {self.kind} ({self.describe(held)}); choose "
-                    "another --out for this one"
+            if not self.same(held, identity):
+                raise self.error(
+                    f"--out {self.out} holds another {self.kind}{self.other(held, identity)}; "
+                    "choose another --out for this one"
                 )
+        else:
+            self.without_manifest()
         try:
             (self.out / "points").mkdir(parents=True, exist_ok=True)
+            publish.mark_results(self.out, self.kind)
             self.clean_leftovers()
-            tmp = manifest.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(identity, indent=1) + "\n")
-            tmp.replace(manifest)
+            publish.write_atomic(manifest, json.dumps(identity, indent=1) + "\n")
         except OSError as e:
-            raise SweepError(
+            raise self.error(
                 f"--out {self.out}: cannot write results there ({e.strerror})"
             ) from None
 
@@ -420,8 +462,6 @@ class Store:
         the point's place whole (qcn.core.publish), whatever a damaged one left there."""
         sc = point_scenario(self.sc, dict(p.overrides), scaled=self.scaled)
         qcn = with_qcn(dict(p.overrides))[0]
-        stage = staging or self.staging(p)
-        (stage / PARTIAL_MARKER).write_text("this point's results are being written\n")
         # The options the point ran with (run_point's), for its provenance.
         scaled_by = _scaled_by(self.sc, self.scaled, backend)
         ran_on = None
@@ -431,19 +471,26 @@ class Store:
                 "computed_on": f"a worker of the Dask scheduler at {self.address} (the "
                 "versions and machine above are those of the machine that recorded it)",
             }
-        summary, _plots = backends.record(
-            stage,
-            sc,
-            trace,
-            backend,
-            backends.RunOptions(qcn=qcn, seed=p.seed, scaled_by=scaled_by),
-            plots=self.point_plots,
-            extra={"sweep_key": p.key, "sweep_overrides": dict(p.overrides)},
-            overrides={**self.overrides, **dict(p.overrides)},
-            ran_on=ran_on,
-        )
-        (stage / PARTIAL_MARKER).unlink()
-        publish.publish(stage, self.point_dir(p), replace=True)
+        stage = staging or self.staging(p)
+        try:
+            (stage / PARTIAL_MARKER).write_text("this point's results are being written\n")
+            summary, _plots = backends.record(
+                stage,
+                sc,
+                trace,
+                backend,
+                backends.RunOptions(qcn=qcn, seed=p.seed, scaled_by=scaled_by),
+                plots=self.point_plots,
+                extra={"sweep_key": p.key, "sweep_overrides": dict(p.overrides)},
+                overrides={**self.overrides, **dict(p.overrides)},
+                ran_on=ran_on,
+            )
+            (stage / PARTIAL_MARKER).unlink()
+            put_in_place(stage, self.point_dir(p))
+        except BaseException:
+            if staging is None:  # (its own: nothing in it is worth keeping; a full disk
+                shutil.rmtree(stage, ignore_errors=True)  # left it in points/)
+            raise
         self.rows[p.key] = self._row(p, json_safe(summary))
 
     def clean_leftovers(self) -> None:
@@ -475,14 +522,18 @@ class Store:
         for r in rows:
             columns += [c for c in r if c not in columns]
         csv_path, parquet_path = self.out / "sweep.csv", self.out / "sweep.parquet"
-        tmp = csv_path.with_suffix(".csv.tmp")
-        with tmp.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=columns)
-            w.writeheader()
-            w.writerows(rows)
-        tmp.replace(csv_path)
+        # Each whole, through a file of this process's own: two sweeps to one --out shared
+        # sweep.csv.tmp, and one found it gone ("No such file or directory"); a full disk
+        # left it behind.
+        text = io.StringIO()
+        w = csv.DictWriter(text, fieldnames=columns)
+        w.writeheader()
+        w.writerows(rows)
+        publish.write_atomic(csv_path, text.getvalue(), durable=False)
         table = pa.table({c: _column([r.get(c) for r in rows]) for c in columns})
-        pq.write_table(table, parquet_path)
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        publish.write_atomic(parquet_path, sink.getvalue().to_pybytes(), durable=False)
         return csv_path, parquet_path
 
     def plot(self) -> list[Path]:
@@ -678,13 +729,24 @@ def _column(values: list[Any]) -> list[Any]:
 # -- the engine ----------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def dask_client(address: str | None, workers: int) -> Iterator[Any]:
-    """A client of the cluster at ``address``, or of a local cluster of ``workers``
-    single-threaded worker processes (each simulation is single-threaded Python)."""
-    from distributed import Client, LocalCluster  # noqa: PLC0415
+DASK_LOG = "dask.log"
+"""Dask's own log, in a sweep's or a study's ``--out``: what its scheduler, nannies and
+workers say (a point's failure among it: "Compute Failed ... Traceback", 19-23 lines of it
+before the one-line error), kept out of the terminal; kept only when an error's line names
+it (:func:`dask_said`)."""
+_DASK_LOG_ENV = "QCN_DASK_LOG"
+"""Where a local cluster's workers write their standard error (:func:`dask_setup`)."""
+_LOGGERS = ("distributed", "tornado", "asyncio", "bokeh")
 
-    for name in ("distributed", "tornado", "bokeh"):
+
+@contextlib.contextmanager
+def dask_client(address: str | None, workers: int, log: Path | None = None) -> Iterator[Any]:
+    """A client of the cluster at ``address``, or of a local cluster of ``workers``
+    single-threaded worker processes (each simulation is single-threaded Python); Dask's
+    log to ``log`` (:data:`DASK_LOG`), not the terminal."""
+    from distributed import Client  # noqa: PLC0415
+
+    for name in _LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
     if address:
         try:
@@ -694,28 +756,118 @@ def dask_client(address: str | None, workers: int) -> Iterator[Any]:
                 f"--address {address}: no Dask scheduler answers there ({e})"
             ) from None
         try:
-            yield client
+            with dask_logged_to(log):
+                yield client
         finally:
             client.close()
         return
-    # An interrupt while the workers start waits until they have: a cluster cut half-way
-    # cannot be closed (Dask's exit handler then fails on a worker still starting).
-    with interrupts_deferred():
-        cluster = LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            silence_logs=logging.ERROR,
-        )
-    # The scheduler (in this process) hooks a diagnosis into Python's garbage collector: a
-    # Ctrl-C or SIGTERM whose KeyboardInterrupt fell inside that hook was printed as
-    # "Exception ignored" and lost, and the sweep ran on to its end (exit 0).
-    from distributed.gc import disable_gc_diagnosis  # noqa: PLC0415
+    with dask_logged_to(log):
+        publish.remove_dead_scratch()  # (what points in flight left when a run was killed)
+        yield from _local_cluster(workers, log)
 
-    disable_gc_diagnosis(force=True)
-    with cluster, Client(cluster) as client:
-        yield client
+
+def _local_cluster(workers: int, log: Path | None) -> Iterator[Any]:
+    """A client of a local cluster of ``workers`` processes, closed after, whatever comes."""
+    from distributed import Client, LocalCluster  # noqa: PLC0415
+
+    cluster: Any = None
+    local: Any = None
+    try:
+        # An interrupt while the workers start waits until they have (a cluster cut half-way
+        # cannot be closed), and then the cluster is closed below.  The workers never see
+        # Ctrl-C from a terminal: this process ends them.
+        with interrupts_deferred(), children_spared_ctrl_c():
+            cluster = LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                # (an HTTP server of its own on any free port of loopback: on 8787 beside
+                # another cluster, Dask warned on the terminal)
+                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                silence_logs=logging.ERROR,
+                preload=[__name__],  # (dask_setup: the workers' log)
+                env={_DASK_LOG_ENV: str(log)} if log else {},
+            )
+        # The scheduler (in this process) hooks a diagnosis into Python's garbage collector:
+        # a Ctrl-C or SIGTERM whose KeyboardInterrupt fell inside that hook was printed as
+        # "Exception ignored" and lost, and the sweep ran on to its end (exit 0).
+        from distributed.gc import disable_gc_diagnosis  # noqa: PLC0415
+
+        disable_gc_diagnosis(force=True)
+        local = Client(cluster)
+        yield local
+    finally:
+        # A second Ctrl-C waits until the cluster is closed (pressed twice, it printed 210
+        # lines and 12 tracebacks); a cluster that fails to close says so in the log.
+        with interrupts_deferred():
+            for closing in (local, cluster):
+                try:
+                    if closing is not None:
+                        closing.close()
+                except Exception:  # (the run's own outcome stands)
+                    logging.getLogger("distributed").exception("closing the cluster")
+
+
+@contextlib.contextmanager
+def dask_logged_to(path: Path | None) -> Iterator[None]:
+    """Dask's log in this process (its scheduler's and nannies') to ``path`` for the block,
+    not the terminal; removed after unless an error's line named it (:func:`dask_said`):
+    what a cluster says while it closes on Ctrl-C (a worker's heartbeat cut short) is no
+    news, and was left in ``--out``."""
+    if path is None:
+        yield
+        return
+    handler = logging.FileHandler(path, delay=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s - %(name)s - %(levelname)s - %(message)s"))
+    loggers = [logging.getLogger(name) for name in _LOGGERS]
+    saved = [(x.handlers, x.propagate) for x in loggers], logging.raiseExceptions
+    for x in loggers:
+        x.handlers, x.propagate = [handler], False
+    logging.raiseExceptions = False  # (a full disk: not "--- Logging error ---" on the terminal)
+    try:
+        yield
+    finally:
+        for x, (handlers, propagate) in zip(loggers, saved[0], strict=True):
+            x.handlers, x.propagate = handlers, propagate
+        logging.raiseExceptions = saved[1]
+        handler.close()
+        if path not in _NAMED:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        _NAMED.discard(path)
+
+
+_NAMED: set[Path] = set()
+"""Dask's logs an error's line named (:func:`dask_said`): kept."""
+
+
+def dask_said(path: Path | None) -> str:
+    """Where Dask's log is, for an error's line (:data:`DASK_LOG`), if it holds anything;
+    then it is kept.  Called in :func:`dask_client`'s block."""
+    try:
+        if path is None or not path.stat().st_size:
+            return ""
+    except OSError:
+        return ""
+    _NAMED.add(path)
+    return f" (Dask's log: {path})"
+
+
+def dask_setup(worker: Any) -> None:  # noqa: ARG001 - Dask's preload interface
+    """A local cluster's worker as it starts (a Dask preload: :func:`dask_client` names this
+    module): its standard error, where Dask's log and any traceback of its go, is the log
+    file its sweep or study names (a full disk, or no file: the terminal's, as it was)."""
+    path = os.environ.get(_DASK_LOG_ENV)
+    if not path:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError:
+        return
+    os.dup2(fd, 2)
+    os.close(fd)
+    logging.raiseExceptions = False
 
 
 @dataclass
@@ -839,7 +991,8 @@ def _run_on_dask(
     it completes.  Returns the points' own compute time, the cluster's start-up time (from
     ``began``) and the time of the loop over the points."""
     compute = 0.0
-    with dask_client(address, workers) as client:
+    log = store.out / DASK_LOG
+    with dask_client(address, workers, log) as client:
         client.wait_for_workers(1, timeout=60)
         resources = None
         if backend.exclusive:  # (a worker declares it can: one point at a time there)
@@ -862,15 +1015,19 @@ def _run_on_dask(
                 p = futures[fut]
                 try:
                     trace, seconds = fut.result()
-                except QcnError:
+                except (QcnError, OSError):  # (OSError: the results cannot be written)
                     raise
                 except Exception as e:
-                    raise SweepError(f"point {p.label} failed: {e}") from None
+                    raise SweepError(f"point {p.label} failed: {e}{dask_said(log)}") from None
                 compute += seconds
                 store.write_point(p, trace, backend=backend)
                 store.write_table()
                 progress.update(done, len(pending))
             loop = time.perf_counter() - loop_began
+        except OSError as e:  # (a full disk, here or in a worker: one line)
+            raise SweepError(
+                f"cannot write the results in {store.out}: {e.strerror or e}{dask_said(log)}"
+            ) from None
         finally:
             client.cancel(list(futures))
     return compute, startup, loop

@@ -19,8 +19,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import io
 import json
 import math
+import os
 import re
 import statistics
 import sys
@@ -45,21 +47,24 @@ from qcn.cli.options import (
     scenario_of,
 )
 from qcn.cli.sweep import (
+    DASK_LOG,
     Point,
     Store,
     check_address,
     dask_client,
+    dask_said,
     input_hashes,
     point_key,
     quantity_label,
     run_point,
 )
-from qcn.core import publish
+from qcn.core import provenance, publish
 from qcn.core import scenario as scenarios
 from qcn.core.errors import CheckFailedError, QcnError
 from qcn.core.live import KnobChange, write_knobs
 from qcn.core.params import PORT_CP_FIELDS, QNTZ_FB_MAX, W_ONE, CpParams
 from qcn.core.progress import ProgressLine
+from qcn.core.resources import check_local_workers, check_study_runs
 from qcn.core.results import FLOW_KEYS, SUMMARY_KEYS, json_safe
 from qcn.core.scenario import Scenario
 from qcn.core.signals import interrupts_deferred
@@ -79,6 +84,9 @@ METRICS = (*SUMMARY_KEYS, *FLOW_KEYS)
 MAXIMISED = ("utilization", "utilization_episode", "jain_fairness", "jain_sent")
 """The figures that are better larger (the others: smaller)."""
 MAX_OBJECTIVES = 2
+MAX_SAMPLER_SEED = 2**32 - 1
+"""numpy's random generator, which Optuna's sampler seeds, takes 0 to 2**32 - 1 (-1 and
+2**32 were a ValueError's traceback)."""
 CP_APPLIED = ("q_eq_pkts", "w", "p_base", "p_scale")
 """The CP fields ``--apply`` writes to a running network (those a tuned setting changes and
 that are the same in BMv2's units: q_eq in frames, w and the probabilities have none)."""
@@ -211,6 +219,8 @@ def port_value(sc: Scenario, key: str) -> Any:
     """``port_cp.PORT.FIELD``'s value now: the port's own, else the scenario's CP's."""
     _, rest = key.split(".", 1)
     port, _, name = rest.rpartition(".")
+    if not port:  # (port_cp.s1:11 was "port_cp.s1:11:  is not a CP port")
+        raise TuneError(f"--param {key}: expected port_cp.PORT.FIELD ({', '.join(PORT_CP_FIELDS)})")
     cps = sorted(str(p) for p in sc.topology.cp_ports)
     if port not in cps:
         raise TuneError(f"--param {key}: {port} is not a CP port ({', '.join(cps) or 'none'})")
@@ -328,6 +338,10 @@ class Study:
     seeds: int
     holdout_seeds: int
     sampler_seed: int
+    inputs: dict[str, dict[str, str]] = field(default_factory=dict)
+    """The files the scenario reads, by field: where, and their SHA-256
+    (qcn.core.provenance.input_files): a study continued on an edited CDF kept the trials
+    measured on the old one."""
 
     @property
     def search_seeds(self) -> list[int]:
@@ -348,6 +362,7 @@ class Study:
                 "seeds": self.seeds,
                 "holdout_seeds": self.holdout_seeds,
                 "sampler": f"optuna TPESampler(seed={self.sampler_seed}, constant_liar=True)",
+                "inputs": self.inputs,
             }
         }
 
@@ -357,6 +372,48 @@ class StudyStore(Store):
 
     manifest = "study.json"
     kind = "study"
+    error = TuneError
+
+    def same(self, held: Any, identity: dict[str, Any]) -> bool:
+        """The same study: its inputs the same files by content (wherever they are now); a
+        study recorded before its inputs were is taken as the same on the rest."""
+        old = held.get("study") if isinstance(held, dict) else None
+        if not isinstance(old, dict):
+            return False
+        new = identity["study"]
+        if "inputs" not in old:
+            return old == {k: v for k, v in new.items() if k != "inputs"}
+        return _by_content(old) == _by_content(new)
+
+    def other(self, held: Any, identity: dict[str, Any]) -> str:
+        """What changed, a phrase each: its objectives, constraints, space, seeds or
+        sampler; the scenario's fields; the content of the files it reads."""
+        old = held.get("study") if isinstance(held, dict) else None
+        if not isinstance(old, dict):
+            return f" ({self.describe(held)})"
+        new = identity["study"]
+        said = [f"{key}: {old.get(key)} there, {value} here" for key, value in new.items()
+                if key not in ("scenario", "inputs") and old.get(key) != value]  # fmt: skip
+        before, now = _flat(old.get("scenario")), _flat(new["scenario"])
+        said += [f"{key}: {before.get(key)!r} there, {now.get(key)!r} here"
+                 for key in sorted(set(before) | set(now))
+                 if before.get(key) != now.get(key)]  # fmt: skip
+        if "inputs" in old:  # (not in a study recorded before its inputs were)
+            try:
+                recorded = {"inputs": old["inputs"]}
+                said += provenance.changed_inputs(self.sc, recorded, who="study")
+            except (KeyError, TypeError, AttributeError):
+                said.append("its record of its inputs is damaged")
+        return f": {'; '.join(said)}" if said else f" ({self.describe(held)})"
+
+    def without_manifest(self) -> None:
+        journal = self.out / STUDY_FILE
+        if os.path.lexists(journal):
+            raise TuneError(
+                f"--out {self.out}: {STUDY_FILE} is there without {self.manifest}: what its "
+                "trials were measured on is unknown; choose another --out (or remove "
+                f"{journal} to start afresh)"
+            )
 
     def describe(self, identity: Any) -> str:
         study = identity.get("study") if isinstance(identity, dict) else None
@@ -368,6 +425,25 @@ class StudyStore(Store):
             else None
         )
         return f"of {name}, objectives {', '.join(map(str, study.get('objectives', [])))}"
+
+
+def _by_content(study: dict[str, Any]) -> dict[str, Any]:
+    """A study's identity with each input file by its content alone (not where it is)."""
+    inputs = study.get("inputs")
+    if not isinstance(inputs, dict):
+        return study
+    digests = {k: v.get("sha256") if isinstance(v, dict) else v for k, v in inputs.items()}
+    return {**study, "inputs": digests}
+
+
+def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
+    """A scenario's fields as dotted keys (``workload.load``)."""
+    if not isinstance(node, dict):
+        return {prefix.rstrip("."): node} if prefix else {}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        out |= _flat(value, f"{prefix}{key}.")
+    return out
 
 
 # -- running the trials ------------------------------------------------------------------------
@@ -469,10 +545,11 @@ class Runner:
             p = self.futures.pop(fut)
             try:
                 result = fut.result()
-            except QcnError:
+            except (QcnError, OSError):  # (OSError: the study cannot be written: tune says so)
                 raise
             except Exception as e:
-                raise TuneError(f"the run {p.label} failed: {e}") from None
+                log = dask_said(self.store.out / DASK_LOG)
+                raise TuneError(f"the run {p.label} failed: {e}{log}") from None
             if isinstance(result, dict):  # (written by the worker: its summary's row)
                 self.store.rows[p.key] = result
                 continue
@@ -540,22 +617,105 @@ def write_study_toml(path: Path, study: Study) -> None:
 
 
 def open_study(study: Study, out: Path) -> Any:
-    """The study's journal in ``out``, created or continued."""
+    """The study's journal in ``out``, created or continued: checked first
+    (:func:`check_journal`), and its trials after it is read (:func:`_check_trials`)."""
     optuna = _quiet_optuna()
     from optuna.storages.journal import JournalFileBackend  # noqa: PLC0415
 
-    storage = optuna.storages.JournalStorage(JournalFileBackend(str(out / STUDY_FILE)))
+    path = out / STUDY_FILE
+    cut = check_journal(path)
+    if cut:
+        print(f"qcn tune: {cut}", file=sys.stderr, flush=True)
     sampler = optuna.samplers.TPESampler(
         seed=study.sampler_seed,
         constant_liar=True,  # trials in flight count as tried (several run at once)
     )
-    return optuna.create_study(
-        study_name=STUDY_NAME,
-        storage=storage,
-        sampler=sampler,
-        directions=["maximize" if o.maximise else "minimize" for o in study.objectives],
-        load_if_exists=True,
+    try:
+        storage = optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+        handle = optuna.create_study(
+            study_name=STUDY_NAME,
+            storage=storage,
+            sampler=sampler,
+            directions=["maximize" if o.maximise else "minimize" for o in study.objectives],
+            load_if_exists=True,
+        )
+    except OSError as e:
+        raise TuneError(f"{path}: cannot be read or written ({e.strerror})") from None
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, AssertionError) as e:
+        # (an operation Optuna does not know is an AssertionError of its own)
+        raise _damaged(path, f"a record Optuna cannot apply: {type(e).__name__} {e}") from None
+    _check_trials(handle, study, path)
+    return handle
+
+
+def check_journal(path: Path) -> str:
+    """A study's journal before Optuna reads it: a file of JSON records, a line each, each
+    with its operation (``op_code``).  A last record cut short (a crash or a full disk while
+    it was written: the next run's first record was glued onto it, and every run after
+    failed) is dropped, and said (the returned line); any other damage is one line naming
+    the file (TuneError)."""
+    if not os.path.lexists(path):
+        return ""
+    if path.is_symlink() or not path.is_file():
+        raise _damaged(path, "not a file")
+    try:
+        data = path.read_bytes()
+        said = ""
+        if data and not data.endswith(b"\n"):
+            whole = data.rfind(b"\n") + 1
+            os.truncate(path, whole)
+            data = data[:whole]
+            said = f"{path}: its last record was cut short (a stop while it was written): dropped"
+    except OSError as e:
+        raise TuneError(f"{path}: cannot be read or written ({e.strerror})") from None
+    for number, line in enumerate(data.splitlines(), start=1):
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):  # (UnicodeDecodeError is a ValueError)
+            raise _damaged(path, f"line {number} is not a JSON record") from None
+        if not isinstance(record, dict) or type(record.get("op_code")) is not int:
+            raise _damaged(path, f"line {number} is no operation of a journal")
+    return said
+
+
+def _damaged(path: Path, why: str) -> TuneError:
+    return TuneError(
+        f"{path}: not a study's journal, or damaged ({why}); choose another --out for a new "
+        f"study (or remove {path.name} to start afresh)"
     )
+
+
+def _check_trials(handle: Any, study: Study, path: Path) -> None:
+    """Every trial the journal holds as this study's trials are: a finished one's figures
+    numbers, one an objective; its setting numbers; what this study notes of it the types it
+    writes.  A tampered value ("values": "abc") was a TypeError when the best was chosen."""
+    optuna = _quiet_optuna()
+
+    def number(v: Any) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool)
+
+    for t in handle.get_trials(deepcopy=False):
+        values = t.values
+        attrs = t.user_attrs
+        why = ""
+        if t.state == optuna.trial.TrialState.COMPLETE and not (
+            isinstance(values, list)
+            and len(values) == len(study.objectives)
+            and all(map(number, values))
+        ):
+            why = f"{len(study.objectives)} number(s) as its objective(s)"
+        elif not all(map(number, t.params.values())):
+            why = "numbers as its setting"
+        elif not isinstance(attrs.get("figures", {}), dict):
+            why = "a table of figures"
+        elif not (
+            isinstance(attrs.get("excess", []), list) and all(map(number, attrs.get("excess", [])))
+        ):
+            why = "numbers as its constraints' excess"
+        elif not isinstance(attrs.get("resumes", 0), int):
+            why = "a trial's number as the trial it resumes"
+        if why:
+            raise _damaged(path, f"trial {t.number} has not {why}")
 
 
 def tune(
@@ -570,8 +730,6 @@ def tune(
 ) -> TuneReport:
     """Run the study until ``trials`` trials have finished; check the best on the held-out
     seeds; write its files."""
-    optuna = _quiet_optuna()
-    trial_state = optuna.trial.TrialState
     began = time.perf_counter()
     store = StudyStore(out, study.sc, [], scaled=False, point_plots=False, address=address)
     store.prepare(study.identity())
@@ -591,66 +749,92 @@ def tune(
         )
     )
     progress = ProgressLine(f"qcn tune: {study.sc.name}", unit="trials", quiet=quiet)
-    ran = 0
-    with dask_client(address, workers) as client:
+    log = out / DASK_LOG
+    with dask_client(address, workers, log) as client:
         client.wait_for_workers(1, timeout=60)
         runner = Runner(client, store, study.sc)
         try:
             defaults = runner.run_all(runner.points({}, study.search_seeds))
             _check_produced(defaults, metrics, study.sc)
-            reference = {m: defaults.mean(m) for m in metrics}
-            # Trials a Ctrl-C cut short: asked again, first (their runs on disk are kept).
-            for cut in handle.get_trials(deepcopy=False, states=(trial_state.RUNNING,)):
-                handle.tell(cut.number, state=trial_state.FAIL)
-                handle.enqueue_trial(cut.params, user_attrs={"resumes": cut.number})
-            active: list[TrialRun] = []
             search_began = time.perf_counter()
-            while True:
-                done = finished_trials(handle)
-                progress.update(done, trials)
-                if done + len(active) < trials and len(active) < workers:
-                    refused = refused_trials(handle)
-                    if refused > MAX_REFUSED_SHARE * trials:
-                        raise TuneError(
-                            f"the parameters' checks refused {refused} settings of this space "
-                            f"({done} run): narrow it (--param); {TRIALS_FILE} says why"
-                        )
-                    asked = _ask(handle, study, runner)
-                    if asked is not None:
-                        active.append(asked)
-                    continue
-                if not active:
-                    break
-                told = [t for t in active if all(runner.finished(p) for p in t.points)]
-                for t in told:
-                    figures = Figures({p.seed: store.rows[p.key] for p in t.points})
-                    with interrupts_deferred():
-                        _tell(handle, study, t, figures, reference)
-                    active.remove(t)
-                    ran += 1
-                if not told:  # (else first ask the next: a worker is free)
-                    runner.wait()
+            ran = _search(handle, study, runner, trials=trials, workers=workers,
+                          reference={m: defaults.mean(m) for m in metrics},
+                          progress=progress)  # fmt: skip
             progress.close()
             search_s = time.perf_counter() - search_began
             best = _best(handle, study)
             held = None
             if best is not None:
-                say(
-                    f"qcn tune: the best and the defaults on {len(study.held_out)} held-out seed(s)"
-                )
+                held_out = len(study.held_out)
+                say(f"qcn tune: the best and the defaults on {held_out} held-out seed(s)")
                 held = (
                     runner.run_all(runner.points({}, study.held_out)),
                     runner.run_all(runner.points(best.params, study.held_out)),
                 )
+        except OSError as e:  # (a full disk, here or in a worker: one line)
+            raise TuneError(
+                f"cannot write the study in {out}: {e.strerror or e}{dask_said(log)}"
+            ) from None
         finally:
             progress.close()
             runner.cancel()
             with contextlib.suppress(OSError):
                 write_trials(out / TRIALS_FILE, handle, study)
-    report = _finish(study, handle, best=best, held=held, defaults=defaults, metrics=metrics,
-                     out=out, trials=trials, ran=ran, began=began)  # fmt: skip
+    try:
+        report = _finish(study, handle, best=best, held=held, defaults=defaults, metrics=metrics,
+                         out=out, trials=trials, ran=ran, began=began)  # fmt: skip
+    except OSError as e:
+        raise TuneError(f"cannot write the study in {out}: {e.strerror or e}") from None
     report.search_s = search_s
     return report
+
+
+def _search(
+    handle: Any,
+    study: Study,
+    runner: Runner,
+    *,
+    trials: int,
+    workers: int,
+    reference: dict[str, float],
+    progress: ProgressLine,
+) -> int:
+    """Ask and tell trials until ``trials`` have finished, as many in flight as ``workers``;
+    ``reference``: the defaults' figures (a constraint's ``default``).  How many it ran."""
+    trial_state = _quiet_optuna().trial.TrialState
+    ran = 0
+    # Trials a Ctrl-C cut short: asked again, first (their runs on disk are kept).
+    for cut in handle.get_trials(deepcopy=False, states=(trial_state.RUNNING,)):
+        with interrupts_deferred():  # (a journal's record is written whole)
+            handle.tell(cut.number, state=trial_state.FAIL)
+            handle.enqueue_trial(cut.params, user_attrs={"resumes": cut.number})
+    active: list[TrialRun] = []
+    while True:
+        done = finished_trials(handle)
+        progress.update(done, trials)
+        if done + len(active) < trials and len(active) < workers:
+            refused = refused_trials(handle)
+            if refused > MAX_REFUSED_SHARE * trials:
+                raise TuneError(
+                    f"the parameters' checks refused {refused} settings of this space "
+                    f"({done} run): narrow it (--param); {TRIALS_FILE} says why"
+                )
+            asked = _ask(handle, study, runner)
+            if asked is not None:
+                active.append(asked)
+            continue
+        if not active:
+            break
+        told = [t for t in active if all(runner.finished(p) for p in t.points)]
+        for t in told:
+            figures = Figures({p.seed: runner.store.rows[p.key] for p in t.points})
+            with interrupts_deferred():
+                _tell(handle, study, t, figures, reference)
+            active.remove(t)
+            ran += 1
+        if not told:  # (else first ask the next: a worker is free)
+            runner.wait()
+    return ran
 
 
 def finished_trials(handle: Any) -> int:
@@ -679,16 +863,19 @@ def _check_produced(defaults: Figures, metrics: list[str], sc: Scenario) -> None
 
 
 def _ask(handle: Any, study: Study, runner: Runner) -> TrialRun | None:
-    """A new trial, its runs submitted; None if its setting is refused (told failed)."""
+    """A new trial, its runs submitted; None if its setting is refused (told failed).  Its
+    records are written whole: a Ctrl-C waits for them (one cut in the journal's lock held
+    the next run for 30 s)."""
     optuna = _quiet_optuna()
-    trial = handle.ask()
-    params = {d.key: d.suggest(trial) for d in study.space}
-    try:
-        study.sc.with_overrides(params)
-    except QcnError as e:  # a combination the parameters refuse (p_base + 63 p_scale > 1)
-        trial.set_user_attr("refused", str(e))
-        handle.tell(trial, state=optuna.trial.TrialState.FAIL)
-        return None
+    with interrupts_deferred():
+        trial = handle.ask()
+        params = {d.key: d.suggest(trial) for d in study.space}
+        try:
+            study.sc.with_overrides(params)
+        except QcnError as e:  # a combination the parameters refuse (p_base + 63 p_scale > 1)
+            trial.set_user_attr("refused", str(e))
+            handle.tell(trial, state=optuna.trial.TrialState.FAIL)
+            return None
     t = TrialRun(trial, params, runner.points(params, study.search_seeds))
     runner.submit(t.points)
     return t
@@ -753,20 +940,19 @@ def write_trials(path: Path, handle: Any, study: Study) -> None:
     """trials.csv: one row per trial: its state, setting, objective(s) and constraints."""
     names = [d.key for d in study.space]
     objectives = [o.metric for o in study.objectives]
-    tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["trial", "state", *names, *objectives, "feasible", "note"])
-        trials = handle.get_trials(deepcopy=False)
-        again = {t.user_attrs["resumes"]: t.number for t in trials if "resumes" in t.user_attrs}
-        for t in trials:
-            values = list(t.values) if t.values else [""] * len(objectives)
-            note = t.user_attrs.get("refused", "")
-            if t.number in again:
-                note = f"cut short (Ctrl-C): asked again as trial {again[t.number]}"
-            w.writerow([t.number, t.state.name.lower(), *(t.params.get(n, "") for n in names),
-                        *values, _feasible(t) if t.values else "", note])  # fmt: skip
-    tmp.replace(path)
+    f = io.StringIO()  # (written whole: a full disk left trials.csv.tmp in --out)
+    w = csv.writer(f)
+    w.writerow(["trial", "state", *names, *objectives, "feasible", "note"])
+    trials = handle.get_trials(deepcopy=False)
+    again = {t.user_attrs["resumes"]: t.number for t in trials if "resumes" in t.user_attrs}
+    for t in trials:
+        values = list(t.values) if t.values else [""] * len(objectives)
+        note = t.user_attrs.get("refused", "")
+        if t.number in again:
+            note = f"cut short (Ctrl-C): asked again as trial {again[t.number]}"
+        w.writerow([t.number, t.state.name.lower(), *(t.params.get(n, "") for n in names),
+                    *values, _feasible(t) if t.values else "", note])  # fmt: skip
+    publish.write_atomic(path, f.getvalue())
 
 
 def best_params_toml(study: Study, params: dict[str, Any]) -> str:
@@ -1203,6 +1389,15 @@ def study_of(args: argparse.Namespace) -> Study:
     backends.SIMULATOR.check(sc, backends.RunOptions())
     for flag in ("--trials", "--seeds", "--holdout-seeds", "--workers"):
         check_count(flag, getattr(args, flag.lstrip("-").replace("-", "_")), TuneError)
+    # Bounded as a sweep is, before anything is written or started (qcn.core.resources).
+    check_study_runs(args.trials, args.seeds, args.holdout_seeds)
+    if not args.address:
+        check_local_workers(args.workers)
+    if not 0 <= args.sampler_seed <= MAX_SAMPLER_SEED:
+        raise TuneError(
+            f"--sampler-seed {args.sampler_seed}: a whole number from 0 to "
+            f"{MAX_SAMPLER_SEED:,} (the sampler's random generator takes no other)"
+        )
     objectives = tuple(parse_objective(o) for o in args.objective) or (default_objective(sc),)
     if len(objectives) > MAX_OBJECTIVES:
         raise TuneError(f"--objective: at most {MAX_OBJECTIVES} (a Pareto front of two)")
@@ -1214,6 +1409,10 @@ def study_of(args: argparse.Namespace) -> Study:
     constraints = tuple(parse_constraint(c) for c in texts if c != "none")
     if args.per_port and args.param:
         raise TuneError("--per-port shapes the default space: give it or --param, not both")
+    if args.per_port and not sc.topology.cp_ports:  # (it tuned the RP's fields alone)
+        raise TuneError(
+            f"--per-port: {sc.name}'s network ({sc.network.topology}) has no CP port to tune"
+        )
     space = tuple(parse_dimension(d, sc) for d in args.param) or tuple(
         default_space(sc, per_port=args.per_port)
     )
@@ -1224,8 +1423,9 @@ def study_of(args: argparse.Namespace) -> Study:
     if fixed:
         raise TuneError(f"{', '.join(fixed)}: tuned (--param or the default space) and fixed "
                         "(--set or --params): keep one")  # fmt: skip
+    input_hashes(sc)  # (a file it cannot read is one line here)
     return Study(sc, objectives, space, constraints, args.seeds, args.holdout_seeds,
-                 args.sampler_seed)  # fmt: skip
+                 args.sampler_seed, provenance.input_files(sc))  # fmt: skip
 
 
 def _command(args: argparse.Namespace) -> int:

@@ -291,24 +291,28 @@ def read(directory: Path) -> tuple[Scenario, dict[str, Any]]:
     return scenarios.load(str(run_file)), provenance
 
 
-def changed_inputs(sc: Scenario, provenance: dict[str, Any]) -> list[str]:
+def changed_inputs(sc: Scenario, provenance: dict[str, Any], who: str = "run") -> list[str]:
     """What differs between the run that ``provenance`` records and a rerun of ``sc`` (its
     run.toml) now, a phrase each: run.toml's own fields (their SHA-256, where the record
     has it), and the content of every file the scenario reads (:func:`input_paths`).  The
-    one check of a rerun: ``qcn run --again`` refuses a run whose inputs changed."""
+    one check of a rerun: ``qcn run --again`` refuses a run whose inputs changed, and
+    ``qcn tune`` a study continued on other inputs (``who``: "study"; its record's
+    ``inputs`` are :func:`input_files`')."""
     said = []
     recorded_scenario = provenance.get("scenario_sha256")
     if recorded_scenario is not None and recorded_scenario != scenario_sha256(sc.to_dict()):
-        said.append(f"{RUN_FILE} was edited since the run")
+        said.append(f"{RUN_FILE} was edited since the {who}")
     recorded: dict[str, dict[str, str]] = provenance["inputs"]
     now = input_paths(sc)
     for field in sorted(set(now) | set(recorded)):
         if field not in now:
-            said.append(f"{field}: the run read {recorded[field]['path']}, {RUN_FILE} names none")
+            said.append(
+                f"{field}: the {who} read {recorded[field]['path']}, the scenario names none"
+            )
             continue
         path = now[field]
         if field not in recorded:
-            said.append(f"{field}: {path} is not among the inputs {PROVENANCE_FILE} records")
+            said.append(f"{field}: {path} is not among the inputs the {who} recorded")
             continue
         try:
             digest = file_sha256(path)
@@ -317,7 +321,7 @@ def changed_inputs(sc: Scenario, provenance: dict[str, Any]) -> list[str]:
             continue
         if digest != recorded[field]["sha256"]:
             said.append(
-                f"{field}: {path} changed since the run (SHA-256 {digest[:12]}..., the run "
+                f"{field}: {path} changed since the {who} (SHA-256 {digest[:12]}..., the {who} "
                 f"read {recorded[field]['sha256'][:12]}...)"
             )
     return said

@@ -24,7 +24,14 @@ A single file is written to a temporary sibling, synced and renamed over the tar
 (:func:`write_atomic`): a full disk leaves the old file, or none, never a 0-byte one.
 
 An ``OUT`` that is a symbolic link stands for where it points: the results go there and the
-link stays.  docs/reliability.md gives the reasons for these choices.
+link stays.
+
+**One owner per results folder.**  Every results folder a command writes holds
+:data:`RESULTS_MARKER`, the command's kind of results; a folder made before the marker is
+known by its kind's own file (:data:`KNOWN_BY`).  A command writes only into a new or empty
+folder, or one of its own kind; ``qcn run --force`` replaces only a folder of the project's;
+the root folder, a system folder and a folder of anyone else's files are refused in one line
+(:func:`check_results_folder`).  docs/reliability.md gives the reasons for these choices.
 """
 
 from __future__ import annotations
@@ -35,7 +42,8 @@ import errno
 import os
 import re
 import shutil
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from qcn.core.errors import QcnError
@@ -47,6 +55,37 @@ OWNER_MARKER = ".qcn-owner"
 """A file in every staging directory a run makes, and in old results it renames aside:
 ``PID START_TICKS BOOT_ID``, the process that made it.  A leftover is a run's only if it
 holds one naming its own PID: a user's ``.t.old-1999`` is theirs, whatever its name."""
+RESULTS_MARKER = ".qcn-results"
+"""A file in every results folder a command writes (``qcn run``, ``sweep``, ``tune``,
+``compare``, ``schemes``): its kind of results, one word of :data:`KINDS`.  Unlike
+:data:`OWNER_MARKER` it stays: it is what makes a folder the project's."""
+KINDS = {
+    "run": "a run's results (qcn run)",
+    "sweep": "a sweep (qcn sweep)",
+    "study": "a study (qcn tune)",
+    "compare": "a comparison (qcn compare)",
+    "schemes": "a comparison of schemes (qcn schemes)",
+}
+"""Each kind of results, as a refusal names it."""
+KNOWN_BY = (
+    ("sweep.json", "sweep"),
+    ("study.json", "study"),
+    ("study.journal", "study"),
+    ("compare.json", "compare"),
+    ("schemes.json", "schemes"),
+    ("summary.json", "run"),
+)
+"""How a folder written before :data:`RESULTS_MARKER` is known: its kind's own file, in this
+order (a study's folder holds a run.toml too; a run's results always had summary.json)."""
+SYSTEM_FOLDERS = frozenset(
+    Path(f"/{name}")
+    for name in ("bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32",
+                 "media", "mnt", "opt", "proc", "root", "run", "sbin", "snap", "srv", "sys",
+                 "tmp", "usr", "var")
+)  # fmt: skip
+"""The system's own folders (the Filesystem Hierarchy Standard's top level); so are the
+folders just below /usr, /var and /home: never a results folder, whatever they hold."""
+_SYSTEM_PARENTS = (Path("/usr"), Path("/var"), Path("/home"))
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 PATH_MAX = os.pathconf("/", "PC_PATH_MAX")
 NAME_MAX = os.pathconf("/", "PC_NAME_MAX")
@@ -85,8 +124,9 @@ def rename_noreplace(src: Path, dst: Path) -> None:
     os.rename(src, dst)
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write ``path`` whole or not at all: into a temporary sibling, synced, then renamed
+def write_atomic(path: Path, data: str | bytes, *, durable: bool = True) -> None:
+    """Write ``path`` whole or not at all: into a temporary sibling of this process's own,
+    synced (unless not ``durable``: a table rewritten as each point lands), then renamed
     over it.  Raises OSError (the temporary file removed)."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     raw = data.encode() if isinstance(data, str) else data
@@ -94,7 +134,8 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         with tmp.open("wb") as f:
             f.write(raw)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -117,9 +158,13 @@ def resolve_out(out: Path, error: Callable[[str], QcnError], option: str = "--ou
     try:
         if not out.is_symlink():
             return out
+        # (a link that points nowhere yet is where the results go; a loop is refused: it
+        # made the run say that another run had put its results there)
+        with contextlib.suppress(FileNotFoundError):
+            os.stat(out)
         target = Path(os.path.realpath(out))
     except OSError as e:
-        raise error(f"{option}: {e.strerror}") from None
+        raise error(f"{option} {out}: {e.strerror}") from None
     _check_length(target, error, option)
     return target
 
@@ -131,6 +176,85 @@ def _check_length(full: Path, error: Callable[[str], QcnError], option: str) -> 
             f"{option}: the path is too long ({length} bytes, its last part {last}; at most "
             f"{PATH_MAX - STAGING_OVERHEAD - 1} and {NAME_MAX - STAGING_OVERHEAD})"
         )
+
+
+def results_kind(folder: Path) -> str | None:
+    """The kind of results ``folder`` holds (:data:`KINDS`): its marker's, else that of its
+    kind's own file (:data:`KNOWN_BY`); None if it is not the project's."""
+    try:
+        marked = (folder / RESULTS_MARKER).read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        marked = ""
+    if marked in KINDS:
+        return marked
+    for name, kind in KNOWN_BY:
+        if (folder / name).is_file():
+            return kind
+    return None
+
+
+def mark_results(folder: Path, kind: str) -> None:
+    """Mark ``folder`` as results of ``kind`` (:data:`RESULTS_MARKER`).  Raises OSError.
+    (Written in place: a temporary sibling left by a kill would be taken for results.)"""
+    (folder / RESULTS_MARKER).write_text(kind + "\n")
+
+
+def system_folder(path: Path) -> str:
+    """Why ``path`` (absolute) is the system's ("" if it is not): the root folder, one of
+    :data:`SYSTEM_FOLDERS`, or a folder just below /usr, /var or /home."""
+    real = Path(os.path.realpath(path))
+    if real == Path(real.anchor):
+        return "the root folder"
+    if real in SYSTEM_FOLDERS or real.parent in _SYSTEM_PARENTS:
+        return "a system folder"
+    return ""
+
+
+def check_results_folder(
+    out: Path,
+    error: Callable[[str], QcnError],
+    *,
+    kind: str | None,
+    replace: bool = False,
+    renamed: bool = False,
+    option: str = "--out",
+) -> str | None:
+    """Whether a command may write its ``kind`` of results at ``out``: the kind of results
+    it holds already (None: absent, or an empty folder).  Refused in one line (``error``):
+    the root folder or a system folder (whatever they hold), a file, a folder of files that
+    are not the project's results (``replace``: said as ``--force`` would have replaced
+    them), a folder of another ``kind`` (None: any kind is taken), and, where the results
+    are ``renamed`` into place, a mount point (a rename cannot replace one)."""
+    why = system_folder(out)
+    if why:
+        raise error(f"{option} {out}: {why} is never a results folder; give a folder of your own")
+    try:
+        if not os.path.lexists(out):
+            return None
+        if not out.is_dir():
+            raise error(f"{option} {out}: not a directory")
+        if renamed and os.path.ismount(out):
+            raise error(
+                f"{option} {out}: a mount point: results are put in place by renaming a "
+                "folder beside it, which cannot replace it; give a folder inside it"
+            )
+        names = sorted(os.listdir(out))
+        held = results_kind(out) if names else None
+        if names and held is None:
+            shown = [f"{n}/" if (out / n).is_dir() else n for n in names[:3]]
+            some = ", ".join(shown) + (", ..." if len(names) > 3 else "")
+            but = ": --force replaces only qcn's own;" if replace else ";"
+            raise error(
+                f"{option} {out} holds files that are not qcn's results ({some}){but} choose "
+                f"another {option} (a new or empty folder)"
+            )
+    except OSError as e:
+        raise error(f"{option} {out}: {e.strerror}") from None
+    if kind is not None and held not in (None, kind):
+        raise error(
+            f"{option} {out} holds {KINDS[held]}, not {KINDS[kind]}; choose another {option}"
+        )
+    return held
 
 
 def _boot_id() -> str:
@@ -178,6 +302,40 @@ def owner(path: Path, pid: int) -> str:
         return ""
     alive = words[2] == _boot_id() and process_start_ticks(pid) == int(words[1])
     return "live" if alive else "dead"
+
+
+SCRATCH_PREFIX = "qcn-point-"
+"""A sweep's or a study's point keeps what its run writes besides its Trace (a Mininet
+run's logs) in a temporary directory of this name (:func:`scratch`)."""
+
+
+@contextlib.contextmanager
+def scratch(prefix: str = SCRATCH_PREFIX) -> Iterator[Path]:
+    """A temporary directory of this process's, marked (:data:`OWNER_MARKER`) and named
+    with its process id, removed after the block; one a process killed outright left (kill
+    -9 of a sweep left an empty ``/tmp/qcn-point-XXXX`` per point in flight) is removed by
+    the next (:func:`remove_dead_scratch`)."""
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+    try:
+        claim(path)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_dead_scratch(prefix: str = SCRATCH_PREFIX) -> None:
+    """Remove the scratch directories (:func:`scratch`) of processes that are gone: only
+    those that hold their process's marker (a user's own ``qcn-point-...`` is left)."""
+    where = Path(tempfile.gettempdir())
+    pattern = re.compile(rf"{re.escape(prefix)}(?P<pid>\d+)-.+")
+    try:
+        names = os.listdir(where)
+    except OSError:
+        return
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m is not None and owner(where / name, int(m["pid"])) == "dead":
+            shutil.rmtree(where / name, ignore_errors=True)
 
 
 def unmark(directory: Path) -> None:
@@ -303,7 +461,7 @@ def _recover(path: Path, out: Path, kind: str, pid: int) -> list[str]:
         os.rename(path, out)
         unmark(out)
         return [f"restored {out}: a run (PID {pid}) died replacing it"]
-    content = {p.name for p in path.iterdir()} - {OWNER_MARKER}
+    content = {p.name for p in path.iterdir()} - {OWNER_MARKER, RESULTS_MARKER}
     if content and content != {PARTIAL_MARKER}:
         # Beside OUT, not at it: the run about to start means to write OUT.
         where = keep_partial(path, out, at_out=False)

@@ -89,6 +89,19 @@ def check_points(combinations: int, seeds: int) -> None:
         )
 
 
+def check_study_runs(trials: int, seeds: int, holdout_seeds: int) -> None:
+    """A study's runs, as many as a sweep's points (:data:`MAX_POINTS`): each trial's and
+    the defaults' on the search's seeds, the best's and the defaults' on the held-out ones.
+    ``--seeds 10000000`` was 70 s of silence, then a worker's traceback at Ctrl-C."""
+    runs = (trials + 1) * seeds + 2 * holdout_seeds
+    if runs > MAX_POINTS:
+        raise ResourceError(
+            f"{runs:,} runs ((--trials {trials:,} and the defaults) x --seeds {seeds:,}, and 2 "
+            f"x --holdout-seeds {holdout_seeds:,}): at most {MAX_POINTS:,} a study, as a "
+            "sweep's points; fewer seeds or trials"
+        )
+
+
 def check_memory(estimate_bytes: float, what: str, advice: str) -> None:
     """Refuse ``what`` if its estimated memory exceeds what this machine has available."""
     memory = available_bytes()

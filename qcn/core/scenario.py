@@ -518,8 +518,9 @@ class Scenario:
                 rate = change.bottleneck_rate_bps
         return rate
 
-    def with_overrides(self, overrides: dict[str, Any]) -> Scenario:
-        """Apply ``{"qcn.rp.fb_hat": True, "duration_s": 2.0, ...}``-style overrides."""
+    def with_overrides(self, overrides: dict[str, Any], given_by: str = "--set") -> Scenario:
+        """Apply ``{"qcn.rp.fb_hat": True, "duration_s": 2.0, ...}``-style overrides
+        (``given_by``: where they come from, as an error names it)."""
         data = self.to_dict()
         preset = overrides.get("qcn_preset", self.preset)
         if preset != self.preset:
@@ -532,7 +533,7 @@ class Scenario:
             for key in ("sources", "innocent_sources"):
                 if f"network.{key}" not in overrides:
                     data["network"].pop(key, None)
-        return parse(data, where=f"{self.name} (with --set)")
+        return parse(data, where=f"{self.name} (with {given_by})")
 
     def scaled_for_bmv2(self, keep: Collection[str] = ()) -> Scenario:
         """This scenario in BMv2's units (see :class:`Bmv2Scale`); itself a scenario that
@@ -729,6 +730,8 @@ MIN_RATE_BPS = 1e3
 MIN_DURATION_S, MAX_DURATION_S = 1e-3, 3600.0
 MAX_TIME_SCALE = 1e4
 """bmv2.time_scale's bound (and so a scaled simulation's ``scaled_by``)."""
+MAX_RATE_SCALE = 1.0
+"""bmv2.rate_scale's bound: BMv2 runs a scenario's rates slower, never faster."""
 MIN_RATE_TEXT = f"must be at least {MIN_RATE_BPS:g} b/s (a slower rate's frame gaps overflow)"
 SCENARIO_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}")
 
@@ -972,9 +975,10 @@ def _validate_structure(s: Scenario) -> None:
             "qcn.rp.line_rate_bps must equal network.line_rate_bps (the RPs' host links)"
         )
     b = s.bmv2
-    if not (0 < b.rate_scale <= 1 and 0 < b.time_scale <= MAX_TIME_SCALE):
+    if not (0 < b.rate_scale <= MAX_RATE_SCALE and 0 < b.time_scale <= MAX_TIME_SCALE):
         raise ScenarioError(
-            f"bmv2: rate_scale must be in (0, 1] and time_scale in (0, {MAX_TIME_SCALE:g}]"
+            f"bmv2: rate_scale must be in (0, {MAX_RATE_SCALE:g}] and time_scale in "
+            f"(0, {MAX_TIME_SCALE:g}]"
         )
     for i, c in enumerate(s.schedule):
         if c.at_s < 0 or c.bottleneck_rate_bps < MIN_RATE_BPS:

@@ -9,13 +9,24 @@ and the caller's own stop path applies.
 
 from __future__ import annotations
 
+import _thread
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM, as this project's handlers raise it: a KeyboardInterrupt (caught
+    wherever one is), but not of that very class.  CPython 3.11 takes a KeyboardInterrupt of
+    that class that leaves an ``eval()`` (a namedtuple made while a module imports) for one
+    nobody caught, and at exit ends the process by SIGINT (status -2, 2 of 20 Ctrl-Cs a
+    second into ``qcn tune``) whatever status the command returned."""
 
 
 def _in_main_thread() -> bool:
@@ -51,13 +62,13 @@ class InterruptBetweenSteps:
         if self.busy:
             self._pending = True
             return
-        raise KeyboardInterrupt
+        raise Interrupted
 
     def step_done(self) -> None:
         self.busy = False
         if self._pending:
             self._pending = False
-            raise KeyboardInterrupt
+            raise Interrupted
 
     def __enter__(self) -> InterruptBetweenSteps:
         if _in_main_thread():
@@ -70,26 +81,90 @@ class InterruptBetweenSteps:
 
 
 def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
+    raise Interrupted
 
 
 @contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block SIGTERM is a Ctrl-C (KeyboardInterrupt), so one cleanup path serves
-    both; the previous handler is back after it."""
+def sigterm_as_interrupt(*, ctrl_c: bool = False) -> Iterator[None]:
+    """Within the block SIGTERM is a Ctrl-C (:class:`Interrupted`), so one cleanup path
+    serves both; with ``ctrl_c``, Ctrl-C raises :class:`Interrupted` too, where Python's own
+    handler is (not where SIGINT is ignored: a shell's background job).  The previous
+    handlers are back after it."""
     if not _in_main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    mine = [signal.SIGTERM]
+    if ctrl_c and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        mine.append(signal.SIGINT)
+    previous = {s: signal.signal(s, _raise_interrupt) for s in mine}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            if signal.getsignal(s) is _raise_interrupt:  # (one set since stays: ignored)
+                signal.signal(s, handler)
+
+
+@contextmanager
+def interrupts_never_lost() -> Iterator[None]:
+    """Within the block, a KeyboardInterrupt that Python cannot raise where it fell (in a
+    weakref's callback, a ``__del__``, a hook of the garbage collector: it prints "Exception
+    ignored in ..." with its traceback and drops it, and a sweep Ctrl-C'd at its end ran on
+    and exited 0) is raised again, in the main thread, at its next instruction: as if the
+    signal came again, so that the handler in force (Ctrl-C's, or one deferring it) takes
+    it."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            # From another thread, which runs once this one lets the interpreter go (it
+            # would raise inside this hook; threading's start waits for the thread, and the
+            # interrupt fell in that wait).
+            _thread.start_new_thread(_thread.interrupt_main, (signal.SIGINT,))
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+
+
+def ignore_stop_signals() -> None:
+    """From now on, Ctrl-C and SIGTERM change nothing (a process whose work has ended)."""
+    if _in_main_thread():
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+
+
+@contextmanager
+def children_spared_ctrl_c() -> Iterator[None]:
+    """Threads and processes started inside the block (and whatever they start, at any time
+    after) never see Ctrl-C from a terminal, which sends SIGINT to its whole foreground
+    process group: a Dask local cluster's worker processes, importing or computing, each
+    printed a traceback (32-159 lines of stderr, and "Nanny failed to start": exit 1).
+    SIGINT is blocked in this thread for the block; a thread or a process inherits the mask
+    of the thread that starts it, and keeps it through exec.  Their parent ends them.  A
+    SIGINT that came meanwhile reaches this thread when the block ends (Python runs its
+    handler there)."""
+    if not _in_main_thread():
+        yield
+        return
+    from multiprocessing import resource_tracker  # noqa: PLC0415
+
+    # Its start unblocks SIGINT in the thread that starts it: started before the block.
+    resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 @contextmanager
 def interrupts_deferred() -> Iterator[None]:
-    """Ctrl-C and SIGTERM inside the block wait until it ends, then raise KeyboardInterrupt:
+    """Ctrl-C and SIGTERM inside the block wait until it ends, then raise Interrupted:
     for a start-up that cannot be cut half-way and still be closed (a Dask cluster whose
     workers are still starting cannot be closed at all)."""
     if not _in_main_thread():
@@ -107,4 +182,4 @@ def interrupts_deferred() -> Iterator[None]:
         for s, handler in previous.items():
             signal.signal(s, handler)
     if arrived:
-        raise KeyboardInterrupt
+        raise Interrupted

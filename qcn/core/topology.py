@@ -58,6 +58,9 @@ MAX_BUFFER_PKTS = 1_000_000
 """A port's buffer, in frames (a link's, a file's default, a scenario's network.buffer_pkts):
 1.5 GB of 1500-byte frames; the compiled core and BMv2 take 64-bit and 32-bit counts, and a
 larger one (2**63 - 1) passed every check and failed in the core (docs/reliability.md)."""
+MAX_RATE_BPS = 1e13
+"""A link's rate: at most 10 Tb/s, the bound a reaction point's line rate has
+(qcn.core.params, rp.line_rate_bps); 1e12 Mb/s in a file was taken."""
 HOST_PORT = 0
 """A host has one interface, ``hN-eth0``: its end of a link is port 0."""
 CpMode = Literal["congestible", "all", "none"]
@@ -648,8 +651,11 @@ def _check(t: Topology) -> None:
     attached: dict[str, int] = {}
     for i, link in enumerate(t.links):
         lw = f"{where}: link {i + 1} ({link.a.node}-{link.b.node})"
-        if not (math.isfinite(link.rate_bps) and link.rate_bps >= 1e3):
-            raise TopologyError(f"{lw}: rate must be at least 1 kb/s (got {link.rate_bps!r})")
+        if not (math.isfinite(link.rate_bps) and 1e3 <= link.rate_bps <= MAX_RATE_BPS):
+            raise TopologyError(
+                f"{lw}: rate must be from 1 kb/s to {MAX_RATE_BPS / 1e12:g} Tb/s "
+                f"(got {link.rate_bps:g} b/s)"
+            )
         if not (math.isfinite(link.delay_s) and 0 <= link.delay_s < 1):
             raise TopologyError(f"{lw}: delay must be in [0, 1) s (got {link.delay_s!r})")
         if not 1 <= link.buffer_pkts <= MAX_BUFFER_PKTS:
