@@ -16,6 +16,7 @@ from qcn.core import noise, results
 from qcn.core import scenario as scenarios
 from qcn.core.noise import GroupWaits, NoiseRecording
 from qcn.core.trace import Trace
+from qcn.topologies.mininet_bmv2 import RUNNER_REALTIME_PRIORITY
 from qcn.topologies.noise import NoiseMonitor, StallInjector, realtime_available
 from tests.toolchain import requires_root
 
@@ -271,12 +272,12 @@ print("spinning", flush=True)
 """
 
 
-@requires_root()
-def test_two_threads_of_one_device_sharing_a_cpu_do_not_stall_it() -> None:
-    """Two busy threads of one process on one CPU each wait about half the time: per
-    thread, one stall as long as the run; as one device (a switch), none of note, every
-    wait being the other's turn.  Niceness -20, so that the machine's other load barely
-    takes the CPU from them; the monitor runs on the other CPU."""
+def busy_threads_waits() -> tuple[dict[str, float], dict[str, float]]:
+    """1.5 s of :data:`BUSY_THREADS` on CPU 1, monitored from CPU 0: the figures of its
+    threads each on their own, and as one device.  Niceness -20, so that the machine's other
+    load barely takes the CPU from them; the monitor in real time where the machine allows
+    it, as a run's runner samples (RUNNER_REALTIME_PRIORITY), so that its reads of the
+    threads' counters come moments apart."""
     busy = subprocess.Popen(
         ["nice", "-n", "-20", "taskset", "-c", "1", sys.executable, "-c", BUSY_THREADS],
         stdout=subprocess.PIPE,
@@ -284,6 +285,9 @@ def test_two_threads_of_one_device_sharing_a_cpu_do_not_stall_it() -> None:
     )
     mine = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {0})
+    policy, priority = os.sched_getscheduler(0), os.sched_getparam(0)
+    if realtime_available():
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RUNNER_REALTIME_PRIORITY))
     try:
         assert busy.stdout is not None
         assert busy.stdout.readline() == "spinning\n"
@@ -295,12 +299,27 @@ def test_two_threads_of_one_device_sharing_a_cpu_do_not_stall_it() -> None:
         )
         sample_for(monitor, 1.5)
     finally:
+        os.sched_setscheduler(0, policy, priority)
         busy.kill()
         busy.wait()
         os.sched_setaffinity(0, mine)
     rec = monitor.finish()
     per_thread = rec.groups["threads"].figures(rec.run_s, 0.0031)
-    device = rec.groups["device"].figures(rec.run_s, 0.0031)
+    return per_thread, rec.groups["device"].figures(rec.run_s, 0.0031)
+
+
+@requires_root()
+def test_two_threads_of_one_device_sharing_a_cpu_do_not_stall_it() -> None:
+    """Two busy threads of one process on one CPU each wait about half the time: per
+    thread, one stall as long as the run; as one device (a switch), none of note, every
+    wait being the other's turn.  Another process that takes CPU 1 (a real-time one: a
+    fresh clone's make test beside other work once saw a stall of 55 ms) stalls the device
+    truly, which is the monitor's to report: the run is measured again, up to three times.
+    A device charged with its own threads' turns stalls for the whole run every time."""
+    for _attempt in range(3):
+        per_thread, device = busy_threads_waits()
+        if device["longest_ms"] <= 30:
+            break
     assert per_thread["longest_ms"] >= 300, per_thread
     assert device["longest_ms"] <= 30, device
     # All waits are reported (the discount is the stalls' alone).  The two groups read the
