@@ -8,9 +8,11 @@ and the simulator says in one line that it runs its Python engine
 
 import hashlib
 import os
+import warnings
 from pathlib import Path
 
 from setuptools import setup
+from setuptools.command.build_py import build_py
 
 CORE_SOURCE = "simulator/_core.cpp"
 CORE_SHA256 = hashlib.sha256(Path(CORE_SOURCE).read_bytes()).hexdigest()
@@ -41,4 +43,20 @@ else:
         print("setup.py: QCN_BUILD_CORE=0: the simulator's compiled core is not built")
         ext_modules = []
 
-setup(ext_modules=ext_modules)
+# An editable install warns that a folder named like the package, in the working directory,
+# may be imported before it: here that folder, qcn/, is the package (docs/layout.md).
+warnings.filterwarnings("ignore", message="Editable installation")
+
+
+class BuildPy(build_py):
+    """The wheel leaves out the PTF test cases (ptf_tests/test_*.py): like tests/, they run
+    from a checkout (docs/layout.md); the runner and its helpers ship."""
+
+    def find_package_modules(self, package: str, package_dir: str) -> list[tuple[str, str, str]]:
+        modules: list[tuple[str, str, str]] = super().find_package_modules(package, package_dir)
+        if package == "qcn.ptf_tests":
+            modules = [m for m in modules if not m[1].startswith("test_")]
+        return modules
+
+
+setup(ext_modules=ext_modules, cmdclass={"build_py": BuildPy})

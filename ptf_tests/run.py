@@ -45,7 +45,13 @@ def ptf_binary() -> Path:
 
 def ready_to_run() -> tuple[Path, Path]:
     """The compiled pipeline (P4Info, BMv2 JSON), once what the tests need is here: a tool
-    missing is exit status 3, not a skip that exits 0 (docs/reliability.md, Exit codes)."""
+    missing is exit status 3, not a skip that exits 0 (docs/reliability.md, Exit codes).
+    The test cases are a checkout's: the wheel has this runner but not them (docs/layout.md)."""
+    if not any(TEST_DIR.glob("test_*.py")):
+        raise ToolMissingError(
+            "the PTF tests cannot run: their test cases (ptf_tests/test_*.py) are not "
+            "installed; run qcn ptf from a checkout (docs/layout.md)"
+        )
     missing = missing_tools()
     if missing:
         raise ToolMissingError(

@@ -41,6 +41,7 @@ from qcn.simulator import compiled, engine
 from qcn.simulator.compiled import CompiledSimulation, EngineError, make_simulation, rp_params
 from qcn.simulator.engine import Simulation, fast_randint
 from qcn.simulator.identity import Case, cases, run_case, same, trace_fields
+from tests.test_structure import FOLDERS, installed_path, tracked
 
 if compiled.CORE_MISSING is not None and os.environ.get("CI"):
     pytest.fail(f"CI must build the simulator's compiled core: {compiled.CORE_MISSING}")
@@ -449,12 +450,13 @@ def test_a_truncated_core_is_known_before_it_is_loaded(tmp_path: Path) -> None:
 
 
 def checkout_with_core(tmp_path: Path, size: int) -> Path:
-    """A copy of the project's package whose simulator's compiled core is cut to ``size``
-    bytes, in a folder that a command started there imports it from (its working directory
-    comes first on the import path; the copy holds the layers the checkout links)."""
+    """A copy of the project's package, laid out as installed, whose simulator's compiled
+    core is cut to ``size`` bytes, in a folder that a command started there imports it from
+    (its working directory comes first on the import path)."""
     where = tmp_path / "checkout"
-    package = Path(compiled.__file__).parent.parent
-    shutil.copytree(package, where / "qcn", ignore=shutil.ignore_patterns("__pycache__"))
+    for path in tracked("qcn/*", *(f"{d}/*" for d in FOLDERS)):
+        (where / installed_path(path)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, where / installed_path(path))
     (where / "qcn" / "simulator" / CORE_FILE.name).write_bytes(CORE_FILE.read_bytes()[:size])
     return where
 

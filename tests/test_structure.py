@@ -7,15 +7,17 @@ import ast
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: The layers whose sources sit at the top of the checkout (the design card's folders), each
-#: named under the project's namespace (qcn/NAME links to it; docs/layout.md).
-LINKED = ("controller", "reaction_point", "simulator", "topologies", "ptf_tests")
+#: The layers whose sources sit at the top of the checkout (the design card's folders), the
+#: only copy of each: the package names folder NAME qcn.NAME (pyproject.toml's package-dir;
+#: docs/layout.md).
+FOLDERS = ("controller", "reaction_point", "simulator", "topologies", "ptf_tests")
 
 #: Each layer and what it may import of the project (itself included), from the bottom up.
 #: The front doors (qcn.cli, qcn.api) stand on top and may import everything; nothing
@@ -39,7 +41,7 @@ LAYERS: dict[str, set[str]] = {
 FRONT_DOOR = "qcn.cli"
 API = "qcn.api"
 FRONT_DOORS = (FRONT_DOOR, API)
-SOURCES = ("qcn/*.py", *(f"{d}/*.py" for d in LINKED))
+SOURCES = ("qcn/*.py", *(f"{d}/*.py" for d in FOLDERS))
 
 
 def tracked(*patterns: str) -> list[Path]:
@@ -51,11 +53,16 @@ def tracked(*patterns: str) -> list[Path]:
     return [ROOT / line for line in out.splitlines() if (ROOT / line).is_file()]
 
 
+def installed_path(path: Path) -> Path:
+    """Where ``path``, a file of the package in the checkout, sits in an installed ``qcn``:
+    a layer folder's under qcn/ (controller/agent.py is qcn/controller/agent.py)."""
+    rel = path.relative_to(ROOT)
+    return rel if rel.parts[0] == "qcn" else Path("qcn", rel)
+
+
 def module_name(path: Path) -> str:
-    """The module a source file is imported as (a linked layer's under ``qcn.``)."""
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    if parts[0] in LINKED:
-        parts = ("qcn", *parts)
+    """The module a source file is imported as (a layer folder's under ``qcn.``)."""
+    parts = installed_path(path).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -76,7 +83,7 @@ def imports_of(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
             found.update(f"{node.module}.{a.name}" for a in node.names)
-    return {m for m in found if m.split(".")[0] in ("qcn", *LINKED)}
+    return {m for m in found if m.split(".")[0] in ("qcn", *FOLDERS)}
 
 
 def upward_imports() -> list[str]:
@@ -123,16 +130,84 @@ def test_nothing_imports_a_layer_by_its_top_level_name() -> None:
         f"{module_name(path)} imports {m}"
         for path in tracked(*SOURCES, "tests/*.py", "bench/*.py")
         for m in imports_of(path)
-        if m.split(".")[0] in LINKED
+        if m.split(".")[0] in FOLDERS
     ]
     assert offenders == []
 
 
-def test_the_namespace_links_the_design_cards_folders() -> None:
-    for name in LINKED:
-        link = ROOT / "qcn" / name
-        assert link.is_symlink(), link
-        assert link.resolve() == ROOT / name
+def test_the_checkout_holds_no_symbolic_link() -> None:
+    """Each file once, where git has it: a link would show a folder twice (to ``find -L``,
+    to a reader of the imports) and name in tracebacks a path git does not know."""
+    staged = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "--stage"], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert [line for line in staged if line.startswith("120000")] == []
+    assert [p for p in tracked("*") if p.is_symlink()] == []
+
+
+def test_the_package_maps_the_design_cards_folders() -> None:
+    """pyproject.toml names each folder under qcn, and lists every package the checkout
+    has: a new one is placed in the layers (above) and in the distribution."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setuptools["package-dir"] == {f"qcn.{d}": d for d in FOLDERS}
+    inside = {".".join(p.relative_to(ROOT).parent.parts) for p in tracked("qcn/*")}
+    assert sorted(setuptools["packages"]) == sorted({*inside, *(f"qcn.{d}" for d in FOLDERS)})
+
+
+#: A module of each layer, and of the front doors.
+ONE_OF_EACH = (
+    "qcn.controller.agent",
+    "qcn.reaction_point.rules",
+    "qcn.simulator.engine",
+    "qcn.topologies.errors",
+    "qcn.ptf_tests.run",
+    "qcn.core.errors",
+    "qcn.wireshark",
+    "qcn.cli.main",
+    "qcn.api",
+)
+
+#: Prints the file each of ONE_OF_EACH is imported from; then what importing each layer by
+#: its folder's name says; then how many classes QcnError is, reached four ways.
+WHERE_FROM = f"""
+import importlib
+for name in {ONE_OF_EACH}:
+    print(importlib.import_module(name).__file__)
+for folder in {FOLDERS}:
+    try:
+        importlib.import_module(folder + ".errors")
+    except ImportError as e:
+        print(type(e).__name__, e)
+import qcn, qcn.api, qcn.controller.errors, qcn.core.errors
+print(len({{qcn.QcnError, qcn.api.QcnError, qcn.controller.errors.QcnError,
+          qcn.core.errors.QcnError}}))
+"""
+
+
+@pytest.mark.parametrize("where", ["checkout", "elsewhere"])
+def test_each_module_is_imported_once_from_the_file_git_has(where: str, tmp_path: Path) -> None:
+    """A layer is imported from its one folder, so that a traceback or ``__file__`` names a
+    path git knows, and under its qcn name only.  From the checkout, whose root is on the
+    import path, a layer's folder name fails and says what to import instead (else
+    ``controller.errors`` would be a second module beside ``qcn.controller.errors``, whose
+    errors an ``except`` of the other's misses); elsewhere it is no module at all."""
+    cwd = ROOT if where == "checkout" else tmp_path
+    out = subprocess.run(
+        [sys.executable, "-c", WHERE_FROM], capture_output=True, text=True, check=True, cwd=cwd
+    ).stdout.splitlines()
+    files = [Path(line) for line in out[: len(ONE_OF_EACH)]]
+    for name, file in zip(ONE_OF_EACH, files, strict=True):
+        layer = name.split(".")[1]
+        assert file.relative_to(ROOT).parts[0] == (layer if layer in FOLDERS else "qcn"), name
+    assert tracked(*(str(f.relative_to(ROOT)) for f in files)) == sorted(files)
+    refused = out[len(ONE_OF_EACH) : -1]
+    if where == "checkout":
+        assert refused == [
+            f"ImportError import qcn.{d}: {d}/ is its folder (docs/layout.md)" for d in FOLDERS
+        ]
+    else:
+        assert refused == [f"ModuleNotFoundError No module named '{d}'" for d in FOLDERS]
+    assert out[-1] == "1"
 
 
 def test_only_the_backend_seam_imports_the_backends() -> None:
