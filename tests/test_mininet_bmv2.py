@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import os
+import random
 import re
 import select
 import shutil
@@ -25,7 +27,7 @@ import pytest
 from qcn.core import scenario as scenarios
 from qcn.topologies.testbed import host_helper_pids
 from tests.kit import Cluster
-from tests.toolchain import long_test, requires_p4lang, requires_root
+from tests.toolchain import LONG_TESTS, long_test, requires_p4lang, requires_root
 
 pytestmark = [
     requires_p4lang(),
@@ -270,12 +272,13 @@ def test_tcp_multihop_pause_cascades_and_every_frame_is_placed(tmp_path: Path) -
 
 
 def run_at_full_strength(
-    out: Path, command: tuple[str, ...] = (), at_s: float = 1.0
+    out: Path, command: tuple[str, ...] = (), at_s: float = 1.0, until: str | None = None
 ) -> tuple[subprocess.Popen[str], list[str]]:
     """A run (``command``; by default a 2 s transient), returned once its progress line
     reaches ``at_s`` or later (a line is printed about once a second, at whatever time the
     run has reached: waiting for exactly ``t=  1.0`` read on to the run's end when the
-    first line said 1.2), with what it printed until then."""
+    first line said 1.2), or once it prints ``until`` where given, with what it printed
+    until then."""
     # A suite started as a shell's background job runs with SIGINT ignored (POSIX), which
     # its children inherit, and Python then keeps ignoring it: the run would not see the
     # test's Ctrl-C (it ran to its end once, under `make test &`).  A handler here is reset
@@ -295,6 +298,10 @@ def run_at_full_strength(
     seen = []
     for line in proc.stdout:
         seen.append(line)
+        if until is not None:
+            if until in line:
+                break
+            continue
         reached = re.search(r"\bt=\s*([0-9.]+)/", line)
         if reached and float(reached[1]) >= at_s:
             break
@@ -409,6 +416,53 @@ def test_a_run_after_a_killed_run_cleans_up_and_measures(tmp_path: Path) -> None
     assert summary["utilization"] > 0.5, summary
     assert leftovers() == ("", "")
     assert host_helpers() == ""
+
+
+FAT_TREE_RUN = (
+    *QCN_RUN, "leaf-spine-fct", "--backend", "mininet", "--duration", "0.02",
+    "--set", 'network.topology="fat-tree:4"', "--set", "workload.rto_s=5e-3",
+)  # fmt: skip
+"""A fat-tree's 20 switches to start, about 8 s from `starting Mininet` to
+the switches programmed on a quiet machine."""
+START_UP_S = 8.0
+INTERRUPTS = 12 if os.environ.get(LONG_TESTS) else 2
+"""Interrupts at random instants of the start-up: two in the default suite (about 30 s),
+twelve in make test-long."""
+
+
+def gone_within(timeout_s: float) -> tuple[str, str]:
+    """:func:`leftovers` once they are gone, or as they are after ``timeout_s``: a switch
+    the kernel is still reaping goes within milliseconds; one nobody stopped stays."""
+    deadline = time.monotonic() + timeout_s
+    while (left := leftovers()) != ("", "") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+def test_a_network_interrupted_at_any_moment_of_its_start_leaves_no_switch(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM or SIGINT at a random instant while Mininet starts a fat-tree's 20 switches:
+    exit 130, and no switch, link or host helper left (a switch launched as the signal came
+    was once left running, its parent 1, 8-13 s after the command had exited)."""
+    seed = int(os.environ.get("QCN_INTERRUPT_SEED") or random.randrange(2**32))  # (to replay)
+    draw = random.Random(seed)
+    for k in range(INTERRUPTS):
+        at_s = draw.uniform(0.0, START_UP_S)
+        sig = (signal.SIGTERM, signal.SIGINT)[k % 2]
+        what = f"{sig.name} {at_s:.2f} s after 'starting Mininet' (random seed {seed})"
+        proc, seen = run_at_full_strength(
+            tmp_path / f"run-{k}", FAT_TREE_RUN, until="starting Mininet"
+        )
+        time.sleep(at_s)  # (the random instant itself, not a wait for anything)
+        proc.send_signal(sig)
+        rest, _ = proc.communicate(timeout=120)
+        said = "".join(seen) + rest
+        # (a start-up the signal came after has begun the traffic: a run stopped early)
+        assert proc.returncode == 130, f"{what}: exit {proc.returncode}\n{said[-3000:]}"
+        assert "Traceback" not in said, f"{what}\n{said[-3000:]}"
+        assert gone_within(5.0) == ("", ""), f"{what}: left behind\n{said[-3000:]}"
+        assert host_helpers() == "", what
 
 
 def test_sweep_on_the_mininet_backend(tmp_path: Path) -> None:

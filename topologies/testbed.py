@@ -180,6 +180,28 @@ def remove_stale_interfaces(progress: Progress) -> None:
         progress(f"qcn run: removed {len(stale)} interfaces left by an earlier run")
 
 
+SHELL_SETTLE_S = 2.0
+"""How long a node's shell may take to answer the interrupt of a command a signal cut short."""
+
+
+def settle_interrupted_shells(net: Any, within_s: float = SHELL_SETTLE_S) -> None:
+    """Each node's shell ready for a command again.  A signal that comes while the runner
+    waits on a node's command (Mininet's ``cmd``: bringing up a switch's interfaces) leaves
+    that node waiting for its prompt, and Mininet's ``stop`` then fails on its first command
+    to it (an AssertionError: exit 1, with the switches started until then left running).
+    The command is interrupted and its prompt read, for at most ``within_s``; a shell that
+    gives none is taken as ready, so that stopping the network still goes on."""
+    for node in [*net.hosts, *net.switches, *net.controllers]:
+        if not (node.shell and node.waiting):
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            node.sendInt()
+            deadline = time.monotonic() + within_s
+            while node.waiting and time.monotonic() < deadline:
+                node.monitor(timeoutms=100, findPid=False)
+        node.waiting = False
+
+
 def _pids_matching(pattern: str) -> list[tuple[int, list[str]]]:
     """(pid, argv) of the processes whose command line matches ``pattern`` (pgrep -f)."""
     found = subprocess.run(
@@ -656,6 +678,7 @@ class Testbed:
         self.agents.clear()
         if self.net is not None:
             self._say_in_teardown("qcn run: stopping Mininet")
+            settle_interrupted_shells(self.net)
             self.net.stop()
             self.net = None
         if self._network_lock is None:
