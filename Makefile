@@ -56,7 +56,7 @@ test: lint  ## the whole test suite (PTF/BMv2 parts skip in one line without the
 	$(VENV)/bin/pytest
 
 test-long: venv  ## the long BMv2 scenario tests the default suite leaves out (tests/toolchain.py)
-	QCN_LONG_TESTS=1 $(VENV)/bin/pytest tests/test_mininet_bmv2.py
+	QCN_LONG_TESTS=1 $(VENV)/bin/pytest tests/test_mininet_bmv2.py tests/test_control.py
 
 # The p4c command line is defined once, in qcn/core/pipeline.py (stdlib only: no venv needed).
 $(BUILD)/qcn_cp.json: $(P4_SOURCES)

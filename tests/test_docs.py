@@ -271,7 +271,7 @@ def test_the_table_checks_catch_what_they_are_for(tmp_path: Path) -> None:
     assert [line.split(":")[1] for line in found] == ["3", "4", "5", "6"], found
     status = (
         "# x\n\n## Status\n\n| part | state | detail |\n|---|---|---|\n"
-        f"| long | {'word ' * 40} | [d](docs/d.md) |\n"
+        f"| long | {'word ' * 40} | [d](docs/qcn.md) |\n"
         f"| short | two lines at most | [d](docs/{'a' * 300}.md#{'b' * 300}) |\n"
         "\n## Commands\n\n| not | a status row |\n|---|---|\n"
     )
