@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from qcn.core import scenario as scenarios
+from qcn.topologies.bmv2 import wait_until
 from qcn.topologies.testbed import host_helper_pids
 from tests.kit import Cluster
 from tests.toolchain import LONG_TESTS, long_test, requires_p4lang, requires_root
@@ -53,7 +54,6 @@ def test_bmv2_in_mininet_forwards_and_counts(tmp_path: Path) -> None:
     from qcn.controller.agent import SwitchAgent  # noqa: PLC0415
     from qcn.core.params import CpParams  # noqa: PLC0415
     from qcn.core.topology import generate  # noqa: PLC0415
-    from qcn.topologies.bmv2 import wait_until  # noqa: PLC0415
     from qcn.topologies.mininet_bmv2 import Bmv2Switch, QcnHost  # noqa: PLC0415
     from qcn.topologies.network import MininetTopology, network_config  # noqa: PLC0415
 
@@ -436,15 +436,6 @@ INTERRUPTS = 12 if os.environ.get(LONG_TESTS) else 2
 twelve in make test-long."""
 
 
-def gone_within(timeout_s: float) -> tuple[str, str]:
-    """:func:`leftovers` once they are gone, or as they are after ``timeout_s``: a switch
-    the kernel is still reaping goes within milliseconds; one nobody stopped stays."""
-    deadline = time.monotonic() + timeout_s
-    while (left := leftovers()) != ("", "") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return left
-
-
 def test_a_network_interrupted_at_any_moment_of_its_start_leaves_no_switch(
     tmp_path: Path,
 ) -> None:
@@ -467,7 +458,9 @@ def test_a_network_interrupted_at_any_moment_of_its_start_leaves_no_switch(
         # (a start-up the signal came after has begun the traffic: a run stopped early)
         assert proc.returncode == 130, f"{what}: exit {proc.returncode}\n{said[-3000:]}"
         assert "Traceback" not in said, f"{what}\n{said[-3000:]}"
-        assert gone_within(5.0) == ("", ""), f"{what}: left behind\n{said[-3000:]}"
+        # (a switch the kernel is still reaping goes within milliseconds; one nobody stopped stays)
+        wait_until(lambda: leftovers() == ("", ""), 5.0)
+        assert leftovers() == ("", ""), f"{what}: left behind\n{said[-3000:]}"
         assert host_helpers() == "", what
 
 

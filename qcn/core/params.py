@@ -216,8 +216,7 @@ class CpParams:
 
     def validate(self) -> None:
         _check_int("cp.q_eq_pkts", self.q_eq_pkts, 1, 2047)
-        if not isinstance(self.queue_unit, QueueUnit):
-            raise ParamError("cp.queue_unit", f"must be one of {[u.value for u in QueueUnit]}")
+        _check_choice("cp.queue_unit", self.queue_unit, QueueUnit)
         _check_int("cp.q_eq_bytes", self.q_eq_bytes, 0, FB_MAX_FP_LIMIT // W_ONE)
         _check_range("cp.w", self.w, 0.0, 64.0)
         if not float(self.w * W_ONE).is_integer():
@@ -229,15 +228,13 @@ class CpParams:
                 f"(got {self.fb_max:g} {self.queue_unit.value})",
             )
         _check_linear_probability("cp", "p_base", self.p_base, "p_scale", self.p_scale)
-        if not isinstance(self.sampling, SamplingMode):
-            raise ParamError("cp.sampling", f"must be one of {[m.value for m in SamplingMode]}")
+        _check_choice("cp.sampling", self.sampling, SamplingMode)
         if len(self.sample_intervals_bytes) != 8:
             raise ParamError("cp.sample_intervals_bytes", "must list exactly 8 intervals")
         for i, n in enumerate(self.sample_intervals_bytes):
             _check_int(f"cp.sample_intervals_bytes[{i}]", n, 64, 10_000_000)
         _check_range("cp.sample_jitter", self.sample_jitter, 0.0, 0.99)
-        if not isinstance(self.depth_at, QueueDepth):
-            raise ParamError("cp.depth_at", f"must be one of {[m.value for m in QueueDepth]}")
+        _check_choice("cp.depth_at", self.depth_at, QueueDepth)
         if self.queue_unit is QueueUnit.BYTES and self.depth_at is not QueueDepth.ARRIVAL:
             raise ParamError(
                 "cp.queue_unit",
@@ -259,8 +256,7 @@ class CpParams:
                 "cp.three_point",
                 "the Fb tag is written in ingress, by the arrival CP: set depth_at = arrival",
             )
-        if not isinstance(self.judge, CpJudge):
-            raise ParamError("cp.judge", f"must be one of {[j.value for j in CpJudge]}")
+        _check_choice("cp.judge", self.judge, CpJudge)
         if self.judge is CpJudge.ARRIVALS and self.depth_at is not QueueDepth.ARRIVAL:
             raise ParamError(
                 "cp.judge",
@@ -811,6 +807,12 @@ def _coerce(cls: type, section: str, values: dict[str, Any]) -> dict[str, Any]:
         else:  # pragma: no cover - a new field type without a coercion rule
             raise AssertionError(f"no TOML coercion for {name}: {kind}")
     return out
+
+
+def _check_choice(name: str, value: object, choices: type[StrEnum]) -> None:
+    """``value`` one of ``choices`` (a field read from a file is converted before this)."""
+    if not isinstance(value, choices):
+        raise ParamError(name, f"must be one of {[c.value for c in choices]}")
 
 
 def _check_range(name: str, value: float, lo: float, hi: float, *, low_open: bool = False) -> None:
