@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from qcn.cli.sweep import (
     parse_grid,
     run_point,
 )
+from qcn.core import publish
 from qcn.core import scenario as scenarios
 from qcn.core.publish import OWNER_MARKER, RESULTS_MARKER, owner_text
 from tests.kit import (
@@ -445,11 +447,61 @@ def test_a_killed_sweeps_scratch_folders_are_removed_by_the_next(tmp_path: Path)
     r = qcn("sweep", "transient", "--grid", "network.sources=2", "--duration", "0.05", "--out",
             str(tmp_path / "next"), "--workers", "1", "--quiet", env=env)  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert [p.name for p in scratch.glob("qcn-point-*")] == ["qcn-point-1-mine"]
+    assert [p.name for p in scratch.glob("*qcn-point-*")] == ["qcn-point-1-mine"]
+
+
+def test_a_scratch_folder_is_named_only_once_marked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI (2026-11-28): the kill above fell between a point's folder and its marker, and
+    the unmarked qcn-point-PID-XXXX stayed.  A folder is now made hidden, marked, renamed;
+    a hidden one of a gone process (a kill before its marker) goes with the dead ones."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with publish.scratch() as path:
+        assert path.name.startswith(f"qcn-point-{os.getpid()}-")
+        assert publish.owner(path, os.getpid()) == "live"
+        assert [p.name for p in tmp_path.iterdir()] == [path.name]
+    assert list(tmp_path.iterdir()) == []
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    for name in (f".qcn-point-{gone}-cut", f".qcn-point-{os.getpid()}-mine", ".qcn-point-1-x"):
+        (tmp_path / name).mkdir()
+    publish.remove_dead_scratch()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".qcn-point-1-x",
+        f".qcn-point-{os.getpid()}-mine",
+    ]
+
+
+def test_a_zombies_scratch_folder_is_a_dead_runs(tmp_path: Path) -> None:
+    """Where PID 1 does not reap (this container), a killed sweep's worker stays a zombie;
+    its folder counted as a live run's and stayed (the test above, 3 of 6 runs)."""
+    child = subprocess.Popen([sys.executable, "-c", "import os; print(os.getpid())"],
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert child.stdout is not None
+    pid = int(child.stdout.readline())
+    stat = Path(f"/proc/{pid}/stat")
+    deadline = time.monotonic() + 30
+    while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":  # (ended, not yet reaped)
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    folder = tmp_path / f"qcn-point-{pid}-x"
+    folder.mkdir()
+    (folder / OWNER_MARKER).write_text(owner_text(pid, _ticks(stat)))
+    try:
+        assert publish.owner(folder, pid) == "dead"
+    finally:
+        child.wait()
+        child.stdout.close()
+
+
+def _ticks(stat: Path) -> int:
+    return int(stat.read_text().rsplit(")", 1)[1].split()[19])
 
 
 TWICE = """
 import sys
+import tempfile
 from pathlib import Path
 from qcn.cli import backends
 from qcn.cli.sweep import Store, make_points, run_point

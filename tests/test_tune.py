@@ -458,3 +458,31 @@ def test_a_full_disk_mid_study_is_one_line_and_leaves_no_temporary_file(tmp_path
         assert [p for p in out.rglob("*") if ".tmp" in p.name or ".partial-" in p.name] == []
         # Dask's log is there if the line names it (a full disk may have kept it empty).
         assert (out / "dask.log").exists() == line.endswith(f"(Dask's log: {out / 'dask.log'})")
+
+
+DASK_SAYS = """
+import logging, sys
+from pathlib import Path
+import distributed  # (its configuration: the loggers' own handlers on stderr)
+from qcn.cli.sweep import dask_logged_to, dask_said
+log = Path(sys.argv[1])
+with dask_logged_to(log):
+    for name in ("tornado.application", "distributed.client", "distributed"):
+        logging.getLogger(name).error("said by %s", name)
+    print(dask_said(log))
+"""
+
+
+def test_every_logger_of_dasks_says_into_its_log_not_the_terminal(tmp_path: Path) -> None:
+    """CI (2026-11-28): pressed twice mid-study, Dask's own NameError (distributed's sync()
+    cancelled before its future exists) came through ``tornado.application``'s handler."""
+    log = tmp_path / "dask.log"
+    r = subprocess.run([sys.executable, "-c", DASK_SAYS, str(log)], capture_output=True,
+                       text=True, timeout=60, check=False)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    said = [line.split(" - ")[1:] for line in log.read_text().splitlines()]
+    assert said == [
+        [name, "ERROR", f"said by {name}"]
+        for name in ("tornado.application", "distributed.client", "distributed")
+    ]

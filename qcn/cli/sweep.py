@@ -820,7 +820,7 @@ def dask_logged_to(path: Path | None) -> Iterator[None]:
         return
     handler = logging.FileHandler(path, delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s - %(name)s - %(levelname)s - %(message)s"))
-    loggers = [logging.getLogger(name) for name in _LOGGERS]
+    loggers = _dask_loggers()
     saved = [(x.handlers, x.propagate) for x in loggers], logging.raiseExceptions
     for x in loggers:
         x.handlers, x.propagate = [handler], False
@@ -836,6 +836,21 @@ def dask_logged_to(path: Path | None) -> Iterator[None]:
             with contextlib.suppress(OSError):
                 path.unlink()
         _NAMED.discard(path)
+
+
+def _dask_loggers() -> list[logging.Logger]:
+    """The loggers of :data:`_LOGGERS` and each one below them that prints on its own:
+    Dask's configuration gives ``tornado.application`` (and ``distributed.client``...) a
+    handler of its own on stderr, and a second Ctrl-C mid-study printed Dask's NameError
+    traceback through it (CI, 2026-11-28)."""
+    below = [
+        logging.getLogger(name)
+        for name in list(logging.root.manager.loggerDict)
+        if name.split(".")[0] in _LOGGERS and "." in name
+    ]
+    return [logging.getLogger(name) for name in _LOGGERS] + [
+        x for x in below if x.handlers or not x.propagate
+    ]
 
 
 _NAMED: set[Path] = set()

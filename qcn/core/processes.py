@@ -8,13 +8,16 @@ from pathlib import Path
 
 
 def process_start_ticks(pid: int) -> int | None:
-    """When process ``pid`` started (clock ticks since boot), or None if there is none."""
+    """When process ``pid`` started (clock ticks since boot), or None if there is none, or
+    it has ended: a zombie (ended, not yet reaped; where PID 1 does not reap, as in some
+    containers, it stays) counted as live, and what it left was never cleaned up."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    # Field 22; the command name (field 2) may hold spaces, so count from its ')'.
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    # Fields 3 (state) and 22; the command name (field 2) may hold spaces: count from ')'.
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] in ("Z", "X") else int(fields[19])
 
 
 def process_started_at(pid: int) -> float | None:

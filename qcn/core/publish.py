@@ -315,11 +315,16 @@ def scratch(prefix: str = SCRATCH_PREFIX) -> Iterator[Path]:
     with its process id, removed after the block; one a process killed outright left (kill
     -9 of a sweep left an empty ``/tmp/qcn-point-XXXX`` per point in flight) is removed by
     the next (:func:`remove_dead_scratch`)."""
-    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+    # Made hidden, marked, then renamed: a kill between the folder and its marker left an
+    # unmarked qcn-point-PID-XXXX that no later run would touch (CI, 2026-11-28).
+    staging = Path(tempfile.mkdtemp(prefix=f".{prefix}{os.getpid()}-"))
+    path = staging.with_name(staging.name[1:])
     try:
-        claim(path)
+        claim(staging)
+        staging.rename(path)
         yield path
     finally:
+        shutil.rmtree(staging, ignore_errors=True)
         shutil.rmtree(path, ignore_errors=True)
 
 
@@ -327,14 +332,23 @@ def remove_dead_scratch(prefix: str = SCRATCH_PREFIX) -> None:
     """Remove the scratch directories (:func:`scratch`) of processes that are gone: only
     those that hold their process's marker (a user's own ``qcn-point-...`` is left)."""
     where = Path(tempfile.gettempdir())
-    pattern = re.compile(rf"{re.escape(prefix)}(?P<pid>\d+)-.+")
+    pattern = re.compile(rf"(?P<hidden>\.?){re.escape(prefix)}(?P<pid>\d+)-.+")
     try:
         names = os.listdir(where)
     except OSError:
         return
     for name in names:
         m = pattern.fullmatch(name)
-        if m is not None and owner(where / name, int(m["pid"])) == "dead":
+        if m is None:
+            continue
+        pid = int(m["pid"])
+        # A hidden one is a scratch folder not yet named (a kill before its marker was
+        # written): only :func:`scratch` makes that name; its process gone, it goes.
+        if m["hidden"]:
+            gone = process_start_ticks(pid) is None
+        else:
+            gone = owner(where / name, pid) == "dead"
+        if gone:
             shutil.rmtree(where / name, ignore_errors=True)
 
 
