@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
 API = ("run", "Result", "Figures", "Network", "sweep", "tune", "Study", "compare", "QcnError")
 """The names of :mod:`qcn.api` that ``qcn`` gives (``qcn.run``), in the order
 docs/python.md lists them."""
@@ -37,6 +35,10 @@ if TYPE_CHECKING:  # (what a type checker reads: the names' own types)
 
 def __getattr__(name: str) -> Any:
     """One of :data:`API`, imported from :mod:`qcn.api` when first asked for."""
+    if name == "__version__":  # (pyproject.toml's: its one source)
+        from qcn.core.provenance import package_version  # noqa: PLC0415
+
+        return package_version()
     if name in API:
         import qcn.api as api  # noqa: PLC0415, PLR0402 - on first use: `import qcn` stays light
 

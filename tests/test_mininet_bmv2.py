@@ -622,9 +622,9 @@ def test_compare_sets_bmv2_beside_the_simulator(tmp_path: Path) -> None:
     # One uncongested phase on both backends (the load it carries is asserted at full
     # strength by test_uncongested_phase_carries_its_offered_load_with_qcn).
     assert rows["delivered_offered_uncongested"]["sim"][0] >= 0.95
-    assert 0 < rows["delivered_offered_uncongested"]["bmv2"][0] <= 1.05
+    assert 0 < rows["delivered_offered_uncongested"]["mininet"][0] <= 1.05
     assert rows["queue_mean_episode_pkts"]["ok"] in (True, False)  # both sides measured it
-    assert (tmp_path / "cmp" / "bmv2-1" / "summary.json").exists()
+    assert (tmp_path / "cmp" / "mininet-1" / "summary.json").exists()
     assert leftovers() == ("", "")
 
 

@@ -299,12 +299,12 @@ def test_a_tuned_setting_is_verified_on_bmv2_beside_the_simulator(tmp_path: Path
     assert set(report["noise"]) == {"defaults", "best"}
     assert "qcn tune: verify: BMv2 noise with the best: " in said
     for name in ("defaults", "best"):
-        for backend in ("sim", "bmv2"):
+        for backend in ("sim", "mininet"):  # (the backends' declared names)
             summary = json.loads((study / "verify" / name / f"{backend}-1" / "summary.json")
                                  .read_text())  # fmt: skip
             assert report["figures"][name][backend] == summary["slowdown_short_p99"]
     best = json.loads((study / "tune.json").read_text())["best"]["params"]
-    ran = (study / "verify" / "best" / "bmv2-1" / "run.toml").read_text()
+    ran = (study / "verify" / "best" / "mininet-1" / "run.toml").read_text()
     assert f"q_eq_pkts = {best['qcn.cp.q_eq_pkts']}" in ran  # the best's own setting
     assert leftovers() == ("", "")
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from qcn.core import scenario as scenarios
+from qcn.core.backend import RunOptions
 from qcn.core.cp_model import CpDecision
 from qcn.core.results import SUMMARY_KEYS, fairness_window_s, jain, summarize
 from qcn.core.scenario import ScenarioError
@@ -532,15 +533,13 @@ def test_a_paused_source_sends_nothing_until_resumed() -> None:
 
 
 def test_pause_on_bmv2_needs_a_link_between_switches(tmp_path: Path) -> None:
-    from qcn.topologies.errors import ExperimentError  # noqa: PLC0415
-    from qcn.topologies.experiment import StreamExperiment  # noqa: PLC0415
-    from qcn.topologies.iperf import IperfExperiment  # noqa: PLC0415
+    from qcn.topologies.backend import MININET  # noqa: PLC0415
 
     sc = short("transient", 0.1, **{"network.pause": True})
-    with pytest.raises(ExperimentError, match=r"network\.pause on BMv2 needs a link between"):
-        StreamExperiment(sc, tmp_path)
+    with pytest.raises(ScenarioError, match=r"network\.pause on BMv2 needs a link between"):
+        MININET.run(sc, tmp_path, RunOptions())  # (refused before anything starts)
     tcp = short("tcp-multihop", 1.0, **{"network.pause": True})
-    assert IperfExperiment(tcp, tmp_path).sc.network.pause  # accepted
+    assert MININET.refusal(tcp) == ""  # accepted
     with pytest.raises(ScenarioError, match=r"network\.pause_lo_bytes"):
         short("transient", 0.1, **{"network.pause": True, "network.pause_lo_bytes": 140_000})
 

@@ -23,7 +23,7 @@ FOLDERS = ("controller", "reaction_point", "simulator", "topologies", "ptf_tests
 #: The front doors (qcn.cli, qcn.api) stand on top and may import everything; nothing
 #: imports them but ``qcn`` itself, which names the API's on first use (its __getattr__).
 LAYERS: dict[str, set[str]] = {
-    "qcn": {"qcn.api"},
+    "qcn": {"qcn.api", "qcn.core"},
     "qcn.core": {"qcn.core"},
     "qcn.reaction_point": {"qcn.core", "qcn.reaction_point"},
     "qcn.controller": {"qcn.core", "qcn.controller"},
@@ -99,6 +99,78 @@ def upward_imports() -> list[str]:
 
 def test_layers_import_only_downward() -> None:
     assert upward_imports() == []
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module of the package and the modules of it that it imports, at any depth (lazy
+    imports too), each resolved as Python resolves it: ``from qcn.core import scenario``
+    is the module qcn.core.scenario, ``from qcn.core.scenario import Scenario`` is too."""
+    modules = {module_name(p): p for p in tracked(*SOURCES, "qcn/*/*.py")}
+
+    def resolve(name: str) -> str:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name
+
+    def imported(path: Path) -> set[str]:
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(resolve(a.name) for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.update(resolve(f"{node.module}.{a.name}") for a in node.names)
+        return found
+
+    return {me: imported(path) & set(modules) - {me} for me, path in modules.items()}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The cycles of ``graph``: its strongly connected parts of more than one module."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # (Tarjan's algorithm)
+        order[v] = low[v] = len(order)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in order:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], order[w])
+        if low[v] == order[v]:
+            part = stack[stack.index(v) :]
+            del stack[stack.index(v) :]
+            if len(part) > 1:
+                cycles.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in order:
+            visit(v)
+    return cycles
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    """topologies/backend.py -> experiment.py -> backend.py (Experiment.__init__ asked the
+    backend for its refusal), and qcn -> qcn.api -> ... -> qcn.cli.main -> qcn (the
+    version) were the two."""
+    assert import_cycles(import_graph()) == []
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_version_has_one_source() -> None:
+    """pyproject.toml's, which ``qcn --version`` and ``qcn.__version__`` read."""
+    import tomllib  # noqa: PLC0415
+
+    import qcn  # noqa: PLC0415
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert qcn.__version__ == version
+    r = subprocess.run([sys.executable, "-m", "qcn", "--version"], capture_output=True,
+                       text=True, check=True)  # fmt: skip
+    assert (r.stdout, r.stderr) == (f"qcn-p4 {version}\n", "")
 
 
 def test_every_package_is_a_known_layer() -> None:
@@ -344,9 +416,23 @@ def test_no_command_asks_which_backend_it_is() -> None:
         if path in own:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Compare) and any(
-                isinstance(c, ast.Constant) and c.value in ("sim", "mininet")
-                for c in ast.walk(node)
+            listed = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else []
+            compared = list(ast.walk(node)) if isinstance(node, ast.Compare) else []
+            if isinstance(node, ast.expr) and any(
+                isinstance(c, ast.Constant) and c.value in BACKEND_NAMES
+                for c in [*listed, *compared]
             ):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+            if isinstance(node, ast.JoinedStr) and any(
+                isinstance(c, ast.Constant) and c.value in {f"{w}-" for w in BACKEND_WORDS}
+                for c in node.values
+            ):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: a folder by a name")
     assert offenders == []
+
+
+#: ``--backend``'s names, which code outside the backends' modules neither compares nor
+#: lists (compare and tune read a backend's declared name: ``("sim", "bmv2")`` was tune's).
+BACKEND_NAMES = ("sim", "mininet")
+#: ... and the words of result folders named by hand (compare's ``bmv2-K``, read by tune).
+BACKEND_WORDS = (*BACKEND_NAMES, "bmv2")

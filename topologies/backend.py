@@ -72,6 +72,7 @@ class Mininet:
     def run(self, sc: Scenario, out: Path, options: RunOptions) -> Trace:
         """The one run script (topologies.experiment) with ``sc``'s traffic; its logs and
         captures are kept in ``out``."""
+        self.check(sc, options)
         if sc.network.port_service != "bmv2":
             raise ScenarioError(
                 f"network.port_service {sc.network.port_service}: BMv2 serves its ports as "

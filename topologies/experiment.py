@@ -53,7 +53,6 @@ from qcn.core.stats import percentile
 from qcn.core.topology import PortRef
 from qcn.core.trace import Trace
 from qcn.reaction_point.flow_sender import HostFlow, write_host_flows
-from qcn.topologies.backend import MININET
 from qcn.topologies.errors import ExperimentError
 from qcn.topologies.live import SwitchLive, run_clock
 from qcn.topologies.measurement import Hooks, Recording
@@ -117,8 +116,8 @@ NETWORK_FILE = "network.toml"
 
 
 class Experiment:
-    """The one run script of every Mininet experiment (see the module doc); refuses what
-    BMv2 cannot run.  A subclass adds its traffic: :meth:`start_receivers`,
+    """The one run script of every Mininet experiment (see the module doc), of a scenario
+    the backend has checked (``MININET.check``: what BMv2 cannot run).  A subclass adds its traffic: :meth:`start_receivers`,
     :meth:`start_traffic`, :meth:`on_sample`, :meth:`after_measurement` and
     :meth:`trace`."""
 
@@ -138,9 +137,6 @@ class Experiment:
         seed: int = 1,
         live: LiveFeed | None = None,
     ) -> None:
-        refused = MININET.refusal(sc)
-        if refused:
-            raise ExperimentError(refused)
         self.live = live
         """A live view's feed (qcn.core.live), filled while the run measures."""
         self.sc, self.qcn, self.cli, self.progress = sc, qcn, cli, progress

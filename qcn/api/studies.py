@@ -219,8 +219,9 @@ def compare(
 ) -> pd.DataFrame:
     """Run ``scenario`` on BMv2 in Mininet and on the simulator ``runs`` times each, as
     ``qcn compare`` does, and return its table: a row per figure (its ``label`` with its
-    unit), each backend's mean, smallest and largest (``sim_mean``, ``bmv2_min``, ...), their
-    ``ratio``, the fidelity ``target`` and whether it was met (``ok``; None: no target).
+    unit), each backend's mean, smallest and largest (``sim_mean``, ``mininet_min``, ...:
+    the backends' declared names), their ``ratio``, the fidelity ``target`` and whether it
+    was met (``ok``; None: no target).
     It needs root and the p4lang toolchain: without them it raises :class:`QcnError`
     with the command's line.  The rest as :func:`run`'s (``out`` None: a temporary folder,
     removed once the table is made).
@@ -245,7 +246,7 @@ def compare(
         [
             {
                 "figure": r["figure"], "label": r["label"],
-                **{f"{b}_{s}": v for b in ("sim", "bmv2")
+                **{f"{b}_{s}": v for b in (comparing.MODEL.name, comparing.EMULATION.name)
                    for s, v in zip(("mean", "min", "max"), r[b], strict=True)},
                 "ratio": r["ratio"], "target": r["target"], "ok": r["ok"],
             }

@@ -23,7 +23,8 @@ Streams over a network of several CPs (the ``parking-lot`` scenario): the CP por
 queue within 25 %, Jain over the sources' delivered / max-min fair rates within 0.1, the
 long flow's delivered / fair rate (the beat-down) within 0.15; drops and CNMs shown.
 
-Results: ``OUT/sim-K/`` and ``OUT/bmv2-K/`` as `qcn run` writes them, ``OUT/compare.json``.
+Results: ``OUT/sim-K/`` and ``OUT/mininet-K/`` (each backend's declared name: :func:`run_folder`)
+as `qcn run` writes them, ``OUT/compare.json``.
 """
 
 from __future__ import annotations
@@ -55,12 +56,25 @@ from qcn.cli.options import (
     scenario_of,
 )
 from qcn.core import capacity
+from qcn.core.backend import Backend
 from qcn.core.errors import ExitCode, QcnError
 from qcn.core.live import LiveFeed
 from qcn.core.results import json_safe
 from qcn.core.scenario import Scenario
 
 DEFAULT_OUT = Path("results/compare")
+
+
+MODEL = backends.SIMULATOR
+"""The reference compare holds BMv2 to: the first of each row (``rows[MODEL.name]``)."""
+EMULATION = backends.MININET
+"""What it holds to the model: the second (``rows[EMULATION.name]``)."""
+
+
+def run_folder(out: Path, backend: Backend, k: int) -> Path:
+    """Run ``k``'s results on ``backend`` in a comparison's ``out``, named by the backend's
+    declared name (``tune``'s verification reads them back by the same)."""
+    return out / f"{backend.name}-{k}"
 
 
 class CompareError(QcnError):
@@ -168,8 +182,8 @@ def compare_rows(
             {
                 "figure": f.key,
                 "label": f.label,
-                "sim": [s_mean, s_lo, s_hi],
-                "bmv2": [b_mean, b_lo, b_hi],
+                MODEL.name: [s_mean, s_lo, s_hi],
+                EMULATION.name: [b_mean, b_lo, b_hi],
                 "ratio": ratio,
                 "target": _target(f),
                 "ok": ok,
@@ -201,7 +215,8 @@ def format_table(rows: list[dict[str, Any]], runs: int) -> str:
         verdict = {True: "ok", False: "MISSED", None: ""}[r["ok"]]
         ratio = f"{r['ratio']:.2f}" if math.isfinite(r["ratio"]) else "-"
         lines.append(
-            f"{r['label']:32} {cell(*r['sim']):>22} {cell(*r['bmv2']):>22} {ratio:>9}  "
+            f"{r['label']:32} {cell(*r[MODEL.name]):>22} {cell(*r[EMULATION.name]):>22} "
+            f"{ratio:>9}  "
             f"{r['target']} {verdict}".rstrip()
         )
     return "\n".join(lines)
@@ -237,8 +252,8 @@ def run_compare(
         options = backends.RunOptions(seed=k, scaled_by=sc.bmv2.time_scale)
         _trace, summary = backends.run_and_record(
             scaled,
-            backends.SIMULATOR,
-            out / f"sim-{k}",
+            MODEL,
+            run_folder(out, MODEL, k),
             options,
             plots=False,
             overrides=overrides,
@@ -249,7 +264,7 @@ def run_compare(
         with _live_view(scaled, live, say) as feed:
             options = backends.RunOptions(seed=k, say=lambda _m: None, live=feed)
             _trace, summary = backends.run_and_record(
-                scaled, backends.MININET, out / f"bmv2-{k}", options, overrides=overrides
+                scaled, EMULATION, run_folder(out, EMULATION, k), options, overrides=overrides
             )
         if "noise" in summary:
             verdicts.append(verdict_line(summary["noise"]))

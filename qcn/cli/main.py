@@ -38,7 +38,6 @@ import os  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from qcn import __version__  # noqa: E402
 from qcn.core import provenance  # noqa: E402
 from qcn.core.errors import QcnError  # noqa: E402
 from qcn.core.params import QcnParams, RpScheme, scheme_names  # noqa: E402
@@ -114,6 +113,14 @@ COMMANDS: dict[str, str] = {
 }
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed package's (read when asked, not at every start)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"qcn-p4 {provenance.package_version()}")  # (stdout, as argparse's own)
+        parser.exit()
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The `qcn` command line; ``only``: with that command's own options alone (the others
     are named, not imported)."""
@@ -121,7 +128,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="qcn",
         description="IEEE 802.1Qau QCN on P4/BMv2: congestion point, controller, reaction point.",
     )
-    parser.add_argument("--version", action="version", version=f"qcn-p4 {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser(

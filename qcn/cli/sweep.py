@@ -243,11 +243,6 @@ def point_scenario(sc: Scenario, overrides: dict[str, Any], *, scaled: bool) -> 
     return out.scaled_for_bmv2(keep=fields.keys()) if scaled else out
 
 
-MININET_RESOURCE = "mininet"
-"""The Dask worker resource a machine declares to run Mininet points (``dask worker ADDRESS
---resources mininet=1``): one at a time per machine, as each builds the machine's network."""
-
-
 def run_point(
     base: dict[str, Any],
     overrides: dict[str, Any],
@@ -1011,8 +1006,7 @@ def _run_on_dask(
         client.wait_for_workers(1, timeout=60)
         resources = None
         if backend.exclusive:  # (a worker declares it can: one point at a time there)
-            require_mininet_workers(client, address or "")
-            resources = {MININET_RESOURCE: 1}
+            resources = {require_workers_for(backend, client, address or ""): 1}
         startup = time.perf_counter() - began
         base = sc.to_dict()
         loop_began = time.perf_counter()
@@ -1048,16 +1042,20 @@ def _run_on_dask(
     return compute, startup, loop
 
 
-def require_mininet_workers(client: Any, address: str) -> None:
-    """Fail unless a worker of the cluster declares it can run Mininet points (else they
-    would wait for one for ever)."""
+def require_workers_for(backend: backends.Backend, client: Any, address: str) -> str:
+    """The Dask resource a worker declares to run ``backend``'s points, one at a time on
+    its machine (an exclusive backend holds the machine's network): the backend's declared
+    name (``dask worker ADDRESS --resources mininet=1``).  Fails unless a worker of the
+    cluster declares it (else the points would wait for one for ever)."""
+    resource = backend.name
     workers = client.scheduler_info().get("workers", {}).values()
-    if not any(w.get("resources", {}).get(MININET_RESOURCE) for w in workers):
+    if not any(w.get("resources", {}).get(resource) for w in workers):
         raise SweepError(
-            f"no worker of the scheduler at {address} declares the {MININET_RESOURCE} resource: "
-            f"on a machine that can run the Mininet backend, as root, start one with "
-            f"'dask worker {address} --nworkers 1 --nthreads 1 --resources {MININET_RESOURCE}=1'"
+            f"no worker of the scheduler at {address} declares the {resource} resource: "
+            f"on a machine that can run the {backend.title}, as root, start one with "
+            f"'dask worker {address} --nworkers 1 --nthreads 1 --resources {resource}=1'"
         )
+    return resource
 
 
 def _run_here(

@@ -1254,7 +1254,7 @@ def verify_on_bmv2(
     scenario scaled for BMv2): whether BMv2 shows the improvement the simulator predicts,
     and whether the best's runs meet compare's fidelity targets.  What it found, a line
     each, and whether it held; ``out/verify/`` keeps both comparisons and verify.json."""
-    from qcn.cli.compare import run_compare  # noqa: PLC0415
+    from qcn.cli.compare import EMULATION, MODEL, run_compare, run_folder  # noqa: PLC0415
 
     first = study.objectives[0]
     rows: dict[str, list[dict[str, Any]]] = {}
@@ -1267,32 +1267,34 @@ def verify_on_bmv2(
         rows[name] = run_compare(sc, runs=runs, out=where, keep=list(overrides),
                                  overrides=overrides, say=say)  # fmt: skip
         noise[name] = [
-            _summary_noise(where / f"bmv2-{k}" / "summary.json") for k in range(1, runs + 1)
+            _summary_noise(run_folder(where, EMULATION, k) / "summary.json")
+            for k in range(1, runs + 1)
         ]
         figures[name] = {
-            backend: statistics.fmean(
-                _summary_figure(where / f"{backend}-{k}" / "summary.json", first.metric)
+            backend.name: statistics.fmean(
+                _summary_figure(run_folder(where, backend, k) / "summary.json", first.metric)
                 for k in range(1, runs + 1)
             )
-            for backend in ("sim", "bmv2")
+            for backend in (MODEL, EMULATION)
         }
     change = {
         b: (figures["best"][b] - figures["defaults"][b]) / figures["defaults"][b]
         if figures["defaults"][b]
         else math.nan
-        for b in ("sim", "bmv2")
+        for b in (MODEL.name, EMULATION.name)
     }
-    better = change["bmv2"] > 0 if first.maximise else change["bmv2"] < 0
+    bmv2, sim = EMULATION.name, MODEL.name
+    better = change[bmv2] > 0 if first.maximise else change[bmv2] < 0
     missed = [r["label"] for r in rows["best"] if r["ok"] is False]
     held = better and not missed
     compare_said = (
         f"missed compare's targets: {', '.join(missed)}" if missed else "met every compare target"
     )
     lines = [
-        f"qcn tune: verify: {first.metric} on BMv2 {figures['best']['bmv2']:.4g} with the best, "
-        f"{figures['defaults']['bmv2']:.4g} with the defaults ({change['bmv2'] * 100:+.1f} %); "
-        f"the simulator predicted {figures['best']['sim']:.4g} and "
-        f"{figures['defaults']['sim']:.4g} ({change['sim'] * 100:+.1f} %)",
+        f"qcn tune: verify: {first.metric} on BMv2 {figures['best'][bmv2]:.4g} with the best, "
+        f"{figures['defaults'][bmv2]:.4g} with the defaults ({change[bmv2] * 100:+.1f} %); "
+        f"the simulator predicted {figures['best'][sim]:.4g} and "
+        f"{figures['defaults'][sim]:.4g} ({change[sim] * 100:+.1f} %)",
         "qcn tune: verify: the best's BMv2 runs " + compare_said,
         # A small q_eq tolerates only short stalls: a tuned setting's runs may be judged
         # noisy where the defaults' were not (docs/tuning.md).

@@ -45,7 +45,8 @@ class Backend(Protocol):
     real_time: bool
     """It runs in the wall clock's time (a live view follows it; nothing paces it)."""
     exclusive: bool
-    """It holds this machine's network while it runs: one run at a time, here."""
+    """It holds this machine's network while it runs: one run at a time, here (a Dask
+    worker that runs its sweep points declares the resource :attr:`name`, one)."""
 
     def missing(self) -> str:
         """What this machine lacks to run it ("" when it can)."""

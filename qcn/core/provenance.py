@@ -92,6 +92,11 @@ def project_version() -> str:
             out = ""
         if out:
             return out
+    return package_version()
+
+
+def package_version() -> str:
+    """The installed package's version (pyproject.toml's, its one source), or "unknown"."""
     try:
         return importlib.metadata.version(PACKAGE)
     except importlib.metadata.PackageNotFoundError:
