@@ -10,6 +10,7 @@ neither engine: a command that never simulates pays nothing for them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +36,19 @@ def sample_interval_s(options: RunOptions, sc: Scenario) -> float:
     return max(SAMPLE_INTERVAL_S * (options.scaled_by or 1.0), sc.duration_s / MAX_SAMPLES)
 
 
+@dataclass(frozen=True)
+class SimOptions:
+    """The simulator's own options: none beyond those every backend takes (the seed, QCN on
+    or off, ``--scaled``'s time scale: qcn.core.backend.RunOptions)."""
+
+
 class Simulator:
     """The packet simulator: any topology, no TCP (the kernel's is Mininet's)."""
 
     name = "sim"
     title = "simulator"
-    takes = frozenset({"scaled_by", "sim_progress", "sim_partial", "live"})
+    options = SimOptions
+    takes_live = True
     in_bmv2_units = False
     real_time = False
     exclusive = False
@@ -81,10 +89,10 @@ class Simulator:
 
     def run(self, sc: Scenario, out: Path, options: RunOptions) -> Trace:  # noqa: ARG002
         """The simulation of ``sc``; an interrupted one hands what it measured to
-        ``options.sim_partial``.  It keeps nothing in ``out``: its Trace is everything."""
+        ``options.partial``.  It keeps nothing in ``out``: its Trace is everything."""
         from qcn.simulator.compiled import Runnable, make_simulation  # noqa: PLC0415
 
-        progress = options.sim_progress
+        progress = options.progress
         running: list[Runnable] = []  # (the hook is made before the simulation it watches)
         live = SimulationLive(options.live) if options.live is not None else None
         if live is not None:
@@ -101,8 +109,8 @@ class Simulator:
         try:
             return simulation.run()
         except BaseException:
-            if options.sim_partial is not None:
-                options.sim_partial(simulation.partial_trace())
+            if options.partial is not None:
+                options.partial(simulation.partial_trace())
             raise
         finally:
             if live is not None:

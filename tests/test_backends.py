@@ -4,16 +4,18 @@ Mininet branch runs in tests/test_mininet_bmv2.py through `qcn run` and `qcn com
 from __future__ import annotations
 
 import json
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pytest
 
 from qcn.cli import backends
 from qcn.core import scenario as scenarios
+from qcn.core.backend import RECORD, Flag, backend_flags, backend_option, flag_of
 from qcn.core.results import summarize
 from qcn.core.scenario import ScenarioError
 from qcn.simulator.engine import Simulation
+from qcn.topologies.backend import MininetOptions
 
 VOLATILE = ("wall_s", "events_per_s")
 
@@ -78,16 +80,20 @@ def test_what_a_backend_refuses_is_decided_once() -> None:
         Simulation(multihop)
 
 
-def test_every_backend_declares_itself_and_every_option_has_a_taker() -> None:
-    """Each registered backend is a Backend; every RunOptions field is shared or taken by
-    one (a new option no backend declares is refused nowhere and used by none)."""
+def test_every_backend_declares_itself_and_its_own_options() -> None:
+    """Each registered backend is a Backend whose own options hold their defaults, each
+    field with its flag (or none) and how its recorded value is checked; no two backends
+    declare one flag."""
     assert set(backends.names()) == {b.name for b in backends.AUTO_ORDER}
+    flags: list[str] = []
     for b in backends.BACKENDS.values():
         assert isinstance(b.title, str)
         assert b.patterns
-        assert b.takes <= {f.name for f in fields(backends.RunOptions)}
-    taken = set().union(*(b.takes for b in backends.BACKENDS.values()))
-    assert {f.name for f in fields(backends.RunOptions)} == taken | backends.SHARED_OPTIONS
+        b.options()  # (every field has its default)
+        for f in fields(b.options):
+            assert RECORD in f.metadata, (b.name, f.name)
+        flags += [flag_of(f) for f in backend_flags(b.options)]
+    assert len(flags) == len(set(flags))
     assert backends.ANYWHERE.missing() == ""
 
 
@@ -149,3 +155,43 @@ def test_a_pattern_only_the_python_engine_declares_is_refused_elsewhere(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "the simulator's Python engine has no traffic pattern 'pareto'" in err
+
+
+@dataclass(frozen=True)
+class WithQueueLog(MininetOptions):
+    """A new Mininet option, declared as topologies/backend.py declares its own."""
+
+    queue_log: bool = backend_option(
+        False, Flag("log every queue sample"), lambda x: isinstance(x, bool), "true or false"
+    )
+
+
+def test_a_new_mininet_option_is_one_field_of_its_backends_options(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Declared once, in the backend's options: `qcn run` has its flag and help, refuses it
+    on the simulator in one line, records it, and `--again` reads it back and refuses it
+    given again (RunOptions has no backend's field to add)."""
+    from qcn.cli.main import build_parser, main  # noqa: PLC0415
+
+    monkeypatch.setattr(type(backends.MININET), "options", WithQueueLog)
+    parser = build_parser()
+    run = ["run", "transient", "--duration", "0.01"]
+    args = parser.parse_args([*run, "--queue-log", "--sample-hz", "50"])
+    own = backends.backend_options(backends.MININET, args)
+    assert own == WithQueueLog(queue_log=True, sample_hz=50.0)
+    options = backends.RunOptions(own=own)
+    recorded = options.recorded(backends.MININET)
+    assert recorded["queue_log"] is True
+    assert backends.RunOptions.from_recorded(recorded, backends.MININET) == options
+    with pytest.raises(ScenarioError, match=r"^run.queue_log = 'yes': expected true or false"):
+        backends.RunOptions.from_recorded({**recorded, "queue_log": "yes"}, backends.MININET)
+    with pytest.raises(ScenarioError, match=r"^--queue-log needs the Mininet/BMv2 backend$"):
+        backends.backend_options(backends.SIMULATOR, parser.parse_args([*run, "--queue-log"]))
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    helped = capsys.readouterr().out
+    assert "--queue-log" in helped
+    assert "mininet: log every queue sample" in helped
+    assert main(["run", "--again", "anywhere", "--queue-log"]) == 2
+    assert "give none of --queue-log" in capsys.readouterr().err

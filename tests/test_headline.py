@@ -280,7 +280,7 @@ def test_a_live_q_eq_change_is_in_the_summary_and_drawn_as_its_step(tmp_path: Pa
             asked.append(now)
             feed.tune("s3:4", {"q_eq_pkts": 44})
 
-    trace, summary = run(sc, tmp_path, live=feed, sim_progress=turn_at_0_1_s)
+    trace, summary = run(sc, tmp_path, live=feed, progress=turn_at_0_1_s)
     (change,) = summary["knob_changes"]
     assert change == {
         "t_s": change["t_s"], "port": "s3:4", "knob": "q_eq_pkts", "from": 22, "to": 44,

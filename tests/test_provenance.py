@@ -19,7 +19,9 @@ from qcn.cli.run import AGAIN_KEEPS
 from qcn.cli.sweep import Store, make_points, run_point
 from qcn.core import provenance
 from qcn.core import scenario as scenarios
+from qcn.core.backend import RECORD
 from qcn.core.provenance import PROVENANCE_FILE, RUN_FILE, RUN_ITSELF_KEYS
+from qcn.core.scenario import ScenarioError
 
 #: A short transient with a hot spot in it, so the reaction points have work to do.
 SHORT = ["--duration", "0.3", "--set", "schedule=[{at_s=0.1,bottleneck_rate_bps=0.5e9}]"]
@@ -126,12 +128,35 @@ def test_every_run_option_is_declared_for_again_and_provenance() -> None:
     flags = run_parser.format_usage()
     for dest in set(defaults) - AGAIN_KEEPS:
         assert dest == "scenario" or "--" + dest.replace("_", "-") in flags, dest
-    assert all(backends.RECORD in f.metadata for f in fields(backends.RunOptions))
-    assert backends.RECORDED == (
+    assert all(RECORD in f.metadata for f in fields(backends.RunOptions))
+    assert backends.RECORDED == ("qcn", "seed", "scaled_by")  # (every backend's)
+    own = backends.MININET.options(sample_hz=50.0, pcap=True, inject_stalls=(0.03, 0.5))
+    options = backends.RunOptions(seed=7, own=own)
+    recorded = options.recorded(backends.MININET)
+    assert list(recorded) == [
         "qcn", "seed", "scaled_by", "sample_hz", "realtime_switch", "inject_stalls", "pcap",
-    )  # fmt: skip
-    options = backends.RunOptions(seed=7, sample_hz=50.0, pcap=True)
-    assert backends.RunOptions.from_recorded(options.recorded(), backends.MININET) == options
+    ]  # fmt: skip
+    assert backends.RunOptions.from_recorded(recorded, backends.MININET) == options
+    assert list(backends.RunOptions().recorded(backends.SIMULATOR)) == list(backends.RECORDED)
+
+
+def test_a_backends_own_recorded_options_are_checked_and_older_records_read() -> None:
+    """Each backend checks its own recorded options; a record from before each backend
+    owned its options (every backend's, at their defaults on the other) reads back."""
+    mininet = backends.RunOptions().recorded(backends.MININET)
+    with pytest.raises(ScenarioError, match=r"^run.sample_hz = -5: expected in \(0, 1000\]$"):
+        backends.RunOptions.from_recorded({**mininet, "sample_hz": -5}, backends.MININET)
+    with pytest.raises(ScenarioError, match=r"^run.inject_stalls = \[0.5, 0.03\]: expected"):
+        backends.RunOptions.from_recorded(
+            {**mininet, "inject_stalls": [0.5, 0.03]}, backends.MININET
+        )
+    with pytest.raises(ScenarioError, match=r"^run: no pcap$"):
+        backends.RunOptions.from_recorded(
+            {k: v for k, v in mininet.items() if k != "pcap"}, backends.MININET
+        )
+    older = {**mininet, "qcn": False, "seed": 3}  # (a simulator's run, as it was recorded)
+    again = backends.RunOptions.from_recorded(older, backends.SIMULATOR, (backends.MININET,))
+    assert again == backends.RunOptions(qcn=False, seed=3, own=backends.SIMULATOR.options())
 
 
 def test_again_on_results_without_provenance_is_one_line(
@@ -266,7 +291,8 @@ def test_every_scenario_reads_back_unchanged(tmp_path: Path, name: str) -> None:
     """run.toml and the record agree for every shipped scenario, scaled or not: no rerun is
     refused for a change nobody made."""
     for sc in (scenarios.load(name), scenarios.load(name).scaled_for_bmv2()):
-        made = provenance.record(sc, backend="sim", run=backends.RunOptions().recorded(),
+        made = provenance.record(sc, backend="sim",
+                                 run=backends.RunOptions().recorded(backends.SIMULATOR),
                                  overrides={}, environment=provenance.environment())  # fmt: skip
         provenance.write(tmp_path, sc, made, in_bmv2_units=False)
         assert provenance.changed_inputs(*provenance.read(tmp_path)) == []
@@ -286,10 +312,9 @@ def test_every_scenario_reads_back_unchanged(tmp_path: Path, name: str) -> None:
         (("run", "seed"), [1], "run.seed = [1]"),
         (("run", "seed"), ..., "run: no seed"),
         (("run", "qcn"), "no", "run.qcn = 'no': expected true or false"),
-        (("run", "sample_hz"), -5, "run.sample_hz = -5: expected in (0, 1000]"),
+        (("run", "sample_hz"), -5, "run.sample_hz: the simulator has no such option"),
         (("run", "pcap"), True, "run.pcap: the simulator has no such option (this was sim)"),
         (("run", "inject_stalls"), [0.03, 0.5], "run.inject_stalls: the simulator has no such"),
-        (("run", "inject_stalls"), [0.5, 0.03], "run.inject_stalls = [0.5, 0.03]: expected"),
         (("run", "bogus"), 1, "run: unknown option 'bogus'"),
         (("run",), 5, "no 'run' table of options"),
         (("overrides",), "abc", "'overrides' is not a table"),

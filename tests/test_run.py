@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from qcn.cli.options import load_scenario, overrides_from
-from qcn.cli.run import StagedResults, parse_stalls, prepare_out
+from qcn.cli.run import StagedResults, prepare_out
 from qcn.core import publish
 from qcn.core.publish import (
     OWNER_MARKER,
@@ -27,6 +27,7 @@ from qcn.core.publish import (
     staging_path,
 )
 from qcn.core.scenario import ScenarioError
+from qcn.topologies.backend import parse_stalls
 from tests.kit import SLOW_SIM, small_disk
 from tests.toolchain import requires_root
 
@@ -69,16 +70,15 @@ def test_load_scenario_applies_sets_and_duration() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "expected"),
-    [(None, None), ("30/500", (0.03, 0.5)), ("0.5/60000", (0.0005, 60.0))],
+    ("text", "expected"), [("30/500", (0.03, 0.5)), ("0.5/60000", (0.0005, 60.0))]
 )
-def test_stalls_are_milliseconds(text: str | None, expected: tuple[float, float] | None) -> None:
-    assert parse_stalls(text) == (pytest.approx(expected) if expected else None)
+def test_stalls_are_milliseconds(text: str, expected: tuple[float, float]) -> None:
+    assert parse_stalls(text) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("text", ["30", "500/30", "0/10", "x/y", "10/70000", "-1/10"])
 def test_bad_stalls_are_refused(text: str) -> None:
-    with pytest.raises(ScenarioError, match="expected STALL_MS/PERIOD_MS"):
+    with pytest.raises(ValueError, match="expected STALL_MS/PERIOD_MS"):
         parse_stalls(text)
 
 

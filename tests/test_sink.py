@@ -121,7 +121,7 @@ def test_a_mininet_recording_becomes_a_trace_on_the_sample_grid(tmp_path: Path) 
     sc = scenarios.load("transient").with_overrides(
         {"duration_s": 0.03, "network.sources": 2, "schedule": []}
     )
-    run = StreamExperiment(sc, tmp_path, sample_hz=100.0)  # 10 ms grid, 3 samples
+    run = StreamExperiment(sc, tmp_path, sample_hz=100.0, seed=1)  # 10 ms grid, 3 samples
     t0 = 1000.0
     rec = run.rec
     rec.start = t0
@@ -165,7 +165,7 @@ def test_a_multihop_recording_counts_what_the_hot_spot_lost(tmp_path: Path) -> N
             "workload.hotspot_duration_s": 0.0,
         }
     )
-    run = IperfExperiment(sc, tmp_path, sample_hz=100.0)
+    run = IperfExperiment(sc, tmp_path, sample_hz=100.0, seed=1)
     t0 = 1000.0
     run.rec.start = t0
     run.rec.queue = [(t0 + 0.005, 2), (t0 + 0.015, 1), (t0 + 0.025, 0)]

@@ -7,11 +7,13 @@ runs a network pays nothing for them.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from qcn.core import provenance
-from qcn.core.backend import RunOptions
+from qcn.core.backend import Flag, RunOptions, backend_option, is_boolean
 from qcn.core.errors import QcnError, ToolMissingError
 from qcn.core.scenario import Scenario, ScenarioError, links_beyond_bmv2
 from qcn.core.trace import Trace
@@ -20,14 +22,115 @@ from qcn.core.trace import Trace
 PROGRAM_PATTERNS = ("flows", "tcp", "udp")
 
 
+DEFAULT_SAMPLE_HZ = 100.0
+"""Queue samples per second of a Mininet run, unless ``--sample-hz`` says otherwise."""
+MAX_SAMPLE_HZ = 1000.0
+"""--sample-hz's bound."""
+MAX_STALL_PERIOD_S = 60.0
+"""--inject-stalls' bound on its period."""
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def stalls_fit(stall_s: Any, period_s: Any) -> bool:
+    """Whether (stall, period) in seconds are stalls --inject-stalls takes."""
+    return _number(stall_s) and _number(period_s) and 0 < stall_s < period_s <= MAX_STALL_PERIOD_S
+
+
+def _stalls(x: Any) -> bool:
+    return x is None or (isinstance(x, list | tuple) and len(x) == 2 and stalls_fit(*x))
+
+
+def parse_stalls(text: str) -> tuple[float, float]:
+    """``--inject-stalls STALL_MS/PERIOD_MS`` as (stall, period) in seconds."""
+    stall, sep, period = text.partition("/")
+    try:
+        stall_s, period_s = float(stall) / 1e3, float(period) / 1e3
+    except ValueError:
+        stall_s = period_s = math.nan
+    if not sep or not stalls_fit(stall_s, period_s):
+        raise ValueError(
+            f"expected STALL_MS/PERIOD_MS with 0 < STALL_MS < PERIOD_MS <= "
+            f"{MAX_STALL_PERIOD_S * 1e3:g}, e.g. 30/500"
+        )
+    return stall_s, period_s
+
+
+def parse_sample_hz(text: str) -> float:
+    """``--sample-hz HZ``, in (0, :data:`MAX_SAMPLE_HZ`]."""
+    try:
+        hz = float(text)
+    except ValueError:
+        hz = math.nan
+    if not 0 < hz <= MAX_SAMPLE_HZ:
+        raise ValueError(f"must be in (0, {MAX_SAMPLE_HZ:g}]")
+    return hz
+
+
+@dataclass(frozen=True)
+class MininetOptions:
+    """A Mininet run's own options: each its flag on ``qcn run``, its default, and what
+    ``--again`` checks of its recorded value.  A new one is a field here, read in
+    :meth:`Mininet.run`."""
+
+    cli: bool = backend_option(
+        False, Flag("open the Mininet CLI with everything running, instead of measuring")
+    )
+    sample_hz: float = backend_option(
+        DEFAULT_SAMPLE_HZ,
+        Flag(f"queue samples per second (default {DEFAULT_SAMPLE_HZ:g})", parse_sample_hz),
+        lambda x: _number(x) and 0 < x <= MAX_SAMPLE_HZ,
+        f"in (0, {MAX_SAMPLE_HZ:g}]",
+    )
+    realtime_switch: bool = backend_option(
+        True,
+        Flag(
+            "run the switch under SCHED_FIFO (realtime, the default, where the machine allows "
+            "it) or only at niceness -10 (docs/bmv2.md, 'Noise')",
+            choices={"realtime": True, "nice": False},
+            name="switch_scheduling",
+        ),
+        is_boolean,
+        "true or false",
+    )
+    inject_stalls: tuple[float, float] | None = backend_option(
+        None,
+        Flag(
+            "stall the switch on purpose (a busier real-time process on its CPU for STALL_MS "
+            "every PERIOD_MS), to see what noise does and that the run says so",
+            parse_stalls,
+            metavar="STALL_MS/PERIOD_MS",
+        ),
+        _stalls,
+        f"null or [STALL_S, PERIOD_S] with 0 < STALL_S < PERIOD_S <= {MAX_STALL_PERIOD_S:g}",
+    )
+    pcap: bool = backend_option(
+        False,
+        Flag(
+            "capture the CP port and the first source's port into DIR/captures/ (ring "
+            "buffers, 128-byte snap length; read CNMs with 'qcn wireshark')"
+        ),
+        is_boolean,
+        "true or false",
+    )
+
+    def __post_init__(self) -> None:
+        # As provenance.json reads back: a list of two numbers, a whole number of samples.
+        if self.inject_stalls is not None:
+            stall_s, period_s = self.inject_stalls
+            object.__setattr__(self, "inject_stalls", (float(stall_s), float(period_s)))
+        object.__setattr__(self, "sample_hz", float(self.sample_hz))
+
+
 class Mininet:
     """BMv2 switches in a Mininet network, run in real time on this machine."""
 
     name = "mininet"
     title = "Mininet/BMv2 backend"
-    takes = frozenset(
-        {"cli", "sample_hz", "realtime_switch", "inject_stalls", "pcap", "say", "live"}
-    )
+    options = MininetOptions
+    takes_live = True
     in_bmv2_units = True
     real_time = True
     exclusive = True
@@ -81,17 +184,18 @@ class Mininet:
             )
         from qcn.topologies.experiment import Emulation  # noqa: PLC0415
 
+        own: MininetOptions = options.options_of(self)
         emulation = Emulation(
-            realtime_switch=options.realtime_switch,
-            inject_stalls=options.inject_stalls,
-            pcap=options.pcap,
+            realtime_switch=own.realtime_switch,
+            inject_stalls=own.inject_stalls,
+            pcap=own.pcap,
         )
         experiment = experiment_for(sc.workload.pattern)(
             sc,
             out,
             qcn=options.qcn,
-            cli=options.cli,
-            sample_hz=options.sample_hz,
+            cli=own.cli,
+            sample_hz=own.sample_hz,
             progress=options.say,
             emulation=emulation,
             seed=options.seed,

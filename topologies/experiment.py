@@ -61,7 +61,6 @@ from qcn.topologies.testbed import RP_STATUS_DIR, Emulation, Testbed, missing_re
 from qcn.topologies.traces import grid, port_throughputs, read_limiter_logs, sink_trace
 
 __all__ = [
-    "DEFAULT_SAMPLE_HZ",
     "Emulation",
     "Experiment",
     "FlowsExperiment",
@@ -69,7 +68,6 @@ __all__ = [
     "missing_requirements",
 ]
 
-DEFAULT_SAMPLE_HZ = 100.0
 PAUSE_OUTPUT_LIMIT_PKTS = 4000
 """With PAUSE the seed's switch has no output limit: the inputs' partitions bound the
 buffer first.  (4000 frames keeps the CP's Fb inside 32 bits, qcn.controller.entries.CpPort.)"""
@@ -117,9 +115,9 @@ NETWORK_FILE = "network.toml"
 
 class Experiment:
     """The one run script of every Mininet experiment (see the module doc), of a scenario
-    the backend has checked (``MININET.check``: what BMv2 cannot run).  A subclass adds its traffic: :meth:`start_receivers`,
-    :meth:`start_traffic`, :meth:`on_sample`, :meth:`after_measurement` and
-    :meth:`trace`."""
+    the backend has checked (``MININET.check``: what BMv2 cannot run).  A subclass adds its
+    traffic: :meth:`start_receivers`, :meth:`start_traffic`, :meth:`on_sample`,
+    :meth:`after_measurement` and :meth:`trace`."""
 
     per_flow_limiters = False
     """The reaction points keep one limiter per IPv4 flow, not per destination."""
@@ -131,10 +129,10 @@ class Experiment:
         *,
         qcn: bool = True,
         cli: bool = False,
-        sample_hz: float = DEFAULT_SAMPLE_HZ,
+        sample_hz: float,
         progress: Callable[[str], None] = print,
         emulation: Emulation | None = None,
-        seed: int = 1,
+        seed: int,
         live: LiveFeed | None = None,
     ) -> None:
         self.live = live

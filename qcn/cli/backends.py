@@ -19,16 +19,14 @@ from typing import Any
 
 from qcn.core import provenance
 from qcn.core.backend import (
-    MAX_SAMPLE_HZ,
-    MAX_STALL_PERIOD_S,
-    RECORD,
+    FLAG,
     RECORDED,
-    SHARED_OPTIONS,
     Backend,
     RunOptions,
-    decides_result,
-    shown_only,
-    stalls_fit,
+    backend_flags,
+    dest_of,
+    flag_of,
+    options_from_flags,
 )
 from qcn.core.errors import QcnError
 from qcn.core.live import LiveFeed
@@ -39,20 +37,7 @@ from qcn.core.trace import Trace
 from qcn.simulator.backend import SIMULATOR
 from qcn.topologies.backend import MININET
 
-__all__ = [
-    "MAX_SAMPLE_HZ",
-    "MAX_STALL_PERIOD_S",
-    "MININET",
-    "RECORD",
-    "RECORDED",
-    "SHARED_OPTIONS",
-    "SIMULATOR",
-    "Backend",
-    "RunOptions",
-    "decides_result",
-    "shown_only",
-    "stalls_fit",
-]
+__all__ = ["MININET", "RECORDED", "SIMULATOR", "Backend", "RunOptions"]
 
 #: Every backend, by the name ``--backend`` gives it.
 BACKENDS: dict[str, Backend] = {b.name: b for b in (SIMULATOR, MININET)}
@@ -77,18 +62,41 @@ def by_name(name: str, where: str = "--backend") -> Backend:
         raise ScenarioError(f"{where}: backend {name!r:.40} is none of {names()}") from None
 
 
-def taking(option: str) -> str:
-    """The backends that take the RunOptions field ``option``, in words ("the Mininet
-    backend"), for a refusal."""
-    return " or ".join(f"the {b.title}" for b in BACKENDS.values() if option in b.takes)
+def add_backend_flags(p: Any) -> None:
+    """Each backend's own options as flags of ``qcn run`` (declared in its module: its
+    :attr:`Backend.options`), each flag's help after the backend's name; None (or a switch
+    not given): not given."""
+    for backend in BACKENDS.values():
+        for f in backend_flags(backend.options):
+            flag = f.metadata[FLAG]
+            kwargs: dict[str, Any] = {"dest": dest_of(f), "help": f"{backend.name}: {flag.help}"}
+            if flag.choices is not None:
+                kwargs.update(choices=list(flag.choices), default=None)
+            elif flag.parse is None:
+                kwargs.update(action="store_true")
+            else:
+                kwargs.update(default=None, metavar=flag.metavar)
+            p.add_argument(flag_of(f), **kwargs)
 
 
-def refuse_options(backend: Backend, given: dict[str, str]) -> None:
-    """Refuse in one line a command-line option (``given``: its flag by the RunOptions
-    field it sets) that ``backend`` does not take."""
-    for option, flag in given.items():
-        if option not in backend.takes and option not in SHARED_OPTIONS:
-            raise ScenarioError(f"{flag} needs {taking(option)}")
+def backend_options(backend: Backend, args: Any) -> Any:
+    """``backend``'s own options from ``qcn run``'s flags (:func:`add_backend_flags`),
+    checked; a flag of another backend's is refused in one line, naming the one it needs."""
+    for other in BACKENDS.values():  # (a flag's own mistake first, whoever takes it)
+        options_from_flags(other.options, vars(args))
+    own = {dest_of(f) for f in backend_flags(backend.options)}
+    for other in BACKENDS.values():
+        for f in backend_flags(other.options):
+            if dest_of(f) not in own and getattr(args, dest_of(f), None) not in (None, False):
+                raise ScenarioError(f"{flag_of(f)} needs the {other.title}")
+    return options_from_flags(backend.options, vars(args))
+
+
+def refuse_live(backend: Backend) -> None:
+    """Refuse ``--live`` in one line on a backend that cannot follow a live view."""
+    if not backend.takes_live:
+        takers = " or ".join(f"the {b.title}" for b in BACKENDS.values() if b.takes_live)
+        raise ScenarioError(f"--live needs {takers}")
 
 
 def require_mininet(what: str, error: type[QcnError] = ScenarioError) -> None:
@@ -167,7 +175,7 @@ def record(
     made = provenance.record(
         sc,
         backend=backend.name,
-        run=options.recorded(),
+        run=options.recorded(backend),
         overrides=overrides or {},
         environment=ran_on or environment(backend),
     )

@@ -37,8 +37,6 @@ from qcn.core.scenario import ScenarioError
 from qcn.core.trace import Trace
 
 DEFAULT_OUT = Path("results")
-DEFAULT_SEED = 1
-DEFAULT_SAMPLE_HZ = 100.0
 DEFAULT_LIVE_SPEED = 1.0
 MAX_LIVE_SPEED = 1000.0
 KIND = "run"
@@ -81,7 +79,7 @@ def register(sub: Any) -> None:
     add_quiet(p)
     add_duration(p)
     _add_run_choices(p)
-    _add_mininet_options(p)
+    backends.add_backend_flags(p)  # (each backend's own: --cli, --sample-hz, --pcap...)
     _add_live_options(p)
     add_set(p, SET_HELP + "; it also wins over the scenario's [bmv2.set]")
     add_params(p)
@@ -96,7 +94,7 @@ def _add_run_choices(p: argparse.ArgumentParser) -> None:
         "--seed",
         type=int,
         default=None,
-        help=f"random seed (same seed, same summary; default {DEFAULT_SEED})",
+        help=f"random seed (same seed, same summary; default {backends.RunOptions().seed})",
     )
     p.add_argument(
         "--backend",
@@ -110,38 +108,6 @@ def _add_run_choices(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="sim: run the scenario as scaled for BMv2 (its [bmv2] section), with BMv2's CP "
         "(a departure CP judges departing frames), to predict a Mininet run",
-    )
-
-
-def _add_mininet_options(p: argparse.ArgumentParser) -> None:
-    """How a Mininet run goes: its CLI, sampling, the switch's scheduling, stalls, captures."""
-    p.add_argument(
-        "--cli", action="store_true", help="mininet: open the Mininet CLI with everything running"
-    )
-    p.add_argument(
-        "--sample-hz",
-        type=float,
-        default=None,  # (None: not given; --again refuses --sample-hz 100 too)
-        help=f"mininet: queue samples per second (default {DEFAULT_SAMPLE_HZ:g})",
-    )
-    p.add_argument(
-        "--switch-scheduling",
-        choices=["realtime", "nice"],
-        default=None,  # (None: not given; realtime is the default)
-        help="mininet: run the switch under SCHED_FIFO (default, where the machine allows "
-        "it) or only at niceness -10 (docs/bmv2.md, 'Noise')",
-    )
-    p.add_argument(
-        "--inject-stalls",
-        metavar="STALL_MS/PERIOD_MS",
-        help="mininet: stall the switch on purpose (a busier real-time process on its CPU for "
-        "STALL_MS every PERIOD_MS), to see what noise does and that the run says so",
-    )
-    p.add_argument(
-        "--pcap",
-        action="store_true",
-        help="mininet: capture the CP port and the first source's port into DIR/captures/ "
-        "(ring buffers, 128-byte snap length; read CNMs with 'qcn wireshark')",
     )
 
 
@@ -332,23 +298,6 @@ def phase_line(p: dict[str, Any]) -> str:
     return line
 
 
-def parse_stalls(text: str | None) -> tuple[float, float] | None:
-    """``--inject-stalls STALL_MS/PERIOD_MS`` as (stall, period) in seconds."""
-    if text is None:
-        return None
-    stall, sep, period = text.partition("/")
-    try:
-        stall_s, period_s = float(stall) / 1e3, float(period) / 1e3
-    except ValueError:
-        stall_s = period_s = math.nan
-    if not sep or not backends.stalls_fit(stall_s, period_s):
-        raise ScenarioError(
-            f"--inject-stalls {text!r}: expected STALL_MS/PERIOD_MS with 0 < STALL_MS < "
-            f"PERIOD_MS <= {backends.MAX_STALL_PERIOD_S * 1e3:g}, e.g. 30/500"
-        )
-    return stall_s, period_s
-
-
 def _run(args: argparse.Namespace) -> int:
     if args.list:
         for name in scenarios.available():
@@ -418,17 +367,10 @@ def fresh_run(args: argparse.Namespace) -> Prepared:
     sc, overrides = scenario_of(args)
     # Options --again refuses when given at all: None said "not given" (their defaults here).
     args.backend = args.backend or "auto"
-    args.sample_hz = DEFAULT_SAMPLE_HZ if args.sample_hz is None else args.sample_hz
-    args.switch_scheduling = args.switch_scheduling or "realtime"
     backend, why, chosen_scale = _choose(args.backend, sc, overrides.keys())
     backends.require(sc, backend)
     scale = sc.bmv2
-    if not 0 < args.sample_hz <= backends.MAX_SAMPLE_HZ:
-        raise ScenarioError(f"--sample-hz must be in (0, {backends.MAX_SAMPLE_HZ:g}]")
-    stalls = parse_stalls(args.inject_stalls)
-    given = {"cli": args.cli, "inject_stalls": stalls, "pcap": args.pcap}
-    flags = {k: "--" + k.replace("_", "-") for k, v in given.items() if v}
-    backends.refuse_options(backend, flags)
+    own = backends.backend_options(backend, args)
     if args.scale is not None and not backend.in_bmv2_units and not args.scaled:
         raise ScenarioError("--scale needs the Mininet backend, or --scaled on the simulator")
     if backend.in_bmv2_units or args.scaled:
@@ -438,13 +380,9 @@ def fresh_run(args: argparse.Namespace) -> Prepared:
         why += f"; {chosen}: {sc.duration_s:g} s"
     options = backends.RunOptions(
         qcn=not args.no_qcn,
-        seed=DEFAULT_SEED if args.seed is None else args.seed,
         scaled_by=scale.time_scale if args.scaled else None,
-        cli=args.cli,
-        sample_hz=args.sample_hz,
-        realtime_switch=args.switch_scheduling == "realtime",
-        inject_stalls=stalls,
-        pcap=args.pcap,
+        own=own,
+        **({} if args.seed is None else {"seed": args.seed}),
     )
     units = (scale.rate_scale, scale.time_scale) if backend.in_bmv2_units or args.scaled else None
     return Prepared(sc, backend, why, options, overrides, units or (1.0, 1.0))
@@ -488,7 +426,8 @@ def again_run(args: argparse.Namespace) -> Prepared:
     sc, recorded = provenance.read(args.again)
     backend = backends.by_name(recorded["backend"], str(where))
     try:
-        options = backends.RunOptions.from_recorded(recorded["run"], backend)
+        others = tuple(b for b in backends.BACKENDS.values() if b is not backend)
+        options = backends.RunOptions.from_recorded(recorded["run"], backend, others)
     except ScenarioError as e:
         raise ScenarioError(f"{where}: {e}") from None
     if options.scaled_by is not None:
@@ -521,7 +460,7 @@ def live_feed(args: argparse.Namespace, run: Prepared) -> LiveFeed | None:
         if args.live_speed != DEFAULT_LIVE_SPEED or args.live_port:
             raise ScenarioError("--live-speed and --live-port need --live")
         return None
-    backends.refuse_options(run.backend, {"live": "--live"})
+    backends.refuse_live(run.backend)
     if run.backend.real_time and args.live_speed != DEFAULT_LIVE_SPEED:
         raise ScenarioError("--live-speed paces the simulator; BMv2 runs in real time")
     if not 0 < args.live_speed <= MAX_LIVE_SPEED:
@@ -656,8 +595,8 @@ def execute(
 
     options = dataclasses.replace(
         run.options,
-        sim_progress=None if backend.real_time else progress.update,
-        sim_partial=keep_measured,
+        progress=None if backend.real_time else progress.update,
+        partial=keep_measured,
     )
     try:
         try:

@@ -4,9 +4,9 @@ backend").
 Each backend is one unit that declares what it runs and how, so that nothing else asks
 which backend it is: the simulator (:mod:`qcn.simulator.backend`, its two engines) and
 Mininet with BMv2 (:mod:`qcn.topologies.backend`).  The front door registers them
-(:mod:`qcn.cli.backends`) and dispatches through :class:`Backend` only.  A run's options,
-:class:`RunOptions`, are declared here once with what each decides: whether provenance
-keeps it, and which backend takes it.
+(:mod:`qcn.cli.backends`) and dispatches through :class:`Backend` only.  A run's options
+are those every backend takes, :class:`RunOptions`, declared here, and each backend's own,
+declared in its module (:attr:`Backend.options`) with their flags, defaults and checks.
 """
 
 from __future__ import annotations
@@ -36,9 +36,13 @@ class Backend(Protocol):
         """The traffic patterns (``workload.pattern``) it runs; any other it refuses."""
         ...
 
-    takes: frozenset[str]
-    """The :class:`RunOptions` fields of its own, beside the ones every backend takes
-    (:data:`SHARED_OPTIONS`); a run that sets another it does not take is refused."""
+    options: Any
+    """Its own options: a frozen dataclass whose fields are declared with
+    :func:`backend_option` (each its default, its flag on ``qcn run``, what ``--again``
+    checks); ``options()`` holds the defaults, ``options(**recorded)`` what a run recorded.
+    A flag of another backend's is refused on a run of this one."""
+    takes_live: bool
+    """It fills a live view's feed and applies its knobs (``--live``)."""
     in_bmv2_units: bool
     """It runs a scenario scaled to BMv2's rates and times (the scale chosen by measurement:
     qcn.core.capacity), as ``--scaled`` asks of the simulator."""
@@ -76,136 +80,196 @@ class Backend(Protocol):
         ...
 
 
-MAX_SAMPLE_HZ = 1000.0
-"""--sample-hz's bound (queue samples per second on BMv2)."""
-MAX_STALL_PERIOD_S = 60.0
-"""--inject-stalls' bound on its period."""
-
-
 def _number(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def stalls_fit(stall_s: Any, period_s: Any) -> bool:
-    """Whether (stall, period) in seconds are stalls --inject-stalls takes."""
-    return _number(stall_s) and _number(period_s) and 0 < stall_s < period_s <= MAX_STALL_PERIOD_S
-
-
-def _stalls(x: Any) -> bool:
-    return x is None or (isinstance(x, list | tuple) and len(x) == 2 and stalls_fit(*x))
-
-
-def _boolean(x: Any) -> bool:
+def is_boolean(x: Any) -> bool:
+    """What a switch's recorded value is (``true`` or ``false``)."""
     return isinstance(x, bool)
 
 
 RECORD = "recorded"
-"""RunOptions field metadata: how provenance.json's value of a field that decides a run's
-result is checked (``qcn run --again``): (fits, what it expects); None for a field that
-only says how to show or follow a run."""
+"""A field's metadata, in :class:`RunOptions` and in each backend's own options: how
+provenance.json's value of a field that decides a run's result is checked (``qcn run
+--again``): (fits, what it expects); None for a field that only says how to show or follow
+a run."""
+FLAG = "flag"
+"""A backend's own option's metadata: its command-line flag (:class:`Flag`)."""
 
 
 def decides_result(default: Any, fits: Callable[[Any], bool], expected: str) -> Any:
-    """A RunOptions field that decides the run's result: kept in provenance.json, and
-    checked when read back as the command line checks it."""
+    """A field that decides the run's result: kept in provenance.json, and checked when
+    read back as the command line checks it."""
     return field(default=default, metadata={RECORD: (fits, expected)})
 
 
 def shown_only(default: Any) -> Any:
-    """A RunOptions field that only says how to show or follow the run."""
+    """A field that only says how to show or follow the run."""
     return field(default=default, metadata={RECORD: None})
 
 
 @dataclass(frozen=True)
-class RunOptions:
-    """How a scenario runs, whichever the backend (each field says which uses it)."""
+class Flag:
+    """A backend option's flag on ``qcn run`` (:func:`backend_option`)."""
 
-    qcn: bool = decides_result(True, _boolean, "true or false")
+    help: str
+    """Its help, after the backend's name ("mininet: ...")."""
+    parse: Callable[[str], Any] | None = None
+    """Its text as the option's value, raising ValueError (the message the refusal
+    shows, after the flag and its text) where it is not one; None: a switch, given or not."""
+    metavar: str | None = None
+    choices: dict[str, Any] | None = None
+    """Its words and the value each sets (``--switch-scheduling realtime``: True)."""
+    name: str = ""
+    """The flag without its dashes, where it is not the field's name."""
+
+
+def backend_option(
+    default: Any,
+    flag: Flag,
+    fits: Callable[[Any], bool] | None = None,
+    expected: str = "",
+) -> Any:
+    """A field of a backend's own options (:attr:`Backend.options`): its default, its flag
+    on ``qcn run``, and, for one that decides the run's result, how its recorded value is
+    checked (``fits``, ``expected``: :func:`decides_result`)."""
+    recorded = None if fits is None else (fits, expected)
+    return field(default=default, metadata={RECORD: recorded, FLAG: flag})
+
+
+def dest_of(f: Any) -> str:
+    """Where argparse keeps a backend option's flag (``switch_scheduling``)."""
+    flag: Flag = f.metadata[FLAG]
+    return flag.name or f.name
+
+
+def flag_of(f: Any) -> str:
+    """The command-line flag of a backend option's field (``--sample-hz``)."""
+    return "--" + dest_of(f).replace("_", "-")
+
+
+def backend_flags(options: type[Any]) -> list[Any]:
+    """The fields of a backend's own options class, each with its flag."""
+    return [f for f in fields(options) if FLAG in f.metadata]
+
+
+def options_from_flags(options: type[Any], given: dict[str, Any]) -> Any:
+    """A backend's own options from its flags' values (``given``, by :func:`dest_of`: None
+    or False where the flag was not given), each checked: a ScenarioError names the first
+    that is not, with what it expects."""
+    values = {}
+    for f in backend_flags(options):
+        text, flag = given.get(dest_of(f)), f.metadata[FLAG]
+        if text is None or text is False:
+            continue
+        if flag.choices is not None:
+            values[f.name] = flag.choices[text]
+        elif flag.parse is None:
+            values[f.name] = True
+        else:
+            try:
+                values[f.name] = flag.parse(text)
+            except ValueError as e:
+                raise ScenarioError(f"{flag_of(f)} {text!r}: {e}") from None
+    return options(**values)
+
+
+def recorded(options: Any) -> dict[str, Any]:
+    """The fields of ``options`` (a dataclass) that decide a run's result, as its
+    provenance.json keeps them."""
+    return {f.name: getattr(options, f.name) for f in fields(options) if f.metadata[RECORD]}
+
+
+def recorded_names(options: type[Any]) -> list[str]:
+    """The names of the fields :func:`recorded` keeps."""
+    return [f.name for f in fields(options) if f.metadata[RECORD]]
+
+
+def check_recorded(options: type[Any], run: dict[str, Any]) -> dict[str, Any]:
+    """The recorded values of ``options``' fields in ``run``, each checked as the command line
+    checks it: a ScenarioError names the first that is not (a tampered ``scaled_by = -25``
+    made a rerun's sampling grow past 11 GB)."""
+    out = {}
+    for f in fields(options):
+        if not f.metadata[RECORD]:
+            continue
+        fits, expected = f.metadata[RECORD]
+        if f.name not in run:
+            raise ScenarioError(f"run: no {f.name}")
+        if not fits(run[f.name]):
+            raise ScenarioError(f"run.{f.name} = {run[f.name]!r}: expected {expected}")
+        out[f.name] = run[f.name]
+    return out
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a scenario runs, whichever the backend; a backend's own options are ``own``
+    (an instance of its :attr:`Backend.options`: None, its defaults)."""
+
+    qcn: bool = decides_result(True, is_boolean, "true or false")
     """False: the same run without QCN (the CP never samples, no reaction point runs)."""
     seed: int = decides_result(
         1, lambda x: isinstance(x, int) and not isinstance(x, bool), "a whole number"
     )
-    """The random seed: sim, the whole run's (same seed, same trace); mininet, the flows
-    workload's flows (the same as the simulator's for the same seed)."""
+    """The random seed: every random draw of the run comes from it (the same seed, the same
+    flows on every backend)."""
     scaled_by: float | None = decides_result(
         None,
         lambda x: x is None or (_number(x) and 0 < x <= MAX_TIME_SCALE),
         f"null or a time scale in (0, {MAX_TIME_SCALE:g}]",
     )
-    """sim: the time scale the scenario was scaled for BMv2 by (None: not scaled); the
-    simulator then models BMv2's run (samples as often in BMv2's time, the CP judges
-    departing frames)."""
-    cli: bool = shown_only(False)
-    """mininet: hand the running network to the Mininet CLI instead of measuring."""
-    sample_hz: float = decides_result(
-        100.0, lambda x: _number(x) and 0 < x <= MAX_SAMPLE_HZ, f"in (0, {MAX_SAMPLE_HZ:g}]"
-    )
-    """mininet: queue samples per second."""
-    realtime_switch: bool = decides_result(True, _boolean, "true or false")
-    """mininet: the switches under SCHED_FIFO where the machine allows it."""
-    inject_stalls: tuple[float, float] | None = decides_result(
-        None,
-        _stalls,
-        f"null or [STALL_S, PERIOD_S] with 0 < STALL_S < PERIOD_S <= {MAX_STALL_PERIOD_S:g}",
-    )
-    """mininet: (stall, period) in seconds, stalls of the switch made on purpose."""
-    pcap: bool = decides_result(False, _boolean, "true or false")
-    """mininet: capture the CP port and one source's port."""
+    """The time scale the scenario was scaled for BMv2 by where a backend not in BMv2's
+    units models BMv2's run (``--scaled``: samples as often in BMv2's time, the CP judges
+    departing frames); None: not so."""
+    own: Any = shown_only(None)
+    """The backend's own options (its :attr:`Backend.options`); None: their defaults."""
     say: Callable[[str], None] = shown_only(print)
-    """mininet: where progress lines go."""
-    sim_progress: Callable[[float, float], None] | None = shown_only(None)
-    """sim: called with (simulated time, duration) as the run advances."""
-    sim_partial: Callable[[Trace], None] | None = shown_only(None)
-    """sim: given the trace as far as it got when the run is interrupted or fails (a Mininet
-    experiment writes its own partial CSVs)."""
+    """Where progress lines go."""
+    progress: Callable[[float, float], None] | None = shown_only(None)
+    """Called with (the run's time, its duration) as it advances, by a backend that is not
+    real-time (a real-time one says its progress in lines)."""
+    partial: Callable[[Trace], None] | None = shown_only(None)
+    """Given the trace as far as it got when the run is interrupted or fails, by a backend
+    that does not write its own partial results."""
     live: LiveFeed | None = shown_only(None)
-    """Both: the feed of a live view (qcn.core.live), which the run fills as it measures
-    and whose knobs it applies (sim: paced to the feed's speed)."""
+    """The feed of a live view (qcn.core.live), which the run fills as it measures and whose
+    knobs it applies, on a backend that :attr:`Backend.takes_live`."""
 
-    def recorded(self) -> dict[str, Any]:
-        """The options that decide a run's result, as its provenance.json keeps them."""
-        return {name: getattr(self, name) for name in RECORDED}
+    def options_of(self, backend: Backend) -> Any:
+        """The backend's own options: ``own``, or their defaults."""
+        return backend.options() if self.own is None else self.own
+
+    def recorded(self, backend: Backend) -> dict[str, Any]:
+        """The options that decide a run's result on ``backend``, as its provenance.json
+        keeps them: these shared ones, then the backend's own."""
+        return {**recorded(self), **recorded(self.options_of(backend))}
 
     @classmethod
-    def from_recorded(cls, run: Any, backend: Backend) -> RunOptions:
-        """The options :meth:`recorded` kept (``qcn run --again``), each checked as the
-        command line checks it: a ScenarioError names the first that is not (a tampered
-        ``scaled_by = -25`` made a rerun's sampling grow past 11 GB)."""
+    def from_recorded(
+        cls, run: Any, backend: Backend, others: tuple[Backend, ...] = ()
+    ) -> RunOptions:
+        """The options :meth:`recorded` kept (``qcn run --again``), each checked.  An option
+        of one of ``others`` (another backend's) is refused unless at its default, as a run
+        before each backend owned its options recorded every backend's."""
         if not isinstance(run, dict):
             raise ScenarioError("run: not a table of options")
-        unknown = sorted(set(run) - set(RECORDED), key=str)
-        missing = [k for k in RECORDED if k not in run]
-        if unknown or missing:
-            raise ScenarioError(
-                f"run: {'unknown option ' + repr(unknown[0]) if unknown else 'no ' + missing[0]}"
-                f" (a run records {', '.join(RECORDED)})"
-            )
-        for f in fields(cls):
-            if f.metadata[RECORD] is None:
-                continue
-            name, (fits, expected) = f.name, f.metadata[RECORD]
-            if not fits(run[name]):
-                raise ScenarioError(f"run.{name} = {run[name]!r}: expected {expected}")
-        for name in ("inject_stalls", "pcap"):
-            if run[name] and name not in backend.takes:
+        names = [*recorded_names(cls), *recorded_names(backend.options)]
+        for name in sorted(set(run) - set(names), key=str):
+            owner = next((b for b in others if name in recorded_names(b.options)), None)
+            if owner is None:
+                raise ScenarioError(
+                    f"run: unknown option {name!r} (a run records {', '.join(names)})"
+                )
+            if run[name] != recorded(owner.options())[name]:
                 raise ScenarioError(
                     f"run.{name}: the {backend.title} has no such option (this was {backend.name})"
                 )
-        stalls = run["inject_stalls"]
-        return cls(
-            qcn=run["qcn"],
-            seed=run["seed"],
-            scaled_by=None if run["scaled_by"] is None else float(run["scaled_by"]),
-            sample_hz=float(run["sample_hz"]),
-            realtime_switch=run["realtime_switch"],
-            inject_stalls=None if stalls is None else (float(stalls[0]), float(stalls[1])),
-            pcap=run["pcap"],
-        )
+        shared = check_recorded(cls, run)
+        own = check_recorded(backend.options, run)
+        return cls(**shared, own=backend.options(**own))
 
 
-#: The RunOptions fields every backend takes (the rest are one backend's: Backend.takes).
-SHARED_OPTIONS = frozenset({"qcn", "seed"})
-
-#: RunOptions' fields that decide a run's result, as their declarations say (the rest say
-#: how to show or follow it).
-RECORDED = tuple(f.name for f in fields(RunOptions) if f.metadata[RECORD] is not None)
+#: The RunOptions fields that decide a run's result (the rest say how to show or follow it).
+RECORDED = tuple(recorded_names(RunOptions))
