@@ -24,23 +24,23 @@ import socket
 import struct
 import sys
 import time
-import typing
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
 
+from qcn.core import patterns as traffic_patterns
 from qcn.core.ecmp import DATA_PORT, SOURCE_PORT
 from qcn.core.errors import QcnError
 from qcn.core.errors import report as report_error
+from qcn.core.patterns import Kind
 from qcn.core.signals import InterruptBetweenSteps
 
 ETH_IP_UDP_HEADERS = 14 + 20 + 8
 SEQUENCE = struct.Struct("!Q")
 """The first payload bytes of every frame: its sequence number from this source, from 0."""
-Pattern = Literal["constant", "bernoulli", "onoff"]
-PATTERNS: tuple[Pattern, ...] = typing.get_args(Pattern)
-"""The patterns a host's source sends (the Mininet backend runs a scenario's by them)."""
+PATTERNS = traffic_patterns.on_mininet(Kind.HOST_SOURCE)
+"""The patterns a host's source sends, as qcn.core.patterns declares them (the Mininet
+backend runs a scenario's by them); :func:`_send_until` generates each."""
 MAX_DURATION_S = 7 * 24 * 3600.0
 STALL_S = 0.005
 """A sleep that overruns by more than this (and a frame time) was the process not being run:
@@ -54,7 +54,7 @@ backlog is the source's adapter queue, and it drains as the limiter allows."""
 class SourceSpec:
     destinations: tuple[str, ...]
     """IPv4 destinations; each frame goes to one drawn uniformly."""
-    pattern: Pattern = "constant"
+    pattern: str = "constant"
     rate_bps: float = 10e6
     """constant/onoff: sending rate; bernoulli: the line rate the slots are counted at."""
     load: float = 1.0

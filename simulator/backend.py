@@ -59,8 +59,8 @@ class Simulator:
         from qcn.simulator import compiled, engine  # noqa: PLC0415
 
         if compiled.engine_choice() == "compiled":
-            return compiled.PATTERNS
-        return engine.PATTERNS
+            return compiled.patterns()
+        return engine.patterns()
 
     def missing(self) -> str:
         return ""

@@ -27,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, Unpack
 
+from qcn.core import patterns as traffic_patterns
 from qcn.core.cp_model import CpPortConfig
 from qcn.core.errors import QcnError
 from qcn.core.flows import FlowRecord, flow_frames, ideal_fct_s
@@ -178,14 +179,16 @@ def core_status() -> str:
     )
 
 
-PATTERNS = ("bernoulli", "constant", "onoff", "flows")
-"""The traffic patterns the core generates (simulator/_core.cpp); a pattern the Python
-engine declares and the core does not runs there (``auto``) or is refused (``compiled``)."""
+def patterns() -> tuple[str, ...]:
+    """The traffic patterns the core generates (simulator/_core.cpp), as qcn.core.patterns
+    declares them; a pattern the Python engine generates and the core does not runs there
+    (``auto``, said in one line) or is refused (``compiled``)."""
+    return traffic_patterns.generated_by(traffic_patterns.COMPILED_CORE)
 
 
 def unsupported(scenario: Scenario) -> str | None:
     """Why the core cannot run ``scenario`` (None: it can)."""
-    if scenario.workload.pattern not in PATTERNS:
+    if scenario.workload.pattern not in patterns():
         return f"the compiled core has no traffic pattern {scenario.workload.pattern!r}"
     rp = scenario.params.rp
     try:
@@ -256,7 +259,7 @@ def make_simulation(
     if chosen == "compiled":
         return CompiledSimulation(scenario, **kwargs)
     if why is not None and CORE_MISSING is None:
-        _say_once(f"simulator: the Python engine runs this scenario: {why}")
+        _say_once(f"simulator: the Python engine runs this scenario, about 20x slower: {why}")
     elif why is not None:
         _say_once(why)
     return Simulation(scenario, **kwargs)

@@ -81,6 +81,7 @@ from heapq import heappop, heappush, heapreplace
 from itertools import pairwise
 from typing import Any, TypeAlias, TypedDict
 
+from qcn.core import patterns as traffic_patterns
 from qcn.core import resources
 from qcn.core.cp_model import (
     CongestionPoint,
@@ -101,7 +102,8 @@ from qcn.core.flows import (
 )
 from qcn.core.live import QNTZ_LEVELS, LiveRow
 from qcn.core.params import PAUSE_QUANTA_MAX, PAUSE_QUANTUM_BITS, QueueDepth, QueueUnit
-from qcn.core.scenario import MININET_PATTERNS, Scenario, ScenarioError
+from qcn.core.patterns import Kind
+from qcn.core.scenario import Scenario, ScenarioError
 from qcn.core.topology import PortRef, Topology
 from qcn.core.trace import Trace
 from qcn.reaction_point.rules import RateLimiterRules
@@ -348,7 +350,7 @@ def memory_estimate_bytes(sc: Scenario, sample_interval_s: float) -> float:
     counts, every ``sample_interval_s``); routes exist only for pairs that flows join."""
     wl = sc.workload
     flows = 0.0
-    if wl.pattern == "flows":
+    if wl.declared.kind is Kind.FLOWS:
         sizes = size_distribution(wl.flow_sizes, wl.ipc_fraction)
         flows = expected_flows(
             sizes, wl.load, sc.flows_capacity_bps, sc.flows_until_s, wl.flow_size_scale
@@ -367,22 +369,24 @@ def check_memory(sc: Scenario, sample_interval_s: float) -> None:
     )
 
 
-PATTERNS = ("bernoulli", "constant", "onoff", "flows")
-"""The traffic patterns this engine generates (a source's frames: Bernoulli slots, a
-constant rate, on/off periods; or the flows workload).  Any other is refused: a pattern
-this engine did not know ran as a constant source without a word."""
+def patterns() -> tuple[str, ...]:
+    """The traffic patterns this engine generates, as qcn.core.patterns declares them (a
+    source's frames: Bernoulli slots, a constant rate, on/off periods; or the flows
+    workload).  Any other is refused: a pattern this engine did not know ran as a constant
+    source without a word."""
+    return traffic_patterns.generated_by(traffic_patterns.PYTHON_ENGINE)
 
 
 def model_refusal(scenario: Scenario) -> str:
     """What of ``scenario`` the simulator's model has not, whichever engine ("" when
     none): real TCP and iperf3 are the kernel's, run on the Mininet backend only."""
     name, wl = scenario.name, scenario.workload
-    if wl.pattern in MININET_PATTERNS:
+    if wl.declared.kind is Kind.PROGRAM:
         return (
             f"{name} runs real iperf3 flows through kernel limiters: the simulator has no "
             "TCP or iperf3 model (run it with --backend mininet)"
         )
-    if wl.pattern == "flows" and wl.transport == "tcp":
+    if wl.declared.kind is Kind.FLOWS and wl.transport == "tcp":
         return (
             f"{name}: workload.transport tcp runs the kernel's TCP: the simulator has no TCP "
             "model (run it with --backend mininet, or transport frames)"
@@ -392,11 +396,11 @@ def model_refusal(scenario: Scenario) -> str:
 
 def pattern_refusal(scenario: Scenario) -> str:
     """Why this engine cannot generate ``scenario``'s traffic ("" when it can)."""
-    if scenario.workload.pattern in PATTERNS:
+    if scenario.workload.pattern in patterns():
         return ""
     return (
         f"{scenario.name}: the simulator's Python engine has no traffic pattern "
-        f"{scenario.workload.pattern!r} (it generates {', '.join(PATTERNS)})"
+        f"{scenario.workload.pattern!r} (it generates {', '.join(patterns())})"
     )
 
 
@@ -561,7 +565,7 @@ class Simulation:
     ) -> None:
         """The flows to start (flows workload), and the routes the run's traffic takes."""
         wl = scenario.workload
-        self.flow_mode = wl.pattern == "flows"
+        self.flow_mode = wl.declared.kind is Kind.FLOWS
         self.arrivals: list[FlowArrival] = []
         """flows: every flow to start, in order (``arrivals``, else drawn from the seed)."""
         if self.flow_mode:

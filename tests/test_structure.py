@@ -436,3 +436,38 @@ def test_no_command_asks_which_backend_it_is() -> None:
 BACKEND_NAMES = ("sim", "mininet")
 #: ... and the words of result folders named by hand (compare's ``bmv2-K``, read by tune).
 BACKEND_WORDS = (*BACKEND_NAMES, "bmv2")
+
+
+#: The generators of the traffic patterns: the only code that names a pattern to tell
+#: it from another (qcn.core.patterns declares what everything else asks).
+PATTERN_GENERATORS = {
+    ROOT / "qcn" / "core" / "patterns.py",
+    ROOT / "simulator" / "engine.py",  # (its sources' loop; its refusals read the declaration)
+    ROOT / "reaction_point" / "sources.py",
+    ROOT / "topologies" / "experiment.py",  # (the hosts' sources' arguments)
+    ROOT / "topologies" / "iperf.py",
+}
+
+
+def test_no_pattern_is_told_by_its_name_outside_its_generators() -> None:
+    """A pattern's kind, engines and backends are declared once (qcn.core.patterns): 28
+    literal tests (``pattern == "flows"``) in 10 files each knew some of it."""
+    from qcn.core.patterns import names  # noqa: PLC0415
+
+    offenders = []
+    for path in tracked(*SOURCES, "qcn/*/*.py", "bench/*.py"):
+        if path in PATTERN_GENERATORS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Compare):
+                continue
+            parts = list(ast.walk(node))
+            told = any(isinstance(c, ast.Constant) and c.value in names() for c in parts)
+            about = any(
+                (isinstance(c, ast.Attribute) and c.attr == "pattern")
+                or (isinstance(c, ast.Name) and c.id in ("pattern", "PATTERNS"))
+                for c in parts
+            )
+            if told and about:
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []

@@ -12,15 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from qcn.core import patterns as traffic_patterns
 from qcn.core import provenance
 from qcn.core.backend import Flag, RunOptions, backend_option, is_boolean
 from qcn.core.errors import QcnError, ToolMissingError
+from qcn.core.patterns import Kind, TrafficPattern
 from qcn.core.scenario import Scenario, ScenarioError, links_beyond_bmv2
 from qcn.core.trace import Trace
-
-#: The traffic run by programs of their own rather than the hosts' sources.
-PROGRAM_PATTERNS = ("flows", "tcp", "udp")
-
 
 DEFAULT_SAMPLE_HZ = 100.0
 """Queue samples per second of a Mininet run, unless ``--sample-hz`` says otherwise."""
@@ -137,11 +135,9 @@ class Mininet:
 
     @property
     def patterns(self) -> tuple[str, ...]:
-        """The flows workload, iperf3's TCP and UDP, and every pattern the hosts' sources
-        send (``qcn rp send`` declares them)."""
-        from qcn.reaction_point.sources import PATTERNS  # noqa: PLC0415 - light
-
-        return (*PROGRAM_PATTERNS, *PATTERNS)
+        """What qcn.core.patterns declares it runs: the hosts' sources' patterns (``qcn rp
+        send``), the flows workload, iperf3's TCP and UDP."""
+        return traffic_patterns.on_mininet()
 
     def missing(self) -> str:
         from qcn.topologies.experiment import missing_requirements  # noqa: PLC0415
@@ -190,7 +186,7 @@ class Mininet:
             inject_stalls=own.inject_stalls,
             pcap=own.pcap,
         )
-        experiment = experiment_for(sc.workload.pattern)(
+        experiment = experiment_for(sc.workload.declared)(
             sc,
             out,
             qcn=options.qcn,
@@ -225,15 +221,19 @@ class Mininet:
         raise kind(f"{what} needs the Mininet backend, which cannot run here: {missing}")
 
 
-def experiment_for(pattern: str) -> Any:
+def experiment_for(pattern: TrafficPattern) -> Any:
     """The experiment that adds ``pattern``'s traffic to the one run script (the topology
-    is the scenario's data: no experiment is chosen by it): the flows workload, iperf3's,
-    or the hosts' sources."""
+    is the scenario's data: no experiment is chosen by it), by its kind: the flows
+    workload, a program's (iperf3's), or the hosts' sources."""
     from qcn.topologies.experiment import FlowsExperiment, StreamExperiment  # noqa: PLC0415
     from qcn.topologies.iperf import IperfExperiment  # noqa: PLC0415
 
-    programs = {"flows": FlowsExperiment, "tcp": IperfExperiment, "udp": IperfExperiment}
-    return programs.get(pattern, StreamExperiment)
+    by_kind = {
+        Kind.FLOWS: FlowsExperiment,
+        Kind.PROGRAM: IperfExperiment,
+        Kind.HOST_SOURCE: StreamExperiment,
+    }
+    return by_kind[pattern.kind]
 
 
 MININET = Mininet()

@@ -47,6 +47,7 @@ from qcn.core.flows import FlowRecord, records_from_logs
 from qcn.core.frames import pause_quanta, pause_seconds
 from qcn.core.live import LiveFeed
 from qcn.core.params import PAUSE_QUANTA_MAX, CpParams, QcnParams
+from qcn.core.patterns import Kind
 from qcn.core.results import write_csvs
 from qcn.core.scenario import Scenario
 from qcn.core.stats import percentile
@@ -257,7 +258,7 @@ class Experiment:
         # where the receivers' counts are estimates (docs/fct.md, "BMv2's drops").
         switch_drops = sum(c["tail_drops"] + c["pause_drops"] for c in self.port_counters.values())
         trace.extra["switch_drops"] = switch_drops
-        if sc.workload.pattern == "flows" and sc.workload.transport == "tcp":
+        if sc.workload.declared.kind is Kind.FLOWS and sc.workload.transport == "tcp":
             # A TCP receiver sees a stream, not the frames lost: the switch's count is all.
             trace.drops = switch_drops
         if self.qcn and sc.params.cp.three_point:

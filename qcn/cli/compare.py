@@ -59,6 +59,7 @@ from qcn.core import capacity
 from qcn.core.backend import Backend
 from qcn.core.errors import ExitCode, QcnError
 from qcn.core.live import LiveFeed
+from qcn.core.patterns import Kind
 from qcn.core.results import json_safe
 from qcn.core.scenario import Scenario
 
@@ -130,7 +131,7 @@ fairly the sources share (each against its max-min fair rate), and the long flow
 def figures_for(sc: Scenario) -> tuple[Figure, ...]:
     """What is compared for ``sc``: the flows' figures for the flows workload; a stream
     network's over several CP ports; else the single bottleneck's."""
-    if sc.workload.pattern == "flows":
+    if sc.workload.declared.kind is Kind.FLOWS:
         return FLOW_FIGURES
     if len(sc.topology.cp_ports) > 1:
         return NETWORK_FIGURES

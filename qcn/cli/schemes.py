@@ -37,8 +37,9 @@ from qcn.cli.options import (
     scenario_of,
 )
 from qcn.core.errors import QcnError
+from qcn.core.patterns import Kind
 from qcn.core.results import json_safe
-from qcn.core.scenario import MININET_PATTERNS, Scenario
+from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
 
 DEFAULT_OUT = Path("results/schemes")
@@ -97,7 +98,7 @@ def run_schemes(
     """Every (episode, scheme) ``runs`` times; the mean of each figure, by episode and
     scheme.  Writes the results, the tables and the queue plots into ``out``
     (``overrides``: the command line's, kept in each run's provenance with the scheme's)."""
-    if sc.workload.pattern not in MININET_PATTERNS:
+    if sc.workload.declared.kind is not Kind.PROGRAM:
         raise SchemesError(
             f"{sc.name}: the schemes are seed 001's, with real TCP or UDP (workload.pattern "
             "tcp or udp, as tcp-multihop)"

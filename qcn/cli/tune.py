@@ -63,6 +63,7 @@ from qcn.core import scenario as scenarios
 from qcn.core.errors import CheckFailedError, QcnError
 from qcn.core.live import KnobChange, write_knobs
 from qcn.core.params import PORT_CP_FIELDS, QNTZ_FB_MAX, W_ONE, CpParams
+from qcn.core.patterns import Kind
 from qcn.core.progress import ProgressLine
 from qcn.core.resources import check_local_workers, check_study_runs
 from qcn.core.results import FLOW_KEYS, SUMMARY_KEYS, json_safe
@@ -317,7 +318,7 @@ def parse_constraint(text: str) -> Constraint:
 def default_objective(sc: Scenario) -> Objective:
     """Short flows' p99 slowdown on a flows workload; the recovery time where a schedule
     changes the bottleneck; else the caller must name one."""
-    if sc.workload.pattern == "flows":
+    if sc.workload.declared.kind is Kind.FLOWS:
         return Objective("slowdown_short_p99", maximise=False)
     if sc.schedule:
         return Objective("recovery_ms", maximise=False)

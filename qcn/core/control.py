@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qcn.core.fit import sources_text
+from qcn.core.patterns import Kind
 from qcn.core.scenario import Scenario
 from qcn.core.topology import PortRef
 from qcn.core.trace import Trace
@@ -193,7 +194,7 @@ def _sources_through(sc: Scenario, ref: PortRef) -> list[int]:
     """The sources whose traffic crosses ``ref``: a stream's path to its first destination;
     with the flows workload, a path to any of its destinations."""
     topo = sc.topology
-    if sc.workload.pattern != "flows":
+    if sc.workload.declared.kind is not Kind.FLOWS:
         return [i for i in range(len(sc.sources)) if ref in sc.stream_refs(i)]
     return [
         i

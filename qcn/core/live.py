@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from qcn.core.cp_model import CpPortConfig
 from qcn.core.errors import QcnError
 from qcn.core.params import PROB_ONE, SEED_FRAME_BYTES, CpParams, QueueUnit
+from qcn.core.patterns import Kind
 from qcn.core.scenario import Scenario
 from qcn.core.topology import PortRef, Topology
 
@@ -178,7 +179,7 @@ def phases(sc: Scenario) -> list[Phase]:
     for a, b in itertools.pairwise(edges):
         mid = (a + b) / 2
         capacity = sc.capacity_at(mid)
-        congested = sc.workload.pattern != "flows" and sc.offered_bps(mid) > capacity
+        congested = sc.workload.declared.kind is not Kind.FLOWS and sc.offered_bps(mid) > capacity
         out.append(Phase(a, b, capacity, congested))
     return out
 

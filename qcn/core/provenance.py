@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qcn.core.errors import QcnError
+from qcn.core.patterns import Kind
 
 if TYPE_CHECKING:  # the scenario's modules load only when a run is recorded or read
     from qcn.core.scenario import Scenario
@@ -152,7 +153,7 @@ def input_paths(sc: Scenario) -> dict[str, Path]:
     found: dict[str, Path] = {}
     if not is_generator_spec(sc.network.topology):
         found["network.topology"] = Path(sc.network.topology)
-    if sc.workload.pattern == "flows":
+    if sc.workload.declared.kind is Kind.FLOWS:
         path = size_file(sc.workload.flow_sizes)
         if path is not None:
             found["workload.flow_sizes"] = path

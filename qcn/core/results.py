@@ -27,6 +27,7 @@ from qcn.core.flows import (
     write_flows_csv,
 )
 from qcn.core.live import q_eq_frames
+from qcn.core.patterns import Kind
 from qcn.core.scenario import Scenario
 from qcn.core.topology import PortRef
 from qcn.core.trace import Trace
@@ -209,7 +210,7 @@ def summarize(sc: Scenario, tr: Trace, *, qcn: bool, backend: str, seed: int) ->
             else {}
         ),
         **({"captures": tr.captures} if tr.captures else {}),
-        **(flow_figures(flow_summary(sc, tr)) if sc.workload.pattern == "flows" else {}),
+        **(flow_figures(flow_summary(sc, tr)) if sc.workload.declared.kind is Kind.FLOWS else {}),
         "sources": fairness.sources,
         **({"long_flow_fair_ratio": fairness.long_flow_ratio} if long_flow(sc) else {}),
         **({"ports": port_figures(tr, warm)} if network_run(tr) else {}),
@@ -325,7 +326,7 @@ def fairness_figures(sc: Scenario, tr: Trace, episode: list[int]) -> Fairness:
     if rows and len(tr.source_delivered_bps) == len(tr.times_s):
         delivered = [sum(tr.source_delivered_bps[k][i] for k in episode) / rows for i in range(n)]
     fair = nan
-    if sc.workload.pattern != "flows":
+    if sc.workload.declared.kind is not Kind.FLOWS:
         fair_from, fair_to = fairness_window_s(sc)
         fair = fair_shares_bps(sc, sc.capacity_at((fair_from + fair_to) / 2))
     ratios = [d / f if f else math.nan for d, f in zip(delivered, fair, strict=True)]
@@ -412,10 +413,10 @@ def phase_rows(sc: Scenario, tr: Trace) -> list[tuple[float, float, list[int]]]:
     """The phases of the bottleneck's schedule (its rate constant in between) as (from,
     to, sample rows).  The first phase starts after the warm-up; a phase's first sample,
     which still carries the previous rate's queue, is left out."""
-    if sc.workload.pattern == "tcp":
+    if sc.workload.declared.own_congestion_control:
         return []
     end = sc.duration_s
-    if sc.workload.pattern == "flows":
+    if sc.workload.declared.kind is Kind.FLOWS:
         end = sc.flows_until_s  # no flow starts after it: no load is offered
     edges = [WARMUP_FRACTION * sc.duration_s]
     edges += [c.at_s for c in sc.schedule if edges[0] < c.at_s < end]
@@ -503,7 +504,7 @@ def uncongested_queue(sc: Scenario, tr: Trace) -> dict[str, Any]:
         for a, b, rs in phase_rows(sc, tr)
         if b <= until and sc.offered_bps(a) <= noise.QUIET_LOAD * sc.capacity_at((a + b) / 2)
         for k in rs
-        if sc.workload.pattern != "flows"
+        if sc.workload.declared.kind is not Kind.FLOWS
     ]
     return noise.uncongested_queue(sc, tr.queue_pkts, rows) | {"until_s": until}
 
@@ -581,7 +582,7 @@ def write_csvs(out: Path, sc: Scenario, tr: Trace) -> None:
             for i, (src, cr, target, tp) in enumerate(zip(sc.sources, crs, trs, tps, strict=True)):
                 cells = [f"{t:.6f}", i, src.host, src.receiver, f"{cr:.0f}", f"{target:.0f}"]
                 w.writerow([*cells, f"{tp:.0f}", *([f"{dls[i]:.0f}"] if network else [])])
-    if sc.workload.pattern == "flows":
+    if sc.workload.declared.kind is Kind.FLOWS:
         write_flows_csv(out / "flows.csv", tr.flows, sc.sources, hops=multi_switch(sc))
     if network_run(tr):
         write_ports_csv(out / "ports.csv", tr)
@@ -749,7 +750,7 @@ def crossed_ports(sc: Scenario) -> list[set[str]]:
     """Per source, the switch egress ports its traffic leaves through: its stream's path,
     or its flows' destinations' paths (each destination's own route)."""
     topo = sc.topology
-    if sc.workload.pattern != "flows":
+    if sc.workload.declared.kind is not Kind.FLOWS:
         return [{str(r) for r in sc.stream_refs(i)} for i in range(len(sc.sources))]
     return [
         {str(r) for d in src.destinations for r in topo.path(src.host, d)} for src in sc.sources

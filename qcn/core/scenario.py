@@ -97,6 +97,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from qcn.core import patterns as traffic_patterns
 from qcn.core.ecmp import ECMP_MODES, SOURCE_PORT, EcmpMode, flow_port
 from qcn.core.errors import QcnError
 from qcn.core.flows import (
@@ -124,6 +125,7 @@ from qcn.core.params import (
     scheme_def,
     scheme_names,
 )
+from qcn.core.patterns import Kind, TrafficPattern
 from qcn.core.tomlfile import read_toml
 from qcn.core.topology import (
     CP_MODES,
@@ -151,11 +153,7 @@ from qcn.core.units import (
 )
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
-Pattern = Literal["bernoulli", "constant", "onoff", "tcp", "udp", "flows"]
 PortService = Literal["bytes", "bmv2"]
-PATTERNS = ("bernoulli", "constant", "onoff", "tcp", "udp", "flows")
-MININET_PATTERNS = ("tcp", "udp")
-"""Workloads of real iperf3 flows: the multihop topology, on Mininet only."""
 SOURCE_TOPOLOGIES = ("single", "multihop")
 """The generators a scenario's ``network.sources`` (and ``innocent_sources``) size; every
 other topology's sources are its traffic's."""
@@ -215,7 +213,9 @@ class Network:
 
 @dataclass(frozen=True)
 class Workload:
-    pattern: Pattern = "bernoulli"
+    pattern: str = "bernoulli"
+    """Its traffic: one of the patterns qcn.core.patterns declares (its kind, and what
+    generates it)."""
     max_rate_bps: float = rate(10e9)
     stagger_s: float = seconds(0.0)
     onoff_sources: tuple[int, ...] = plain(())
@@ -254,6 +254,11 @@ class Workload:
     host drawn uniformly among the others (all-to-all)."""
     incast_sink: str = ""
     """incast: the host every other sends to ("": the topology's last host)."""
+
+    @property
+    def declared(self) -> TrafficPattern:
+        """Its pattern as qcn.core.patterns declares it (its kind, what generates it)."""
+        return traffic_patterns.pattern(self.pattern)
 
 
 @dataclass(frozen=True)
@@ -348,7 +353,7 @@ class Scenario:
         net, wl = self.network, self.workload
         base = network_topology(net)
         pairs: list[tuple[str, str]] = []
-        if not (wl.pattern == "flows" and wl.traffic == "all-to-all"):
+        if not (wl.declared.kind is Kind.FLOWS and wl.traffic == "all-to-all"):
             pairs = base.traffic_pairs(_traffic(wl.traffic), sink=wl.incast_sink)
         topo = base.with_traffic(pairs)
         if net.cp_ports or net.cp_on or net.cp_off:
@@ -375,7 +380,7 @@ class Scenario:
     def sources(self) -> tuple[SourceHost, ...]:
         """The hosts that send, in source order (the trace's columns, the RP daemons)."""
         wl = self.workload
-        if wl.pattern == "flows":
+        if wl.declared.kind is Kind.FLOWS:
             return tuple(
                 SourceHost(h, d)
                 for h, d in self.topology.flow_destinations(
@@ -485,7 +490,7 @@ class Scenario:
     def hotspot_episodes_s(self) -> list[tuple[float, float]]:
         """(start, end) of each hot-spot episode of an iperf3 workload (none: always on)."""
         w = self.workload
-        if w.pattern not in MININET_PATTERNS or w.hotspot_duration_s <= 0:
+        if w.declared.kind is not Kind.PROGRAM or w.hotspot_duration_s <= 0:
             return []
         if w.hotspot_period_s <= 0:
             return [(w.hotspot_start_s, w.hotspot_start_s + w.hotspot_duration_s)]
@@ -499,14 +504,14 @@ class Scenario:
         """What the sources offer at time ``t`` on average (on/off sources by their duty
         cycle; staggered sources once started)."""
         w = self.workload
-        if w.pattern == "flows":
+        if w.declared.kind is Kind.FLOWS:
             return w.load * self.flows_capacity_bps if t < self.flows_until_s else 0.0
         duty = w.mean_on_s / (w.mean_on_s + w.mean_off_s)
         # A source sends no faster than its host link (a topology file's may be slower
         # than the line rate that bounds max_rate_bps).
         return sum(
             min(w.max_rate_bps, self.topology.access_link(s.host).rate_bps)
-            * (duty if i in w.onoff_sources or w.pattern == "onoff" else 1.0)
+            * (duty if i in w.onoff_sources or w.declared.duty_cycled else 1.0)
             for i, s in enumerate(self.sources)
             if i * w.stagger_s <= t
         )
@@ -877,7 +882,11 @@ def _field_checks(s: Scenario) -> list[tuple[str, bool, str]]:
             FRAME_BYTES_MIN <= n.frame_bytes <= FRAME_BYTES_MAX,
             f"must be in [{FRAME_BYTES_MIN}, {FRAME_BYTES_MAX}]",
         ),
-        ("workload.pattern", w.pattern in PATTERNS, f"must be one of {', '.join(PATTERNS)}"),
+        (
+            "workload.pattern",
+            w.pattern in traffic_patterns.names(),
+            f"must be one of {', '.join(traffic_patterns.names())}",
+        ),
         ("network.ecmp", n.ecmp in ECMP_MODES, f"must be one of {', '.join(ECMP_MODES)}"),
         (
             "network.port_service",
@@ -911,7 +920,7 @@ def _field_checks(s: Scenario) -> list[tuple[str, bool, str]]:
         ),
         (
             "workload.max_rate_bps",
-            MIN_RATE_BPS <= w.max_rate_bps <= n.line_rate_bps or w.pattern == "flows",
+            MIN_RATE_BPS <= w.max_rate_bps <= n.line_rate_bps or w.declared.kind is Kind.FLOWS,
             f"must be in [{MIN_RATE_BPS:g}, network.line_rate_bps]",  # (unused by flows)
         ),
         ("workload.stagger_s", w.stagger_s >= 0, "must be >= 0"),
@@ -962,9 +971,12 @@ def _validate_structure(s: Scenario) -> None:
             f'workload.incast_sink: only with workload.traffic = "incast" (it is {w.traffic!r})'
         )
     _validate_bmv2_set(s)
-    if w.pattern in MININET_PATTERNS and not multihop:
-        raise ScenarioError("workload.pattern: tcp and udp go with network.topology = multihop")
-    if w.pattern == "flows":
+    if w.declared.kind is Kind.PROGRAM and not multihop:
+        raise ScenarioError(
+            f"workload.pattern: {' and '.join(traffic_patterns.of_kind(Kind.PROGRAM))} go "
+            "with network.topology = multihop"
+        )
+    if w.declared.kind is Kind.FLOWS:
         _validate_flows(s)
     if w.hotspot_period_s and w.hotspot_period_s <= w.hotspot_duration_s:
         raise ScenarioError(
