@@ -19,8 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from qcn.cli.sweep import SweepReport, sweep
 from qcn.core import scenario as scenarios
+from qcn.lab.sweep import SweepReport, sweep
 
 GRID = [("network.rtt_s", [10e-6, 50e-6, 100e-6, 200e-6])]
 SEEDS = 2

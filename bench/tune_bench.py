@@ -19,8 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from qcn.cli.tune import Study, TuneReport, default_objective, default_space, tune
 from qcn.core import scenario as scenarios
+from qcn.lab.tune import Study, TuneReport, default_objective, default_space, tune
 
 SEEDS = 2
 """Each trial's seeds: `qcn tune`'s default."""

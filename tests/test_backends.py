@@ -1,4 +1,4 @@
-"""The seam every command runs a scenario through (qcn/cli/backends.py), on the simulator; the
+"""The seam every command runs a scenario through (qcn/lab/backends.py), on the simulator; the
 Mininet branch runs in tests/test_mininet_bmv2.py through `qcn run` and `qcn compare`."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from qcn.cli import backends
 from qcn.core import patterns as traffic_patterns
 from qcn.core import scenario as scenarios
 from qcn.core.backend import RECORD, Flag, backend_flags, backend_option, flag_of
 from qcn.core.patterns import PYTHON_ENGINE, Kind, TrafficPattern
 from qcn.core.results import summarize
 from qcn.core.scenario import ScenarioError
+from qcn.lab import backends
 from qcn.simulator.engine import Simulation
 from qcn.topologies.backend import MininetOptions
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from qcn.cli.options import scale_overrides
 from qcn.core import capacity
 from qcn.core import scenario as scenarios
 from qcn.core.capacity import (
@@ -19,6 +18,7 @@ from qcn.core.capacity import (
     with_chosen_scale,
 )
 from qcn.core.scenario import ScenarioError
+from qcn.lab.inputs import scale_overrides
 from tests.kit import qcn
 
 FRAME_BITS = 8 * 1500

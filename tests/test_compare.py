@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from qcn.cli.compare import FLOW_FIGURES, compare_rows, figures_for, figures_of, format_table
 from qcn.core import scenario as scenarios
+from qcn.lab.compare import FLOW_FIGURES, compare_rows, figures_for, figures_of, format_table
 from tests.kit import assert_one_line_error, qcn
 
 

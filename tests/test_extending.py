@@ -1,5 +1,5 @@
 """docs/extending.md's worked examples, built as the page writes them: its code blocks are
-run here as they stand, then what they add runs on the simulator through qcn.cli.backends."""
+run here as they stand, then what they add runs on the simulator through qcn.lab.backends."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import pytest
 
 import qcn.core.params as params_module
 import qcn.reaction_point.rules as rules_module
-from qcn.cli import backends
 from qcn.core import scenario as scenarios
 from qcn.core.params import SCHEMES, QcnParams
 from qcn.core.provenance import RUN_FILE
 from qcn.core.scenario import Scenario
+from qcn.lab import backends
 from qcn.reaction_point.rules import RULES, RateLimiterRules
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "extending.md"

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from qcn.cli import backends
 from qcn.cli import main as cli
 from qcn.cli.run import headline_line, phase_line, printed
 from qcn.core import scenario as scenarios
@@ -30,6 +29,7 @@ from qcn.core.results import (
     rates_figure,
 )
 from qcn.core.trace import Trace
+from qcn.lab import backends
 from qcn.topologies.traces import port_throughputs
 
 DATA = Path(__file__).resolve().parent / "data"

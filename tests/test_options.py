@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from qcn.cli.compare import CompareError
 from qcn.cli.main import build_parser
-from qcn.cli.options import check_count, make_results_dir
-from qcn.cli.schemes import SchemesError
-from qcn.cli.sweep import SweepError
 from qcn.core.errors import QcnError
 from qcn.core.publish import RESULTS_MARKER
+from qcn.lab.compare import CompareError
+from qcn.lab.inputs import check_count, make_results_dir
+from qcn.lab.schemes import SchemesError
+from qcn.lab.sweep import SweepError
 
 SHARED = ("--set", "--out")
 COMMANDS = ("run", "compare", "sweep", "schemes")

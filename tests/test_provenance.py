@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-from qcn.cli import backends
 from qcn.cli import run as run_command
 from qcn.cli.main import main
 from qcn.cli.run import AGAIN_KEEPS
-from qcn.cli.sweep import Store, make_points, run_point
 from qcn.core import provenance
 from qcn.core import scenario as scenarios
 from qcn.core.backend import RECORD
 from qcn.core.provenance import PROVENANCE_FILE, RUN_FILE, RUN_ITSELF_KEYS
 from qcn.core.scenario import ScenarioError
+from qcn.lab import backends
+from qcn.lab.sweep import Store, make_points, run_point
 
 #: A short transient with a hot spot in it, so the reaction points have work to do.
 SHORT = ["--duration", "0.3", "--set", "schedule=[{at_s=0.1,bottleneck_rate_bps=0.5e9}]"]

@@ -22,9 +22,9 @@ import qcn
 import qcn.api
 from qcn.api import reference
 from qcn.api.support import command_args
-from qcn.cli.backends import MININET
 from qcn.cli.main import main
 from qcn.core.provenance import RUN_ITSELF_KEYS
+from qcn.lab.backends import MININET
 
 ROOT = Path(__file__).resolve().parent.parent
 TRIANGLE = ROOT / "tests" / "data" / "triangle.json"

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from qcn.cli import backends
 from qcn.cli.run import run_failure
 from qcn.core import fit
 from qcn.core import scenario as scenarios
@@ -21,6 +20,7 @@ from qcn.core.results import summarize
 from qcn.core.scenario import BMV2_MAX_LINK_RATE_BPS, Scenario, ScenarioError
 from qcn.core.topology import LinkDefaults, PortRef
 from qcn.core.topology import load as load_topology
+from qcn.lab import backends
 from qcn.simulator.engine import Simulation
 from qcn.topologies.measurement import Recording
 from qcn.topologies.traces import drops_known_by_the_end, sink_trace

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from qcn.cli.options import load_scenario, overrides_from
 from qcn.cli.run import StagedResults, prepare_out
 from qcn.core import publish
 from qcn.core.publish import (
@@ -27,6 +26,7 @@ from qcn.core.publish import (
     staging_path,
 )
 from qcn.core.scenario import ScenarioError
+from qcn.lab.inputs import load_scenario, overrides_from
 from qcn.topologies.backend import parse_stalls
 from tests.kit import SLOW_SIM, small_disk
 from tests.toolchain import requires_root

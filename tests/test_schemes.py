@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from qcn.cli.schemes import EPISODES, FIGURES, SCHEMES, format_tables
 from qcn.core import scenario as scenarios
+from qcn.lab.schemes import EPISODES, FIGURES, SCHEMES, format_tables
 from tests.kit import assert_one_line_error, qcn
 
 

@@ -18,8 +18,11 @@ from typing import Any
 
 import pytest
 
-from qcn.cli import backends
-from qcn.cli.sweep import (
+from qcn.core import publish
+from qcn.core import scenario as scenarios
+from qcn.core.publish import OWNER_MARKER, RESULTS_MARKER, owner_text
+from qcn.lab import backends
+from qcn.lab.sweep import (
     Point,
     Store,
     SweepError,
@@ -29,9 +32,6 @@ from qcn.cli.sweep import (
     parse_grid,
     run_point,
 )
-from qcn.core import publish
-from qcn.core import scenario as scenarios
-from qcn.core.publish import OWNER_MARKER, RESULTS_MARKER, owner_text
 from tests.kit import (
     SLOW_SIM,
     Cluster,
@@ -345,7 +345,7 @@ def test_a_sweep_line_plot_reads_in_units_and_says_what_its_bars_are() -> None:
     error bars were not explained."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    from qcn.cli.sweep import line_figure  # noqa: PLC0415
+    from qcn.lab.sweep import line_figure  # noqa: PLC0415
 
     cells = {(25e-6,): [100.0, 120.0, 110.0], (50e-6,): [150.0, 170.0, 160.0],
              (100e-6,): [200.0, 210.0, 205.0]}  # fmt: skip
@@ -503,8 +503,8 @@ TWICE = """
 import sys
 import tempfile
 from pathlib import Path
-from qcn.cli import backends
-from qcn.cli.sweep import Store, make_points, run_point
+from qcn.lab import backends
+from qcn.lab.sweep import Store, make_points, run_point
 from qcn.core import scenario as scenarios
 
 sc = scenarios.load("transient").with_overrides({"duration_s": 0.01})

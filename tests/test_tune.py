@@ -19,7 +19,9 @@ from typing import Any
 
 import pytest
 
-from qcn.cli.tune import (
+from qcn.core import scenario as scenarios
+from qcn.core.publish import RESULTS_MARKER
+from qcn.lab.tune import (
     Constraint,
     Objective,
     TuneError,
@@ -27,8 +29,6 @@ from qcn.cli.tune import (
     parse_constraint,
     parse_dimension,
 )
-from qcn.core import scenario as scenarios
-from qcn.core.publish import RESULTS_MARKER
 from tests.kit import (
     SLOW_SIM,
     assert_one_line_error,
@@ -464,7 +464,7 @@ DASK_SAYS = """
 import logging, sys
 from pathlib import Path
 import distributed  # (its configuration: the loggers' own handlers on stderr)
-from qcn.cli.sweep import dask_logged_to, dask_said
+from qcn.lab.sweep import dask_logged_to, dask_said
 log = Path(sys.argv[1])
 with dask_logged_to(log):
     for name in ("tornado.application", "distributed.client", "distributed"):

@@ -12,6 +12,9 @@ from qcn.cli import compare as comparing
 from qcn.cli import sweep as sweeping
 from qcn.cli import tune as tuning
 from qcn.core.scenario import Scenario
+from qcn.lab import compare as comparison
+from qcn.lab import sweep as sweeps
+from qcn.lab import tune as tuned
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -50,7 +53,7 @@ def sweep(
     command's line.
     """
     axes = [
-        sweeping.grid_axis(str(k), [support.plain(v) for v in values]) for k, values in grid.items()
+        sweeps.grid_axis(str(k), [support.plain(v) for v in values]) for k, values in grid.items()
     ]
     where, owned = support.out_folder(out, "sweep")
     plots = owned is None if point_plots is None else point_plots
@@ -140,7 +143,7 @@ def tune(
         quiet=not verbose,
     )
     study = tuning.study_of(args)
-    sweeping.check_address(address)
+    sweeps.check_address(address)
     with support.pyplot_kept():
         report, where = tuning.run_study(study, args, say=support.sayer(verbose))
     return Study(study, report, where, owned)
@@ -158,7 +161,7 @@ class Study:
     as Python reads them."""
 
     def __init__(
-        self, study: tuning.Study, report: tuning.TuneReport, out: Path, owned: support.Owned | None
+        self, study: tuned.Study, report: tuned.TuneReport, out: Path, owned: support.Owned | None
     ) -> None:
         self.directory: Path = out
         """The study's folder: its journal, trials.csv, best.toml, tune.json, plots, and
@@ -188,12 +191,12 @@ class Study:
         the constraints."""
         import pandas as pd  # noqa: PLC0415
 
-        return pd.read_csv(self.directory / tuning.TRIALS_FILE)
+        return pd.read_csv(self.directory / tuned.TRIALS_FILE)
 
     @property
     def best_file(self) -> Path:
         """best.toml: the best setting as a parameter file (``qcn.run(..., params=...)``)."""
-        return self.directory / tuning.BEST_FILE
+        return self.directory / tuned.BEST_FILE
 
     @support.one_line
     def apply(self, network: str | Path) -> list[str]:
@@ -201,8 +204,8 @@ class Study:
         (``qcn net up`` writes results/net/network.toml), as ``qcn tune --apply`` does;
         each change is logged in applied.csv.  Returns what it said, a line each."""
         path = Path(network)
-        tuning.check_network_file(path)
-        return tuning.apply_to_network(path, self.params, self.directory)
+        tuned.check_network_file(path)
+        return tuned.apply_to_network(path, self.params, self.directory)
 
 
 @support.one_line
@@ -246,7 +249,7 @@ def compare(
         [
             {
                 "figure": r["figure"], "label": r["label"],
-                **{f"{b}_{s}": v for b in (comparing.MODEL.name, comparing.EMULATION.name)
+                **{f"{b}_{s}": v for b in (comparison.MODEL.name, comparison.EMULATION.name)
                    for s, v in zip(("mean", "min", "max"), r[b], strict=True)},
                 "ratio": r["ratio"], "target": r["target"], "ok": r["ok"],
             }

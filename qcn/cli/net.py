@@ -25,8 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from qcn.cli import backends
-from qcn.cli.options import add_set, load_scenario, plain_text
+from qcn.cli.options import add_set, plain_text
 from qcn.controller.cli import NET_UP_FILE
 from qcn.core import capacity, resources
 from qcn.core.ecmp import ECMP_MODES
@@ -43,6 +42,8 @@ from qcn.core.scenario import (
 from qcn.core.topology import GENERATORS, LinkDefaults, PortRef, Topology, is_generator_spec
 from qcn.core.topology import load as load_topology
 from qcn.core.units import rate_text
+from qcn.lab import backends
+from qcn.lab.inputs import load_scenario
 
 DEFAULT_OUT = NET_UP_FILE.parent
 NET_LINE_RATE_BPS = 10e6

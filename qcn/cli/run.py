@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qcn.cli import backends
 from qcn.cli.options import (
     SET_HELP,
     add_duration,
@@ -29,12 +28,14 @@ from qcn.cli.options import (
 )
 from qcn.core import capacity, control, fit, provenance, publish
 from qcn.core import scenario as scenarios
+from qcn.core.backend import FLAG, backend_flags, dest_of, flag_of
 from qcn.core.errors import CheckFailedError
 from qcn.core.live import KNOBS_FILE, LiveFeed, write_knobs
 from qcn.core.progress import ProgressLine
 from qcn.core.publish import PARTIAL_MARKER
 from qcn.core.scenario import ScenarioError
 from qcn.core.trace import Trace
+from qcn.lab import backends
 
 DEFAULT_OUT = Path("results")
 DEFAULT_LIVE_SPEED = 1.0
@@ -79,7 +80,7 @@ def register(sub: Any) -> None:
     add_quiet(p)
     add_duration(p)
     _add_run_choices(p)
-    backends.add_backend_flags(p)  # (each backend's own: --cli, --sample-hz, --pcap...)
+    add_backend_flags(p)  # (each backend's own: --cli, --sample-hz, --pcap...)
     _add_live_options(p)
     add_set(p, SET_HELP + "; it also wins over the scenario's [bmv2.set]")
     add_params(p)
@@ -109,6 +110,23 @@ def _add_run_choices(p: argparse.ArgumentParser) -> None:
         help="sim: run the scenario as scaled for BMv2 (its [bmv2] section), with BMv2's CP "
         "(a departure CP judges departing frames), to predict a Mininet run",
     )
+
+
+def add_backend_flags(p: Any) -> None:
+    """Each backend's own options as flags of ``qcn run`` (declared in its module: its
+    :attr:`Backend.options`), each flag's help after the backend's name; None (or a switch
+    not given): not given."""
+    for backend in backends.BACKENDS.values():
+        for f in backend_flags(backend.options):
+            flag = f.metadata[FLAG]
+            kwargs: dict[str, Any] = {"dest": dest_of(f), "help": f"{backend.name}: {flag.help}"}
+            if flag.choices is not None:
+                kwargs.update(choices=list(flag.choices), default=None)
+            elif flag.parse is None:
+                kwargs.update(action="store_true")
+            else:
+                kwargs.update(default=None, metavar=flag.metavar)
+            p.add_argument(flag_of(f), **kwargs)
 
 
 def _add_live_options(p: argparse.ArgumentParser) -> None:

@@ -4,7 +4,7 @@ backend").
 Each backend is one unit that declares what it runs and how, so that nothing else asks
 which backend it is: the simulator (:mod:`qcn.simulator.backend`, its two engines) and
 Mininet with BMv2 (:mod:`qcn.topologies.backend`).  The front door registers them
-(:mod:`qcn.cli.backends`) and dispatches through :class:`Backend` only.  A run's options
+(:mod:`qcn.lab.backends`) and dispatches through :class:`Backend` only.  A run's options
 are those every backend takes, :class:`RunOptions`, declared here, and each backend's own,
 declared in its module (:attr:`Backend.options`) with their flags, defaults and checks.
 """

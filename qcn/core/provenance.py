@@ -146,7 +146,7 @@ def input_paths(sc: Scenario) -> dict[str, Path]:
     """The files ``sc``'s fields name, by field: a topology file, a flow-size CDF (a shipped
     one too: its content is data, not code).  Every file a run reads besides its scenario,
     so the one list that a rerun's check (:func:`changed_inputs`) and a sweep point's key
-    (``qcn.cli.sweep.point_key``) hash."""
+    (``qcn.lab.sweep.point_key``) hash."""
     from qcn.core.flows import size_file  # noqa: PLC0415
     from qcn.core.topology import is_generator_spec  # noqa: PLC0415
 

@@ -19,7 +19,6 @@ from typing import Any
 
 from qcn.core import provenance
 from qcn.core.backend import (
-    FLAG,
     RECORDED,
     Backend,
     RunOptions,
@@ -62,25 +61,8 @@ def by_name(name: str, where: str = "--backend") -> Backend:
         raise ScenarioError(f"{where}: backend {name!r:.40} is none of {names()}") from None
 
 
-def add_backend_flags(p: Any) -> None:
-    """Each backend's own options as flags of ``qcn run`` (declared in its module: its
-    :attr:`Backend.options`), each flag's help after the backend's name; None (or a switch
-    not given): not given."""
-    for backend in BACKENDS.values():
-        for f in backend_flags(backend.options):
-            flag = f.metadata[FLAG]
-            kwargs: dict[str, Any] = {"dest": dest_of(f), "help": f"{backend.name}: {flag.help}"}
-            if flag.choices is not None:
-                kwargs.update(choices=list(flag.choices), default=None)
-            elif flag.parse is None:
-                kwargs.update(action="store_true")
-            else:
-                kwargs.update(default=None, metavar=flag.metavar)
-            p.add_argument(flag_of(f), **kwargs)
-
-
 def backend_options(backend: Backend, args: Any) -> Any:
-    """``backend``'s own options from ``qcn run``'s flags (:func:`add_backend_flags`),
+    """``backend``'s own options from ``qcn run``'s flags (``qcn.cli.run.add_backend_flags``),
     checked; a flag of another backend's is refused in one line, naming the one it needs."""
     for other in BACKENDS.values():  # (a flag's own mistake first, whoever takes it)
         options_from_flags(other.options, vars(args))
