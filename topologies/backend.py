@@ -14,7 +14,7 @@ from typing import Any
 
 from qcn.core import patterns as traffic_patterns
 from qcn.core import provenance
-from qcn.core.backend import Flag, RunOptions, backend_option, is_boolean
+from qcn.core.backend import Flag, RunOptions, backend_option, is_boolean, is_number
 from qcn.core.errors import QcnError, ToolMissingError
 from qcn.core.patterns import Kind, TrafficPattern
 from qcn.core.scenario import Scenario, ScenarioError, links_beyond_bmv2
@@ -28,13 +28,11 @@ MAX_STALL_PERIOD_S = 60.0
 """--inject-stalls' bound on its period."""
 
 
-def _number(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def stalls_fit(stall_s: Any, period_s: Any) -> bool:
     """Whether (stall, period) in seconds are stalls --inject-stalls takes."""
-    return _number(stall_s) and _number(period_s) and 0 < stall_s < period_s <= MAX_STALL_PERIOD_S
+    return (
+        is_number(stall_s) and is_number(period_s) and 0 < stall_s < period_s <= MAX_STALL_PERIOD_S
+    )
 
 
 def _stalls(x: Any) -> bool:
@@ -79,7 +77,7 @@ class MininetOptions:
     sample_hz: float = backend_option(
         DEFAULT_SAMPLE_HZ,
         Flag(f"queue samples per second (default {DEFAULT_SAMPLE_HZ:g})", parse_sample_hz),
-        lambda x: _number(x) and 0 < x <= MAX_SAMPLE_HZ,
+        lambda x: is_number(x) and 0 < x <= MAX_SAMPLE_HZ,
         f"in (0, {MAX_SAMPLE_HZ:g}]",
     )
     realtime_switch: bool = backend_option(

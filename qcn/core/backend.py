@@ -80,7 +80,8 @@ class Backend(Protocol):
         ...
 
 
-def _number(x: Any) -> bool:
+def is_number(x: Any) -> bool:
+    """What a recorded number is: an int or a float, finite (not a bool)."""
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -217,7 +218,7 @@ class RunOptions:
     flows on every backend)."""
     scaled_by: float | None = decides_result(
         None,
-        lambda x: x is None or (_number(x) and 0 < x <= MAX_TIME_SCALE),
+        lambda x: x is None or (is_number(x) and 0 < x <= MAX_TIME_SCALE),
         f"null or a time scale in (0, {MAX_TIME_SCALE:g}]",
     )
     """The time scale the scenario was scaled for BMv2 by where a backend not in BMv2's

@@ -64,14 +64,14 @@ def by_name(name: str, where: str = "--backend") -> Backend:
 def backend_options(backend: Backend, args: Any) -> Any:
     """``backend``'s own options from ``qcn run``'s flags (``qcn.cli.run.add_backend_flags``),
     checked; a flag of another backend's is refused in one line, naming the one it needs."""
-    for other in BACKENDS.values():  # (a flag's own mistake first, whoever takes it)
-        options_from_flags(other.options, vars(args))
+    # (a flag's own mistake first, whoever takes it)
+    parsed = {b.name: options_from_flags(b.options, vars(args)) for b in BACKENDS.values()}
     own = {dest_of(f) for f in backend_flags(backend.options)}
     for other in BACKENDS.values():
         for f in backend_flags(other.options):
             if dest_of(f) not in own and getattr(args, dest_of(f), None) not in (None, False):
                 raise ScenarioError(f"{flag_of(f)} needs the {other.title}")
-    return options_from_flags(backend.options, vars(args))
+    return parsed[backend.name]
 
 
 def refuse_live(backend: Backend) -> None:
