@@ -55,8 +55,8 @@ test: lint  ## the whole test suite (PTF/BMv2 parts skip in one line without the
 	@scripts/install-deps.sh status
 	$(VENV)/bin/pytest
 
-test-long: venv  ## the long BMv2 scenario tests the default suite leaves out (tests/toolchain.py)
-	QCN_LONG_TESTS=1 $(VENV)/bin/pytest tests/test_mininet_bmv2.py tests/test_control.py
+test-long: venv  ## the long BMv2 tests the default suite leaves out (tests/toolchain.py)
+	QCN_LONG_TESTS=1 $(VENV)/bin/pytest tests/test_mininet_bmv2.py tests/test_control.py tests/test_net_bmv2.py tests/test_live_browser.py
 
 # The p4c command line is defined once, in qcn/core/pipeline.py (stdlib only: no venv needed).
 $(BUILD)/qcn_cp.json: $(P4_SOURCES)
@@ -76,6 +76,7 @@ bench: venv  ## benchmarks (each prints its figures and ratios against a same-ru
 	$(PY) -m bench.pause_bench
 	$(PY) -m bench.sweep_bench
 	$(PY) -m bench.tune_bench
+	$(PY) -m bench.import_costs
 	@if command -v p4c >/dev/null && command -v simple_switch_grpc >/dev/null; then \
 	    $(PY) -m bench.pipeline_bench && $(PY) -m bench.ctl_bench && $(PY) -m bench.hold_bench; \
 	else echo "bench: pipeline, controller and hold benchmarks skipped: p4lang toolchain missing"; fi

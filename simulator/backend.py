@@ -19,6 +19,9 @@ from qcn.core.errors import QcnError
 from qcn.core.live import SimulationLive
 from qcn.core.scenario import Scenario
 from qcn.core.trace import Trace
+from qcn.simulator import compiled, engine
+from qcn.simulator.compiled import Runnable, check_engine, check_runs, make_simulation
+from qcn.simulator.engine import check_memory
 
 SAMPLE_INTERVAL_S = 1e-3
 """The simulator's trace sampling, in the scenario's own time."""
@@ -56,8 +59,6 @@ class Simulator:
     @property
     def patterns(self) -> tuple[str, ...]:
         """The patterns of the engine ``QCN_SIM_ENGINE`` chooses (auto: either's)."""
-        from qcn.simulator import compiled, engine  # noqa: PLC0415
-
         if compiled.engine_choice() == "compiled":
             return compiled.patterns()
         return engine.patterns()
@@ -70,8 +71,6 @@ class Simulator:
 
     def refusal(self, sc: Scenario) -> str:
         """What the model has not (TCP), or a pattern the chosen engine does not generate."""
-        from qcn.simulator import compiled, engine  # noqa: PLC0415
-
         model = engine.model_refusal(sc)
         if model or compiled.engine_choice() != "compiled":
             return model or engine.pattern_refusal(sc)
@@ -80,9 +79,6 @@ class Simulator:
 
     def check(self, sc: Scenario, options: RunOptions) -> None:
         """The engine choice, the chosen engine's patterns, and the machine's memory."""
-        from qcn.simulator.compiled import check_engine, check_runs  # noqa: PLC0415
-        from qcn.simulator.engine import check_memory  # noqa: PLC0415
-
         check_engine()
         check_runs(sc)
         check_memory(sc, sample_interval_s(options, sc))
@@ -90,8 +86,6 @@ class Simulator:
     def run(self, sc: Scenario, out: Path, options: RunOptions) -> Trace:  # noqa: ARG002
         """The simulation of ``sc``; an interrupted one hands what it measured to
         ``options.partial``.  It keeps nothing in ``out``: its Trace is everything."""
-        from qcn.simulator.compiled import Runnable, make_simulation  # noqa: PLC0415
-
         progress = options.progress
         running: list[Runnable] = []  # (the hook is made before the simulation it watches)
         live = SimulationLive(options.live) if options.live is not None else None

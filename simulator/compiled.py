@@ -18,8 +18,10 @@ one line on stderr saying why.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import random
+import struct
 import sys
 import time
 from dataclasses import dataclass, fields
@@ -84,8 +86,6 @@ def elf_damage(path: Path) -> str | None:
     a full disk leaves, is mapped past its end by the dynamic loader and kills the process
     with SIGBUS (exit status 135, no message) at import; this reads ~1 KB and takes
     microseconds, against a child process's ~100 ms to try the import (docs/reliability.md)."""
-    import struct  # noqa: PLC0415
-
     try:
         with path.open("rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -119,8 +119,6 @@ def elf_damage(path: Path) -> str | None:
 def _load_core() -> tuple[ModuleType | None, str | None]:
     """The compiled core and None, or None and why it cannot run: not built, damaged on
     disk (checked before the loader maps it), or stale."""
-    import importlib.util  # noqa: PLC0415
-
     try:
         spec = importlib.util.find_spec("qcn.simulator._core")
     except (ImportError, ValueError) as e:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from bench import import_costs
+
 ROOT = Path(__file__).resolve().parent.parent
 
 #: The layers whose sources sit at the top of the checkout (the design card's folders), the
@@ -481,3 +483,31 @@ def test_no_pattern_is_told_by_its_name_outside_its_generators() -> None:
             if told and about:
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
+
+
+def test_every_import_inside_a_function_is_of_a_module_that_costs_start_up_time() -> None:
+    """Imports at the top of modules, but the libraries docs/layout.md lists with their
+    measured cost (bench/import_costs.py) and the modules of the project that bring one."""
+    assert import_costs.unlisted_lazy_imports() == []
+
+
+def test_every_library_kept_lazy_is_kept_so_somewhere() -> None:
+    assert import_costs.listed_libraries()  # (the table is where the bench reads it)
+    assert import_costs.unused_rows() == []
+
+
+def test_a_cheap_import_inside_a_function_is_found(tmp_path: Path) -> None:
+    """The check reads what it should: an import of the standard library inside a
+    function is one, a listed library's is not, a module's __getattr__'s is not."""
+    module = tmp_path / "m.py"
+    module.write_text(
+        "def f():\n    import json\n    import matplotlib.pyplot\n"
+        "def __getattr__(name):\n    import csv\n"
+    )
+    found = import_costs.lazy_imports({"qcn.m": module}, root=tmp_path)
+    assert [(i.module, i.where) for i in found] == [
+        ("json", "m.py:2"),
+        ("matplotlib.pyplot", "m.py:3"),
+    ]
+    listed = ["matplotlib"]
+    assert [i.module for i in found if not import_costs.is_listed(i.module, listed)] == ["json"]

@@ -221,8 +221,6 @@ def claim_state(out: Path) -> None:
     """Say this process runs the network; refuse when another live one does."""
     state = read_state()
     if state is not None and state["pid"] != os.getpid() and _alive(state["pid"]):
-        from qcn.topologies.errors import ExperimentError  # noqa: PLC0415
-
         raise ExperimentError(
             f"a network is already up (pid {state['pid']}, {state.get('out', '?')}): "
             "'qcn net down' stops it"

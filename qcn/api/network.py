@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from qcn.api.support import Unmanaged, command_args, one_line, overrides, pyplot_kept
 from qcn.cli import net as command
+from qcn.core import resources
 from qcn.core.topology import Topology, TopologyError
 
 if TYPE_CHECKING:
@@ -106,8 +107,6 @@ class Network:
     def draw(self) -> Figure:
         """The picture ``qcn net draw`` writes: switches, hosts and links (a link's width by
         its rate), each CP port marked, at the rates ``qcn net up`` runs it."""
-        from qcn.core import resources  # noqa: PLC0415
-
         topo = command.topology_of(self._args)
         resources.check_drawing(len(topo.switches) + len(topo.hosts), topo.name)
         with pyplot_kept():

@@ -88,7 +88,6 @@ def members(cls: type) -> Iterator[tuple[str, str, str]]:
 
 def reference() -> str:
     """The reference: each name of :data:`qcn.API` in turn, a heading and its docstring."""
-    import qcn  # noqa: PLC0415
     import qcn.api  # noqa: PLC0415
 
     out: list[str] = []

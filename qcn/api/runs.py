@@ -11,6 +11,8 @@ from qcn.api import support
 from qcn.cli import run as command
 from qcn.core import provenance
 from qcn.core.errors import CheckFailedError
+from qcn.core.flows import FLOW_CSV_COLUMNS
+from qcn.core.results import PORT_CSV_COLUMNS, figures
 from qcn.core.scenario import Scenario, ScenarioError
 from qcn.core.trace import Trace
 
@@ -150,8 +152,6 @@ class Result:
     def ports(self) -> pd.DataFrame:
         """ports.csv: per sample and followed port (a network of several CP ports), its
         queue, throughput, and drops and CNMs so far; no row for a run of one CP port."""
-        from qcn.core.results import PORT_CSV_COLUMNS  # noqa: PLC0415
-
         return self._table("ports.csv", PORT_CSV_COLUMNS)
 
     @property
@@ -159,8 +159,6 @@ class Result:
         """flows.csv: per flow of the flows workload, its sender and receiver, size, start,
         completion time, ideal completion time and slowdown (``finished`` true or false);
         no row for another workload."""
-        from qcn.core.flows import FLOW_CSV_COLUMNS  # noqa: PLC0415
-
         frame = self._table("flows.csv", FLOW_CSV_COLUMNS)
         frame["finished"] = frame["finished"].astype(bool)
         return frame
@@ -169,8 +167,6 @@ class Result:
         """The plots the run wrote, as matplotlib figures by name (``rates``, ``queue``, a
         network run's ``ports``, a flows run's ``slowdown``): ``names``, or all of them.
         A notebook shows each."""
-        from qcn.core.results import figures  # noqa: PLC0415
-
         with support.pyplot_kept():
             made = figures(support.Unmanaged, self.scenario, self.trace, self._figures_summary)
         every = {name.removesuffix(".png"): fig for name, fig in made.items()}

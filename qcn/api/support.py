@@ -20,6 +20,9 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+import tomli_w
+
+from qcn.cli.main import build_parser
 from qcn.core import provenance
 from qcn.core.errors import QcnError
 
@@ -50,8 +53,6 @@ def command_args(
     a value outside an option's choices is refused as the parser refuses it.  ``record``:
     the command line that gives the same options (but ``unsaid``'s) is what the runs'
     provenance records (:func:`record_command`)."""
-    from qcn.cli.main import build_parser  # noqa: PLC0415 - the commands' modules
-
     words = command.split()
     parser = subparser(build_parser(only=words[0]), words)
     positional = [a.dest for a in parser._actions if not a.option_strings]
@@ -141,8 +142,6 @@ def record_command(argv: Sequence[str]) -> None:
 
 def toml_text(value: Any) -> str:
     """``value`` as ``--set KEY=VALUE`` writes it (TOML)."""
-    import tomli_w  # noqa: PLC0415
-
     return tomli_w.dumps({"v": plain(value)}).split("=", 1)[1].strip()
 
 

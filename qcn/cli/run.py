@@ -31,8 +31,10 @@ from qcn.core import scenario as scenarios
 from qcn.core.backend import FLAG, backend_flags, dest_of, flag_of
 from qcn.core.errors import CheckFailedError
 from qcn.core.live import KNOBS_FILE, LiveFeed, write_knobs
+from qcn.core.noise import verdict_line
 from qcn.core.progress import ProgressLine
 from qcn.core.publish import PARTIAL_MARKER
+from qcn.core.results import SUMMARY_KEYS, json_safe, write_csvs
 from qcn.core.scenario import ScenarioError
 from qcn.core.trace import Trace
 from qcn.lab import backends
@@ -275,8 +277,6 @@ PRINTED_DIGITS = 4
 def printed(figures: dict[str, Any]) -> dict[str, Any]:
     """The headline figures as printed: each float to :data:`PRINTED_DIGITS` significant
     digits (229.0, not 228.99999999974696), a figure with no value (NaN, infinity) null."""
-    from qcn.core.results import json_safe  # noqa: PLC0415 - matplotlib's module
-
     return {
         k: float(f"{v:.{PRINTED_DIGITS}g}") if isinstance(v, float) else v
         for k, v in json_safe(figures).items()
@@ -598,7 +598,6 @@ def execute(
         except BaseException:
             shutil.rmtree(staged.staging, ignore_errors=True)  # nothing ran: nothing to keep
             raise
-    from qcn.core.results import write_csvs  # noqa: PLC0415
 
     progress = ProgressLine(f"qcn run: {sc.name} simulated", quiet=quiet)
 
@@ -645,9 +644,6 @@ def execute(
 def report(done: Done, run: Prepared, *, figures: bool = True) -> None:
     """What `qcn run` says of a finished run: its figures (``figures``), and on stderr the
     warnings of its ports' control."""
-    from qcn.core.noise import verdict_line  # noqa: PLC0415
-    from qcn.core.results import SUMMARY_KEYS  # noqa: PLC0415
-
     summary, trace, out, feed = done.summary, done.trace, done.out, run.options.live
     if figures:
         print(f"qcn run: {headline_line(summary)}")

@@ -39,10 +39,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qcn.core.errors import QcnError
-from qcn.core.patterns import Kind
+import tomli_w
 
-if TYPE_CHECKING:  # the scenario's modules load only when a run is recorded or read
+from qcn.core.errors import QcnError
+from qcn.core.flows import size_file
+from qcn.core.patterns import Kind
+from qcn.core.publish import write_atomic
+
+if TYPE_CHECKING:
     from qcn.core.scenario import Scenario
 
 RUN_FILE = "run.toml"
@@ -147,8 +151,7 @@ def input_paths(sc: Scenario) -> dict[str, Path]:
     one too: its content is data, not code).  Every file a run reads besides its scenario,
     so the one list that a rerun's check (:func:`changed_inputs`) and a sweep point's key
     (``qcn.lab.sweep.point_key``) hash."""
-    from qcn.core.flows import size_file  # noqa: PLC0415
-    from qcn.core.topology import is_generator_spec  # noqa: PLC0415
+    from qcn.core.topology import is_generator_spec  # noqa: PLC0415 - docs/layout.md
 
     found: dict[str, Path] = {}
     if not is_generator_spec(sc.network.topology):
@@ -236,10 +239,6 @@ def environment(toolchain: dict[str, str] | None = None) -> dict[str, Any]:
 def write(out: Path, sc: Scenario, provenance: dict[str, Any], *, in_bmv2_units: bool) -> None:
     """run.toml and provenance.json into ``out`` (a run's staging directory);
     ``in_bmv2_units``: the backend ran it scaled for BMv2 (run.toml's header says so)."""
-    import tomli_w  # noqa: PLC0415
-
-    from qcn.core.publish import write_atomic  # noqa: PLC0415
-
     scaled = in_bmv2_units or provenance["run"].get("scaled_by")
     versions = "; ".join(f"{k} {v}" for k, v in provenance["version"].items())
     header = (
@@ -270,7 +269,7 @@ def read(directory: Path) -> tuple[Scenario, dict[str, Any]]:
     """The scenario and the provenance a results directory holds, the provenance's tables
     checked for type (:func:`changed_inputs` and ``RunOptions.from_recorded`` check their
     content)."""
-    from qcn.core import scenario as scenarios  # noqa: PLC0415
+    from qcn.core import scenario as scenarios  # noqa: PLC0415 - docs/layout.md, lazy imports
 
     run_file, prov_file = directory / RUN_FILE, directory / PROVENANCE_FILE
     if not run_file.is_file() or not prov_file.is_file():

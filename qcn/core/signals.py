@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from multiprocessing import resource_tracker
 from types import FrameType
 from typing import Any
 
@@ -151,7 +152,6 @@ def children_spared_ctrl_c() -> Iterator[None]:
     if not _in_main_thread():
         yield
         return
-    from multiprocessing import resource_tracker  # noqa: PLC0415
 
     # Its start unblocks SIGINT in the thread that starts it: started before the block.
     resource_tracker.ensure_running()

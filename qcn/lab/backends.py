@@ -30,6 +30,7 @@ from qcn.core.backend import (
 from qcn.core.errors import QcnError
 from qcn.core.live import LiveFeed
 from qcn.core.params import QcnParams
+from qcn.core.results import summarize, write
 from qcn.core.scenario import Scenario, ScenarioError
 from qcn.core.topology import Topology
 from qcn.core.trace import Trace
@@ -149,8 +150,6 @@ def record(
     provenance (run.toml, provenance.json: ``overrides`` as the command gave them,
     ``ran_on`` where the run did not run here); the summary (with ``extra`` keys) and the
     plots written."""
-    from qcn.core.results import summarize, write  # noqa: PLC0415 - matplotlib's import
-
     summary = summarize(sc, trace, qcn=options.qcn, backend=backend.name, seed=options.seed)
     summary.update(extra or {})
     figures = write(out, sc, trace, summary, plots=plots)

@@ -43,6 +43,7 @@ from qcn.core import capacity
 from qcn.core.backend import Backend
 from qcn.core.errors import QcnError
 from qcn.core.live import LiveFeed
+from qcn.core.noise import verdict_line
 from qcn.core.patterns import Kind
 from qcn.core.results import json_safe
 from qcn.core.scenario import Scenario
@@ -224,8 +225,6 @@ def run_compare(
     (``overrides``: the command line's, kept in each run's provenance; ``serve``: a live
     view of each BMv2 run's feed while it runs, to measure what watching it costs; the
     front door serves it, :mod:`qcn.cli.live`)."""
-    from qcn.core.noise import verdict_line  # noqa: PLC0415
-
     check_count("--runs", runs, CompareError)
     for backend in backends.BACKENDS.values():
         backends.require(sc, backend, CompareError, "qcn compare runs both backends: ")

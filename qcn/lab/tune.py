@@ -31,13 +31,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 from qcn.core import provenance, publish
 from qcn.core import scenario as scenarios
 from qcn.core.errors import CheckFailedError, QcnError
 from qcn.core.live import KnobChange, write_knobs
+from qcn.core.noise import verdict_line
 from qcn.core.params import PORT_CP_FIELDS, QNTZ_FB_MAX, W_ONE, CpParams
 from qcn.core.patterns import Kind
 from qcn.core.progress import ProgressLine
+from qcn.core.provenance import project_version
 from qcn.core.results import FLOW_KEYS, SUMMARY_KEYS, json_safe
 from qcn.core.scenario import Scenario
 from qcn.core.signals import interrupts_deferred
@@ -582,10 +586,6 @@ STUDY_TOML = "run.toml"
 def write_study_toml(path: Path, study: Study) -> None:
     """The study's run.toml: its objective(s), space, constraints, seeds and sampler, and the
     scenario it searched (every field, overrides applied)."""
-    import tomli_w  # noqa: PLC0415
-
-    from qcn.core.provenance import project_version  # noqa: PLC0415
-
     identity = study.identity()["study"]
     header = (
         "# A qcn tune study: what it searched, and the scenario it searched it on.\n"
@@ -939,8 +939,6 @@ def write_trials(path: Path, handle: Any, study: Study) -> None:
 def best_params_toml(study: Study, params: dict[str, Any]) -> str:
     """The best setting as a parameter file (`qcn params FILE --check`, `qcn run --params`):
     the tuned fields only, in the scenario's units."""
-    import tomli_w  # noqa: PLC0415
-
     tables: dict[str, dict[str, Any]] = {}
     for key, value in sorted(params.items()):
         if key.startswith("port_cp."):  # [port_cp."s2:3"]: a port's own CP fields
@@ -1235,7 +1233,6 @@ def verify_on_bmv2(
     scenario scaled for BMv2): whether BMv2 shows the improvement the simulator predicts,
     and whether the best's runs meet compare's fidelity targets.  What it found, a line
     each, and whether it held; ``out/verify/`` keeps both comparisons and verify.json."""
-
     first = study.objectives[0]
     rows: dict[str, list[dict[str, Any]]] = {}
     figures: dict[str, dict[str, float]] = {}
@@ -1295,7 +1292,6 @@ def verify_on_bmv2(
 
 
 def _summary_noise(path: Path) -> str:
-    from qcn.core.noise import verdict_line  # noqa: PLC0415
 
     noise = json.loads(path.read_text()).get("noise")
     return verdict_line(noise) if isinstance(noise, dict) else "not measured"
