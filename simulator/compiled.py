@@ -42,6 +42,7 @@ from qcn.simulator.engine import (
     Route,
     Simulation,
     SimulationArgs,
+    bernoulli_gap,
     pattern_refusal,
     port_stream_names,
 )
@@ -374,7 +375,7 @@ class CompiledSimulation:
                 s.line_rate_bps,
                 s.slot_s,
                 s.quantum_s,
-                s.bernoulli,
+                s.gap is bernoulli_gap,  # (the core's Bernoulli slots; else its constant rate)
                 s.onoff,
                 s.load,
                 route_ids[id(s.routes[0])] if 0 in s.routes and not ref.flow_mode else -1,

@@ -189,10 +189,12 @@ class Source:
     routes: dict[RouteKey, Route] = field(default_factory=dict)
     """The routes its traffic takes (the others are never built): a stream's, as 0; the
     flows', as (source, index in ``SourceHost.destinations``, path)."""
-    bernoulli: bool = False
+    gap: FrameGap | None = None
+    """Its pattern's generator (:data:`FRAME_GAPS`)."""
     onoff: bool = False
+    """Its pattern is duty-cycled: on and off periods wrap its frames."""
     load: float = 0.0
-    """Bernoulli: the probability that a slot carries a frame (offered / line rate)."""
+    """Its share of its link's frame slots (offered / line rate): Bernoulli's probability."""
     backlog: int = 0
     next_arrival: float = math.inf
     on_until: float = math.inf
@@ -369,6 +371,30 @@ def check_memory(sc: Scenario, sample_interval_s: float) -> None:
     )
 
 
+FrameGap: TypeAlias = Callable[["Simulation", Source], float]
+"""A host-source pattern's generator on this engine: the time from one frame the source
+offers to its next (it may draw from the simulation's ``rng``, and read the source's
+``offered_bps``, ``slot_s`` and ``load``)."""
+
+
+def constant_gap(sim: Simulation, s: Source) -> float:
+    return sim.frame_bits / s.offered_bps
+
+
+def bernoulli_gap(sim: Simulation, s: Source) -> float:
+    """Frame slots at line rate, each busy with probability offered / line rate."""
+    return s.slot_s * (1 + empty_slots_before_frame(s.load, 1.0 - sim.rng.random()))
+
+
+FRAME_GAPS: dict[str, FrameGap] = {
+    "bernoulli": bernoulli_gap,
+    "constant": constant_gap,
+    "onoff": constant_gap,  # (in on periods: its declaration says it is duty-cycled)
+}
+"""This engine's generator of each host-source pattern it runs (qcn.core.patterns declares
+which those are): a new pattern is its declaration and its entry here."""
+
+
 def patterns() -> tuple[str, ...]:
     """The traffic patterns this engine generates, as qcn.core.patterns declares them (a
     source's frames: Bernoulli slots, a constant rate, on/off periods; or the flows
@@ -543,7 +569,8 @@ class Simulation:
                 )
             )
         for s in self.sources:
-            s.bernoulli, s.onoff = s.pattern == "bernoulli", s.pattern == "onoff"
+            s.gap = FRAME_GAPS.get(s.pattern)  # (None: the flows workload, its own arrivals)
+            s.onoff = traffic_patterns.pattern(s.pattern).duty_cycled
             s.load = s.offered_bps * s.slot_s / self.frame_bits
         self.inputs: list[Input] = []
         self._switch_inputs: dict[PortRef, Input] = {}
@@ -658,10 +685,8 @@ class Simulation:
 
     def _arrivals_until(self, s: Source, t: float) -> None:
         """Move the frames the source offered up to ``t`` into its adapter queue."""
-        slot_s = s.slot_s
-        # Bernoulli: frame slots at line rate, each busy with probability offered / line rate.
-        bernoulli, load = s.bernoulli, s.load
-        random = self.rng.random
+        gap = s.gap
+        assert gap is not None
         while s.next_arrival <= t:
             if s.onoff and s.next_arrival > s.on_until:
                 wl = self.sc.workload
@@ -671,10 +696,7 @@ class Simulation:
                 s.next_arrival = start
                 continue
             s.backlog += 1
-            if bernoulli:
-                s.next_arrival += slot_s * (1 + empty_slots_before_frame(load, 1.0 - random()))
-            else:
-                s.next_arrival += self.frame_bits / s.offered_bps
+            s.next_arrival += gap(self, s)
 
     # -- events ------------------------------------------------------------------------------
 
@@ -1212,7 +1234,7 @@ class Simulation:
         for s in self.sources:
             start = s.index * wl.stagger_s
             s.next_arrival = start
-            if s.pattern == "onoff":
+            if s.onoff:
                 s.on_until = start + self.rng.expovariate(1 / wl.mean_on_s)
             if not self.flow_mode:
                 self._push(start, SEND, s.index, 0)

@@ -16,6 +16,7 @@ from qcn.core.patterns import PYTHON_ENGINE, Kind, TrafficPattern
 from qcn.core.results import summarize
 from qcn.core.scenario import ScenarioError
 from qcn.lab import backends
+from qcn.simulator import engine
 from qcn.simulator.engine import Simulation
 from qcn.topologies.backend import MininetOptions
 
@@ -122,6 +123,7 @@ def test_a_pattern_only_the_python_engine_declares_is_refused_elsewhere(
         "pareto", Kind.HOST_SOURCE, frozenset({PYTHON_ENGINE}), mininet=False, summary="test"
     )
     monkeypatch.setattr(traffic_patterns, "DECLARED", (*traffic_patterns.DECLARED, pareto))
+    monkeypatch.setitem(engine.FRAME_GAPS, "pareto", engine.constant_gap)
     sc = scenarios.load("transient").with_overrides(
         {"workload.pattern": "pareto", "duration_s": 0.01}
     )
@@ -168,6 +170,48 @@ def test_a_pattern_only_the_python_engine_declares_is_refused_elsewhere(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "the simulator's Python engine has no traffic pattern 'pareto'" in err
+
+
+def test_each_host_source_pattern_the_python_engine_declares_has_its_generator() -> None:
+    declared = set(traffic_patterns.of_kind(Kind.HOST_SOURCE))
+    assert declared & set(traffic_patterns.generated_by(PYTHON_ENGINE)) == set(engine.FRAME_GAPS)
+
+
+def test_a_new_host_source_pattern_is_its_declaration_and_its_generator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pareto gaps (heavy-tailed, shape 2.5), added as a user would: a declaration
+    (qcn.core.patterns) and the Python engine's generator, nothing else.  The engine runs
+    it: its source offers its rate on average, in gaps of the Pareto's spread (a constant
+    source's are all one gap), and the run is the seed's to the last frame."""
+    shape = 2.5
+    gaps: list[float] = []
+
+    def pareto_gap(sim: Simulation, s: engine.Source) -> float:
+        mean = sim.frame_bits / s.offered_bps
+        gap = float(mean * (shape - 1) / shape / (1.0 - sim.rng.random()) ** (1 / shape))
+        gaps.append(gap)
+        return gap
+
+    pareto = TrafficPattern(
+        "pareto", Kind.HOST_SOURCE, frozenset({PYTHON_ENGINE}), mininet=False, summary="Pareto gaps"
+    )
+    monkeypatch.setattr(traffic_patterns, "DECLARED", (*traffic_patterns.DECLARED, pareto))
+    monkeypatch.setitem(engine.FRAME_GAPS, "pareto", pareto_gap)
+    sc = scenarios.load("transient").with_overrides(
+        {"workload.pattern": "pareto", "duration_s": 0.2}
+    )
+    backends.require(sc, backends.SIMULATOR)
+    first = Simulation(sc).run()
+    n, mean = len(gaps), sum(gaps) / len(gaps)
+    expected = 8 * sc.network.frame_bytes / sc.workload.max_rate_bps  # (a frame at its rate)
+    assert n > 1_000
+    assert mean == pytest.approx(expected, rel=0.1)
+    assert max(gaps) > 3 * expected  # (its tail; a constant source has one gap)
+    assert min(gaps) < expected
+    gaps.clear()
+    assert Simulation(sc).run().port_queue_pkts == first.port_queue_pkts  # (the seed's)
+    assert len(gaps) == n
 
 
 @dataclass(frozen=True)
