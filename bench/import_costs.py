@@ -31,8 +31,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYOUT = ROOT / "docs" / "layout.md"
-#: The package's sources: qcn/ and the design card's folders it maps under qcn.
-PACKAGE_FOLDERS = ("qcn", "controller", "reaction_point", "simulator", "topologies", "ptf_tests")
+#: The layers whose sources sit at the top of the checkout (the design card's folders), the
+#: only copy of each: the package names folder NAME qcn.NAME (pyproject.toml's package-dir;
+#: docs/layout.md; tests/test_structure.py holds pyproject.toml to it).
+LAYER_FOLDERS = ("controller", "reaction_point", "simulator", "topologies", "ptf_tests")
+#: The package's sources: qcn/ and the layers' folders it maps under qcn.
+PACKAGE_FOLDERS = ("qcn", *LAYER_FOLDERS)
 BASELINE = "qcn.cli.main"
 #: A row of docs/layout.md's table of lazy imports: | `library` | ... |
 LISTED_ROW = re.compile(r"^\| `([\w.]+)` \|", re.M)
@@ -45,10 +49,17 @@ class LazyImport:
     where: str  # path:line
 
 
-def module_of(path: Path) -> str:
-    """The module a source file of the package is imported as."""
+def installed_path(path: Path) -> Path:
+    """Where ``path``, a file of the package in the checkout, sits in an installed ``qcn``:
+    a layer folder's under qcn/ (controller's agent.py is qcn's controller/agent.py)."""
     rel = path.relative_to(ROOT)
-    parts = (rel if rel.parts[0] == "qcn" else Path("qcn", rel)).with_suffix("").parts
+    return rel if rel.parts[0] == "qcn" else Path("qcn", rel)
+
+
+def module_of(path: Path) -> str:
+    """The module a source file of the package is imported as (a layer folder's under
+    ``qcn.``)."""
+    parts = installed_path(path).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -106,7 +117,7 @@ def lazy_imports(sources: dict[str, Path] | None = None, root: Path = ROOT) -> l
     """Every import inside a function of the package, but a module's ``__getattr__``'s
     (PEP 562: the attributes a module gives on first use, as ``qcn.__version__``)."""
     sources = package_sources() if sources is None else sources
-    known = known_modules(sources) if root == ROOT else set(sources)
+    known = known_modules(sources)
     found = []
     for path in sources.values():
         tree = ast.parse(path.read_text())

@@ -16,10 +16,11 @@ from bench import import_costs
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: The layers whose sources sit at the top of the checkout (the design card's folders), the
-#: only copy of each: the package names folder NAME qcn.NAME (pyproject.toml's package-dir;
-#: docs/layout.md).
-FOLDERS = ("controller", "reaction_point", "simulator", "topologies", "ptf_tests")
+# The layers' folders and where their files sit in the package: one definition, shared with
+# the import-cost bench (bench/import_costs.py).
+FOLDERS = import_costs.LAYER_FOLDERS
+installed_path = import_costs.installed_path
+module_name = import_costs.module_of
 
 #: Each layer and what it may import of the project (itself included), from the bottom up.
 #: The front doors (qcn.cli, qcn.api) stand on top and may import everything; nothing
@@ -63,19 +64,6 @@ def tracked(*patterns: str) -> list[Path]:
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     return [ROOT / line for line in out.splitlines() if (ROOT / line).is_file()]
-
-
-def installed_path(path: Path) -> Path:
-    """Where ``path``, a file of the package in the checkout, sits in an installed ``qcn``:
-    a layer folder's under qcn/ (controller/agent.py is qcn/controller/agent.py)."""
-    rel = path.relative_to(ROOT)
-    return rel if rel.parts[0] == "qcn" else Path("qcn", rel)
-
-
-def module_name(path: Path) -> str:
-    """The module a source file is imported as (a layer folder's under ``qcn.``)."""
-    parts = installed_path(path).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def layer_of(module: str) -> str:
