@@ -21,7 +21,9 @@ so that no rule asks which scheme it runs (``docs/schemes.md``, ``docs/extending
   parameters enable them;
 - ``2-qcn`` (:class:`TwoQcnRules`): the byte counter alone (seed 000);
 - ``timer-qcn`` (:class:`TimerQcnRules`): the timer alone clocks FR, AI and HAI (seed 004);
-- ``ecm`` (:class:`EcmRules`): AIMD on the signed feedback, a drift increase every Td.
+- ``ecm`` (:class:`EcmRules`): AIMD on the signed feedback, a drift increase every Td;
+- ``dcqcn`` (:class:`DcqcnRules`): a CNP cuts by alpha/2, alpha decays without one; QCN's
+  byte counter and timer raise the rate.
 
 The QCN schemes' variants are parts chosen once, when a limiter is made: Fb-hat's cycle
 lengths (:class:`FbHatCycles`, seed 000) and seed 004's adaptive timer
@@ -30,12 +32,21 @@ lengths (:class:`FbHatCycles`, seed 000) and seed 004's adaptive timer
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from qcn.core.params import QNTZ_FB_MAX, EcmParams, RpParams, RpScheme, SchemeName, scheme_def
+from qcn.core.params import (
+    QNTZ_FB_MAX,
+    DcqcnParams,
+    EcmParams,
+    RpParams,
+    RpScheme,
+    SchemeName,
+    scheme_def,
+)
 
 #: Fb-hat is a 5-bit saturating counter (seed 000).
 FB_HAT_MAX = 31
@@ -473,3 +484,89 @@ class EcmRules(RateLimiterRules, scheme=RpScheme.ECM):
         self.current_rate_bps = min(self.p.line_rate_bps, self.current_rate_bps + self.ecm.rd_bps)
         self.target_rate_bps = self.current_rate_bps
         self.timer_deadline = next_starts + self.ecm.td_s
+
+
+class DcqcnRules(RateLimiterRules, scheme=RpScheme.DCQCN):
+    """DCQCN's reaction point (Zhu et al., SIGCOMM 2015; ``docs/dcqcn.md``).
+
+    Each notification is a CNP (its QntzFb, if any, is not read):
+    TR = CR, CR *= 1 - alpha / 2 (never below MIN_RATE), then alpha = (1 - g) * alpha + g;
+    both clocks' stages to 0, a new byte-counter cycle and timer cycle.  alpha decays,
+    alpha = (1 - g) * alpha, once every K (``alpha_timer_s``) after the last CNP without
+    another; the decays are applied when alpha is next read, all at once ((1 - g)^n), which
+    is the paper's timer without an event every K for every limiter.
+
+    The increase is QCN's: each byte-counter cycle (``bc_limit_bytes``, counted once cut)
+    and each timer cycle (``timer_s``, where ``timer_enabled``) ends with one stage more on
+    its clock and a step: fast recovery while neither clock is past F (TR kept), active
+    increase (TR += R_AI) while one is, hyper-active (TR += R_HAI * (min - F), where
+    ``hai_enabled``) once both are; then CR = min((CR + TR) / 2, line rate).  A byte cycle
+    ends when its count reaches 0 or less; cycles are drawn within ``jitter`` as QCN's.
+    """
+
+    def _setup(self, params: RpParams) -> None:
+        own = params.own(DcqcnParams)
+        self._g = own.g
+        self._alpha_period_s = own.alpha_timer_s
+        self._alpha = own.alpha_initial
+        self._alpha_since: float | None = None
+        """When the alpha timer last restarted (a CNP); None: never cut, alpha as set."""
+
+    @property
+    def alpha(self) -> float:
+        """alpha now, the decays since the last CNP applied."""
+        return self._alpha_at(self._clock())
+
+    def _alpha_at(self, now: float) -> float:
+        if self._alpha_since is None:
+            return self._alpha
+        decays = math.floor((now - self._alpha_since) / self._alpha_period_s)
+        return self._alpha * (1.0 - self._g) ** decays if decays > 0 else self._alpha
+
+    def _feedback(self, qntz_fb: int, positive: bool) -> None:  # noqa: ARG002
+        p = self.p
+        now = self._clock()
+        alpha = self._alpha_at(now)
+        self.cnms += 1
+        self.target_rate_bps = self.current_rate_bps
+        self.current_rate_bps = max(p.min_rate_bps, self.current_rate_bps * (1 - alpha / 2))
+        self._alpha = (1 - self._g) * alpha + self._g
+        self._alpha_since = now
+        self.byte_stage = 0
+        self.time_stage = 0
+        self.frames_since_cnm = 0
+        self.bytes_left = p.bc_limit_bytes * self._jitter()
+        if p.timer_enabled:
+            self.timer_deadline = now + p.timer_s * self._jitter()
+
+    def on_transmit(self, nbytes: int, frames: int = 1) -> None:
+        """Count ``frames`` sent frames of ``nbytes`` in all; may end a byte-counter cycle."""
+        self.frames_since_cnm += frames
+        if self.cnms == 0:
+            return  # never cut: no cycles to clock
+        self.bytes_left -= nbytes
+        if self.bytes_left <= 0:
+            self.byte_stage += 1
+            self.bytes_left = self.p.bc_limit_bytes * self._jitter()
+            self._increase()
+
+    def _end_timer_cycle(self, next_starts: float) -> None:
+        self.time_stage += 1
+        self.timer_deadline = next_starts + self.p.timer_s * self._jitter()
+        self._increase()
+
+    def _hyper_active(self) -> bool:
+        return self.p.hai_enabled and min(self.byte_stage, self.time_stage) > (
+            self.p.fast_recovery_th
+        )
+
+    def _increase(self) -> None:
+        p = self.p
+        th = p.fast_recovery_th
+        if self._hyper_active():
+            self.target_rate_bps += p.r_hai_bps * (min(self.byte_stage, self.time_stage) - th)
+        elif self.byte_stage > th or self.time_stage > th:
+            self.target_rate_bps += p.r_ai_bps
+        self.current_rate_bps = min(
+            (self.current_rate_bps + self.target_rate_bps) / 2, p.line_rate_bps
+        )

@@ -41,6 +41,7 @@ def test_the_units_give_the_fields_bmv2_scaling_always_scaled() -> None:
         "workload.mean_off_s", "workload.hotspot_start_s", "workload.hotspot_duration_s",
         "workload.hotspot_period_s", "workload.rto_s", "qcn.rp.timer_s",
         "qcn.rp.timer_expiry_step_s", "qcn.rp.timer_cnm_step_s", "qcn.rp.ecm.td_s",
+        "qcn.rp.dcqcn.alpha_timer_s", "qcn.rp.dcqcn.cnp_interval_s",
     }  # fmt: skip
     assert set(fields_in(Unit.VOLUME)) == {
         "workload.flow_size_scale", "qcn.cp.sample_intervals_bytes", "qcn.rp.bc_limit_bytes",

@@ -26,16 +26,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from qcn.core.params import (
+    ECN_SLOPE_SHIFT,
     PROB_ONE,
     QNTZ_FB_MAX,
     QNTZ_SHIFT,
     W_ONE,
     CpJudge,
     CpParams,
+    CpSignal,
     QueueDepth,
     SamplingMode,
 )
@@ -78,6 +80,14 @@ class CpPortConfig:
     reflect_p_scale_fixed: int = 0
     p0_fixed: int = 0
     """The end reflection point's probability of reflecting Fb = 0."""
+    signal: CpSignal = CpSignal.CNM
+    """What the port signals with (CNMs, ECN marks or nothing); a port that sends no CNM
+    samples nothing (its sampling probabilities are 0)."""
+    kmin_bytes: int = 0
+    kmax_bytes: int = 1
+    ecn_slope: int = 0
+    """ECN marking's ramp: the mark threshold added per byte of queue above kmin, times
+    2^ECN_SLOPE_SHIFT (:func:`ecn_mark_threshold`)."""
 
     @property
     def p_max_fixed(self) -> int:
@@ -87,6 +97,9 @@ class CpPortConfig:
     @classmethod
     def from_params(cls, cp: CpParams) -> CpPortConfig:
         cp.validate()
+        if cp.signal is not CpSignal.CNM:
+            # Only QCN's CP samples: DCQCN's port and a silent one send no CNM.
+            cp = replace(cp, sampling=SamplingMode.BERNOULLI, p_base=0.0, p_scale=0.0)
         w_fixed = round(cp.w * W_ONE)
         fbmax_fixed = (2 * w_fixed + W_ONE) * cp.q_eq
         return cls(
@@ -109,6 +122,12 @@ class CpPortConfig:
             reflect_p_base_fixed=round(cp.reflect_p_base * PROB_ONE),
             reflect_p_scale_fixed=round(cp.reflect_p_scale * PROB_ONE),
             p0_fixed=round(cp.reflect_p0 * PROB_ONE),
+            signal=cp.signal,
+            kmin_bytes=cp.kmin_bytes,
+            kmax_bytes=cp.kmax_bytes,
+            ecn_slope=round(
+                cp.pmax * PROB_ONE * (1 << ECN_SLOPE_SHIFT) / (cp.kmax_bytes - cp.kmin_bytes)
+            ),
         )
 
 
@@ -232,6 +251,31 @@ class CongestionPoint:
                 q, qoff, qdelta, fb_fp, quantize_magnitude(fb_fp, cfg), sampled, positive=True
             )
         return CpDecision(q, qoff, qdelta, fb_fp, qntz, sampled)
+
+
+# -- DCQCN's marking (p4src/control/ecn_marking.p4; docs/dcqcn.md, "The switch") -------------
+
+
+def ecn_mark_threshold(q_bytes: int, cfg: CpPortConfig) -> int:
+    """An ECN-capable frame that finds ``q_bytes`` in its port's queue is marked CE iff
+    random(0, PROB_ONE - 1) is below this: 0 below kmin, the ramp up to pmax * PROB_ONE at
+    kmax, PROB_ONE (every frame) above kmax."""
+    if q_bytes > cfg.kmax_bytes:
+        return PROB_ONE
+    if q_bytes <= cfg.kmin_bytes:
+        return 0
+    return ((q_bytes - cfg.kmin_bytes) * cfg.ecn_slope) >> ECN_SLOPE_SHIFT
+
+
+def ecn_marks(q_bytes: int, cfg: CpPortConfig, rand: RandomInt) -> bool:
+    """Whether the port marks an ECN-capable frame finding ``q_bytes`` queued.  One draw,
+    and only on the ramp (kmin < q <= kmax), where the outcome is not already known: the
+    simulator and the pipeline draw alike."""
+    if q_bytes > cfg.kmax_bytes:
+        return True
+    if q_bytes <= cfg.kmin_bytes:
+        return False
+    return rand(0, PROB_ONE - 1) < ecn_mark_threshold(q_bytes, cfg)
 
 
 # -- three-point QCN (p4src/control/three_point.p4; docs/qcn.md, "Three-point QCN") ----------

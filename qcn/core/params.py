@@ -43,6 +43,14 @@ PAUSE_QUANTUM_BITS = 512
 frame in qcn.core.frames, so that the simulator needs no scapy)."""
 PAUSE_QUANTA_MAX = 0xFFFF
 
+#: DCQCN's marking curve (Zhu et al., SIGCOMM 2015, its parameter table; docs/dcqcn.md).
+DCQCN_KMIN_BYTES = 5_000
+DCQCN_KMAX_BYTES = 200_000
+DCQCN_PMAX = 0.01
+ECN_QUEUE_MAX_BYTES = 1 << 24
+"""The deepest queue a marking threshold may name (16 MB): the pipeline's ramp arithmetic
+stays within 64 bits below it (``ECN_SLOPE_SHIFT``)."""
+
 #: The 802.1Qau byte-interval sampling table, indexed by QntzFb >> 3 (bytes; 1 KB = 1000 B).
 STANDARD_SAMPLE_INTERVALS_BYTES: tuple[int, ...] = (
     150_000,
@@ -118,6 +126,20 @@ class QueueUnit(StrEnum):
     """Frames: the same decisions as bytes when every frame is 1500 bytes."""
 
 
+class CpSignal(StrEnum):
+    """What a CP port signals congestion with (``docs/dcqcn.md``, "The switch"): a port
+    runs QCN's CP, DCQCN's marking or neither, chosen per port."""
+
+    CNM = "cnm"
+    """QCN's CP (and ECM's, three-point's): sampled frames, a CNM to each one's source."""
+    ECN = "ecn"
+    """DCQCN's congestion point: ECN-capable IPv4 frames marked CE with a probability that
+    rises linearly from 0 at kmin_bytes to pmax at kmax_bytes of the port's queue (every
+    frame above kmax_bytes); the receiver's notification point answers with CNPs."""
+    NONE = "none"
+    """Neither: the queue is still counted (and measured), nothing is signalled."""
+
+
 class RpScheme(StrEnum):
     """The names of the reaction point's built-in schemes (``docs/schemes.md``): each is
     defined once, in :data:`SCHEMES`, and its rules are one class of
@@ -127,6 +149,7 @@ class RpScheme(StrEnum):
     TWO_QCN = "2-qcn"
     TIMER_QCN = "timer-qcn"
     ECM = "ecm"
+    DCQCN = "dcqcn"
 
 
 #: A scheme's name as a parameter file, a scenario and the command line spell it
@@ -201,6 +224,15 @@ class CpParams:
     reflect_p0: float = plain(0.0)
     """Three-point, the end reflection point: the probability P0 of reflecting Fb = 0
     (seed 003's "reflection probability": 0, 2.5 and 5 %)."""
+    signal: CpSignal = CpSignal.CNM
+    """What the port signals with: QCN's CNMs, DCQCN's ECN marks, or nothing."""
+    kmin_bytes: int = size(DCQCN_KMIN_BYTES)
+    """ECN marking: no mark while the port's queue is below this (DCQCN paper: 5 KB)."""
+    kmax_bytes: int = size(DCQCN_KMAX_BYTES)
+    """ECN marking: the probability reaches pmax here, and every frame above it is marked
+    (DCQCN paper: 200 KB)."""
+    pmax: float = plain(DCQCN_PMAX)
+    """ECN marking: the mark probability at kmax_bytes (DCQCN paper: 1 %)."""
 
     @property
     def q_eq(self) -> int:
@@ -257,6 +289,22 @@ class CpParams:
                 "the Fb tag is written in ingress, by the arrival CP: set depth_at = arrival",
             )
         _check_choice("cp.judge", self.judge, CpJudge)
+        _check_choice("cp.signal", self.signal, CpSignal)
+        _check_int("cp.kmin_bytes", self.kmin_bytes, 0, ECN_QUEUE_MAX_BYTES - 1)
+        _check_int("cp.kmax_bytes", self.kmax_bytes, self.kmin_bytes + 1, ECN_QUEUE_MAX_BYTES)
+        _check_range("cp.pmax", self.pmax, 0.0, 1.0)
+        if self.signal is CpSignal.ECN and self.depth_at is not QueueDepth.ARRIVAL:
+            raise ParamError(
+                "cp.signal",
+                "ECN marking reads the port's queue in bytes as the pipeline counts it on "
+                "arrival: set depth_at = arrival",
+            )
+        if self.signal is CpSignal.ECN and (self.three_point or self.positive_feedback):
+            raise ParamError(
+                "cp.signal",
+                "a port marks ECN (DCQCN) or runs QCN's or ECM's CP, not both: set "
+                "three_point and positive_feedback false",
+            )
         if self.judge is CpJudge.ARRIVALS and self.depth_at is not QueueDepth.ARRIVAL:
             raise ParamError(
                 "cp.judge",
@@ -280,7 +328,12 @@ class CpParams:
         """The same CP that never samples: a run without QCN keeps its CPs on their ports,
         so the queues are still measured at the same per-frame cost, and no CNM is sent."""
         return replace(
-            self, sampling=SamplingMode.BERNOULLI, p_base=0.0, p_scale=0.0, three_point=False
+            self,
+            sampling=SamplingMode.BERNOULLI,
+            p_base=0.0,
+            p_scale=0.0,
+            three_point=False,
+            signal=CpSignal.NONE,
         )
 
 
@@ -450,6 +503,38 @@ class EcmParams(SchemeParams):
         _check_range(f"{where}.td_s", self.td_s, 1e-6, 60.0)
 
 
+#: DCQCN's reaction and notification points (Zhu et al., SIGCOMM 2015; docs/dcqcn.md gives
+#: each value's source).
+DCQCN_G = 1 / 256
+DCQCN_ALPHA_TIMER_S = 55e-6
+DCQCN_CNP_INTERVAL_S = 50e-6
+DCQCN_TIMER_S = 55e-6
+DCQCN_BYTE_COUNTER_BYTES = 10_000_000
+DCQCN_R_AI_BPS = 40e6
+
+
+@dataclass(frozen=True)
+class DcqcnParams(SchemeParams):
+    """DCQCN's own parameters (``[rp.dcqcn]``); its byte counter, timer, R_AI, R_HAI, F
+    and MIN_RATE are the reaction point's shared fields (bc_limit_bytes, timer_s, ...)."""
+
+    g: float = plain(DCQCN_G)
+    """g: alpha = (1 - g) * alpha + g on a CNP, alpha = (1 - g) * alpha every alpha_timer_s
+    without one."""
+    alpha_timer_s: float = seconds(DCQCN_ALPHA_TIMER_S)
+    """K: alpha decays once per this period without a CNP (restarted by each CNP)."""
+    alpha_initial: float = plain(1.0)
+    """alpha before the first CNP (the paper's and HPCC's: 1, so the first cut halves)."""
+    cnp_interval_s: float = seconds(DCQCN_CNP_INTERVAL_S)
+    """N: the receiver's notification point sends a flow at most one CNP per this period."""
+
+    def validate(self, where: str, rp: RpParams) -> None:  # noqa: ARG002
+        _check_range(f"{where}.g", self.g, 0.0, 1.0, low_open=True)
+        _check_range(f"{where}.alpha_timer_s", self.alpha_timer_s, 1e-7, 60.0)
+        _check_range(f"{where}.alpha_initial", self.alpha_initial, 0.0, 1.0)
+        _check_range(f"{where}.cnp_interval_s", self.cnp_interval_s, 0.0, 60.0)
+
+
 @dataclass(frozen=True)
 class SchemeDef:
     """One reaction-point scheme, defined once: its name (what ``rp.scheme``, a scenario's
@@ -531,6 +616,7 @@ class QcnParams:
         d["cp"]["depth_at"] = self.cp.depth_at.value
         d["cp"]["queue_unit"] = self.cp.queue_unit.value
         d["cp"]["judge"] = self.cp.judge.value
+        d["cp"]["signal"] = self.cp.signal.value
         d["rp"]["scheme"] = str(self.rp.scheme)
         d["cp"]["sample_intervals_bytes"] = list(self.cp.sample_intervals_bytes)
         del d["rp"]["scheme_params"]
@@ -654,6 +740,33 @@ def _ecm_preset() -> QcnParams:
     )
 
 
+def _dcqcn_check(rp: RpParams) -> None:
+    for name, why in (
+        ("shorten_cycles_after_fr", "DCQCN's cycles keep their length"),
+        ("fb_hat", "Fb-hat is seed 000's"),
+        ("adaptive_timer", "the adaptive timer is seed 004's"),
+        ("positive_reinforcement", "positive reinforcement is three-point QCN's"),
+    ):
+        if getattr(rp, name):
+            raise ParamError(f"rp.{name}", f"{why}: set it false for dcqcn")
+
+
+def _dcqcn_preset() -> QcnParams:
+    """The paper's values (docs/dcqcn.md): marks on 5-200 KB at up to 1 %, a 55 us timer,
+    a 10 MB byte counter, R_AI 40 Mb/s, no jitter."""
+    return QcnParams(
+        cp=CpParams(signal=CpSignal.ECN),
+        rp=RpParams(
+            scheme=RpScheme.DCQCN,
+            timer_s=DCQCN_TIMER_S,
+            bc_limit_bytes=DCQCN_BYTE_COUNTER_BYTES,
+            r_ai_bps=DCQCN_R_AI_BPS,
+            jitter=0.0,
+            shorten_cycles_after_fr=False,
+        ),
+    )
+
+
 register_scheme(
     SchemeDef(
         RpScheme.QCN,
@@ -686,6 +799,16 @@ register_scheme(
         check=_ecm_check,
     )
 )
+register_scheme(
+    SchemeDef(
+        RpScheme.DCQCN,
+        "DCQCN (Zhu et al., SIGCOMM 2015): ECN marks on a RED curve, CNPs from the receiver, "
+        "cuts by alpha, QCN's byte counter and timer",
+        params=DcqcnParams,
+        preset=_dcqcn_preset,
+        check=_dcqcn_check,
+    )
+)
 
 
 # Data-plane fixed-point formats.  The controller encodes parameters with these, the P4
@@ -704,6 +827,11 @@ Fbmax = (2w + 1) * 33 KB * 16 is well inside."""
 PROB_FRAC_BITS = 24
 """Probabilities are carried as p * 2^PROB_FRAC_BITS and compared with a random value below it."""
 PROB_ONE = 1 << PROB_FRAC_BITS
+ECN_SLOPE_SHIFT = 16
+"""ECN marking: on the ramp a frame is marked iff random(0, PROB_ONE - 1) <
+((q - kmin) * ecn_slope) >> ECN_SLOPE_SHIFT, ecn_slope = round(pmax * PROB_ONE *
+2^ECN_SLOPE_SHIFT / (kmax - kmin)) (qcn.core.cp_model.ecn_mark_threshold).  The product is
+at most pmax * 2^40 on the ramp: 64 bits hold it."""
 
 
 def _section(data: dict[str, Any], name: str) -> dict[str, Any]:
@@ -762,6 +890,7 @@ ENUM_FIELD_TYPES: dict[str, type[StrEnum]] = {
     "QueueDepth": QueueDepth,
     "QueueUnit": QueueUnit,
     "CpJudge": CpJudge,
+    "CpSignal": CpSignal,
 }
 
 
