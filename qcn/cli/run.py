@@ -37,7 +37,8 @@ from qcn.core.publish import PARTIAL_MARKER
 from qcn.core.results import SUMMARY_KEYS, json_safe, write_csvs
 from qcn.core.scenario import ScenarioError
 from qcn.core.trace import Trace
-from qcn.lab import backends
+from qcn.lab import backends, scheme_table
+from qcn.lab.inputs import overrides_from
 
 DEFAULT_OUT = Path("results")
 DEFAULT_LIVE_SPEED = 1.0
@@ -79,6 +80,13 @@ def register(sub: Any) -> None:
         help="replace the results already in --out (once the new run is complete)",
     )
     p.add_argument("--no-qcn", action="store_true", help="the same run without QCN")
+    p.add_argument(
+        "--schemes",
+        metavar="LIST",
+        help="run the scenario under each scheme of LIST (e.g. qcn,dcqcn,none: the same "
+        "network, traffic and seed), each to OUT/SCHEME/, and write their table and plot to "
+        "OUT (default results/SCENARIO-schemes; docs/dcqcn.md)",
+    )
     add_quiet(p)
     add_duration(p)
     _add_run_choices(p)
@@ -322,6 +330,8 @@ def _run(args: argparse.Namespace) -> int:
             sc = scenarios.load(name)
             print(f"{name:14} seed {sc.seed:4} {sc.title}")
         return 0
+    if args.schemes is not None:
+        return _run_schemes(args)
     if args.again is not None:
         run = again_run(args)
         # Beside DIR, even where it is named "." or "..": never inside it (nor a traceback).
@@ -333,6 +343,49 @@ def _run(args: argparse.Namespace) -> int:
         run = fresh_run(args)
         out = args.out or DEFAULT_OUT / run.sc.name
     return _execute(args, run, out)
+
+
+SCHEMES_SUFFIX = "-schemes"
+"""``qcn run SCENARIO --schemes ...`` writes to results/SCENARIO-schemes unless --out says."""
+
+
+def _run_schemes(args: argparse.Namespace) -> int:
+    """The scenario under each scheme of ``--schemes``, one `qcn run` each, then their
+    table and plot (qcn.lab.scheme_table)."""
+    names = scheme_table.parse_schemes(args.schemes)
+    for given, why in (
+        (args.again is not None, "--again reruns one run"),
+        (args.no_qcn, "give 'none' among --schemes"),
+        (args.live, "a live view shows one run"),
+    ):
+        if given:
+            raise ScenarioError(f"--schemes: {why}; not with --schemes")
+    if not args.scenario:
+        raise ScenarioError("give a scenario name (qcn run --list) or a file")
+    base = scenarios.load(args.scenario)
+    out = args.out or DEFAULT_OUT / f"{base.name}{SCHEMES_SUFFIX}"
+    given_sets = overrides_from(args.set)
+    rows: list[dict[str, Any]] = []
+    traces: list[Trace] = []
+    backend_name = ""
+    for i, name in enumerate(names, 1):
+        print(f"qcn run: scheme {i} of {len(names)}: {name}", flush=True)
+        own = {} if name == scheme_table.NO_SCHEME else scenarios.scheme_overrides(base, name)
+        one = argparse.Namespace(**vars(args))
+        one.set = {**own, **given_sets}  # (the command line's --set wins)
+        one.no_qcn = name == scheme_table.NO_SCHEME
+        one.backend = backend_name or args.backend
+        run = fresh_run(one)
+        backend_name = run.backend.name  # every scheme on the backend the first ran on
+        done = execute(run, out / name, force=args.force, quiet=args.quiet)
+        report(done, run)
+        rows.append(scheme_table.scheme_row(name, out / name, done.summary, done.trace))
+        traces.append(done.trace)
+    written = scheme_table.write(out, base.name, backend_name, rows, traces)
+    print(scheme_table.format_table(base.name, backend_name, rows))
+    for path in written:
+        print(f"  {path}")
+    return 0
 
 
 @dataclass(frozen=True)

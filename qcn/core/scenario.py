@@ -702,6 +702,33 @@ def _port_ref(text: str) -> PortRef:
     return PortRef(switch, int(port))
 
 
+#: The parameters a scenario's network sets, which every scheme it runs under keeps.
+NETWORK_PARAMS = frozenset({"qcn.rp.line_rate_bps"})
+
+
+def scheme_overrides(sc: Scenario, scheme: str) -> dict[str, Any]:
+    """The overrides that run ``sc`` under ``scheme`` (a name of qcn.core.params.SCHEMES):
+    the scheme's own preset in place of what the scenario chose for its own scheme, on the
+    scenario's network (docs/dcqcn.md, "One scenario, several schemes").  Under its own
+    scheme a scenario runs as it is: no override.  Switching presets alone keeps the fields
+    the scenario set over its own preset (``with_overrides``); here each of those goes back
+    to the new preset's value, so a QCN scenario's R_AI does not become DCQCN's, except the
+    fields of :data:`NETWORK_PARAMS`."""
+    if scheme == sc.preset:
+        return {}
+    try:
+        base = QcnParams.preset(scheme).to_dict()
+    except ParamError as e:
+        raise ScenarioError(f"scheme {scheme!r}: {str(e).split(': ', 1)[1]}") from None
+    out: dict[str, Any] = {"qcn_preset": scheme}
+    for section, fields_ in _deviations(sc.params, sc.preset).items():
+        for key in fields_:
+            dotted = f"qcn.{section}.{key}"
+            if dotted not in NETWORK_PARAMS:
+                out[dotted] = base[section][key]
+    return out
+
+
 def _deviations(params: QcnParams, preset: str) -> dict[str, dict[str, Any]]:
     """The fields of ``params`` that differ from ``preset``'s, as a ``qcn`` table."""
     base, mine = QcnParams.preset(preset).to_dict(), params.to_dict()
