@@ -5,25 +5,31 @@ its run directory."""
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from qcn.core import scenario as scenarios
-from qcn.core.params import CpSignal, QcnParams
+from qcn.core.params import CpSignal, DcqcnParams, QcnParams
 from qcn.lab.scheme_table import SchemesChoiceError, parse_schemes
 from tests.kit import assert_one_line_error, qcn
 
 
 def test_a_scheme_runs_with_its_own_preset_on_the_scenarios_network() -> None:
-    fct = scenarios.load("hpcc-fat-tree")  # QCN, R_AI 30 Mb/s, 100 Gb/s links
+    fct = scenarios.load("fct")  # QCN, R_AI 3 Mb/s
     dcqcn = fct.with_overrides(scenarios.scheme_overrides(fct, "dcqcn"))
     preset = QcnParams.preset("dcqcn")
     assert dcqcn.params.rp.scheme == "dcqcn"
     assert dcqcn.params.cp.signal is CpSignal.ECN
-    assert dcqcn.params.rp.r_ai_bps == preset.rp.r_ai_bps  # not QCN's 30 Mb/s
-    assert dcqcn.params.rp.min_rate_bps == preset.rp.min_rate_bps
-    assert dcqcn.params.rp.line_rate_bps == 100e9  # the network's
+    assert dcqcn.params.rp.r_ai_bps == preset.rp.r_ai_bps  # not QCN's 3 Mb/s
+    assert dcqcn.params.rp.timer_s == preset.rp.timer_s
+    fast = fct.with_overrides({"network.line_rate_bps": 40e9, "qcn.rp.line_rate_bps": 40e9})
+    assert fast.with_overrides(scenarios.scheme_overrides(fast, "dcqcn")).params.rp == replace(
+        preset.rp, line_rate_bps=40e9
+    )  # the network's line rate, the rest the preset's
     assert dcqcn.network == fct.network
     assert dcqcn.workload == fct.workload
     assert scenarios.scheme_overrides(fct, "qcn") == {}  # its own: as it is
@@ -67,3 +73,40 @@ def test_the_schemes_side_by_side_each_run_reproducible(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     rerun = json.loads((out / "qcn-again" / "summary.json").read_text())
     assert (rerun["drops"], rerun["cnms"]) == (rows["qcn"]["drops"], rows["qcn"]["cnms"])
+
+
+def test_a_scenario_says_how_it_runs_another_scheme() -> None:
+    """hpcc-fat-tree's [schemes.dcqcn]: HPCC's simulator's DCQCN for that fabric."""
+    fat = scenarios.load("hpcc-fat-tree")
+    dcqcn = fat.with_overrides(scenarios.scheme_overrides(fat, "dcqcn"))
+    cp, rp = dcqcn.params.cp, dcqcn.params.rp
+    assert (cp.kmin_bytes, cp.kmax_bytes, cp.pmax) == (400_000, 1_600_000, 0.2)
+    assert (rp.r_ai_bps, rp.r_hai_bps, rp.min_rate_bps, rp.fast_recovery_th) == (
+        20e6,
+        200e6,
+        1e9,
+        1,
+    )
+    assert rp.own(DcqcnParams).alpha_timer_s == 50e-6
+    assert dcqcn.schemes == ()  # applied: DCQCN is now its own scheme
+    assert scenarios.parse(fat.to_dict()).schemes == fat.schemes
+    # Scaled for BMv2, the table's times and rates scale as the scenario's own fields do.
+    scaled = dict(dict(fat.scaled_for_bmv2().schemes)["dcqcn"])
+    assert scaled["qcn.rp.r_ai_bps"] == pytest.approx(20e6 * fat.bmv2.rate_scale)
+    assert scaled["qcn.cp.kmax_bytes"] == 1_600_000  # a queue's size: unscaled
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"qcn": {"rp": {"r_ai_bps": 1e6}}}, "schemes.qcn: the scenario's own scheme"),
+        ({"dcqcn": {"rp": {"r_ai_bps": -1}}}, "schemes.dcqcn.rp.r_ai_bps: must be in"),
+        ({"dcqcn": {"cp": {"kmin": 1}}}, "schemes.dcqcn.cp.kmin: unknown parameter"),
+        ({"dcqnc": {"rp": {}}}, "schemes.dcqnc.preset: must be one of"),
+        ({"dcqcn": {"r_ai_bps": 1}}, "schemes.dcqcn: must hold tables of parameters"),
+    ],
+)
+def test_a_bad_schemes_table_is_named(table: dict[str, Any], message: str) -> None:
+    data = scenarios.load("fct").to_dict()
+    with pytest.raises(scenarios.ScenarioError, match=re.escape(message)):
+        scenarios.parse({**data, "schemes": table})

@@ -337,6 +337,10 @@ class Scenario:
     bmv2: Bmv2Scale = field(default_factory=Bmv2Scale)
     preset: str = "qcn"
     """The parameter set ``params`` was built on (qcn.core.params.Preset)."""
+    schemes: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    """How this scenario configures another scheme than its own (``[schemes.dcqcn.rp]``):
+    per scheme, its ``qcn.SECTION.FIELD`` values over the scheme's preset, which
+    :func:`scheme_overrides` applies when the scenario runs under it."""
     port_cp: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     """CP fields of one port over ``params.cp`` (``[port_cp."s2:3"]``, :data:`PORT_CP_FIELDS`):
     a network of several CPs need not hold every queue at one q_eq."""
@@ -532,6 +536,11 @@ class Scenario:
             # Another base set: keep only what the scenario chose over its own preset, so
             # the new preset's values take effect everywhere else.
             data["qcn"] = _deviations(self.params, self.preset)
+            # Its table for the new scheme is applied (scheme_overrides): the scheme is now
+            # its own, whose parameters are its [qcn] table.
+            data.get("schemes", {}).pop(preset, None)
+            if not data.get("schemes", True):
+                del data["schemes"]
         _set_dotted(data, overrides)
         if data["network"].get("topology") not in SOURCE_TOPOLOGIES:
             # Another topology's sources are its traffic's: the old size goes unless set.
@@ -547,6 +556,8 @@ class Scenario:
         k, tau = self.bmv2.rate_scale, self.bmv2.time_scale
         data = self.to_dict()
         _scale_fields(data, k, tau)
+        for table in data.get("schemes", {}).values():  # (each scheme's parameters too)
+            _scale_fields({"qcn": table}, k, tau, prefix="qcn.")
         for change in data["schedule"]:
             change["at_s"] *= tau
             change["bottleneck_rate_bps"] *= k
@@ -585,6 +596,7 @@ class Scenario:
             "bmv2": {**vars(self.bmv2), "set": dict(self.bmv2.set)},
             # (only when set: the runs recorded before it existed keep their keys)
             **({"port_cp": {p: dict(f) for p, f in self.port_cp}} if self.port_cp else {}),
+            **({"schemes": _schemes_dict(self.schemes)} if self.schemes else {}),
         }
 
 
@@ -609,11 +621,13 @@ def _scale_fields(data: dict[str, Any], k: float, tau: float, prefix: str = "") 
         unit = unit_of(f)
         if unit is not None and unit in factors:
             scale(name, factors[unit])
-    cp, rp = data["qcn"]["cp"], data["qcn"]["rp"]
-    cp["sample_intervals_bytes"] = [
-        max(64, round(n * k * tau)) for n in cp["sample_intervals_bytes"]
-    ]
-    rp["bc_limit_bytes"] = max(64, rp["bc_limit_bytes"])
+    cp, rp = data["qcn"].get("cp", {}), data["qcn"].get("rp", {})  # (a [schemes] table's
+    if "sample_intervals_bytes" in cp:  # may hold either or neither)
+        cp["sample_intervals_bytes"] = [
+            max(64, round(n * k * tau)) for n in cp["sample_intervals_bytes"]
+        ]
+    if "bc_limit_bytes" in rp:
+        rp["bc_limit_bytes"] = max(64, rp["bc_limit_bytes"])
 
 
 def scaled_params(params: QcnParams, rate_scale: float, time_scale: float = 1.0) -> QcnParams:
@@ -703,7 +717,9 @@ def _port_ref(text: str) -> PortRef:
 
 
 #: The parameters a scenario's network sets, which every scheme it runs under keeps.
-NETWORK_PARAMS = frozenset({"qcn.rp.line_rate_bps"})
+NETWORK_PARAMS = frozenset({"qcn.rp.line_rate_bps", "qcn.rp.rate_unit_bps"})
+"""(The line rate is the host links'; the rate unit, the hosts' limiters' granularity: both
+scale with the network's rates on BMv2.)"""
 
 
 def scheme_overrides(sc: Scenario, scheme: str) -> dict[str, Any]:
@@ -726,6 +742,7 @@ def scheme_overrides(sc: Scenario, scheme: str) -> dict[str, Any]:
             dotted = f"qcn.{section}.{key}"
             if dotted not in NETWORK_PARAMS:
                 out[dotted] = base[section][key]
+    out.update(dict(sc.schemes).get(scheme, ()))
     return out
 
 
@@ -789,6 +806,7 @@ def _parse(data: dict[str, Any]) -> Scenario:
         "schedule",
         "bmv2",
         "port_cp",
+        "schemes",
     }
     _unknown("", data, known)
     try:
@@ -834,10 +852,53 @@ def _parse(data: dict[str, Any]) -> Scenario:
         bmv2=bmv2,
         preset=str(data.get("qcn_preset", "qcn")),
         port_cp=_port_cp(data.get("port_cp", {})),
+        schemes=_schemes(data.get("schemes", {}), str(data.get("qcn_preset", "qcn")), params),
     )
     _validate(scenario)
     _validate_port_cp(scenario)
     return scenario
+
+
+def _schemes(
+    raw: Any, own: str, params: QcnParams
+) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
+    """``[schemes.NAME]`` tables: each a ``qcn`` table (cp, rp) over NAME's preset, checked
+    as that scheme's parameters on this scenario's line rate."""
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"schemes: must be a table of schemes' tables, got {raw!r:.40}")
+    out = []
+    for name, table in sorted(raw.items()):
+        where = f"schemes.{name}"
+        if name == own:
+            raise ScenarioError(f"{where}: the scenario's own scheme is its [qcn] table")
+        if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
+            raise ScenarioError(f"{where}: must hold tables of parameters ([{where}.rp])")
+        try:
+            base = QcnParams.preset(name)
+            network = {
+                dotted.rsplit(".", 1)[1]: getattr(params.rp, dotted.rsplit(".", 1)[1])
+                for dotted in NETWORK_PARAMS
+            }
+            QcnParams.from_dict({**table, "rp": {**network, **table.get("rp", {})}}, base)
+        except ParamError as e:
+            raise ScenarioError(f"{where}.{e}") from None
+        flat = [
+            (f"qcn.{section}.{key}", value)
+            for section, fields_ in sorted(table.items())
+            for key, value in sorted(fields_.items())
+        ]
+        out.append((str(name), tuple(flat)))
+    return tuple(out)
+
+
+def _schemes_dict(schemes: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]) -> dict[str, Any]:
+    """``Scenario.schemes`` back as its TOML tables."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, flat in schemes:
+        for dotted, value in flat:
+            _qcn, section, key = dotted.split(".", 2)
+            out.setdefault(name, {}).setdefault(section, {})[key] = value
+    return out
 
 
 def _port_cp(raw: Any) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
