@@ -25,6 +25,7 @@ from qcn.lab.tune import (
     Constraint,
     Objective,
     TuneError,
+    default_space,
     pareto_front,
     parse_constraint,
     parse_dimension,
@@ -217,6 +218,24 @@ def test_w_is_searched_on_the_data_planes_steps() -> None:
     assert parse_dimension("qcn.cp.q_eq_pkts=5:60:log", sc).integer
     with pytest.raises(TuneError, match="integer bounds"):
         parse_dimension("qcn.cp.q_eq_pkts=5.5:60", sc)
+
+
+def test_a_dcqcn_study_searches_the_marking_curve_and_dcqcns_own_fields() -> None:
+    """Ports that mark ECN have no q_eq or sampling to tune; Kmin stays below Kmax however
+    the two are drawn; DCQCN's own fields are searchable by name too."""
+    fct = scenarios.load("fct")
+    sc = fct.with_overrides(scenarios.scheme_overrides(fct, "dcqcn"))
+    space = {d.key: d for d in default_space(sc)}
+    assert set(space) == {
+        "qcn.cp.kmin_bytes", "qcn.cp.kmax_bytes", "qcn.cp.pmax", "qcn.rp.r_ai_bps",
+        "qcn.rp.timer_s", "qcn.rp.dcqcn.g", "qcn.rp.dcqcn.alpha_timer_s",
+    }  # fmt: skip
+    assert space["qcn.cp.kmin_bytes"].high < space["qcn.cp.kmax_bytes"].low
+    assert space["qcn.cp.kmax_bytes"].high <= sc.network.buffer_pkts * sc.network.frame_bytes
+    assert space["qcn.rp.dcqcn.g"].high <= 1.0
+    assert parse_dimension("qcn.rp.dcqcn.g=0.001:0.1:log", sc).log
+    with pytest.raises(TuneError, match="--per-port: a port's own fields are QCN's CP's"):
+        default_space(sc, per_port=True)
 
 
 def test_constraints_measure_their_excess_against_the_defaults() -> None:

@@ -38,7 +38,15 @@ from qcn.core import scenario as scenarios
 from qcn.core.errors import CheckFailedError, QcnError
 from qcn.core.live import KnobChange, write_knobs
 from qcn.core.noise import verdict_line
-from qcn.core.params import PORT_CP_FIELDS, QNTZ_FB_MAX, W_ONE, CpParams
+from qcn.core.params import (
+    PORT_CP_FIELDS,
+    QNTZ_FB_MAX,
+    W_ONE,
+    CpParams,
+    CpSignal,
+    DcqcnParams,
+    RpParams,
+)
 from qcn.core.patterns import Kind
 from qcn.core.progress import ProgressLine
 from qcn.core.provenance import project_version
@@ -238,11 +246,47 @@ def cp_dimensions(prefix: str, cp: CpParams, buffer_pkts: int) -> list[Dimension
     return dims
 
 
+def ecn_dimensions(sc: Scenario) -> list[Dimension]:
+    """DCQCN's marking curve around the scenario's: Kmin below Kmax whatever is drawn (Kmin
+    up to halfway to Kmax, Kmax from just above that), Kmax within the buffer, Pmax up to 1."""
+    cp = sc.params.cp
+    buffer_bytes = sc.network.buffer_pkts * sc.network.frame_bytes
+    kmin_high = min(cp.kmin_bytes * SPAN, (cp.kmin_bytes + cp.kmax_bytes) // 2)
+    kmax_high = max(min(cp.kmax_bytes * SPAN, buffer_bytes), kmin_high + 2)
+    return [
+        Dimension("qcn.cp.kmin_bytes", max(1, cp.kmin_bytes // SPAN), kmin_high, log=True,
+                  integer=True),
+        Dimension("qcn.cp.kmax_bytes", max(cp.kmax_bytes // SPAN, kmin_high + 1), kmax_high,
+                  log=True, integer=True),
+        Dimension("qcn.cp.pmax", cp.pmax / SPAN, min(cp.pmax * SPAN, 1.0), True, False),
+    ]  # fmt: skip
+
+
+def dcqcn_dimensions(rp: RpParams) -> list[Dimension]:
+    """DCQCN's reaction point: R_AI, the timer, g and the alpha timer."""
+    own = rp.own(DcqcnParams)
+    return [
+        Dimension("qcn.rp.r_ai_bps", rp.r_ai_bps / SPAN, rp.r_ai_bps * SPAN, True, False),
+        Dimension("qcn.rp.timer_s", rp.timer_s / SPAN, rp.timer_s * SPAN, True, False),
+        Dimension("qcn.rp.dcqcn.g", own.g / SPAN, min(own.g * SPAN, 1.0), True, False),
+        Dimension("qcn.rp.dcqcn.alpha_timer_s", own.alpha_timer_s / SPAN,
+                  own.alpha_timer_s * SPAN, True, False),
+    ]  # fmt: skip
+
+
 def default_space(sc: Scenario, *, per_port: bool = False) -> list[Dimension]:
     """CP: q_eq, w and the sampling probabilities (``per_port``: each CP port's own); RP
-    (QCN's own scheme): Gd, R_AI, the byte counter and the timer.  Each from an eighth to
-    eight times the scenario's value (:data:`SPAN`), on a log scale."""
+    (QCN's own scheme): Gd, R_AI, the byte counter and the timer.  Ports that mark ECN:
+    the marking curve, and DCQCN's own reaction point (:func:`ecn_dimensions`).  Each from
+    an eighth to eight times the scenario's value (:data:`SPAN`), on a log scale."""
     rp, buffer = sc.params.rp, sc.network.buffer_pkts
+    if sc.params.cp.signal is CpSignal.ECN:
+        if per_port:
+            raise TuneError(
+                "--per-port: a port's own fields are QCN's CP's; these ports mark ECN "
+                "(tune the marking curve for every port, without --per-port)"
+            )
+        return ecn_dimensions(sc) + (dcqcn_dimensions(rp) if str(rp.scheme) == "dcqcn" else [])
     if per_port:
         dims = [d for p in sorted(str(p) for p in sc.topology.cp_ports)
                 for d in cp_dimensions(f"port_cp.{p}.", sc.cp_for(p), buffer)]  # fmt: skip
