@@ -1,6 +1,7 @@
-"""One scenario under several schemes (`qcn run SCENARIO --schemes ...`, qcn/lab/scheme_table.py):
-the parameters each scheme runs with, the table, the plot, and each row reproducible from
-its run directory."""
+"""One scenario under other schemes (`qcn run SCENARIO --scheme A,B,...`,
+qcn/lab/scheme_table.py; `--scheme NAME` of run, compare, sweep and tune): the parameters
+each scheme runs with, the table, the plot, and each row reproducible from its run
+directory."""
 
 from __future__ import annotations
 
@@ -42,17 +43,32 @@ def test_a_bad_schemes_list_is_one_line() -> None:
     with pytest.raises(SchemesChoiceError, match="qcn given twice"):
         parse_schemes("qcn,none,qcn")
     assert_one_line_error(
-        qcn("run", "fct", "--schemes", "qcn,nope", "--backend", "sim"), "'nope' is no scheme"
+        qcn("run", "fct", "--scheme", "qcn,nope", "--backend", "sim"), "'nope' is no scheme"
     )
     assert_one_line_error(
-        qcn("run", "fct", "--schemes", "qcn,none", "--no-qcn"), "give 'none' among --schemes"
+        qcn("run", "fct", "--scheme", "qcn,none", "--no-qcn"), "give 'none' among the schemes"
     )
+    for command in ("compare", "sweep", "tune"):
+        assert_one_line_error(qcn(command, "fct", "--scheme", "dcqnc"), "did you mean 'dcqcn'")
+    assert_one_line_error(qcn("tune", "fct", "--scheme", "none"), "'none' is no scheme")
+
+
+def test_one_scheme_is_one_run_under_it(tmp_path: Path) -> None:
+    r = qcn("run", "transient", "--scheme", "dcqcn", "--backend", "sim", "--duration", "0.01",
+            "--out", str(tmp_path / "d"), "--quiet", timeout_s=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    ran = scenarios.load(str(tmp_path / "d" / "run.toml"))
+    assert ran.params == QcnParams.preset("dcqcn")
+    r = qcn("run", "transient", "--scheme", "none", "--backend", "sim", "--duration", "0.01",
+            "--out", str(tmp_path / "n"), "--quiet", timeout_s=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "n" / "summary.json").read_text())["qcn"] is False
 
 
 def test_the_schemes_side_by_side_each_run_reproducible(tmp_path: Path) -> None:
     out = tmp_path / "cmp"
     r = qcn(
-        "run", "fct", "--schemes", "qcn,none", "--backend", "sim", "--duration", "0.02",
+        "run", "fct", "--scheme", "qcn,none", "--backend", "sim", "--duration", "0.02",
         "--out", str(out), "--quiet", timeout_s=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr

@@ -19,6 +19,7 @@ from qcn.cli.options import (
     add_params,
     add_scale,
     add_scenario,
+    add_scheme,
     add_set,
     plain_text,
     scenario_of,
@@ -41,6 +42,7 @@ def register(sub: Any) -> None:
     add_duration(p)
     add_set(p)
     add_params(p)
+    add_scheme(p)
     add_scale(p)
     add_out(p, None, f"{DEFAULT_OUT}/SCENARIO")
     p.add_argument(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from qcn.core import scenario as scenarios
+from qcn.lab import scheme_table
 from qcn.lab.inputs import load_scenario
 
 SET_HELP = "override a scenario field, e.g. qcn.rp.fb_hat=true (TOML value); repeatable"
@@ -95,10 +96,29 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
 def scenario_of(args: argparse.Namespace) -> tuple[scenarios.Scenario, dict[str, Any]]:
     """The scenario the shared options name (:func:`add_scenario`, :func:`add_set`, and
     :func:`add_duration` where the command has it), and the overrides given."""
+    check_scheme(args)
     return load_scenario(
         args.scenario,
         args.set,
         getattr(args, "duration", None),
         getattr(args, "params", None),
         getattr(args, "scale", None),
+        scheme=getattr(args, "scheme", None),
     )
+
+
+def add_scheme(p: argparse.ArgumentParser) -> None:
+    """``--scheme NAME``: the scenario under another scheme, with that scheme's own
+    parameters on its network (:func:`qcn.core.scenario.scheme_overrides`)."""
+    p.add_argument(
+        "--scheme",
+        metavar="NAME",
+        help="run the scenario under this scheme (qcn params --list-presets), with the "
+        "scheme's own parameters on the scenario's network (docs/dcqcn.md)",
+    )
+
+
+def check_scheme(args: argparse.Namespace) -> None:
+    """``--scheme``'s name a scheme's (one line otherwise)."""
+    if getattr(args, "scheme", None) is not None:
+        scheme_table.parse_schemes(args.scheme, single=True)

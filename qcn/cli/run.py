@@ -38,7 +38,6 @@ from qcn.core.results import SUMMARY_KEYS, json_safe, write_csvs
 from qcn.core.scenario import ScenarioError
 from qcn.core.trace import Trace
 from qcn.lab import backends, scheme_table
-from qcn.lab.inputs import overrides_from
 
 DEFAULT_OUT = Path("results")
 DEFAULT_LIVE_SPEED = 1.0
@@ -81,11 +80,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--no-qcn", action="store_true", help="the same run without QCN")
     p.add_argument(
-        "--schemes",
+        "--scheme",
         metavar="LIST",
-        help="run the scenario under each scheme of LIST (e.g. qcn,dcqcn,none: the same "
-        "network, traffic and seed), each to OUT/SCHEME/, and write their table and plot to "
-        "OUT (default results/SCENARIO-schemes; docs/dcqcn.md)",
+        help="run under this scheme, with its own parameters on the scenario's network "
+        "(none: as --no-qcn); several (qcn,dcqcn,none): the same network, traffic and seed "
+        "under each, each to OUT/SCHEME/, their table and plot in OUT (default "
+        "results/SCENARIO-schemes; docs/dcqcn.md)",
     )
     add_quiet(p)
     add_duration(p)
@@ -330,8 +330,12 @@ def _run(args: argparse.Namespace) -> int:
             sc = scenarios.load(name)
             print(f"{name:14} seed {sc.seed:4} {sc.title}")
         return 0
-    if args.schemes is not None:
-        return _run_schemes(args)
+    if args.scheme is not None and args.again is None:
+        names = scheme_table.parse_schemes(args.scheme)
+        if len(names) > 1:
+            return _run_schemes(args, names)
+        if names[0] == scheme_table.NO_SCHEME:
+            args.scheme, args.no_qcn = None, True
     if args.again is not None:
         run = again_run(args)
         # Beside DIR, even where it is named "." or "..": never inside it (nor a traceback).
@@ -346,34 +350,30 @@ def _run(args: argparse.Namespace) -> int:
 
 
 SCHEMES_SUFFIX = "-schemes"
-"""``qcn run SCENARIO --schemes ...`` writes to results/SCENARIO-schemes unless --out says."""
+"""``qcn run SCENARIO --scheme A,B`` writes to results/SCENARIO-schemes unless --out says."""
 
 
-def _run_schemes(args: argparse.Namespace) -> int:
-    """The scenario under each scheme of ``--schemes``, one `qcn run` each, then their
-    table and plot (qcn.lab.scheme_table)."""
-    names = scheme_table.parse_schemes(args.schemes)
+def _run_schemes(args: argparse.Namespace, names: tuple[str, ...]) -> int:
+    """The scenario under each scheme of ``--scheme``, one `qcn run` each, then their table
+    and plot (qcn.lab.scheme_table)."""
     for given, why in (
-        (args.again is not None, "--again reruns one run"),
-        (args.no_qcn, "give 'none' among --schemes"),
+        (args.no_qcn, "give 'none' among the schemes"),
         (args.live, "a live view shows one run"),
     ):
         if given:
-            raise ScenarioError(f"--schemes: {why}; not with --schemes")
+            raise ScenarioError(f"--scheme {args.scheme}: {why}; not with several schemes")
     if not args.scenario:
         raise ScenarioError("give a scenario name (qcn run --list) or a file")
     base = scenarios.load(args.scenario)
     out = args.out or DEFAULT_OUT / f"{base.name}{SCHEMES_SUFFIX}"
-    given_sets = overrides_from(args.set)
     rows: list[dict[str, Any]] = []
     traces: list[Trace] = []
     backend_name = ""
     for i, name in enumerate(names, 1):
         print(f"qcn run: scheme {i} of {len(names)}: {name}", flush=True)
-        own = {} if name == scheme_table.NO_SCHEME else scenarios.scheme_overrides(base, name)
         one = argparse.Namespace(**vars(args))
-        one.set = {**own, **given_sets}  # (the command line's --set wins)
-        one.no_qcn = name == scheme_table.NO_SCHEME
+        none = name == scheme_table.NO_SCHEME
+        one.scheme, one.no_qcn = (None, True) if none else (name, False)
         one.backend = backend_name or args.backend
         run = fresh_run(one)
         backend_name = run.backend.name  # every scheme on the backend the first ran on

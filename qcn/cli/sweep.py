@@ -17,6 +17,7 @@ from qcn.cli.options import (
     add_params,
     add_quiet,
     add_scenario,
+    add_scheme,
     add_set,
     plain_text,
     scenario_of,
@@ -57,6 +58,7 @@ def register(sub: Any) -> None:
     add_out(p, None, f"{DEFAULT_OUT}/SCENARIO")
     add_set(p, "a fixed override of a scenario field, for every point (TOML value)")
     add_params(p)
+    add_scheme(p)
     add_duration(p)
     add_quiet(p)
     p.add_argument(

@@ -19,6 +19,7 @@ from qcn.cli.options import (
     add_params,
     add_quiet,
     add_scenario,
+    add_scheme,
     add_set,
     plain_text,
     scenario_of,
@@ -91,6 +92,7 @@ def register(sub: Any) -> None:
     add_out(p, None, f"{DEFAULT_OUT}/SCENARIO")
     add_set(p, "a fixed override of a scenario field, for every trial (TOML value)")
     add_params(p)
+    add_scheme(p)
     add_duration(p)
     p.add_argument(
         "--apply", type=Path, metavar="NETWORK",

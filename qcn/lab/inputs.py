@@ -90,9 +90,12 @@ def load_scenario(
     duration_s: float | None,
     params: Path | None = None,
     scale: str | None = None,
+    *,
+    scheme: str | None = None,
 ) -> tuple[scenarios.Scenario, dict[str, Any]]:
-    """A scenario with the command line's ``--params``, ``--set``, ``--duration`` and
-    ``--scale`` applied, and those overrides."""
+    """A scenario with the command line's ``--scheme``, ``--params``, ``--set``,
+    ``--duration`` and ``--scale`` applied, and those overrides (the scheme's
+    parameters first: the rest are over them)."""
     sc = scenarios.load(name)
     overrides = overrides_from(sets)
     from_file: dict[str, Any] = {}
@@ -121,6 +124,8 @@ def load_scenario(
                 "duration_s: given by --set and by --duration; one would win silently: keep one"
             )
         overrides["duration_s"] = duration_s
+    if scheme is not None:
+        overrides = {**scenarios.scheme_overrides(sc, scheme), **overrides}
     if not overrides:
         return sc, overrides
     try:

@@ -1,4 +1,4 @@
-"""One scenario under several schemes, side by side: ``qcn run SCENARIO --schemes
+"""One scenario under several schemes, side by side: ``qcn run SCENARIO --scheme
 qcn,dcqcn,none`` (docs/dcqcn.md, "One scenario, several schemes").
 
 Each scheme's run is a `qcn run` of the same network, traffic and seed, with the scheme's
@@ -33,23 +33,26 @@ PLOT_FILE = "schemes.png"
 
 
 class SchemesChoiceError(QcnError):
-    """A ``--schemes`` list that names no scheme, or one twice."""
+    """A ``--scheme`` list that names no scheme, or one twice."""
 
 
-def parse_schemes(text: str) -> tuple[str, ...]:
-    """The schemes a comma-separated list names, in its order; one line for a bad name."""
+def parse_schemes(text: str, *, single: bool = False) -> tuple[str, ...]:
+    """The schemes a comma-separated list names, in its order (``single``: one scheme, not
+    ``none``); one line for a bad name."""
     names = tuple(n.strip() for n in text.split(","))
-    known = [*map(str, SCHEMES), NO_SCHEME]
+    known = [*map(str, SCHEMES)] if single else [*map(str, SCHEMES), NO_SCHEME]
+    if single and len(names) > 1:
+        raise SchemesChoiceError(f"--scheme: one scheme here (got {text!r})")
     for name in names:
         if name not in known:
             hint = difflib.get_close_matches(name, known, n=1)
             did = f" (did you mean {hint[0]!r}?)" if hint else ""
             raise SchemesChoiceError(
-                f"--schemes: {name!r} is no scheme{did}; known: {', '.join(known)}"
+                f"--scheme: {name!r} is no scheme{did}; known: {', '.join(known)}"
             )
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise SchemesChoiceError(f"--schemes: {', '.join(twice)} given twice")
+        raise SchemesChoiceError(f"--scheme: {', '.join(twice)} given twice")
     return names
 
 
