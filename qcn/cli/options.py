@@ -113,7 +113,7 @@ def add_scheme(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--scheme",
         metavar="NAME",
-        help="run the scenario under this scheme (qcn params --list-presets), with the "
+        help="run the scenario under this scheme (qcn params --help lists them), with the "
         "scheme's own parameters on the scenario's network (docs/dcqcn.md)",
     )
 
