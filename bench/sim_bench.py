@@ -15,7 +15,10 @@ All in the same run, on one core:
 4. the Python engine, the reference (``QCN_SIM_ENGINE=python``), on the first simulated
    second of the transient and the first 50 ms of the fct run, beside the core on the same:
    the core's speed over the Python engine's (and, as before, the Python engine's share of
-   a bare Python heap loop).
+   a bare Python heap loop);
+5. DCQCN on the transient (``qcn_preset = "dcqcn"``: ECN marks, the receivers' CNPs, its
+   rules) against the transient's own QCN on the core, runs of the two alternated: DCQCN's
+   events/s over QCN's (the target: at least 0.8).
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ FLOWS = 10_000
 """The fct run's flows (the issue's 10,000-flow run)."""
 PYTHON_TRANSIENT_S = 1.0
 PYTHON_FCT_S = 0.05
+DCQCN_TARGET = 0.8
+"""DCQCN's events/s on the core, at least this share of QCN's on the same transient."""
 
 
 def python_bare_loop(events: int) -> float:
@@ -100,6 +105,20 @@ def against_python(sc: Scenario, seconds: float) -> tuple[float, float, float]:
     return core.events / core.wall_s, py_rate, py_rate / python_bare_loop(py.events)
 
 
+def dcqcn_against_qcn(sc: Scenario, repeat: int) -> tuple[list[float], list[float], Trace]:
+    """events/s of ``repeat`` core runs of ``sc`` as it is and with DCQCN, alternated (so
+    that the machine's load falls on both alike), and the last DCQCN trace."""
+    dcqcn = sc.with_overrides({"qcn_preset": "dcqcn"})
+    qcn_rates, dcqcn_rates = [], []
+    trace = Trace()
+    for _ in range(repeat):
+        qcn = compiled.CompiledSimulation(sc, seed=1).run()
+        qcn_rates.append(qcn.events / qcn.wall_s)
+        trace = compiled.CompiledSimulation(dcqcn, seed=1).run()
+        dcqcn_rates.append(trace.events / trace.wall_s)
+    return qcn_rates, dcqcn_rates, trace
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="core runs of each scenario")
@@ -144,6 +163,18 @@ def main(argv: list[str] | None = None) -> int:
             f"({py_share:.2f} of a bare Python heap loop): the core is "
             f"{core_rate / py_rate:.0f}x the Python engine"
         )
+    qcn_rates, dcqcn_rates, d_trace = dcqcn_against_qcn(transient, args.repeat)
+    d_ratio = statistics.median(dcqcn_rates) / statistics.median(qcn_rates)
+    print(
+        f"sim: transient with DCQCN ({d_trace.events:,} events; "
+        f"{d_trace.extra['marks']:,.0f} marks, {d_trace.extra['cnps']:,.0f} CNPs), compiled "
+        f"core, {args.repeat} runs alternated with the transient's QCN "
+        f"({transient.params.rp.scheme}):\n"
+        f"  DCQCN events/s {spread(dcqcn_rates)}\n"
+        f"  QCN events/s {spread(qcn_rates)}\n"
+        f"  DCQCN over QCN {d_ratio:.2f} (target at least {DCQCN_TARGET}: "
+        f"{'met' if d_ratio >= DCQCN_TARGET else 'MISSED'})"
+    )
     load_after = os.getloadavg()
     print(
         f"sim: load average (1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} after, "
