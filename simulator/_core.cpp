@@ -125,12 +125,12 @@ struct CpConfig {
   int64_t q_eq = 0, w_fixed = 0, fbmax_fixed = 1, fb_multiplier = 0;
   int64_t p_base_fixed = 0, p_scale_fixed = 0;
   bool bernoulli = true;
+  bool ecn = false;  // DCQCN: the port marks ECN in place of sampling (cp.signal = "ecn")
   std::vector<std::pair<int64_t, int64_t>> intervals;  // (base, jitter span)
   bool positive_feedback = false, three_point = false;
   bool judge_dropped = true;  // the arrival CP judges the frames its buffer drops too
   int64_t reflect_p_base_fixed = PROB_ONE, reflect_p_scale_fixed = 0, p0_fixed = 0;
-  // DCQCN: the port marks ECN in place of sampling (cp.signal = "ecn"), on this ramp
-  bool ecn = false;
+  // DCQCN: the marking's ramp (ecn_marks)
   int64_t kmin_bytes = 0, kmax_bytes = 1, ecn_slope = 0;
 
   int quantize_magnitude(int64_t magnitude) const {
@@ -221,7 +221,9 @@ struct Cp {
 
 /// ecn_marks: whether a port marks CE a frame that finds ``q_bytes`` queued.  One draw,
 /// and only on the ramp (kmin < q <= kmax); (q - kmin) * slope is below pmax * 2^40 there.
-bool ecn_marks(int64_t q_bytes, const CpConfig& c, MT& rand) {
+/// (Out of line, as DCQCN's transmit step is: only DCQCN runs call either, and the arrival
+/// and the send every run takes stay as small as they were.)
+[[gnu::noinline]] bool ecn_marks(int64_t q_bytes, const CpConfig& c, MT& rand) {
   if (q_bytes > c.kmax_bytes) return true;
   if (q_bytes <= c.kmin_bytes) return false;
   int64_t threshold = ((q_bytes - c.kmin_bytes) * c.ecn_slope) >> ECN_SLOPE_SHIFT;
@@ -463,17 +465,20 @@ struct Rp {
     }
     current_rate_bps = pmin((current_rate_bps + target_rate_bps) / 2, p->line_rate_bps);
   }
+  [[gnu::noinline]] void dcqcn_transmit(int64_t nbytes, MT& u) {
+    if (cnms == 0) return;
+    bytes_left -= static_cast<double>(nbytes);
+    if (bytes_left <= 0) {
+      byte_stage += 1;
+      bytes_left = p->bc_limit_bytes * jitter(u);
+      dcqcn_increase();
+    }
+  }
   void on_transmit(int64_t nbytes, int64_t frames, MT& u) {
     frames_since_cnm += frames;
     if (p->scheme == ECM) return;
-    if (p->scheme == DCQCN) {
-      if (cnms == 0) return;
-      bytes_left -= static_cast<double>(nbytes);
-      if (bytes_left <= 0) {
-        byte_stage += 1;
-        bytes_left = p->bc_limit_bytes * jitter(u);
-        dcqcn_increase();
-      }
+    if (__builtin_expect(p->scheme == DCQCN, 0)) {
+      dcqcn_transmit(nbytes, u);
       return;
     }
     cycles_sent(frames);
@@ -1085,15 +1090,15 @@ struct Core {
     frame.q = static_cast<int32_t>(q);
     // The CP judges the arriving frame before the tail drop (cp.judge = "arrivals"), or only
     // one the buffer admits; a port marking ECN judges the frames it admits, in bytes.
-    if (port.arrival_cp && port.cp.cfg->ecn) {
-      if (!full && ecn_marks(port.queue_bytes, *port.cp.cfg, ecn_rands[pi])) {
-        port.marks += 1;
-        frame.tag.ce = true;
-      }
-    } else if (port.arrival_cp && (!full || port.cp.cfg->judge_dropped)) {
+    if (port.arrival_cp && (!full || port.cp.cfg->judge_dropped)) {
       int64_t depth = q_unit == 1 ? q : port.queue_bytes;
       Decision d;
-      if (three_point) {
+      if (__builtin_expect(port.cp.cfg->ecn, 0)) {
+        if (!full && ecn_marks(port.queue_bytes, *port.cp.cfg, ecn_rands[pi])) {
+          port.marks += 1;
+          frame.tag.ce = true;
+        }
+      } else if (three_point) {
         if (port.cp.sample(depth, frame.bytes, d)) {
           Tag out;
           if (overwrite_fb_tag(d, frame.tag, cp_cfg, pi, reflect_rands[pi], out)) {
