@@ -387,6 +387,32 @@ def test_dcqcn_runs_mark_notify_and_cut(interval_s: float) -> None:
     assert (summary["marks"], summary["cnps"]) == (marks, cnps)
 
 
+@pytest.mark.parametrize(
+    ("topology", "overrides"),
+    [
+        ("multihop", {"network.sources": 3, "network.innocent_sources": 2}),
+        ("parking-lot:3", {"network.pause": True}),
+        ("leaf-spine:2,2,2", {"workload.traffic": "incast"}),
+    ],
+)
+def test_dcqcn_runs_on_networks(topology: str, overrides: dict[str, Any]) -> None:
+    """Every CP port marks, each its own; every frame is accounted for; each marking port's
+    marks add up to the run's, and summary.json's ports show them."""
+    sc = network(topology, {**DCQCN, **overrides})
+    sim, tr = run_and_check(sc)
+    marking = [p for p in sim.ports if p.ecn_rand is not None]
+    assert {p.name for p in marking} == {str(r) for r in sc.topology.cp_ports}
+    assert tr.extra["marks"] == sum(p.marks for p in marking) > 0
+    assert tr.extra["cnps"] > 0
+    assert tr.cnms == 0
+    summary = summarize(sc, tr, qcn=True, backend="sim", seed=2)
+    assert (summary["marks"], summary["cnps"]) == (tr.extra["marks"], tr.extra["cnps"])
+    ports = summary.get("ports", {})  # (a network with more than one followed port)
+    assert {name: ports[name]["marks"] for name in ports if "marks" in ports[name]} == (
+        {p.name: p.marks for p in marking} if ports else {}
+    )
+
+
 def test_dcqcn_a_ports_signal_is_fixed_for_the_run() -> None:
     """The marking stream exists where a port marks from the start: a live change may move
     the marking curve, not turn marking on or off."""
