@@ -971,8 +971,9 @@ struct Core {
   // Each port's reflection stream, by port (three-point runs draw from it; its CP's stream
   // is the CP's own).
   std::vector<MT> reflect_rands;
-  // Each marking port's ECN stream, by port (DCQCN; unused elsewhere).
-  std::vector<MT> ecn_rands;
+  // Each marking port's ECN stream, by port (DCQCN); none for the others, which would
+  // each hold a stream's 2.5 KB for nothing.
+  std::vector<std::unique_ptr<MT>> ecn_rands;
   std::vector<Input> inputs;
   std::vector<Source> sources;
   std::vector<Route> routes;
@@ -1094,7 +1095,7 @@ struct Core {
       int64_t depth = q_unit == 1 ? q : port.queue_bytes;
       Decision d;
       if (__builtin_expect(port.cp.cfg->ecn, 0)) {
-        if (!full && ecn_marks(port.queue_bytes, *port.cp.cfg, ecn_rands[pi])) {
+        if (!full && ecn_marks(port.queue_bytes, *port.cp.cfg, *ecn_rands[pi])) {
           port.marks += 1;
           frame.tag.ce = true;
         }
@@ -1482,6 +1483,9 @@ struct Core {
   void set_port_cp(int32_t pi, const CpConfig& cfg) {
     Port& p = ports.at(static_cast<size_t>(pi));
     if (!p.has_cp) throw std::invalid_argument("the port runs no CP");
+    if (started && cfg.ecn && !ecn_rands[pi]) {
+      throw std::invalid_argument("the port has no ECN stream: whether it marks is fixed");
+    }
     port_cfgs.push_back(cfg);
     p.cp.reconfigure(&port_cfgs.back());
   }
@@ -1510,6 +1514,11 @@ struct Core {
   // -- the loop --
 
   void begin() {
+    for (size_t pi = 0; pi < ports.size(); pi++) {
+      if (ports[pi].has_cp && ports[pi].cp.cfg->ecn && !ecn_rands[pi]) {
+        throw std::logic_error("a port marks ECN without its stream (add_port's ecn_state)");
+      }
+    }
     pending.reset(sources.size());
     s_port_queue.assign(measured.size(), {});
     s_port_throughput.assign(measured.size(), {});
@@ -1974,7 +1983,10 @@ PYBIND11_MODULE(_core, m) {
              if (has_cp) p.cp.rand.set_state(state_of(cp_state));
              c.reflect_rands.back().set_state(state_of(reflect_state));
              c.ecn_rands.emplace_back();
-             if (!ecn_state.is_none()) c.ecn_rands.back().set_state(state_of(ecn_state));
+             if (!ecn_state.is_none()) {
+               c.ecn_rands.back() = std::make_unique<MT>();
+               c.ecn_rands.back()->set_state(state_of(ecn_state));
+             }
            })
       .def("add_input",
            [](Core& c, int64_t partition_bytes, double delay_s, double quantum_s, int32_t source,

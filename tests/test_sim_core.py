@@ -410,10 +410,14 @@ def test_a_scaled_run_is_the_python_engines_run() -> None:
         assert diff == []
 
 
-def test_progress_and_ctrl_c_keep_what_was_measured() -> None:
+@pytest.mark.parametrize("preset", [None, "dcqcn"])
+def test_progress_and_ctrl_c_keep_what_was_measured(preset: str | None) -> None:
     """The progress callback is told each sample; an exception from it (Ctrl-C) stops the
-    run with its samples whole and its flows so far, as on the Python engine."""
-    sc = scenarios.load("fct").with_overrides({"duration_s": 0.05})
+    run with its samples whole and its flows so far (DCQCN's marks and CNPs so far too),
+    as on the Python engine."""
+    sc = scenarios.load("fct").with_overrides(
+        {"duration_s": 0.05, **({"qcn_preset": preset} if preset else {})}
+    )
 
     def stop_at(seen: list[float]) -> Any:
         def progress(t: float, end: float) -> None:
@@ -435,6 +439,8 @@ def test_progress_and_ctrl_c_keep_what_was_measured() -> None:
     py, cc = (trace_fields(t) for t in partial)
     assert len(partial[1].times_s) == 20
     assert partial[1].flows  # the flows started so far
+    if preset:
+        assert partial[1].extra["marks"] > 0
     assert [k for k in py if not same(py[k], cc[k])] == []
 
 
