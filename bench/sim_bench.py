@@ -15,7 +15,14 @@ All in the same run, on one core:
 4. the Python engine, the reference (``QCN_SIM_ENGINE=python``), on the first simulated
    second of the transient and the first 50 ms of the fct run, beside the core on the same:
    the core's speed over the Python engine's (and, as before, the Python engine's share of
-   a bare Python heap loop).
+   a bare Python heap loop);
+5. DCQCN on the transient (``qcn_preset = "dcqcn"``: ECN marks, the receivers' CNPs, its
+   rules) against the transient's own QCN on the core, runs of the two alternated: DCQCN's
+   events/s over QCN's (the target: at least 0.8).  With the paper's curve (marks from 5 to
+   200 KB) in the transient's 150 KB buffer DCQCN marks little and the hot spot's excess
+   is dropped, cheap events; so also with the curve within the buffer and the rates and
+   timers fitted to the 0.5 Gb/s hot spot (:data:`DCQCN_HELD`), where it holds the queue
+   and the run has QCN's number of events.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import os
 import statistics
 import sys
 import time
+from typing import Any
 
 from qcn.core import scenario
 from qcn.core.scenario import Scenario
@@ -37,6 +45,24 @@ FLOWS = 10_000
 """The fct run's flows (the issue's 10,000-flow run)."""
 PYTHON_TRANSIENT_S = 1.0
 PYTHON_FCT_S = 0.05
+DCQCN_TARGET = 0.8
+"""DCQCN's events/s on the core, at least this share of QCN's on the same transient."""
+DCQCN_HELD: dict[str, Any] = {
+    "qcn_preset": "dcqcn",
+    "qcn.cp.kmin_bytes": 15_000,
+    "qcn.cp.kmax_bytes": 60_000,
+    "qcn.cp.pmax": 0.1,
+    "qcn.rp.min_rate_bps": 5e5,
+    "qcn.rp.rate_unit_bps": 5e4,
+    "qcn.rp.timer_s": 1.1e-3,
+    "qcn.rp.r_ai_bps": 2e6,
+    "qcn.rp.r_hai_bps": 2.5e6,
+    "qcn.rp.dcqcn.alpha_timer_s": 1.1e-3,
+    "qcn.rp.dcqcn.cnp_interval_s": 1e-3,
+}
+"""DCQCN on the transient holding its hot spot's queue: marks from 10 to 40 frames (up to
+10 %), the rates and timer as `qcn run transient` fits them to the 0.5 Gb/s port (x0.05,
+x20), alpha's period and the CNP interval with the timer."""
 
 
 def python_bare_loop(events: int) -> float:
@@ -100,6 +126,22 @@ def against_python(sc: Scenario, seconds: float) -> tuple[float, float, float]:
     return core.events / core.wall_s, py_rate, py_rate / python_bare_loop(py.events)
 
 
+def dcqcn_against_qcn(
+    sc: Scenario, overrides: dict[str, Any], repeat: int
+) -> tuple[list[float], list[float], Trace]:
+    """events/s of ``repeat`` core runs of ``sc`` as it is and with DCQCN (``overrides``),
+    alternated (so that the machine's load falls on both alike), and the last DCQCN trace."""
+    dcqcn = sc.with_overrides(overrides)
+    qcn_rates, dcqcn_rates = [], []
+    trace = Trace()
+    for _ in range(repeat):
+        qcn = compiled.CompiledSimulation(sc, seed=1).run()
+        qcn_rates.append(qcn.events / qcn.wall_s)
+        trace = compiled.CompiledSimulation(dcqcn, seed=1).run()
+        dcqcn_rates.append(trace.events / trace.wall_s)
+    return qcn_rates, dcqcn_rates, trace
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="core runs of each scenario")
@@ -143,6 +185,22 @@ def main(argv: list[str] | None = None) -> int:
             f"{core_rate:,.0f} events/s, Python engine {py_rate:,.0f} events/s "
             f"({py_share:.2f} of a bare Python heap loop): the core is "
             f"{core_rate / py_rate:.0f}x the Python engine"
+        )
+    for label, overrides in (
+        ("the preset", {"qcn_preset": "dcqcn"}),
+        ("its queue held (bench.sim_bench.DCQCN_HELD)", DCQCN_HELD),
+    ):
+        qcn_rates, dcqcn_rates, d_trace = dcqcn_against_qcn(transient, overrides, args.repeat)
+        d_ratio = statistics.median(dcqcn_rates) / statistics.median(qcn_rates)
+        print(
+            f"sim: transient with DCQCN, {label} ({d_trace.events:,} events; "
+            f"{d_trace.extra['marks']:,.0f} marks, {d_trace.extra['cnps']:,.0f} CNPs, "
+            f"{d_trace.drops:,} drops), compiled core, {args.repeat} runs alternated with the "
+            f"transient's QCN ({transient.params.rp.scheme}):\n"
+            f"  DCQCN events/s {spread(dcqcn_rates)}\n"
+            f"  QCN events/s {spread(qcn_rates)}\n"
+            f"  DCQCN over QCN {d_ratio:.2f} (target at least {DCQCN_TARGET}: "
+            f"{'met' if d_ratio >= DCQCN_TARGET else 'MISSED'})"
         )
     load_after = os.getloadavg()
     print(

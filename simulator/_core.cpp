@@ -1,9 +1,11 @@
 // The simulator's compiled event core: simulator/engine.py's event loop, in C++.
 //
 // It re-implements, operation for operation, three things the Python engine imports:
-//   - the CP (qcn.core.cp_model: CongestionPoint.sample, overwrite_fb_tag, end_reflection),
+//   - the CP (qcn.core.cp_model: CongestionPoint.sample, overwrite_fb_tag, end_reflection,
+//     and DCQCN's marking, ecn_marks),
 //   - the RP rules of every scheme (reaction_point/rules.py: QcnRules, TwoQcnRules,
-//     TimerQcnRules, EcmRules; Fb-hat, the adaptive timer, positive reinforcement),
+//     TimerQcnRules, EcmRules, DcqcnRules; Fb-hat, the adaptive timer, positive
+//     reinforcement),
 //   - Python's random.Random (MT19937: random(), getrandbits(), randint(), expovariate()),
 // so that a run gives the Python engine's trace bit for bit: the same draws in the same
 // order, every floating-point operation in Python's order (built with -ffp-contract=off).
@@ -116,16 +118,20 @@ constexpr int QNTZ_FB_MAX = 63;
 constexpr int QNTZ_SHIFT = 48;
 constexpr int64_t W_ONE = 16;
 constexpr int64_t PROB_ONE = 1 << 24;
+constexpr int ECN_SLOPE_SHIFT = 16;
 constexpr int16_t INT16_MIN_ = -32768, INT16_MAX_ = 32767;
 
 struct CpConfig {
   int64_t q_eq = 0, w_fixed = 0, fbmax_fixed = 1, fb_multiplier = 0;
   int64_t p_base_fixed = 0, p_scale_fixed = 0;
   bool bernoulli = true;
+  bool ecn = false;  // DCQCN: the port marks ECN in place of sampling (cp.signal = "ecn")
   std::vector<std::pair<int64_t, int64_t>> intervals;  // (base, jitter span)
   bool positive_feedback = false, three_point = false;
   bool judge_dropped = true;  // the arrival CP judges the frames its buffer drops too
   int64_t reflect_p_base_fixed = PROB_ONE, reflect_p_scale_fixed = 0, p0_fixed = 0;
+  // DCQCN: the marking's ramp (ecn_marks)
+  int64_t kmin_bytes = 0, kmax_bytes = 1, ecn_slope = 0;
 
   int quantize_magnitude(int64_t magnitude) const {
     __int128 m = std::min(magnitude, fbmax_fixed);
@@ -213,10 +219,23 @@ struct Cp {
   }
 };
 
-/// The Fb tag a frame carries (qcn.core.cp_model.FbTag).
+/// ecn_marks: whether a port marks CE a frame that finds ``q_bytes`` queued.  One draw,
+/// and only on the ramp (kmin < q <= kmax); (q - kmin) * slope is below pmax * 2^40 there.
+/// (Out of line, as DCQCN's transmit step is: only DCQCN runs call either, and the arrival
+/// and the send every run takes stay as small as they were.)
+[[gnu::noinline]] bool ecn_marks(int64_t q_bytes, const CpConfig& c, MT& rand) {
+  if (q_bytes > c.kmax_bytes) return true;
+  if (q_bytes <= c.kmin_bytes) return false;
+  int64_t threshold = ((q_bytes - c.kmin_bytes) * c.ecn_slope) >> ECN_SLOPE_SHIFT;
+  return rand.randint(0, PROB_ONE - 1) < threshold;
+}
+
+/// The Fb tag a frame carries (qcn.core.cp_model.FbTag), and in its spare byte the
+/// frame's ECN mark (DCQCN's CE; three-point QCN and ECN never share a port).
 struct Tag {
   bool reflected = false;
   int8_t qntz_fb = 0;
+  bool ce = false;
   int32_t cpid = 0;
   int16_t qoff = 0, qdelta = 0;
 };
@@ -250,7 +269,7 @@ bool end_reflection(const Tag& tag, const CpConfig& cfg, int32_t cpid, MT& rand,
 
 // -- the RP rules (reaction_point/rules.py) --------------------------------------------------
 
-enum Scheme { QCN = 0, TWO_QCN = 1, TIMER_QCN = 2, ECM = 3 };
+enum Scheme { QCN = 0, TWO_QCN = 1, TIMER_QCN = 2, ECM = 3, DCQCN = 4 };
 
 struct RpParams {
   int scheme = QCN;
@@ -264,6 +283,8 @@ struct RpParams {
   // ECM's own (EcmParams)
   double ecm_gi = 0.53333, ecm_gd = 0.00026667, ecm_ru_bps = 1e6, ecm_rd_bps = 1e6;
   double ecm_td_s = 1e-3, ecm_fb_max = 1875.0;
+  // DCQCN's own (DcqcnParams)
+  double dcqcn_g = 1.0 / 256, dcqcn_alpha_timer_s = 55e-6, dcqcn_alpha_initial = 1.0;
 };
 
 constexpr int FB_HAT_MAX = 31, FB_HAT_HALVING_FRAMES = 50, FB_HAT_SHORT_CYCLE_MAX = 1;
@@ -276,6 +297,8 @@ struct Rp {
   double timer_deadline = NONE;
   int64_t frames_since_cnm = 0, cnms = 0, reinforcements = 0;
   int64_t fb_hat = 0, frames_since_halving = 0;
+  // DCQCN: alpha as of the last CNP, and when that was (NONE: never cut)
+  double alpha = 0, alpha_since = NONE;
 
   void init(const RpParams* params) {
     p = params;
@@ -285,6 +308,8 @@ struct Rp {
     bytes_left = 0.0;
     timer_deadline = NONE;
     frames_since_cnm = cnms = reinforcements = fb_hat = frames_since_halving = 0;
+    alpha = p->dcqcn_alpha_initial;
+    alpha_since = NONE;
   }
 
   bool timer_runs() const {
@@ -362,6 +387,10 @@ struct Rp {
       ecm_feedback(qntz_fb, positive, now);
       return;
     }
+    if (p->scheme == DCQCN) {
+      dcqcn_cut(now, u);
+      return;
+    }
     if (positive) return;
     if (qntz_fb == 0 && p->positive_reinforcement) {
       reinforce(now, u);
@@ -406,9 +435,52 @@ struct Rp {
     frames_since_cnm = 0;
     timer_deadline = now + p->ecm_td_s;
   }
+  // DcqcnRules: alpha decays (1 - g) once per K since the last CNP, applied when read.
+  double alpha_at(double now) const {
+    if (is_none(alpha_since)) return alpha;
+    double decays = std::floor((now - alpha_since) / p->dcqcn_alpha_timer_s);
+    return decays > 0 ? alpha * std::pow(1.0 - p->dcqcn_g, decays) : alpha;
+  }
+  void dcqcn_cut(double now, MT& u) {
+    double a = alpha_at(now);
+    cnms += 1;
+    target_rate_bps = current_rate_bps;
+    current_rate_bps = pmax(p->min_rate_bps, current_rate_bps * (1 - a / 2));
+    alpha = (1 - p->dcqcn_g) * a + p->dcqcn_g;
+    alpha_since = now;
+    byte_stage = 0;
+    time_stage = 0;
+    frames_since_cnm = 0;
+    bytes_left = p->bc_limit_bytes * jitter(u);
+    if (p->timer_enabled) timer_deadline = now + p->timer_s * jitter(u);
+  }
+  // QCN's stages without its TR/8 rule and without HAI's frame count.
+  void dcqcn_increase() {
+    int64_t th = p->fast_recovery_th;
+    int64_t both = std::min(byte_stage, time_stage);
+    if (p->hai_enabled && both > th) {
+      target_rate_bps += p->r_hai_bps * static_cast<double>(both - th);
+    } else if (byte_stage > th || time_stage > th) {
+      target_rate_bps += p->r_ai_bps;
+    }
+    current_rate_bps = pmin((current_rate_bps + target_rate_bps) / 2, p->line_rate_bps);
+  }
+  [[gnu::noinline]] void dcqcn_transmit(int64_t nbytes, MT& u) {
+    if (cnms == 0) return;
+    bytes_left -= static_cast<double>(nbytes);
+    if (bytes_left <= 0) {
+      byte_stage += 1;
+      bytes_left = p->bc_limit_bytes * jitter(u);
+      dcqcn_increase();
+    }
+  }
   void on_transmit(int64_t nbytes, int64_t frames, MT& u) {
     frames_since_cnm += frames;
     if (p->scheme == ECM) return;
+    if (__builtin_expect(p->scheme == DCQCN, 0)) {
+      dcqcn_transmit(nbytes, u);
+      return;
+    }
     cycles_sent(frames);
     if (p->scheme == TIMER_QCN) return;
     if (cnms == 0) return;
@@ -424,6 +496,12 @@ struct Rp {
       current_rate_bps = pmin(p->line_rate_bps, current_rate_bps + p->ecm_rd_bps);
       target_rate_bps = current_rate_bps;
       timer_deadline = next_starts + p->ecm_td_s;
+      return;
+    }
+    if (p->scheme == DCQCN) {
+      time_stage += 1;
+      timer_deadline = next_starts + p->timer_s * jitter(u);
+      dcqcn_increase();
       return;
     }
     timer_period_s = after_expiry(timer_period_s);
@@ -448,8 +526,8 @@ struct Rp {
 // -- the engine's state (simulator/engine.py: Port, Input, Source, Route, ActiveFlow) --------
 
 // Event kinds, in the Python engine's order.
-enum Kind { RATE = 0, DEPART, ARRIVE, CNM, CNM_POSITIVE, PAUSE, RESUME, TIMER, RETRANSMIT,
-            FLOW, SEND, SAMPLE };
+enum Kind { RATE = 0, DEPART, ARRIVE, CNM, CNM_POSITIVE, CNP, PAUSE, RESUME, TIMER,
+            RETRANSMIT, FLOW, SEND, SAMPLE };
 
 /// A frame: 32 bytes, aligned, so a port's queue holds two to a cache line.  Its flow, in
 /// the flows workload, is its target (a source's frame has none), and where it is on its
@@ -571,6 +649,7 @@ struct alignas(64) Port {
   double resume_at = -INF;
   int64_t drops = 0, cnms = 0;
   int64_t cp_reflections = 0, fb_reflections = 0, p0_reflections = 0;
+  int64_t marks = 0;  // DCQCN: frames it marked CE
   std::array<int64_t, QNTZ_FB_MAX + 1> qntz_counts{};  // CNMs by QntzFb (a live view's)
 };
 static_assert(offsetof(Port, resume_at) <= 3 * 64, "what every frame reads, in three lines");
@@ -621,6 +700,7 @@ struct Source {
   double paused_until = 0.0;
   FlowTurns flows;
   double link_free_at = 0.0;
+  double next_cnp_s = -INF;  // DCQCN: its receiver's NP sends it no CNP before this
 };
 
 /// The flows workload: one flow, from its start on (its record's fields too).
@@ -646,6 +726,7 @@ struct Flow {
   double timer_at = NONE;
   double timer_queued = INF;  // its earliest TIMER event in the heap (schedule_timer)
   std::vector<double> acked_at;
+  double next_cnp_s = -INF;  // DCQCN: its receiver's NP sends it no CNP before this
   bool has_frames() const { return next_frame < frames || !resend.empty(); }
   int64_t frame_bytes(int64_t index, int64_t full) const {
     return index == frames - 1 ? last_frame_bytes : full;
@@ -870,6 +951,7 @@ struct Core {
   bool cp_at_departure = false, left_behind = false;
   int64_t pause_hi_bytes = 0, pause_lo_bytes = 0;
   double stagger_s = 0, mean_on_s = 0, mean_off_s = 0, rto_s = 0;
+  double cnp_interval_s = 0;  // DCQCN: a notification point's least gap between CNPs
   CpConfig cp_cfg;
   std::deque<CpConfig> port_cfgs;  // ports' own, changed mid-run (set_port_cp)
   RpParams rp;
@@ -889,6 +971,9 @@ struct Core {
   // Each port's reflection stream, by port (three-point runs draw from it; its CP's stream
   // is the CP's own).
   std::vector<MT> reflect_rands;
+  // Each marking port's ECN stream, by port (DCQCN); none for the others, which would
+  // each hold a stream's 2.5 KB for nothing.
+  std::vector<std::unique_ptr<MT>> ecn_rands;
   std::vector<Input> inputs;
   std::vector<Source> sources;
   std::vector<Route> routes;
@@ -902,7 +987,7 @@ struct Core {
   Tournament departures;  // the ports' next departures (infinity: idle)
   void depart_at(int32_t pi, double t) { departures.set(static_cast<size_t>(pi), t); }
   size_t rate_next = 0;
-  int64_t events = 0, drops = 0, cnms = 0;
+  int64_t events = 0, drops = 0, cnms = 0, cnps = 0;
   std::vector<std::pair<std::string, int64_t>> extra;
   bool started = false, finished = false;
 
@@ -1005,11 +1090,16 @@ struct Core {
     }
     frame.q = static_cast<int32_t>(q);
     // The CP judges the arriving frame before the tail drop (cp.judge = "arrivals"), or only
-    // one the buffer admits.
+    // one the buffer admits; a port marking ECN judges the frames it admits, in bytes.
     if (port.arrival_cp && (!full || port.cp.cfg->judge_dropped)) {
       int64_t depth = q_unit == 1 ? q : port.queue_bytes;
       Decision d;
-      if (three_point) {
+      if (__builtin_expect(port.cp.cfg->ecn, 0)) {
+        if (!full && ecn_marks(port.queue_bytes, *port.cp.cfg, *ecn_rands[pi])) {
+          port.marks += 1;
+          frame.tag.ce = true;
+        }
+      } else if (three_point) {
         if (port.cp.sample(depth, frame.bytes, d)) {
           Tag out;
           if (overwrite_fb_tag(d, frame.tag, cp_cfg, pi, reflect_rands[pi], out)) {
@@ -1143,6 +1233,17 @@ struct Core {
       }
       send_cnm(target, out.qntz_fb, port, delay_s, CNM);
     }
+  }
+
+  /// Simulation._notify: DCQCN's notification point, for a CE frame leaving its last port
+  /// now (its link ``delay_s`` to the receiver); the CNP takes the acknowledgement's way.
+  template <class Owner>
+  void notify(Owner& o, int32_t target, double delay_s, double ack_after_depart_s) {
+    double at = now + delay_s;
+    if (at < o.next_cnp_s) return;
+    o.next_cnp_s = at + cnp_interval_s;
+    cnps += 1;
+    push(now + ack_after_depart_s, CNP, target);
   }
 
   // -- limiters: a source's (index) or a flow's (flow id) --
@@ -1382,6 +1483,9 @@ struct Core {
   void set_port_cp(int32_t pi, const CpConfig& cfg) {
     Port& p = ports.at(static_cast<size_t>(pi));
     if (!p.has_cp) throw std::invalid_argument("the port runs no CP");
+    if (started && cfg.ecn && !ecn_rands[pi]) {
+      throw std::invalid_argument("the port has no ECN stream: whether it marks is fixed");
+    }
     port_cfgs.push_back(cfg);
     p.cp.reconfigure(&port_cfgs.back());
   }
@@ -1410,6 +1514,11 @@ struct Core {
   // -- the loop --
 
   void begin() {
+    for (size_t pi = 0; pi < ports.size(); pi++) {
+      if (ports[pi].has_cp && ports[pi].cp.cfg->ecn && !ecn_rands[pi]) {
+        throw std::logic_error("a port marks ECN without its stream (add_port's ecn_state)");
+      }
+    }
     pending.reset(sources.size());
     s_port_queue.assign(measured.size(), {});
     s_port_throughput.assign(measured.size(), {});
@@ -1486,9 +1595,17 @@ struct Core {
         if (!hop.last) {
           forward(pi, frame);
         } else if (flow_mode) {
+          if (frame.tag.ce) {
+            notify(flows[frame.target], frame.target, port.delay_s,
+                   routes[hop.route].ack_after_depart_s);
+          }
           delivered(frame.target, frame.index, frame.bytes, depart, frame.tag);
         } else {
-          sources[routes[hop.route].source].delivered_window_bytes += frame.bytes;
+          const Route& route = routes[hop.route];
+          if (frame.tag.ce) {
+            notify(sources[route.source], route.source, port.delay_s, route.ack_after_depart_s);
+          }
+          sources[route.source].delivered_window_bytes += frame.bytes;
           if (three_point) end_reflect(pi, frame.target, hop.cnm_delay_s, frame.tag);
         }
         continue;
@@ -1535,6 +1652,23 @@ struct Core {
             rate_changed_flow(src);
           } else {
             sources[src].rules.on_cnm(static_cast<int>(e.version), positive, now, rng);
+            schedule_timer_source(src);
+            rate_changed_source(src);
+          }
+          break;
+        }
+        case CNP: {  // (a CNP carries no feedback: DCQCN's cut is alpha's)
+          if (flow_mode) {
+            Flow& f = flows[src];
+            if (!f.active) {
+              count_extra("cnps_after_finish");
+              break;
+            }
+            f.rules.on_cnm(0, false, now, rng);
+            schedule_timer_flow(src);
+            rate_changed_flow(src);
+          } else {
+            sources[src].rules.on_cnm(0, false, now, rng);
             schedule_timer_source(src);
             rate_changed_source(src);
           }
@@ -1618,6 +1752,10 @@ CpConfig cp_config(const py::object& cfg) {
   c.reflect_p_base_fixed = cfg.attr("reflect_p_base_fixed").cast<int64_t>();
   c.reflect_p_scale_fixed = cfg.attr("reflect_p_scale_fixed").cast<int64_t>();
   c.p0_fixed = cfg.attr("p0_fixed").cast<int64_t>();
+  c.ecn = cfg.attr("signal").attr("value").cast<std::string>() == "ecn";
+  c.kmin_bytes = cfg.attr("kmin_bytes").cast<int64_t>();
+  c.kmax_bytes = cfg.attr("kmax_bytes").cast<int64_t>();
+  c.ecn_slope = cfg.attr("ecn_slope").cast<int64_t>();
   return c;
 }
 
@@ -1628,6 +1766,7 @@ RpParams rp_params(const py::dict& d) {
   else if (scheme == "2-qcn") p.scheme = TWO_QCN;
   else if (scheme == "timer-qcn") p.scheme = TIMER_QCN;
   else if (scheme == "ecm") p.scheme = ECM;
+  else if (scheme == "dcqcn") p.scheme = DCQCN;
   else throw std::invalid_argument("the compiled core has no rules for the scheme " + scheme);
   p.line_rate_bps = get<double>(d, "line_rate_bps");
   p.min_rate_bps = get<double>(d, "min_rate_bps");
@@ -1657,6 +1796,9 @@ RpParams rp_params(const py::dict& d) {
   p.ecm_rd_bps = get<double>(d, "ecm_rd_bps");
   p.ecm_td_s = get<double>(d, "ecm_td_s");
   p.ecm_fb_max = get<double>(d, "ecm_fb_max");
+  p.dcqcn_g = get<double>(d, "dcqcn_g");
+  p.dcqcn_alpha_timer_s = get<double>(d, "dcqcn_alpha_timer_s");
+  p.dcqcn_alpha_initial = get<double>(d, "dcqcn_alpha_initial");
   return p;
 }
 
@@ -1748,7 +1890,24 @@ struct RpModel {
     d["fb_hat"] = rp.fb_hat;
     return d;
   }
+  /// DCQCN: (alpha as of the last CNP, its time or None, alpha at ``now``).
+  py::tuple alpha(double now) const {
+    py::object since = is_none(rp.alpha_since) ? py::object(py::none())
+                                               : py::object(py::float_(rp.alpha_since));
+    return py::make_tuple(rp.alpha, since, rp.alpha_at(now));
+  }
 };
+
+/// The core's ECN marking alone, for the differential test: each queue's decision.
+std::vector<bool> ecn_marks_of(const py::object& config, const py::object& rand_state,
+                               const std::vector<int64_t>& queues) {
+  CpConfig cfg = cp_config(config);
+  MT rand;
+  rand.set_state(state_of(rand_state));
+  std::vector<bool> out;
+  for (int64_t q : queues) out.push_back(ecn_marks(q, cfg, rand));
+  return out;
+}
 
 /// The bare event loop in the core's language (bench.sim_bench's baseline): the same heap
 /// of the same events, popped and pushed, no model.
@@ -1798,6 +1957,7 @@ PYBIND11_MODULE(_core, m) {
              c.mean_on_s = get<double>(d, "mean_on_s");
              c.mean_off_s = get<double>(d, "mean_off_s");
              c.rto_s = get<double>(d, "rto_s");
+             c.cnp_interval_s = get<double>(d, "cnp_interval_s");
              c.rate_times = get<std::vector<double>>(d, "rate_times");
              c.rates = get<std::vector<double>>(d, "rates");
              c.bottleneck = get<int32_t>(d, "bottleneck");
@@ -1809,7 +1969,7 @@ PYBIND11_MODULE(_core, m) {
       .def("add_port",
            [](Core& c, double rate_bps, int64_t buffer_pkts, double delay_s, bool has_cp,
               bool arrival_cp, const py::object& cp_state, const py::object& reflect_state,
-              bool paced, int64_t service_bits) {
+              bool paced, int64_t service_bits, const py::object& ecn_state) {
              c.ports.emplace_back();
              Port& p = c.ports.back();
              p.rate_bps = rate_bps;
@@ -1822,6 +1982,11 @@ PYBIND11_MODULE(_core, m) {
              c.reflect_rands.emplace_back();
              if (has_cp) p.cp.rand.set_state(state_of(cp_state));
              c.reflect_rands.back().set_state(state_of(reflect_state));
+             c.ecn_rands.emplace_back();
+             if (!ecn_state.is_none()) {
+               c.ecn_rands.back() = std::make_unique<MT>();
+               c.ecn_rands.back()->set_state(state_of(ecn_state));
+             }
            })
       .def("add_input",
            [](Core& c, int64_t partition_bytes, double delay_s, double quantum_s, int32_t source,
@@ -1919,6 +2084,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("events", &Core::events)
       .def_readonly("drops", &Core::drops)
       .def_readonly("cnms", &Core::cnms)
+      .def_readonly("cnps", &Core::cnps)
       .def_readonly("now", &Core::now)
       .def_readonly("extra", &Core::extra)
       .def("samples",
@@ -1944,7 +2110,8 @@ PYBIND11_MODULE(_core, m) {
              py::list out;
              for (const Port& p : c.ports) {
                out.append(py::make_tuple(p.drops, p.cnms, p.cp_reflections, p.fb_reflections,
-                                         p.p0_reflections, static_cast<int64_t>(p.queue.size())));
+                                         p.p0_reflections, static_cast<int64_t>(p.queue.size()),
+                                         p.marks));
              }
              return out;
            })
@@ -1986,7 +2153,11 @@ PYBIND11_MODULE(_core, m) {
       .def("on_transmit", &RpModel::on_transmit)
       .def("on_timer", &RpModel::on_timer)
       .def("advance", &RpModel::advance)
-      .def("state", &RpModel::state);
+      .def("state", &RpModel::state)
+      .def("alpha", &RpModel::alpha);
+
+  m.def("ecn_marks", &ecn_marks_of,
+        "The core's ECN marking decisions over ``queues`` (bytes), drawing from one stream.");
 
   m.def(
       "event_order",

@@ -5,8 +5,9 @@ C++: the Python engine's own constructor builds the run (its topology, routes, i
 sources, the CP and reflection streams, the flows drawn), the core takes that state over
 and runs the same events in the same order, drawing the same random numbers, and the Python
 engine's own code makes the trace of what the core measured (``_finish_trace``,
-``partial_trace``).  The core re-implements the CP (:mod:`qcn.core.cp_model`) and the RP
-rules of the four built-in schemes (:mod:`qcn.reaction_point.rules`); tests/test_sim_core.py
+``partial_trace``).  The core re-implements the CP (:mod:`qcn.core.cp_model`, DCQCN's ECN
+marking included) and the RP rules of the five built-in schemes
+(:mod:`qcn.reaction_point.rules`); tests/test_sim_core.py
 holds both to those definitions, field by field, over random event sequences.
 
 :func:`make_simulation` chooses the engine: ``QCN_SIM_ENGINE=python`` the Python engine
@@ -34,15 +35,23 @@ from qcn.core.cp_model import CpPortConfig
 from qcn.core.errors import QcnError
 from qcn.core.flows import FlowRecord, flow_frames, ideal_fct_s
 from qcn.core.live import LiveRow
-from qcn.core.params import EcmParams, RpParams
+from qcn.core.params import CpSignal, DcqcnParams, EcmParams, RpParams
 from qcn.core.scenario import Scenario, ScenarioError
 from qcn.core.trace import Trace
-from qcn.reaction_point.rules import EcmRules, QcnRules, TimerQcnRules, TwoQcnRules, rules_class
+from qcn.reaction_point.rules import (
+    DcqcnRules,
+    EcmRules,
+    QcnRules,
+    TimerQcnRules,
+    TwoQcnRules,
+    rules_class,
+)
 from qcn.simulator.engine import (
     Route,
     Simulation,
     SimulationArgs,
     bernoulli_gap,
+    ecn_stream_name,
     pattern_refusal,
     port_stream_names,
 )
@@ -144,7 +153,7 @@ ENGINES = ("auto", "compiled", "python")
 
 #: The schemes whose rules the core re-implements: each class exactly (a subclass a user
 #: adds may change any rule, so it runs on the Python engine).
-CORE_RULES = (QcnRules, TwoQcnRules, TimerQcnRules, EcmRules)
+CORE_RULES = (QcnRules, TwoQcnRules, TimerQcnRules, EcmRules, DcqcnRules)
 
 
 class Runnable(Protocol):
@@ -272,6 +281,9 @@ def rp_params(rp: RpParams) -> dict[str, Any]:
     ecm = rp.own(EcmParams)
     for name in ("gi", "gd", "ru_bps", "rd_bps", "td_s", "fb_max"):
         out[f"ecm_{name}"] = getattr(ecm, name)
+    dcqcn = rp.own(DcqcnParams)
+    for name in ("g", "alpha_timer_s", "alpha_initial"):
+        out[f"dcqcn_{name}"] = getattr(dcqcn, name)
     return out
 
 
@@ -297,6 +309,7 @@ class CompiledSimulation:
         bottleneck = scenario.bottleneck_port
         for port_ref, port in ref.port_by_ref.items():
             cp_stream, reflect_stream = port_stream_names(ref.seed, port_ref, bottleneck)
+            ecn_stream = ecn_stream_name(ref.seed, port_ref, bottleneck)
             core.add_port(
                 port.rate_bps,
                 port.buffer_pkts,
@@ -307,6 +320,9 @@ class CompiledSimulation:
                 random_state(random.Random(reflect_stream)),
                 port.paced,
                 port.service_bits,
+                None
+                if port.ecn_rand is None
+                else random_state(random.Random(ecn_stream)),  # (its marking stream)
             )
         for inp in ref.inputs:
             core.add_input(
@@ -343,6 +359,7 @@ class CompiledSimulation:
             "mean_on_s": wl.mean_on_s,
             "mean_off_s": wl.mean_off_s,
             "rto_s": wl.rto_s,
+            "cnp_interval_s": ref.cnp_interval_s,
             "rate_times": [c.at_s for c in sc.schedule],
             "rates": [c.bottleneck_rate_bps for c in sc.schedule],
             "bottleneck": ref.bottleneck.index,
@@ -410,7 +427,11 @@ class CompiledSimulation:
 
     def set_port_cp(self, port: str, cfg: CpPortConfig) -> None:
         """As the Python engine's: the port's CP takes ``cfg`` from now on."""
-        self.core.set_port_cp(self.ref.port_index(port), cfg)
+        index = self.ref.port_index(port)
+        cp = self.ref.ports[index].cp  # (its configuration at the start: the signal's)
+        if cp is not None and (cfg.signal is CpSignal.ECN) != (cp.cfg.signal is CpSignal.ECN):
+            raise ValueError(f"port {port}: whether a port marks ECN is fixed for the run")
+        self.core.set_port_cp(index, cfg)
 
     def partial_trace(self) -> Trace:
         """The trace as far as the run got (Ctrl-C), as the Python engine's."""
@@ -444,11 +465,13 @@ class CompiledSimulation:
             tr.port_cnms_so_far[port.name] = got["port_cnms_so_far"][k]
         tr.drops = core.drops
         tr.cnms = core.cnms
+        ref.cnps = core.cnps
         for key, count in core.extra:
             tr.extra[key] = count
         for port, counts in zip(ref.ports, core.port_counts(), strict=True):
             (port.drops, port.cnms, port.cp_reflections, port.fb_reflections) = counts[:4]
             port.p0_reflections = counts[4]
+            port.marks = counts[6]
         for inp, pauses in zip(ref.inputs, core.input_pauses(), strict=True):
             inp.pauses = pauses
         for s, sent in zip(ref.sources, core.sent_frames(), strict=True):

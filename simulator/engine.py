@@ -60,6 +60,12 @@ Model (docs/topology.md, "The simulator's network"): the scenario's network
   was delivered) has not come ``rto_s`` after it was sent is sent again, lost or not; a
   copy arriving after another is ignored.  A flow finishes when its last frame has
   reached the receiver; its limiter goes with it.
+- DCQCN (``cp.signal = "ecn"``, docs/simulator.md "DCQCN"): a CP port that marks ECN
+  judges every frame it admits on its queue in bytes as the frame finds it
+  (:func:`qcn.core.cp_model.ecn_marks`, its own stream) and marks it CE; a CE frame stays
+  marked.  The receiver's notification point answers a CE frame with a CNP, at most one
+  per ``cnp_interval_s`` per limiter (a source's, or a flow's), which reaches the sender
+  as the frame's acknowledgement would and is taken as ``on_cnm(0)``.
 
 Events are (time, kind, source, sequence, version) tuples in a heap; a source's pending
 send or timer event is cancelled by bumping its version.  Port departures are kept apart,
@@ -89,6 +95,7 @@ from qcn.core.cp_model import (
     CpPortConfig,
     FbTag,
     RandomInt,
+    ecn_marks,
     end_reflection,
     overwrite_fb_tag,
 )
@@ -101,7 +108,14 @@ from qcn.core.flows import (
     size_distribution,
 )
 from qcn.core.live import QNTZ_LEVELS, LiveRow
-from qcn.core.params import PAUSE_QUANTA_MAX, PAUSE_QUANTUM_BITS, QueueDepth, QueueUnit
+from qcn.core.params import (
+    PAUSE_QUANTA_MAX,
+    PAUSE_QUANTUM_BITS,
+    CpSignal,
+    DcqcnParams,
+    QueueDepth,
+    QueueUnit,
+)
 from qcn.core.patterns import Kind
 from qcn.core.scenario import Scenario, ScenarioError
 from qcn.core.topology import PortRef, Topology
@@ -112,21 +126,23 @@ from qcn.reaction_point.sources import empty_slots_before_frame
 # Event kinds, in the order simultaneous events are handled (then by source): the
 # bottleneck's rate changes and departures first, so a frame arriving at the instant one
 # leaves finds it gone; the results never depend on the order events were scheduled in.
-# DEPART is never in the heap (departures have their own, see the module doc).
-RATE, DEPART, ARRIVE, CNM, CNM_POSITIVE, PAUSE, RESUME, TIMER, RETRANSMIT, FLOW, SEND, SAMPLE = (
-    range(12)
-)
+# DEPART is never in the heap (departures have their own, see the module doc).  A CNP
+# (DCQCN's) is a notification as a CNM is, and is handled in the same place of the order.
+(
+    RATE, DEPART, ARRIVE, CNM, CNM_POSITIVE, CNP, PAUSE, RESUME, TIMER, RETRANSMIT, FLOW, SEND,
+    SAMPLE,
+) = range(13)  # fmt: skip
 
 FRESH_TAG = FbTag()
 """The Fb tag a frame leaves its source with (Fb = 0); without three-point QCN it rides
 along untouched."""
 
-Frame: TypeAlias = "tuple[int, int, int, ActiveFlow | None, int, Route, int, FbTag]"
+Frame: TypeAlias = "tuple[int, int, int, ActiveFlow | None, int, Route, int, FbTag, bool]"
 """A frame in a queue or on a link: (CNM target, the frames it found in the queue it is
 in, its bytes, its flow or None, its index in its flow, its route, the hop it is at, its
-Fb tag).  The target is its source's index, or with flows its flow's id.  The frames it
-found are kept only where a departure CP reads them (else 0): a frame is one tuple from
-its source to its first queue."""
+Fb tag, whether it is marked CE).  The target is its source's index, or with flows its
+flow's id.  The frames it found are kept only where a departure CP reads them (else 0): a
+frame is one tuple from its source to its first queue."""
 
 
 @dataclass(slots=True, eq=False)
@@ -156,6 +172,8 @@ class ActiveFlow:
     """With PAUSE: when each frame's acknowledgement reaches the source (inf: not yet
     delivered), so that a timeout tells a held frame from an acknowledged one and a later
     copy is not counted twice."""
+    next_cnp_s: float = -math.inf
+    """DCQCN: its receiver's notification point sends it no CNP before this time."""
 
     @property
     def index(self) -> int:
@@ -214,6 +232,8 @@ class Source:
     """flows: the active flows with a frame to send, in turn order."""
     link_free_at: float = 0.0
     """flows: when the host link has finished sending the last frame."""
+    next_cnp_s: float = -math.inf
+    """DCQCN: its receiver's notification point sends it no CNP before this time."""
 
     @property
     def rate_bps(self) -> float:
@@ -265,6 +285,11 @@ class Port:
     p0_reflections: int = 0
     qntz_counts: list[int] = field(default_factory=lambda: [0] * QNTZ_LEVELS)
     """CNMs sent by QntzFb (the live view's histogram)."""
+    ecn_rand: RandomInt | None = None
+    """DCQCN: its marking draws, where its CP marks ECN in place of sampling (None: it
+    does not); a port's signal is fixed for the run."""
+    marks: int = 0
+    """DCQCN: the frames it marked CE."""
 
 
 @dataclass(slots=True, eq=False)
@@ -334,6 +359,11 @@ def port_stream_names(seed: int, port: PortRef, bottleneck: PortRef) -> tuple[st
     if port == bottleneck:
         return f"cp-{seed}", f"reflect-{seed}"
     return f"cp-{seed}-{port}", f"reflect-{seed}-{port}"
+
+
+def ecn_stream_name(seed: int, port: PortRef, bottleneck: PortRef) -> str:
+    """The seed of a port's ECN marking stream (DCQCN), named as its CP's."""
+    return f"ecn-{seed}" if port == bottleneck else f"ecn-{seed}-{port}"
 
 
 BASE_BYTES = 150 * 2**20
@@ -491,6 +521,9 @@ class Simulation:
         self._seq = 0
         self.three_point = qcn and cp_params.three_point
         self.cp_cfg = CpPortConfig.from_params(cp_params)
+        self.cnp_interval_s = scenario.params.rp.own(DcqcnParams).cnp_interval_s
+        """DCQCN: a notification point's least time between two CNPs to one limiter."""
+        self.cnps = 0
         self._build_ports(scenario, seed)
         self._build_sources(scenario)
         self._build_routes(scenario, seed, arrivals)
@@ -518,12 +551,11 @@ class Simulation:
         for ref in topo.port_refs():
             link = topo.link_at(ref)
             cp_stream, reflect_stream = port_stream_names(seed, ref, bottleneck)
+            cfg = port_cfgs.get(str(ref), self.cp_cfg)
             # Each CP draws from its own generator, so where it samples does not change
             # the traffic the sources offer, nor another port's draws.
             cp = (
-                CongestionPoint(
-                    port_cfgs.get(str(ref), self.cp_cfg), fast_randint(random.Random(cp_stream))
-                )
+                CongestionPoint(cfg, fast_randint(random.Random(cp_stream)))
                 if qcn and ref in cp_ports
                 else None
             )
@@ -539,8 +571,13 @@ class Simulation:
                 paced,
                 self.frame_bits if paced and ref in shaped else 0,
             )
+            if cp is not None and cfg.signal is CpSignal.ECN:
+                ecn_stream = ecn_stream_name(seed, ref, bottleneck)
+                port.ecn_rand = fast_randint(random.Random(ecn_stream))
             self.ports.append(port)
             self.port_by_ref[ref] = port
+        self.ecn = any(p.ecn_rand is not None for p in self.ports)
+        """DCQCN: some port marks ECN (the trace counts marks and CNPs)."""
         self.bottleneck = self.port_by_ref[bottleneck]
         self.next_port = self.bottleneck
         """... and its port."""
@@ -725,7 +762,7 @@ class Simulation:
         else:
             gap = s.slot_s
         route = s.routes[0]
-        self._arrive(route.ports[0], (s.index, 0, frame_bytes, None, 0, route, 0, FRESH_TAG))
+        self._arrive(route.ports[0], (s.index, 0, frame_bytes, None, 0, route, 0, FRESH_TAG, False))
         # With nothing left to send, the next send is when the next frame is offered: one
         # event where waking at now + gap only to find the adapter empty would take two.
         due = now + gap
@@ -738,7 +775,7 @@ class Simulation:
         """A frame reaches ``port`` (its hop): judged by an arrival CP, then dropped or
         queued.  Its target is whom its CNMs go to: the source's limiter, or with the
         flows workload its flow's (the flow id)."""
-        target, _, frame_bytes, flow, index, route, hop, tag = frame
+        target, _, frame_bytes, flow, index, route, hop, tag, ce = frame
         queue = port.queue
         q = len(queue)
         full = False
@@ -756,19 +793,24 @@ class Simulation:
         cp = port.arrival_cp
         if cp is not None:
             # The CP judges the arriving frame before the tail drop (cp.judge = "arrivals"),
-            # or only one the buffer admits.
-            if not full or cp.cfg.judge_dropped:
+            # or only one the buffer admits; a port marking ECN judges the frames it admits,
+            # on its queue in bytes.
+            if port.ecn_rand is not None:
+                if not full and ecn_marks(port.queue_bytes, cp.cfg, port.ecn_rand):
+                    port.marks += 1
+                    frame = (target, q, frame_bytes, flow, index, route, hop, tag, True)
+            elif not full or cp.cfg.judge_dropped:
                 depth = q if self.q_unit == 1 else port.queue_bytes
                 if self.three_point:
                     new = self._three_point_cp(port, cp, depth, frame)
                     if new is not tag:
-                        frame = (target, q, frame_bytes, flow, index, route, hop, new)
+                        frame = (target, q, frame_bytes, flow, index, route, hop, new, ce)
                 else:
                     decision = cp.sample(depth, frame_bytes)
                     if decision is not None:  # stage 1 let it through (a tenth of the frames)
                         self._feedback(decision, target, port, route.cnm_delay_s[hop])
         elif self.cp_at_departure:
-            frame = (target, q, frame_bytes, flow, index, route, hop, tag)
+            frame = (target, q, frame_bytes, flow, index, route, hop, tag, ce)
         if full:
             self._drop(port)
             if flow is not None:
@@ -824,9 +866,9 @@ class Simulation:
 
     def _next_hop(self, frame: Frame) -> None:
         """A frame reaches the next switch on its route."""
-        target, _, frame_bytes, flow, index, route, hop, tag = frame
+        target, _, frame_bytes, flow, index, route, hop, tag, ce = frame
         self._arrive(
-            route.ports[hop + 1], (target, 0, frame_bytes, flow, index, route, hop + 1, tag)
+            route.ports[hop + 1], (target, 0, frame_bytes, flow, index, route, hop + 1, tag, ce)
         )
 
     def _left_partition(self, inp: Input, frame_bytes: int) -> None:
@@ -949,7 +991,10 @@ class Simulation:
         if self.pause:
             self._await_ack(flow, index, s.index)
         route = flow.route
-        self._arrive(route.ports[0], (flow.index, 0, frame_bytes, flow, index, route, 0, FRESH_TAG))
+        self._arrive(
+            route.ports[0],
+            (flow.index, 0, frame_bytes, flow, index, route, 0, FRESH_TAG, False),
+        )
         self._push(s.link_free_at, SEND, s.index, s.send_version)
 
     def _kick(self, s: Source) -> None:
@@ -1007,6 +1052,19 @@ class Simulation:
             flow.record.finish_s = at + route.ports[-1].delay_s
             del self.active[flow.index]
 
+    def _notify(self, lim: Source | ActiveFlow, port: Port, route: Route) -> None:
+        """DCQCN's notification point: a CE frame leaving its last port (``port``, now)
+        reaches the receiver one link later, which sends the frame's limiter a CNP unless
+        it sent it one less than ``cnp_interval_s`` before (the first always goes).  The CNP
+        takes the frame's acknowledgement's way back (``ack_after_depart_s``: the CNM's way
+        from the last port, plus that link both ways)."""
+        at = self.now + port.delay_s
+        if at < lim.next_cnp_s:
+            return
+        lim.next_cnp_s = at + self.cnp_interval_s
+        self.cnps += 1
+        self._push(self.now + route.ack_after_depart_s, CNP, lim.index)
+
     def _feedback(self, decision: CpDecision, target: int, port: Port, delay_s: float) -> None:
         """A CNM (or ECM's positive message) from ``port`` reaches its source ``delay_s``
         later."""
@@ -1028,7 +1086,7 @@ class Simulation:
     def _three_point_cp(self, port: Port, cp: CongestionPoint, q: int, frame: Frame) -> FbTag:
         """A three-point CP judges an arriving frame: the tag it leaves with
         (:func:`overwrite_fb_tag`); a CP that takes the tag over may reflect it."""
-        target, _, frame_bytes, _, _, route, hop, tag = frame
+        target, _, frame_bytes, _, _, route, hop, tag, _ = frame
         decision = cp.sample(q, frame_bytes)
         if decision is None:
             return tag
@@ -1140,6 +1198,8 @@ class Simulation:
         cp = self.ports[self.port_index(port)].cp
         if cp is None:
             raise ValueError(f"port {port} runs no CP")
+        if (cfg.signal is CpSignal.ECN) != (cp.cfg.signal is CpSignal.ECN):
+            raise ValueError(f"port {port}: whether a port marks ECN is fixed for the run")
         cp.reconfigure(cfg)
 
     def port_index(self, name: str) -> int:
@@ -1169,6 +1229,7 @@ class Simulation:
                 tr.extra["pauses_between_switches"] = sum(
                     i.pauses for i in self.inputs[len(self.sources) :]
                 )
+        self._ecn_counts(tr)
         measured = {p.name for p in self.measured}
         tr.port_counts = {
             p.name: {
@@ -1191,8 +1252,18 @@ class Simulation:
             for inp in self.inputs:
                 if inp.upstream is not None and inp.pauses:
                     tr.port_counts.setdefault(inp.upstream.name, {})["paused"] = inp.pauses
+        for p in self.ports:
+            if p.ecn_rand is not None:
+                tr.port_counts.setdefault(p.name, {})["marks"] = p.marks
         tr.wall_s = time.perf_counter() - started
         return tr
+
+    def _ecn_counts(self, tr: Trace) -> None:
+        """DCQCN: the frames marked CE and the CNPs sent, over the run (summary.json's
+        ``marks`` and ``cnps``; each marking port's in its ``ports``)."""
+        if self.ecn:
+            tr.extra["marks"] = sum(p.marks for p in self.ports)
+            tr.extra["cnps"] = self.cnps
 
     def partial_trace(self) -> Trace:
         """The trace as far as the run got, for a run cut short (Ctrl-C): its samples taken
@@ -1216,6 +1287,7 @@ class Simulation:
         for r in rows:
             del r[whole:]
         tr.flows = self.flow_records
+        self._ecn_counts(tr)
         return tr
 
     # -- the loop ----------------------------------------------------------------------------
@@ -1263,7 +1335,7 @@ class Simulation:
                 port.last_depart = depart
                 queue = port.queue
                 frame = queue.popleft()
-                target, q, frame_bytes, flow, number, route, hop, tag = frame
+                target, q, frame_bytes, flow, number, route, hop, tag, ce = frame
                 port.queue_bytes -= frame_bytes
                 port.window_bytes += frame_bytes
                 if pause:
@@ -1293,8 +1365,12 @@ class Simulation:
                 if hop != route.last:
                     self._forward(port, frame)
                 elif flow is not None:
+                    if ce:
+                        self._notify(flow, port, route)
                     self._delivered(flow, number, frame_bytes, depart, tag)
                 else:
+                    if ce:
+                        self._notify(route.source, port, route)
                     route.source.delivered_window_bytes += frame_bytes
                     if three_point:
                         self._end_reflection(port, target, route.cnm_delay_s[hop], tag)
@@ -1321,6 +1397,16 @@ class Simulation:
                     continue
                 assert lim.rules is not None
                 lim.rules.on_cnm(version, positive=kind == CNM_POSITIVE)
+                self._schedule_timer(lim)
+                self._rate_changed(lim)
+            elif kind == CNP:
+                lim = self._limiter(src)
+                if lim is None:  # the flow finished while the CNP was on its way
+                    extra = self.trace.extra
+                    extra["cnps_after_finish"] = extra.get("cnps_after_finish", 0) + 1
+                    continue
+                assert lim.rules is not None
+                lim.rules.on_cnm(0)  # (a CNP carries no feedback: DCQCN's cut is alpha's)
                 self._schedule_timer(lim)
                 self._rate_changed(lim)
             elif kind == TIMER:

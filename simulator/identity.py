@@ -109,8 +109,28 @@ def cases() -> list[Case]:
             "leaf-spine-fct",
             {"network.port_service": "bmv2"},
         ),
+        *dcqcn_cases(),
     ]
     return out
+
+
+def dcqcn_cases() -> list[Case]:
+    """DCQCN (ECN marks, the receivers' CNPs, its rules) on the paths it takes: a single
+    bottleneck (congested from the start, so that a short run marks), with PAUSE, a
+    parking lot, the flows workload on one switch and on a leaf-spine."""
+    dcqcn = {"qcn_preset": "dcqcn"}
+    congested = {**dcqcn, "network.bottleneck_rate_bps": 5e9}
+    return [
+        Case("transient, DCQCN, a 5 Gb/s bottleneck", "transient", congested),
+        Case(
+            "transient, DCQCN + PAUSE, a 2 Gb/s bottleneck",
+            "transient",
+            {**dcqcn, "network.bottleneck_rate_bps": 2e9, "network.pause": True},
+        ),
+        Case("parking lot, DCQCN", "parking-lot", dcqcn),
+        Case("fct, DCQCN", "fct", dcqcn),
+        Case("leaf-spine, DCQCN", "leaf-spine-fct", dcqcn),
+    ]
 
 
 def own_cp_fields() -> dict[str, Any]:

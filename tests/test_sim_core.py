@@ -2,10 +2,11 @@
 
 - Its random numbers: Python's random.Random, bit for bit (MT19937 from the same state).
 - Its CP: qcn.core.cp_model's CongestionPoint, overwrite_fb_tag and end_reflection, every
-  decision and every state field after every frame, over random frame sequences.
+  decision and every state field after every frame, over random frame sequences; DCQCN's
+  marking (ecn_marks) over random queues.
 - Its RP rules: qcn.reaction_point.rules, every state field after every event, over random
   event sequences, for every scheme and variant (QCN, 2-QCN, Fb-hat, timer-only, adaptive
-  timer, ECM, positive reinforcement).
+  timer, ECM, positive reinforcement, DCQCN with its alpha).
 - Its runs: the Python engine's traces, every field, on every path make reproduce takes
   (short runs; ``python -m qcn.simulator.identity`` runs them whole).
 """
@@ -31,16 +32,17 @@ from qcn.core.cp_model import (
     CongestionPoint,
     CpPortConfig,
     FbTag,
+    ecn_marks,
     end_reflection,
     overwrite_fb_tag,
 )
-from qcn.core.params import CpParams, RpParams, SamplingMode
+from qcn.core.params import CpParams, CpSignal, RpParams, SamplingMode
 from qcn.core.trace import Trace
-from qcn.reaction_point.rules import RateLimiterRules
+from qcn.reaction_point.rules import DcqcnRules, RateLimiterRules
 from qcn.simulator import compiled, engine
 from qcn.simulator.compiled import CompiledSimulation, EngineError, make_simulation, rp_params
 from qcn.simulator.engine import Simulation, fast_randint
-from qcn.simulator.identity import Case, cases, run_case, same, trace_fields
+from qcn.simulator.identity import Case, cases, dcqcn_cases, run_case, same, trace_fields
 from tests.test_structure import FOLDERS, installed_path, tracked
 
 if compiled.CORE_MISSING is not None and os.environ.get("CI"):
@@ -222,6 +224,31 @@ def test_the_cores_cp_is_the_cp_model(variant: str, seed: int) -> None:
         assert mine.state() == {"q_old": model.q_old, "bytes_to_sample": model.bytes_to_sample}
 
 
+ECN_VARIANTS: dict[str, CpParams] = {
+    "the paper's curve": CpParams(signal=CpSignal.ECN),
+    "a short, steep ramp": CpParams(
+        signal=CpSignal.ECN, kmin_bytes=3000, kmax_bytes=9001, pmax=1.0
+    ),
+    "a ramp from 0": CpParams(signal=CpSignal.ECN, kmin_bytes=0, kmax_bytes=1_000_000, pmax=0.2),
+}
+
+
+@pytest.mark.parametrize("variant", ECN_VARIANTS)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_cores_ecn_marking_is_the_marking_model(variant: str, seed: int) -> None:
+    """Every decision over random queues below, on and above the ramp (its ends
+    included), drawing from one stream: the same marks and the same draws after them."""
+    cfg = CpPortConfig.from_params(ECN_VARIANTS[variant])
+    draw = random.Random(seed)
+    ends = [cfg.kmin_bytes, cfg.kmin_bytes + 1, cfg.kmax_bytes, cfg.kmax_bytes + 1]
+    queues = [draw.choice([*ends, draw.randrange(0, 2 * cfg.kmax_bytes + 2)]) for _ in range(5000)]
+    name = f"ecn-{seed}"
+    model = fast_randint(random.Random(name))
+    expected = [ecn_marks(q, cfg, model) for q in queues]
+    assert core.ecn_marks(cfg, random.Random(name).getstate(), queues) == expected
+    assert 0 < sum(expected) < len(expected)
+
+
 # -- the RP rules --------------------------------------------------------------------------------
 
 FULL_QCN = {
@@ -254,6 +281,22 @@ RP_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         "robustness",
         {"qcn_preset": "timer-qcn", **REINFORCED},
     ),
+    "dcqcn": ("transient", {"qcn_preset": "dcqcn"}),
+    "dcqcn, jittered, fast alpha, no hai": (
+        "transient",
+        {
+            "qcn_preset": "dcqcn",
+            "qcn.rp.jitter": 0.15,
+            "qcn.rp.hai_enabled": False,
+            "qcn.rp.dcqcn.g": 1 / 16,
+            "qcn.rp.dcqcn.alpha_timer_s": 1e-5,
+            "qcn.rp.dcqcn.alpha_initial": 0.5,
+        },
+    ),
+    "dcqcn, byte counter alone": (
+        "transient",
+        {"qcn_preset": "dcqcn", "qcn.rp.timer_enabled": False},
+    ),
 }
 
 RP_FIELDS = (
@@ -282,7 +325,7 @@ def variant_params(variant: str) -> RpParams:
 
 def test_the_variants_are_the_schemes_the_issue_names() -> None:
     schemes = {str(variant_params(v).scheme) for v in RP_VARIANTS}
-    assert schemes == {"qcn", "2-qcn", "timer-qcn", "ecm"}
+    assert schemes == {"qcn", "2-qcn", "timer-qcn", "ecm", "dcqcn"}
     assert any(variant_params(v).fb_hat for v in RP_VARIANTS)
     assert any(variant_params(v).adaptive_timer for v in RP_VARIANTS)
     assert any(variant_params(v).positive_reinforcement for v in RP_VARIANTS)
@@ -322,6 +365,10 @@ def test_the_cores_rp_rules_are_the_rules(variant: str, seed: int) -> None:
             rules.on_timer()
             mine.on_timer(now[0])
         assert mine.state() == rp_state(rules), f"after event {step}"
+        if isinstance(rules, DcqcnRules):
+            since = rules._alpha_since  # (the state the core keeps)
+            alpha = (rules._alpha, since, rules.alpha)
+            assert mine.alpha(now[0]) == alpha, f"after event {step}"
 
 
 # -- whole runs ------------------------------------------------------------------------------
@@ -334,6 +381,26 @@ def test_a_short_run_is_the_python_engines_run(case: Case) -> None:
     assert diff == []
 
 
+@pytest.mark.parametrize("case", dcqcn_cases(), ids=lambda c: c.label)
+def test_a_short_dcqcn_run_marks_and_notifies(case: Case) -> None:
+    """The DCQCN cases above are not vacuous: their 20 ms mark frames, send CNPs and
+    no CNM (on the core; the test above holds the Python engine to it)."""
+    sc = scenarios.load(case.scenario).with_overrides({**case.overrides, "duration_s": 0.02})
+    tr = CompiledSimulation(sc, seed=2).run()
+    assert tr.extra["marks"] > 0
+    assert tr.extra["cnps"] > 0
+    assert tr.cnms == 0
+
+
+def test_the_cores_ports_keep_their_signal() -> None:
+    sc = scenarios.load("transient").with_overrides({"qcn_preset": "dcqcn", "duration_s": 0.01})
+    sim = CompiledSimulation(sc)
+    name = sim.ref.bottleneck.name
+    with pytest.raises(ValueError, match="whether a port marks ECN is fixed for the run"):
+        sim.set_port_cp(name, CpPortConfig.from_params(CpParams()))
+    sim.set_port_cp(name, CpPortConfig.from_params(CpParams(signal=CpSignal.ECN)))
+
+
 def test_a_scaled_run_is_the_python_engines_run() -> None:
     """--scaled: the scenario as scaled for BMv2, its departure CP and sample interval."""
     from qcn.simulator.identity import scaled  # noqa: PLC0415
@@ -343,10 +410,14 @@ def test_a_scaled_run_is_the_python_engines_run() -> None:
         assert diff == []
 
 
-def test_progress_and_ctrl_c_keep_what_was_measured() -> None:
+@pytest.mark.parametrize("preset", [None, "dcqcn"])
+def test_progress_and_ctrl_c_keep_what_was_measured(preset: str | None) -> None:
     """The progress callback is told each sample; an exception from it (Ctrl-C) stops the
-    run with its samples whole and its flows so far, as on the Python engine."""
-    sc = scenarios.load("fct").with_overrides({"duration_s": 0.05})
+    run with its samples whole and its flows so far (DCQCN's marks and CNPs so far too),
+    as on the Python engine."""
+    sc = scenarios.load("fct").with_overrides(
+        {"duration_s": 0.05, **({"qcn_preset": preset} if preset else {})}
+    )
 
     def stop_at(seen: list[float]) -> Any:
         def progress(t: float, end: float) -> None:
@@ -368,6 +439,8 @@ def test_progress_and_ctrl_c_keep_what_was_measured() -> None:
     py, cc = (trace_fields(t) for t in partial)
     assert len(partial[1].times_s) == 20
     assert partial[1].flows  # the flows started so far
+    if preset:
+        assert partial[1].extra["marks"] > 0
     assert [k for k in py if not same(py[k], cc[k])] == []
 
 

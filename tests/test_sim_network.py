@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 
 from qcn.core import scenario as scenarios
-from qcn.core.cp_model import FbTag
+from qcn.core.cp_model import CpPortConfig, FbTag
 from qcn.core.flows import ideal_fct_s
+from qcn.core.params import CpParams, CpSignal
 from qcn.core.results import summarize, write_csvs
 from qcn.core.scenario import Scenario
 from qcn.core.topology import PortRef
 from qcn.core.trace import Trace
-from qcn.simulator.engine import CNM, FRESH_TAG, Frame, Route, Simulation
+from qcn.simulator.engine import CNM, CNP, FRESH_TAG, Frame, Route, Simulation
 
 STREAMS = {"workload.max_rate_bps": 10e9, "schedule": []}
 """The transient's sources at line rate, no schedule: every topology congests at once."""
@@ -237,7 +238,7 @@ def force_samples(route: Route) -> None:
 
 
 def frame_at(route: Route, hop: int, tag: FbTag = FRESH_TAG) -> Frame:
-    return (0, 0, 1500, None, 0, route, hop, tag)
+    return (0, 0, 1500, None, 0, route, hop, tag, False)
 
 
 @pytest.mark.parametrize("worse_first", [False, True])
@@ -292,6 +293,137 @@ def test_two_point_each_cp_on_the_path_sends_its_own_cnm() -> None:
     cnms = sorted((e[0], e[2]) for e in sim._heap if e[1] == CNM)
     assert cnms == [(route.cnm_delay_s[0], 0), (route.cnm_delay_s[1], 0)]
     assert [p.cnms for p in route.ports] == [1, 1, 0]
+
+
+DCQCN = {"qcn_preset": "dcqcn"}
+
+
+def test_dcqcn_a_port_marks_the_frames_it_admits_on_its_queue_in_bytes() -> None:
+    """Below kmin no draw and no mark; on the ramp one draw (here always below the
+    threshold); above kmax a mark without a draw; a frame the full buffer drops is not
+    judged.  The queue is read in bytes (the deque is empty: in frames it would be 0)."""
+    sim = Simulation(network("parking-lot:2", DCQCN))
+    route = sim.sources[0].routes[0]
+    port = route.ports[0]
+    assert port.cp is not None
+    cfg = port.cp.cfg
+    draws: list[int] = []
+
+    def lowest_counted(lo: int, _hi: int) -> int:
+        draws.append(lo)
+        return lo
+
+    port.ecn_rand = lowest_counted
+    port.sending = True  # (as if: no departure is scheduled here)
+    marked = []
+    for q_bytes in (cfg.kmin_bytes, (cfg.kmin_bytes + cfg.kmax_bytes) // 2, cfg.kmax_bytes + 1):
+        port.queue.clear()
+        port.queue_bytes = q_bytes
+        sim._arrive(port, frame_at(route, 0))
+        marked.append(port.queue[-1][8])
+    assert marked == [False, True, True]
+    assert len(draws) == 1
+    assert port.marks == 2
+    port.queue.extend([frame_at(route, 0)] * (port.buffer_pkts - len(port.queue)))
+    port.queue_bytes = cfg.kmax_bytes + 1
+    sim._arrive(port, frame_at(route, 0))  # dropped: the buffer is full
+    assert (port.marks, port.drops, len(draws)) == (2, 1, 1)
+    assert sim.trace.cnms == 0  # a marking port sends no CNM
+
+
+def test_dcqcn_the_receiver_sends_a_limiter_one_cnp_per_interval_the_acks_way_back() -> None:
+    """The first CE frame of a limiter always brings a CNP; another within cnp_interval_s
+    of it does not.  The CNP reaches the sender when the frame's acknowledgement would:
+    the CNM's way back from the last port, plus the receiver's link both ways."""
+    sim = Simulation(network("parking-lot:2", {**DCQCN, "qcn.rp.dcqcn.cnp_interval_s": 50e-6}))
+    source = sim.sources[0]
+    route = source.routes[0]
+    last = route.ports[-1]
+    assert route.ack_after_depart_s == route.cnm_delay_s[-1] + 2 * last.delay_s
+    for now in (1e-3, 1e-3 + 25e-6, 1e-3 + 51e-6, 1e-3 + 60e-6):
+        sim.now = now
+        sim._notify(source, last, route)
+    cnps = sorted((e[0], e[2]) for e in sim._heap if e[1] == CNP)
+    assert cnps == [
+        (1e-3 + route.ack_after_depart_s, source.index),
+        (1e-3 + 51e-6 + route.ack_after_depart_s, source.index),
+    ]
+    assert sim.cnps == 2
+
+
+@pytest.mark.parametrize("interval_s", [0.0, 50e-6])
+def test_dcqcn_runs_mark_notify_and_cut(interval_s: float) -> None:
+    """A congested bottleneck with PAUSE (no frame lost): every CE frame that reached its
+    receiver brought a CNP where the interval is 0, at most one per limiter per interval
+    else; each CNP cut its source; the trace and the summary count both."""
+    sc = network(
+        "single",
+        {
+            **DCQCN,
+            "network.pause": True,
+            "workload.max_rate_bps": 0.85e9,
+            "network.bottleneck_rate_bps": 2e9,
+            "qcn.rp.dcqcn.cnp_interval_s": interval_s,
+        },
+        duration=0.02,
+    )
+    sim, tr = run_and_check(sc)
+    marks, cnps = tr.extra["marks"], tr.extra["cnps"]
+    assert tr.drops == 0
+    assert tr.cnms == 0
+    assert marks > 100
+    assert tr.port_counts[sim.bottleneck.name]["marks"] == marks
+    held_ce = sum(f[8] for p in sim.ports for f in (*p.queue, *p.pipe))
+    if interval_s == 0:
+        assert cnps == marks - held_ce
+    else:
+        assert 0 < cnps < marks - held_ce
+        assert cnps <= len(sim.sources) * (sc.duration_s / interval_s + 1)
+    cuts = [s.rules.cnms for s in sim.sources if s.rules is not None]
+    assert len(cuts) == len(sim.sources)
+    assert min(cuts) > 0
+    assert sum(cuts) <= cnps  # (the last ones may still be on their way)
+    summary = summarize(sc, tr, qcn=True, backend="sim", seed=2)
+    assert (summary["marks"], summary["cnps"]) == (marks, cnps)
+
+
+@pytest.mark.parametrize(
+    ("topology", "overrides"),
+    [
+        ("multihop", {"network.sources": 3, "network.innocent_sources": 2}),
+        ("parking-lot:3", {"network.pause": True}),
+        ("leaf-spine:2,2,2", {"workload.traffic": "incast"}),
+    ],
+)
+def test_dcqcn_runs_on_networks(topology: str, overrides: dict[str, Any]) -> None:
+    """Every CP port marks, each its own; every frame is accounted for; each marking port's
+    marks add up to the run's, and summary.json's ports show them."""
+    sc = network(topology, {**DCQCN, **overrides})
+    sim, tr = run_and_check(sc)
+    marking = [p for p in sim.ports if p.ecn_rand is not None]
+    assert {p.name for p in marking} == {str(r) for r in sc.topology.cp_ports}
+    assert tr.extra["marks"] == sum(p.marks for p in marking) > 0
+    assert tr.extra["cnps"] > 0
+    assert tr.cnms == 0
+    summary = summarize(sc, tr, qcn=True, backend="sim", seed=2)
+    assert (summary["marks"], summary["cnps"]) == (tr.extra["marks"], tr.extra["cnps"])
+    ports = summary.get("ports", {})  # (a network with more than one followed port)
+    assert {name: ports[name]["marks"] for name in ports if "marks" in ports[name]} == (
+        {p.name: p.marks for p in marking} if ports else {}
+    )
+
+
+def test_dcqcn_a_ports_signal_is_fixed_for_the_run() -> None:
+    """The marking stream exists where a port marks from the start: a live change may move
+    the marking curve, not turn marking on or off."""
+    sim = Simulation(network("single", DCQCN))
+    name = sim.bottleneck.name
+    with pytest.raises(ValueError, match="whether a port marks ECN is fixed for the run"):
+        sim.set_port_cp(name, CpPortConfig.from_params(CpParams()))
+    ramp = CpPortConfig.from_params(CpParams(signal=CpSignal.ECN, kmax_bytes=100_000))
+    sim.set_port_cp(name, ramp)
+    assert sim.bottleneck.cp is not None
+    assert sim.bottleneck.cp.cfg.kmax_bytes == 100_000
 
 
 def test_pause_works_hop_by_hop_on_a_chain(tmp_path: Path) -> None:
