@@ -14,6 +14,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from qcn.core.cp_model import CpDecision, FbTag
+from qcn.core.ecmp import ROCEV2_UDP_PORT
 from qcn.core.frames import (
     BTH_BYTES,
     BTH_OPCODE_CNP,
@@ -22,7 +23,6 @@ from qcn.core.frames import (
     CNP_QP_MAX,
     FB_TAG_BYTES,
     ICRC_BYTES,
-    ROCEV2_UDP_PORT,
     CnmRejectedError,
     CnpRejectedError,
     CNTag,

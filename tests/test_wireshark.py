@@ -20,6 +20,7 @@ from scapy.packet import Raw
 from scapy.utils import wrpcap
 
 from qcn.core.cp_model import FbTag
+from qcn.core.ecmp import ROCEV2_UDP_PORT
 from qcn.core.frames import (
     BTH_BYTES,
     BTH_OPCODE_CNP,
@@ -27,7 +28,6 @@ from qcn.core.frames import (
     CNP_PAYLOAD_BYTES,
     ETHERTYPE_CNM,
     ICRC_BYTES,
-    ROCEV2_UDP_PORT,
     CNTag,
     cnp_packet,
     push_fb_tag,

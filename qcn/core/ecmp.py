@@ -42,6 +42,9 @@ DATA_PORT = 5001
 """The UDP port the sources and the flows send to, and the sinks and receivers listen on."""
 SOURCE_PORT = 9999
 """The UDP port a host's source sends from (one socket for all its destinations)."""
+ROCEV2_UDP_PORT = 4791
+"""IANA's RoCEv2 port: DCQCN's CNPs go to it (qcn.core.frames builds them), where the
+reaction point listens."""
 FLOW_PORT_BASE = 10_000
 FLOW_PORT_SPAN = 20_000
 """Flow ``n`` sends from FLOW_PORT_BASE + n mod FLOW_PORT_SPAN: below the kernel's

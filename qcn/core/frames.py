@@ -47,6 +47,7 @@ from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Packet, bind_layers
 
 from qcn.core.cp_model import CpDecision, FbTag
+from qcn.core.ecmp import ROCEV2_UDP_PORT
 from qcn.core.params import PAUSE_QUANTA_MAX, PAUSE_QUANTUM_BITS
 
 ETHERTYPE_CNM = 0x22E7
@@ -422,10 +423,9 @@ def pause_quanta(seconds: float, line_rate_bps: float) -> int:
 
 # -- RoCEv2's CNP (DCQCN) ------------------------------------------------------------------
 # scapy.contrib.roce's layers are the layout (BTH, CNPPadding, the ICRC); what follows names
-# what the project needs of them.  A CNP is an IPv4/UDP datagram to port 4791 whose payload
+# what the project needs of them (its UDP port is qcn.core.ecmp's, with the traffic's other
+# ports).  A CNP is an IPv4/UDP datagram to port 4791 whose payload
 # is the BTH (opcode CNP, the destination QP), 16 reserved bytes and the ICRC.
-ROCEV2_UDP_PORT = 4791
-"""IANA's RoCEv2 port: CNPs go to it (the reaction point listens there)."""
 BTH_OPCODE_CNP = SCAPY_CNP_OPCODE
 """The BTH opcode of a Congestion Notification Packet (0x81)."""
 BTH_BYTES = 12
