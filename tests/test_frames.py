@@ -255,7 +255,7 @@ def test_every_cnp_carries_its_qp_and_a_valid_icrc(src: Any, dst: Any, sport: in
     payload = cnp_payload(str(src), str(dst), sport, qp)
     assert raw[28:] == payload
     assert parse_cnp(payload) == qp
-    dissected: Any = Ether(bytes(Ether() / IP(raw)))
+    dissected: Any = Ether(bytes.fromhex("00000000000100000000000b0800") + raw)
     assert (dissected[BTH].opcode, dissected[BTH].dqpn) == (BTH_OPCODE_CNP, qp)
     assert dissected.haslayer(CNPPadding)
 
