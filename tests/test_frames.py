@@ -196,15 +196,15 @@ def test_reflection_cnm_encapsulates_the_frame_without_its_tag() -> None:
 # -- RoCEv2's CNP ---------------------------------------------------------------------------
 
 # The CNP 10.0.0.2 (a receiver, from UDP port 5001) sends 10.0.0.1 for the flow whose
-# source port is 9999 (its QP), as a kernel's UDP socket sends it.
+# source port is 9999 (its QP).
 CNP_IP_UDP_HEX = (
     "4500003c"  # IPv4, IHL 5, TOS 0, total length 60
-    "00004000"  # identification 0, Don't Fragment
-    "401126af"  # TTL 64, UDP, header checksum
+    "00014000"  # identification 1 (CNP_IP_ID), Don't Fragment
+    "401126ae"  # TTL 64, UDP, header checksum
     "0a000002"  # source: the receiver
     "0a000001"  # destination: the data's sender
     "138912b7"  # UDP 5001 -> 4791 (RoCEv2)
-    "0028e540"  # UDP length 40, checksum
+    "00283837"  # UDP length 40, checksum
 )
 CNP_PAYLOAD_HEX = (
     "81"  # BTH opcode: CNP
@@ -214,7 +214,7 @@ CNP_PAYLOAD_HEX = (
     "00270f"  # destination QP 9999
     "00000000"  # ack request 0, reserved, PSN 0
     + "00" * 16  # the CNP's reserved bytes
-    + "66de912c"  # ICRC
+    + "f52dafe6"  # ICRC
 )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -29,7 +30,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
 from qcn.core.ecmp import ROCEV2_UDP_PORT
-from qcn.core.frames import CNM, cnp_packet, pause_frame
+from qcn.core.frames import CNM, CNP_IP_ID, cnp_packet, cnp_payload, pause_frame
 from qcn.core.params import QcnParams, RpParams
 from qcn.reaction_point.daemon import StatusEncoder, StatusSnapshot, build_status, status_files
 from qcn.reaction_point.limiter_csv import MAX_OPEN_CSVS
@@ -397,6 +398,83 @@ def test_a_qcn_daemon_leaves_port_4791_alone(daemon_factory: Any, hosts: Hosts) 
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert listening.strip() == ""
+
+
+def in_h(ns: str, *args: str) -> subprocess.Popen[str]:
+    """A Python module of the project running in ``ns``, its stdout a pipe."""
+    return subprocess.Popen(
+        ["ip", "netns", "exec", ns, sys.executable, "-m", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+
+
+def json_line_until(proc: subprocess.Popen[str], done: Any, timeout_s: float = 10.0) -> Any:
+    """The first of ``proc``'s JSON lines for which ``done(line)`` holds (None: none came)."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        text = proc.stdout.readline()
+        if not text:
+            break
+        line = json.loads(text)
+        if done(line):
+            return line
+    return None
+
+
+def test_the_sinks_cnps_reach_the_daemon_one_per_interval(
+    daemon_factory: Any, hosts: Hosts
+) -> None:
+    """End to end, without a switch: h1 sends 20 frames marked CE by hand (IP_TOS 3) and 5
+    ECN-capable ones; h2's sink, the notification point, answers with one CNP (its interval
+    is longer than the test); h1's daemon cuts the flow's limiter by it.  The CNP on the
+    wire is RoCEv2's, its ICRC right for the header as it arrived."""
+    d = daemon_factory(DCQCN_HOLD, "np-e2e", "--per-flow")
+    (first,) = expected_dcqcn_rates(d.params, 1)
+    capture = in_h(hosts.h1, "qcn.topologies.rawframes", "capture", hosts.if1,
+                   "--ethertype", "ipv4", "--seconds", "30")  # fmt: skip
+    sink = in_h(hosts.h2, "qcn.topologies.sink", "--port", "5001", "--interval", "0.02",
+                "--cnp-interval", "60")  # fmt: skip
+    try:
+        assert capture.stdout is not None
+        assert capture.stdout.readline() == "ready\n"
+        assert json_line_until(sink, lambda line: "cnp" in line) is not None
+        send = (
+            "import socket\n"
+            "for port, tos, n in ((9999, 3, 20), (9998, 2, 5)):\n"
+            "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+            "    s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)\n"
+            "    s.bind(('0.0.0.0', port))\n"
+            f"    for _ in range(n): s.sendto(bytes(100), ('{H2_IP}', 5001))\n"
+        )
+        subprocess.run(["ip", "netns", "exec", hosts.h1, sys.executable, "-c", send], check=True)
+        line = json_line_until(sink, lambda line: line["rx"].get(H1_IP, [0])[0] == 25)
+        assert line is not None
+        assert (line["ce"], line["cnp"]) == ({H1_IP: 20}, {H1_IP: 1})
+        assert d.wait(lambda s: s["counters"].get("cnps_accepted") == 1), d.counters()
+        (limiter,) = d.status()["limiters"]
+        assert limiter["limiter"] == f"{H1_IP}:9999-{H2_IP}:5001/17"
+        assert kernel_rates(hosts) == [first]
+    finally:
+        for proc in (sink, capture):
+            proc.terminate()
+        out, _ = capture.communicate(timeout=10)
+        sink.communicate(timeout=10)
+    frames = [Ether(bytes.fromhex(h)) for h in out.split()]
+    cnps = [f for f in frames if UDP in f and f[UDP].dport == ROCEV2_UDP_PORT]
+    assert len(cnps) == 1, [f.summary() for f in frames]
+    cnp_frame = cnps[0]
+    ip = cnp_frame[IP]
+    assert (ip.src, ip.dst, ip.id, str(ip.flags)) == (H2_IP, H1_IP, CNP_IP_ID, "DF")
+    assert (cnp_frame[UDP].sport, cnp_frame[BTH].dqpn) == (5001, 9999)
+    on_wire = bytes(cnp_frame[UDP].payload)
+    assert on_wire == cnp_payload(H2_IP, H1_IP, 5001, 9999)
+    rebuilt = cnp_frame.copy()
+    rebuilt[BTH].icrc = None  # scapy computes it again from the header as captured
+    assert bytes(rebuilt[UDP].payload) == on_wire
 
 
 def test_port_4791_taken_is_one_line_and_leaves_no_tree(hosts: Hosts) -> None:

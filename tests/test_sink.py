@@ -7,6 +7,7 @@ from __future__ import annotations
 import array
 import fcntl
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -15,11 +16,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from scapy.layers.inet import UDP
 
 from qcn.core import scenario as scenarios
 from qcn.core.ecmp import ECN_CE, ECN_ECT0
 from qcn.core.flows import FLOW_HEADER
-from qcn.core.frames import cnp_payload, parse_cnp
+from qcn.core.frames import cnp_packet, parse_cnp
 from qcn.reaction_point.sources import ETH_IP_UDP_HEADERS, SEQUENCE
 from qcn.topologies.bmv2 import wait_until
 from qcn.topologies.experiment import StreamExperiment
@@ -250,6 +252,13 @@ def drained(drain: Callable[[], None], counts: dict[str, list[int]], frames: int
     assert wait_until(all_in, 5.0, interval_s=0.005)
 
 
+def expected_cnp(listener: socket.socket, data_port: int, qp: int) -> bytes:
+    """The CNP's UDP payload the test's listener gets (its port is in the ICRC)."""
+    packet = cnp_packet("127.0.0.1", "127.0.0.1", data_port, qp, listener.getsockname()[1])
+    return bytes(packet[UDP].payload)
+
+
+@requires_root()  # (the notification point's raw socket)
 def test_the_sink_answers_ce_with_one_cnp_per_interval(cnp_listener: socket.socket) -> None:
     clock = Clock()
     sink = Sink(port=0)
@@ -263,7 +272,7 @@ def test_the_sink_answers_ce_with_one_cnp_per_interval(cnp_listener: socket.sock
         drained(sink.drain, sink.counts, 8)
         cnp, (ip, from_port) = cnp_listener.recvfrom(100)
         assert (ip, from_port) == ("127.0.0.1", port)  # from the data port
-        assert cnp == cnp_payload("127.0.0.1", "127.0.0.1", port, sport)
+        assert cnp == expected_cnp(cnp_listener, port, sport)
         assert parse_cnp(cnp) == sport  # the QP: the data's source port
         assert np.report() == {"ce": {"127.0.0.1": 5}, "cnp": {"127.0.0.1": 1}}
         clock.now += 0.009  # within the interval: none
@@ -278,8 +287,10 @@ def test_the_sink_answers_ce_with_one_cnp_per_interval(cnp_listener: socket.sock
         assert sink.counts["127.0.0.1"][0] == 11
     finally:
         sink.sock.close()
+        np.close()
 
 
+@requires_root()
 def test_the_flow_receiver_notifies_each_flow_on_its_own(
     cnp_listener: socket.socket, tmp_path: Path
 ) -> None:
@@ -300,6 +311,7 @@ def test_the_flow_receiver_notifies_each_flow_on_its_own(
             assert set(np.last_sent) == {("127.0.0.1", 7), ("127.0.0.1", 8)}
         finally:
             receiver.sock.close()
+            np.close()
 
 
 def test_a_receiver_without_the_option_reads_no_tos_and_says_nothing_new() -> None:
@@ -313,6 +325,7 @@ def test_a_receiver_without_the_option_reads_no_tos_and_says_nothing_new() -> No
         sink.sock.close()
 
 
+@requires_root()
 def test_the_receivers_lines_add_the_notification_points_counts() -> None:
     """`qcn sink --cnp-interval`: its lines say, per source, the frames that came marked and
     the CNPs sent; old readers take "t" and "rx" as before."""
@@ -353,3 +366,14 @@ def test_the_flow_receiver_refuses_a_notification_point_over_tcp(tmp_path: Path)
         "flow receiver: error: --cnp-interval answers datagrams (--transport frames); TCP has "
         "its own ECN"
     ]
+
+
+@requires_root()  # (to become nobody)
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) not installed")
+def test_a_notification_point_without_root_is_one_line() -> None:
+    r = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+         sys.executable, "-m", "qcn", "sink", "--port", "0", "--cnp-interval", "0.001"],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert_one_line_error(r, "--cnp-interval needs root: CNPs leave by a raw socket")

@@ -62,6 +62,7 @@ from qcn.core.flows import (
 )
 from qcn.topologies.sink import (
     TOS_ANCILLARY_BYTES,
+    CnpNeedsRootError,
     NotificationPoint,
     add_cnp_interval_argument,
     check_cnp_interval,
@@ -136,7 +137,13 @@ class FlowReceiver:
         self.notification: NotificationPoint | None = None
         """frames: DCQCN's notification point, per flow (None: no CNPs)."""
         if cnp_interval_s is not None and not self.tcp:
-            self.notification = NotificationPoint(self.sock, cnp_interval_s, clock=clock)
+            try:
+                self.notification = NotificationPoint(self.sock, cnp_interval_s, clock=clock)
+            except BaseException:
+                for closing in (self.sock, self.selector, self.acks):
+                    if closing is not None:
+                        closing.close()
+                raise
 
     def on_ready(self, key: selectors.SelectorKey) -> None:
         if isinstance(key.data, Connection):
@@ -296,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
                     args.port, args.frame_bytes, log, transport=args.transport,
                     ack_dir=args.ack_dir, cnp_interval_s=args.cnp_interval,
                 )  # fmt: skip
+            except CnpNeedsRootError as e:
+                print(f"flow receiver: error: {e}", file=sys.stderr)
+                return 2
             except OSError as e:
                 print(f"flow receiver: error: cannot listen on {args.transport} port "
                       f"{args.port}: {e.strerror or e}", file=sys.stderr)  # fmt: skip

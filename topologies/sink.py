@@ -47,20 +47,23 @@ TOS_ANCILLARY_BYTES = socket.CMSG_SPACE(4)
 """recvmsg's room for the TOS byte's control message (IP_RECVTOS)."""
 
 
+class CnpNeedsRootError(QcnError):
+    """A notification point started without CAP_NET_RAW."""
+
+
 class NotificationPoint:
     """DCQCN's notification point at a receiver (Zhu et al., SIGCOMM 2015): a frame that
     arrives marked CE is answered with a CNP to its source, at most one per flow every
     ``interval_s`` (N, ``rp.dcqcn.cnp_interval_s``; 0: one per marked frame).
 
-    A CNP leaves from the receiving socket itself: UDP from the data port to the source's
-    port 4791, its payload RoCEv2's (the BTH with opcode CNP, 16 reserved bytes, the ICRC:
-    :func:`qcn.core.frames.cnp_payload`), so the frame the kernel puts on the wire is
-    RoCEv2's CNP.  Its destination QP is the data frame's UDP source port, which with the
-    CNP's addresses and source port (the data's destination port) names the flow's 5-tuple
-    to the reaction point (qcn.reaction_point.daemon).  The ICRC covers the IP header,
-    which the kernel writes: it is computed for the address the kernel sends from to that
-    source, with Don't Fragment and identification 0 (an unconnected socket's datagram), and
-    kept per flow, so a CNP costs one send.
+    The CNP is RoCEv2's (:func:`qcn.core.frames.cnp_packet`): IPv4/UDP from the receiving
+    socket's port to the source's port 4791, the BTH with opcode CNP, 16 reserved bytes,
+    the ICRC.  Its destination QP is the data frame's UDP source port, which with the CNP's
+    addresses and source port (the data's destination port) names the flow's 5-tuple to
+    the reaction point (qcn.reaction_point.daemon).  The ICRC covers the IP header, so the
+    header is built here and the CNP leaves by a raw socket (root, as the hosts are): from
+    the address the kernel routes to the source from, kept per source, and the packet kept
+    per flow, so that a CNP costs one send.
     """
 
     def __init__(
@@ -71,11 +74,11 @@ class NotificationPoint:
         cnp_port: int = ROCEV2_UDP_PORT,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """Raises :class:`CnpNeedsRootError` without CAP_NET_RAW (the raw socket)."""
         # scapy, a quarter of a second: only a receiver that notifies pays it.
-        from qcn.core.frames import cnp_payload  # noqa: PLC0415
+        from qcn.core.frames import cnp_packet  # noqa: PLC0415
 
-        self._cnp_payload = cnp_payload
-        self.sock = sock
+        self._cnp_packet = cnp_packet
         self.port = sock.getsockname()[1]
         self.interval_s = interval_s
         self.cnp_port = cnp_port
@@ -89,9 +92,20 @@ class NotificationPoint:
         """CNPs sent, per source address."""
         self.send_errors = 0
         """CNPs the kernel refused (a full buffer, no route back): not retried."""
-        self._payloads: dict[tuple[str, int], bytes] = {}
+        self._packets: dict[tuple[str, int], bytes] = {}
         self._local_ips: dict[str, str] = {}
+        try:
+            self.raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        except PermissionError:
+            raise CnpNeedsRootError(
+                "--cnp-interval needs root: CNPs leave by a raw socket (their ICRC covers "
+                "the IP header)"
+            ) from None
+        self.raw.setblocking(False)
         sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+
+    def close(self) -> None:
+        self.raw.close()
 
     def on_marked(self, flow: Hashable, src: str, sport: int) -> None:
         """A frame of ``flow`` from ``src``:``sport`` arrived marked CE."""
@@ -101,13 +115,12 @@ class NotificationPoint:
         if last is not None and now - last < self.interval_s:
             return
         self.last_sent[flow] = now
-        payload = self._payloads.get((src, sport))
-        if payload is None:
-            payload = self._payloads[(src, sport)] = self._cnp_payload(
-                self._local_ip(src), src, self.port, sport
-            )
+        packet = self._packets.get((src, sport))
+        if packet is None:
+            built = self._cnp_packet(self._local_ip(src), src, self.port, sport, self.cnp_port)
+            packet = self._packets[(src, sport)] = bytes(built)
         try:
-            self.sock.sendto(payload, (src, self.cnp_port))
+            self.raw.sendto(packet, (src, 0))
         except OSError:
             self.send_errors += 1
             return
@@ -163,7 +176,11 @@ class Sink:
         self.notification: NotificationPoint | None = None
         """DCQCN's notification point, one flow per source address (None: no CNPs)."""
         if cnp_interval_s is not None:
-            self.notification = NotificationPoint(self.sock, cnp_interval_s)
+            try:
+                self.notification = NotificationPoint(self.sock, cnp_interval_s)
+            except BaseException:
+                self.sock.close()
+                raise
 
     def drain(self) -> None:
         """Count every datagram waiting in the socket (and answer CE marks with CNPs)."""

@@ -439,25 +439,33 @@ socket: a sender's queue pair), so that the reaction point knows the flow's 5-tu
 the CNP alone (``docs/dcqcn.md``, the hosts)."""
 
 
-def cnp_packet(src_ip: str, dst_ip: str, sport: int, dest_qp: int) -> IP:
-    """The CNP the notification point at ``src_ip`` sends to ``dst_ip`` (UDP from ``sport``)
-    for the flow ``dest_qp``: IPv4/UDP/BTH/padding/ICRC as a kernel's UDP socket sends it
-    (Don't Fragment, identification 0: what Linux puts on an unconnected socket's datagram
-    with DF set, and the ICRC covers it; TTL, TOS and the checksums it masks)."""
+CNP_IP_ID = 1
+"""The IPv4 identification of every CNP the project sends.  The ICRC covers it, so it must
+be known before the kernel sends the packet: CNPs go out of a raw socket with the header
+built here (the kernel fills in the checksum and total length, as here, and an
+identification only where it is 0); a UDP socket's datagrams carry an identification of
+the kernel's choice (not 0 with DF set, on Linux 6).  DF is set: the ID names no fragments
+(RFC 6864)."""
+
+
+def cnp_packet(
+    src_ip: str, dst_ip: str, sport: int, dest_qp: int, dport: int = ROCEV2_UDP_PORT
+) -> IP:
+    """The CNP the notification point at ``src_ip`` sends to ``dst_ip`` (UDP from ``sport``
+    to ``dport``, RoCEv2's port but in tests) for the flow ``dest_qp``: IPv4 (Don't
+    Fragment, :data:`CNP_IP_ID`) / UDP / BTH / reserved bytes / ICRC."""
     if not 0 <= dest_qp <= CNP_QP_MAX:
         raise ValueError(f"a destination QP is 24 bits (got {dest_qp})")
     pkt: IP = (
-        IP(src=src_ip, dst=dst_ip, flags="DF", id=0)
-        / UDP(sport=sport, dport=ROCEV2_UDP_PORT)
+        IP(src=src_ip, dst=dst_ip, flags="DF", id=CNP_IP_ID)
+        / UDP(sport=sport, dport=dport)
         / scapy_cnp(dest_qp)
     )
     return pkt
 
 
 def cnp_payload(src_ip: str, dst_ip: str, sport: int, dest_qp: int) -> bytes:
-    """The UDP payload of :func:`cnp_packet` (BTH, reserved bytes, ICRC): what a UDP socket
-    at ``src_ip``:``sport`` sends to ``dst_ip``:4791 for the frame on the wire to be
-    RoCEv2's CNP."""
+    """The UDP payload of :func:`cnp_packet` (BTH, reserved bytes, ICRC)."""
     payload = bytes(cnp_packet(src_ip, dst_ip, sport, dest_qp)[UDP].payload)
     assert len(payload) == CNP_PAYLOAD_BYTES
     return payload
