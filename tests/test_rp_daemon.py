@@ -29,7 +29,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from qcn.core.ecmp import ROCEV2_UDP_PORT
+from qcn.core.ecmp import FLOW_PORT_BASE, ROCEV2_UDP_PORT, flow_port
+from qcn.core.flows import FLOW_HEADER
 from qcn.core.frames import CNM, CNP_IP_ID, cnp_packet, cnp_payload, pause_frame
 from qcn.core.params import QcnParams, RpParams
 from qcn.reaction_point.daemon import StatusEncoder, StatusSnapshot, build_status, status_files
@@ -475,6 +476,45 @@ def test_the_sinks_cnps_reach_the_daemon_one_per_interval(
     rebuilt = cnp_frame.copy()
     rebuilt[BTH].icrc = None  # scapy computes it again from the header as captured
     assert bytes(rebuilt[UDP].payload) == on_wire
+
+
+def test_the_flow_receivers_cnps_cut_each_flows_own_limiter(
+    daemon_factory: Any, hosts: Hosts
+) -> None:
+    """End to end, per flow: h1 sends flows 7 and 8 marked CE by hand from their own ports
+    (qcn.core.ecmp.flow_port) and flow 9 unmarked; h2's flow receiver sends each marked
+    flow one CNP, and h1's daemon cuts each flow's own limiter."""
+    d = daemon_factory(DCQCN_HOLD, "np-flows", "--per-flow")
+    (first,) = expected_dcqcn_rates(d.params, 1)
+    receiver = in_h(hosts.h2, "qcn.topologies.flow_receiver", "--port", "5001",
+                    "--interval", "0.02", "--cnp-interval", "60",
+                    "--log", str(hosts.tmp / "np-flows.jsonl"))  # fmt: skip
+    try:
+        assert json_line_until(receiver, lambda line: "cnp" in line) is not None
+        send = (
+            "import socket, struct\n"
+            "for flow, tos in ((7, 3), (8, 3), (9, 2)):\n"
+            "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+            "    s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)\n"
+            f"    s.bind(('0.0.0.0', {FLOW_PORT_BASE} + flow))\n"
+            "    for frame in range(3):\n"
+            f"        header = struct.pack('{FLOW_HEADER.format}', flow, frame, 3 * 1400, 0)\n"
+            f"        s.sendto(header + bytes(100), ('{H2_IP}', 5001))\n"
+        )
+        subprocess.run(["ip", "netns", "exec", hosts.h1, sys.executable, "-c", send], check=True)
+        line = json_line_until(receiver, lambda line: line["rx"].get(H1_IP, [0])[0] == 9)
+        assert line is not None
+        assert (line["ce"], line["cnp"]) == ({H1_IP: 6}, {H1_IP: 2})
+        assert d.wait(lambda s: s["counters"].get("cnps_accepted") == 2), d.counters()
+        status = d.status()
+        assert status is not None
+        assert sorted(lim["limiter"] for lim in status["limiters"]) == [
+            f"{H1_IP}:{flow_port(flow)}-{H2_IP}:5001/17" for flow in (7, 8)
+        ]
+        assert kernel_rates(hosts) == [first, first]
+    finally:
+        receiver.terminate()
+        receiver.communicate(timeout=10)
 
 
 def test_port_4791_taken_is_one_line_and_leaves_no_tree(hosts: Hosts) -> None:
