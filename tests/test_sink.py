@@ -24,7 +24,7 @@ from qcn.core.flows import FLOW_HEADER
 from qcn.core.frames import cnp_packet, parse_cnp
 from qcn.reaction_point.sources import ETH_IP_UDP_HEADERS, SEQUENCE
 from qcn.topologies.bmv2 import wait_until
-from qcn.topologies.experiment import StreamExperiment
+from qcn.topologies.experiment import FlowsExperiment, StreamExperiment
 from qcn.topologies.flow_receiver import FlowReceiver
 from qcn.topologies.sink import RECEIVE_BUFFER_BYTES, NotificationPoint, Sink
 from qcn.topologies.testbed import CAPTURE_PIPE_BYTES, widen_pipe
@@ -377,3 +377,28 @@ def test_a_notification_point_without_root_is_one_line() -> None:
         capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip
     assert_one_line_error(r, "--cnp-interval needs root: CNPs leave by a raw socket")
+
+
+def test_a_dcqcn_runs_receivers_are_its_notification_points(tmp_path: Path) -> None:
+    """The Mininet runs' receivers take --cnp-interval (rp.dcqcn.cnp_interval_s) where the
+    scheme is dcqcn and the reaction points run; TCP flows and other schemes none."""
+    quick = {"duration_s": 0.03, "schedule": []}
+    dcqcn = {**quick, "qcn_preset": "dcqcn", "qcn.rp.dcqcn.cnp_interval_s": 0.0002}
+    stream = scenarios.load("transient").with_overrides({**dcqcn, "network.sources": 2})
+    flows = scenarios.load("fct").with_overrides(dcqcn)
+    tcp = scenarios.load("fct").with_overrides({**dcqcn, "workload.transport": "tcp"})
+    qcn = scenarios.load("transient").with_overrides({**quick, "network.sources": 2})
+
+    def args(
+        kind: type[StreamExperiment], sc: scenarios.Scenario, *, qcn: bool = True
+    ) -> list[str]:
+        out = tmp_path / str(len(list(tmp_path.iterdir())))
+        run = kind(sc, out, qcn=qcn, sample_hz=100.0, seed=1)
+        (host,) = run.destinations()[:1]
+        return [a for a in run.sink_command(host) if a.startswith("--cnp-interval")]
+
+    assert args(StreamExperiment, stream) == ["--cnp-interval=0.0002"]
+    assert args(FlowsExperiment, flows) == ["--cnp-interval=0.0002"]
+    assert args(FlowsExperiment, tcp) == []
+    assert args(StreamExperiment, qcn) == []
+    assert args(StreamExperiment, stream, qcn=False) == []
