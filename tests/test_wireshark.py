@@ -213,3 +213,26 @@ def test_tshark_decodes_a_cnp_as_rocev2() -> None:
     # What follows the BTH: the reserved bytes and the ICRC, exactly as built.
     assert got["infiniband.vendor"].replace(":", "") == raw[-CNP_PAYLOAD_BYTES + BTH_BYTES :].hex()
     assert raw[-ICRC_BYTES:] != bytes(ICRC_BYTES)
+
+
+def test_the_plugin_names_what_follows_a_cnps_bth() -> None:
+    """tshark 4.0 leaves a CNP's reserved bytes and ICRC unnamed: the plugin names them,
+    and warns of a reserved byte set or a payload of another length."""
+    good = bytes(
+        Ether(src="00:00:00:00:00:0b", dst="00:00:00:00:00:01")
+        / cnp_packet("10.0.0.11", "10.0.0.1", 5001, 0xABCDE)
+    )
+    reserved = bytearray(good)
+    reserved[-ICRC_BYTES - 6] = 1
+    short = bytes(
+        Ether(src="00:00:00:00:00:0b", dst="00:00:00:00:00:01")
+        / IP(src="10.0.0.11", dst="10.0.0.1")
+        / UDP(sport=5001, dport=ROCEV2_UDP_PORT)
+        / Raw(good[-CNP_PAYLOAD_BYTES:-1])
+    )
+    ok, bad, cut = decode([good, bytes(reserved), short])
+    assert ok.fields["qcn.cnp.reserved"] == ":".join(["00"] * 16)
+    assert int(ok.fields["qcn.cnp.icrc"], 16) == int.from_bytes(good[-ICRC_BYTES:], "little")
+    assert ok.experts == set()
+    assert bad.experts == {"qcn.cnp.reserved.set"}
+    assert cut.experts == {"qcn.cnp.length"}
