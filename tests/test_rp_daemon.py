@@ -31,7 +31,15 @@ from scapy.packet import Raw
 
 from qcn.core.ecmp import FLOW_PORT_BASE, ROCEV2_UDP_PORT, flow_port
 from qcn.core.flows import FLOW_HEADER
-from qcn.core.frames import CNM, CNP_IP_ID, cnp_packet, cnp_payload, pause_frame
+from qcn.core.frames import (
+    BTH_OPCODE_CNP,
+    CNM,
+    CNP_IP_ID,
+    CNP_PAYLOAD_BYTES,
+    cnp_packet,
+    cnp_payload,
+    pause_frame,
+)
 from qcn.core.params import QcnParams, RpParams
 from qcn.reaction_point.daemon import StatusEncoder, StatusSnapshot, build_status, status_files
 from qcn.reaction_point.limiter_csv import MAX_OPEN_CSVS
@@ -359,12 +367,7 @@ def test_a_cnp_for_an_unknown_destination_or_not_a_cnp_is_counted_and_ignored(
     d = daemon_factory(DCQCN_HOLD, "dcqcn-unknown")
     stranger = cnp(src="10.0.0.77")  # no neighbour of h1's: no destination it sends to
     ack = cnp(opcode=0x11)  # RC ACKNOWLEDGE, not a CNP
-    short = bytes(
-        Ether(dst=H1_MAC, src=H2_MAC)
-        / IP(src=H2_IP, dst=H1_IP)
-        / UDP(sport=5001, dport=ROCEV2_UDP_PORT)
-        / Raw(bytes(20))
-    )
+    short = to_cnp_port(bytes(20))
     send_frames(hosts.h2, hosts.if2, [stranger, ack, short])
     expected = {
         "dropped_cnp_unknown_destination": 1,
@@ -1383,6 +1386,57 @@ def test_fuzzed_cnms_never_crash_or_change_a_rate(
     ), d.output()
     assert d.proc.poll() is None
     assert d.counters().get("cnms_accepted", 0) == 0
+    assert kernel_rates(hosts) == []
+
+
+def to_cnp_port(payload: bytes, src: str = H2_IP) -> bytes:
+    """A frame from h2 carrying ``payload`` to h1's UDP port 4791, from ``src``."""
+    return bytes(
+        Ether(dst=H1_MAC, src=H2_MAC)
+        / IP(src=src, dst=H1_IP)
+        / UDP(sport=5001, dport=ROCEV2_UDP_PORT)
+        / Raw(payload)
+    )
+
+
+cnp_port_frames = st.one_of(
+    # Anything but a CNP's 32 bytes with the CNP opcode.
+    st.binary(max_size=100)
+    .filter(lambda p: len(p) != CNP_PAYLOAD_BYTES or p[0] != BTH_OPCODE_CNP)
+    .map(to_cnp_port),
+    st.builds(lambda op, qp: cnp(qp=qp, opcode=op), st.integers(0, 0x80), st.integers(0, 1 << 20)),
+    st.builds(lambda qp: cnp(qp=qp, src="10.0.0.99"), st.integers(0, 1 << 20)),
+)
+
+
+@pytest.fixture(scope="module")
+def cnp_fuzz_daemon(hosts: Hosts) -> Iterator[Daemon]:
+    d = Daemon(hosts, DCQCN_HOLD, "fuzz-cnp")
+    yield d
+    d.stop()
+
+
+@settings(
+    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(cnp_port_frames, min_size=10, max_size=40))
+def test_fuzzed_cnps_never_crash_or_change_a_rate(
+    cnp_fuzz_daemon: Daemon, hosts: Hosts, frames: list[bytes]
+) -> None:
+    """What reaches port 4791 and is no CNP of a known destination is counted, each one,
+    and changes no rate."""
+    d = cnp_fuzz_daemon
+
+    def dropped(s: dict[str, Any]) -> int:
+        return sum(v for k, v in s["counters"].items() if k.startswith("dropped_cnp_"))
+
+    status = d.status()
+    assert status is not None
+    before = dropped(status)
+    send_frames(hosts.h2, hosts.if2, frames)
+    assert d.wait(lambda s: dropped(s) >= before + len(frames)), (d.counters(), d.output())
+    assert d.proc.poll() is None
+    assert d.counters().get("cnps_accepted", 0) == 0
     assert kernel_rates(hosts) == []
 
 
