@@ -274,7 +274,7 @@ def test_the_sink_answers_ce_with_one_cnp_per_interval(cnp_listener: socket.sock
         assert (ip, from_port) == ("127.0.0.1", port)  # from the data port
         assert cnp == expected_cnp(cnp_listener, port, sport)
         assert parse_cnp(cnp) == sport  # the QP: the data's source port
-        assert np.report() == {"ce": {"127.0.0.1": 5}, "cnp": {"127.0.0.1": 1}}
+        assert np.report() == {"ce": {"127.0.0.1": 5}, "cnp": {"127.0.0.1": 1}, "cnp_errors": 0}
         clock.now += 0.009  # within the interval: none
         send_marked(port, 1)
         drained(sink.drain, sink.counts, 9)
@@ -283,7 +283,7 @@ def test_the_sink_answers_ce_with_one_cnp_per_interval(cnp_listener: socket.sock
         drained(sink.drain, sink.counts, 11)
         cnp = cnp_listener.recv(100)
         assert parse_cnp(cnp) == sport
-        assert np.report() == {"ce": {"127.0.0.1": 8}, "cnp": {"127.0.0.1": 2}}
+        assert np.report() == {"ce": {"127.0.0.1": 8}, "cnp": {"127.0.0.1": 2}, "cnp_errors": 0}
         assert sink.counts["127.0.0.1"][0] == 11
     finally:
         sink.sock.close()
@@ -307,7 +307,7 @@ def test_the_flow_receiver_notifies_each_flow_on_its_own(
             drained(receiver.drain, receiver.counts, 8)
             qps = sorted(parse_cnp(cnp_listener.recv(100)) for _ in sports)
             assert qps == sorted(sports)  # one CNP per marked flow, each naming its own
-            assert np.report() == {"ce": {"127.0.0.1": 6}, "cnp": {"127.0.0.1": 2}}
+            assert np.report() == {"ce": {"127.0.0.1": 6}, "cnp": {"127.0.0.1": 2}, "cnp_errors": 0}
             assert set(np.last_sent) == {("127.0.0.1", 7), ("127.0.0.1", 8)}
         finally:
             receiver.sock.close()
@@ -337,7 +337,7 @@ def test_the_receivers_lines_add_the_notification_points_counts() -> None:
     assert sink.stdout is not None
     try:
         first = json.loads(sink.stdout.readline())
-        assert (first["rx"], first["ce"], first["cnp"]) == ({}, {}, {})
+        assert (first["rx"], first["ce"], first["cnp"], first["cnp_errors"]) == ({}, {}, {}, 0)
     finally:
         sink.terminate()
         sink.communicate(timeout=10)
@@ -402,3 +402,17 @@ def test_a_dcqcn_runs_receivers_are_its_notification_points(tmp_path: Path) -> N
     assert args(FlowsExperiment, tcp) == []
     assert args(StreamExperiment, qcn) == []
     assert args(StreamExperiment, stream, qcn=False) == []
+
+
+@requires_root()
+def test_a_cnp_that_cannot_go_is_counted_not_raised() -> None:
+    sink = Sink(port=0, cnp_interval_s=0.0)
+    np = sink.notification
+    assert np is not None
+    try:
+        np.raw.close()  # every send fails from here on
+        send_marked(sink.sock.getsockname()[1], 2)
+        drained(sink.drain, sink.counts, 2)
+        assert np.report() == {"ce": {"127.0.0.1": 2}, "cnp": {}, "cnp_errors": 2}
+    finally:
+        sink.sock.close()

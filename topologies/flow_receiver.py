@@ -29,7 +29,8 @@ is malformed: counted, never acknowledged, and its copy count never taken as los
 With ``--cnp-interval N`` (frames) it is DCQCN's notification point, per flow: a frame
 marked CE is answered with a CNP to its sender, at most one per flow every N seconds
 (:class:`qcn.topologies.sink.NotificationPoint`); its lines then add, per source, the
-frames that came marked and the CNPs sent (``"ce"``, ``"cnp"``), as the sink's do.
+frames that came marked and the CNPs sent (``"ce"``, ``"cnp"``, ``"cnp_errors"``), as the
+sink's do.
 
 Its settings are checked before it listens (qcn.core.flows.check_transport); a mistake, a
 port in use or a log that cannot be written is one line on stderr and exit status 2.

@@ -16,9 +16,9 @@ dropped, exactly, without asking the switch.  Bytes are Ethernet frame bytes.
 With ``--cnp-interval N`` it is DCQCN's notification point too (:class:`NotificationPoint`):
 a frame marked CE (Congestion Experienced) is answered with a CNP to its source, at most one
 per source every N seconds, and each line says, per source, the frames that came marked and
-the CNPs sent, so far::
+the CNPs sent, so far, and how many CNPs could not go (no route back, a full buffer)::
 
-    {"t": 12.345, "rx": {...}, "ce": {"10.0.0.1": 812}, "cnp": {"10.0.0.1": 97}}
+    {"t": 12.345, "rx": {...}, "ce": {"10.0.0.1": 812}, "cnp": {"10.0.0.1": 97}, "cnp_errors": 0}
 
 Without it the lines are as above, and the TOS byte is not read.
 """
@@ -91,7 +91,7 @@ class NotificationPoint:
         self.sent: dict[str, int] = {}
         """CNPs sent, per source address."""
         self.send_errors = 0
-        """CNPs the kernel refused (a full buffer, no route back): not retried."""
+        """CNPs that could not go (no route back, a full buffer): not retried."""
         self._packets: dict[tuple[str, int], bytes] = {}
         self._local_ips: dict[str, str] = {}
         try:
@@ -115,13 +115,14 @@ class NotificationPoint:
         if last is not None and now - last < self.interval_s:
             return
         self.last_sent[flow] = now
-        packet = self._packets.get((src, sport))
-        if packet is None:
-            built = self._cnp_packet(self._local_ip(src), src, self.port, sport, self.cnp_port)
-            packet = self._packets[(src, sport)] = bytes(built)
         try:
+            packet = self._packets.get((src, sport))
+            if packet is None:
+                local_ip = self._local_ip(src)
+                built = self._cnp_packet(local_ip, src, self.port, sport, self.cnp_port)
+                packet = self._packets[(src, sport)] = bytes(built)
             self.raw.sendto(packet, (src, 0))
-        except OSError:
+        except OSError:  # (no route back to the source, a full buffer)
             self.send_errors += 1
             return
         self.sent[src] = self.sent.get(src, 0) + 1
@@ -136,8 +137,9 @@ class NotificationPoint:
         return ip
 
     def report(self) -> dict[str, Any]:
-        """What the receivers' lines add: frames marked and CNPs sent, per source."""
-        return {"ce": dict(self.marked), "cnp": dict(self.sent)}
+        """What the receivers' lines add: frames marked and CNPs sent, per source, and the
+        CNPs that could not go."""
+        return {"ce": dict(self.marked), "cnp": dict(self.sent), "cnp_errors": self.send_errors}
 
 
 def is_marked(ancdata: list[tuple[int, int, bytes]]) -> bool:
