@@ -1101,6 +1101,58 @@ def test_a_daemon_killed_under_a_live_agent(daemon_factory: Any, hosts: Hosts) -
 # -- fuzzing (last: its daemon lives for the rest of the module) -------------------------
 
 
+def to_cnp_port(payload: bytes, src: str = H2_IP) -> bytes:
+    """A frame from h2 carrying ``payload`` to h1's UDP port 4791, from ``src``."""
+    return bytes(
+        Ether(dst=H1_MAC, src=H2_MAC)
+        / IP(src=src, dst=H1_IP)
+        / UDP(sport=5001, dport=ROCEV2_UDP_PORT)
+        / Raw(payload)
+    )
+
+
+cnp_port_frames = st.one_of(
+    # Anything but a CNP's 32 bytes with the CNP opcode.
+    st.binary(max_size=100)
+    .filter(lambda p: len(p) != CNP_PAYLOAD_BYTES or p[0] != BTH_OPCODE_CNP)
+    .map(to_cnp_port),
+    st.builds(lambda op, qp: cnp(qp=qp, opcode=op), st.integers(0, 0x80), st.integers(0, 1 << 20)),
+    st.builds(lambda qp: cnp(qp=qp, src="10.0.0.99"), st.integers(0, 1 << 20)),
+)
+
+
+@pytest.fixture
+def cnp_fuzz_daemon(daemon_factory: Any) -> Daemon:
+    """One daemon for all of a fuzz test's examples, stopped after it (the CNM fuzz test's
+    daemon, below, lives to the module's end)."""
+    d: Daemon = daemon_factory(DCQCN_HOLD, "fuzz-cnp")
+    return d
+
+
+@settings(
+    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(cnp_port_frames, min_size=10, max_size=40))
+def test_fuzzed_cnps_never_crash_or_change_a_rate(
+    cnp_fuzz_daemon: Daemon, hosts: Hosts, frames: list[bytes]
+) -> None:
+    """What reaches port 4791 and is no CNP of a known destination is counted, each one,
+    and changes no rate."""
+    d = cnp_fuzz_daemon
+
+    def dropped(s: dict[str, Any]) -> int:
+        return sum(v for k, v in s["counters"].items() if k.startswith("dropped_cnp_"))
+
+    status = d.status()
+    assert status is not None
+    before = dropped(status)
+    send_frames(hosts.h2, hosts.if2, frames)
+    assert d.wait(lambda s: dropped(s) >= before + len(frames)), (d.counters(), d.output())
+    assert d.proc.poll() is None
+    assert d.counters().get("cnps_accepted", 0) == 0
+    assert kernel_rates(hosts) == []
+
+
 frame_bytes = st.one_of(
     st.binary(min_size=14, max_size=120),
     # Strictly shorter than the whole CNM (68 bytes), so always truncated.
@@ -1386,57 +1438,6 @@ def test_fuzzed_cnms_never_crash_or_change_a_rate(
     ), d.output()
     assert d.proc.poll() is None
     assert d.counters().get("cnms_accepted", 0) == 0
-    assert kernel_rates(hosts) == []
-
-
-def to_cnp_port(payload: bytes, src: str = H2_IP) -> bytes:
-    """A frame from h2 carrying ``payload`` to h1's UDP port 4791, from ``src``."""
-    return bytes(
-        Ether(dst=H1_MAC, src=H2_MAC)
-        / IP(src=src, dst=H1_IP)
-        / UDP(sport=5001, dport=ROCEV2_UDP_PORT)
-        / Raw(payload)
-    )
-
-
-cnp_port_frames = st.one_of(
-    # Anything but a CNP's 32 bytes with the CNP opcode.
-    st.binary(max_size=100)
-    .filter(lambda p: len(p) != CNP_PAYLOAD_BYTES or p[0] != BTH_OPCODE_CNP)
-    .map(to_cnp_port),
-    st.builds(lambda op, qp: cnp(qp=qp, opcode=op), st.integers(0, 0x80), st.integers(0, 1 << 20)),
-    st.builds(lambda qp: cnp(qp=qp, src="10.0.0.99"), st.integers(0, 1 << 20)),
-)
-
-
-@pytest.fixture(scope="module")
-def cnp_fuzz_daemon(hosts: Hosts) -> Iterator[Daemon]:
-    d = Daemon(hosts, DCQCN_HOLD, "fuzz-cnp")
-    yield d
-    d.stop()
-
-
-@settings(
-    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(st.lists(cnp_port_frames, min_size=10, max_size=40))
-def test_fuzzed_cnps_never_crash_or_change_a_rate(
-    cnp_fuzz_daemon: Daemon, hosts: Hosts, frames: list[bytes]
-) -> None:
-    """What reaches port 4791 and is no CNP of a known destination is counted, each one,
-    and changes no rate."""
-    d = cnp_fuzz_daemon
-
-    def dropped(s: dict[str, Any]) -> int:
-        return sum(v for k, v in s["counters"].items() if k.startswith("dropped_cnp_"))
-
-    status = d.status()
-    assert status is not None
-    before = dropped(status)
-    send_frames(hosts.h2, hosts.if2, frames)
-    assert d.wait(lambda s: dropped(s) >= before + len(frames)), (d.counters(), d.output())
-    assert d.proc.poll() is None
-    assert d.counters().get("cnps_accepted", 0) == 0
     assert kernel_rates(hosts) == []
 
 
