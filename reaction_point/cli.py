@@ -40,7 +40,8 @@ def register(sub: Any) -> None:
         "start",
         help="run the daemon on an interface (foreground)",
         description="Run the reaction-point daemon on an interface, in the foreground: it "
-        "takes the CNMs that reach it and limits the host's traffic by them. Ctrl-C stops.",
+        "takes the CNMs that reach it (and with the dcqcn scheme the CNPs, on UDP port 4791) "
+        "and limits the host's traffic by them. Ctrl-C stops.",
     )
     st.add_argument("--iface", required=True, help="the host interface, e.g. h1-eth0")
     st.add_argument("--params", type=Path, help="TOML parameter file (its [rp] table)")
@@ -142,7 +143,10 @@ def _start(args: argparse.Namespace) -> int:
         raise RpUsageError(f"cannot start on {args.iface}: {reason}") from None
     for line in daemon.notices:
         print(f"qcn rp: {line}", flush=True)
-    print(f"qcn rp: listening for CNMs on {args.iface} ({daemon.mac}); Ctrl-C to stop", flush=True)
+    what = "CNMs and CNPs" if params.scheme == RpScheme.DCQCN else "CNMs"
+    print(
+        f"qcn rp: listening for {what} on {args.iface} ({daemon.mac}); Ctrl-C to stop", flush=True
+    )
     try:
         daemon.run()
     finally:

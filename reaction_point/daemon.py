@@ -1,10 +1,17 @@
-"""The Reaction Point daemon: CNMs in, QCN rate rules, kernel rate limiters out.
+"""The Reaction Point daemon: CNMs (and DCQCN's CNPs) in, the scheme's rate rules, kernel
+rate limiters out.
 
 One process per host interface.  It
 
 - receives CNMs on an AF_PACKET socket bound to EtherType 0x22E7 (the kernel delivers
   nothing else), and validates each (format, addressed to this host, about a destination
   this host sends to); anything else is dropped and counted by reason;
+- with the ``dcqcn`` scheme, receives CNPs too, RoCEv2's (qcn.core.frames), on a UDP socket
+  bound to port 4791 on the interface: a CNP names the destination by its IPv4 source (the
+  receiver whose notification point sent it) and the flow by its QP (the flow's UDP source
+  port) and its UDP source port (the flow's destination port); it reaches the limiter a
+  CNM about the same destination or flow would, through the same rules (a CNP is their
+  ``on_cnm(0)``), and anything else is dropped and counted by reason (``dropped_cnp_*``);
 - keeps one :class:`~qcn.reaction_point.rules.RateLimiterRules` per destination (default) or
   per IPv4 flow, and enforces its current rate with an HTB class (:mod:`qcn.reaction_point.tc`);
   at most ``max_limiters`` of them: a CNM for a new one beyond that releases the limiter
@@ -47,9 +54,17 @@ from typing import Any, Literal
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
+from qcn.core.ecmp import IP_PROTO_UDP, ROCEV2_UDP_PORT
 from qcn.core.errors import QcnError
-from qcn.core.frames import ETHERTYPE_CNM, CnmInfo, CnmRejectedError, parse_cnm
-from qcn.core.params import RpParams
+from qcn.core.frames import (
+    ETHERTYPE_CNM,
+    CnmInfo,
+    CnmRejectedError,
+    CnpRejectedError,
+    parse_cnm,
+    parse_cnp,
+)
+from qcn.core.params import RpParams, RpScheme
 from qcn.core.processes import process_start_ticks
 from qcn.core.signals import stop_on_signals
 from qcn.core.stats import SlidingQuantiles
@@ -97,6 +112,10 @@ GIL_SWITCH_INTERVAL_S = 0.0002
 LATENCY_WINDOW = 10_000
 """The latency figures are of the last this many CNMs."""
 IPV4_ETHERTYPE = b"\x08\x00"
+IP_PKTINFO = getattr(socket, "IP_PKTINFO", 8)  # Linux; Python has it from 3.12
+IN_PKTINFO = struct.Struct("=i4s4s")
+"""struct in_pktinfo: the interface, the local address, the header's destination address."""
+UDP_PORT_MAX = 0xFFFF
 
 
 def network_namespace_id() -> int:
@@ -131,6 +150,10 @@ def claim_interface(iface: str, ifindex: int) -> socket.socket:
             "this or another of its names; qcn rp status); stop it first"
         )
     return sock
+
+
+class CnpPortTakenError(QcnError):
+    """Something else on the host holds UDP port 4791 on the interface (a RoCE stack)."""
 
 
 class InterfaceGoneError(QcnError):
@@ -209,6 +232,8 @@ class ReactionPoint:
         spent waiting for the loop (or the CPU) before any work on it."""
         self._stop = False
         self._sock: socket.socket | None = None
+        self._cnp_sock: socket.socket | None = None
+        """dcqcn: the UDP socket CNPs come to (None: the scheme takes CNMs alone)."""
         self._tc: HtbLimiters | None = None
         self._ipr: IPRoute | None = None
         self._stats: ClassStatsPoller | None = None
@@ -275,6 +300,8 @@ class ReactionPoint:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
         sock.setblocking(False)
         self._sock = sock
+        if self.opt.params.scheme == RpScheme.DCQCN:
+            self._cnp_sock = self._open_cnp_socket()
         # All of the host's traffic is held to its line rate (see qcn.reaction_point.tc).
         self._tc = HtbLimiters(self.opt.iface, line_rate_bps=self.opt.params.line_rate_bps)
         found = self._tc.open(replace_foreign=self.opt.replace_qdisc)
@@ -292,6 +319,30 @@ class ReactionPoint:
         # from walking it again (a full pass over it stalled CNMs for tens of ms).
         gc.freeze()
         return self
+
+    def _open_cnp_socket(self) -> socket.socket:
+        """DCQCN: a UDP socket on port 4791 of this interface alone (another daemon may
+        serve another interface), telling each CNP's local address and receive time."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, self.opt.iface.encode())
+            sock.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
+            stamp_receptions(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
+            try:
+                sock.bind(("0.0.0.0", ROCEV2_UDP_PORT))
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE:
+                    raise
+                raise CnpPortTakenError(
+                    f"UDP port {ROCEV2_UDP_PORT} (RoCEv2, where CNPs come) is taken on "
+                    f"{self.opt.iface}: stop what holds it (ss -ulpn sport = {ROCEV2_UDP_PORT})"
+                ) from None
+            sock.setblocking(False)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
 
     def close(self) -> None:
         """Stop the threads, remove the kernel's tree, close everything, write the last
@@ -339,6 +390,9 @@ class ReactionPoint:
                 self.count_socket_drops()
             sock, self._sock = self._sock, None
             sock.close()
+        if self._cnp_sock:
+            cnp_sock, self._cnp_sock = self._cnp_sock, None
+            cnp_sock.close()
 
     def _close_netlink(self) -> None:
         if self._ipr:
@@ -391,6 +445,7 @@ class ReactionPoint:
         assert self._sock is not None
         next_stats = next_status = next_gate_check = self.clock()
         last_status = -STATUS_IDLE_INTERVAL_S
+        sockets = [self._sock] if self._cnp_sock is None else [self._sock, self._cnp_sock]
         while not self._stop:
             now = self.clock()
             # Without limiters there are no byte counts to read: sleep until a CNM or the
@@ -400,9 +455,11 @@ class ReactionPoint:
                 deadlines.append(self._timers[0][0])
             timeout = max(0.0, min(deadlines) - now)
             with contextlib.suppress(InterruptedError):
-                readable, _, _ = select.select([self._sock], [], [], timeout)
-                if readable:
+                readable, _, _ = select.select(sockets, [], [], timeout)
+                if self._sock in readable:
                     self.receive()
+                if self._cnp_sock is not None and self._cnp_sock in readable:
+                    self.receive_cnps()
             now = self.clock()
             if now >= next_stats:
                 self.poll_stats()
@@ -539,29 +596,111 @@ class ReactionPoint:
         match = self._match_for(cnm)
         if match is None:
             return False
+        # An ECM CP's positive feedback, or three-point QCN's Fb = 0, raises a limiter's
+        # rate; neither creates one.
+        creates = not (cnm.fb_positive or self._reinforcement(cnm))
+        if not self._notify(match, cnm.qntz_fb, cnm.fb_positive, creates, rx_time):
+            return False
+        self.counters["cnms_accepted"] += 1
+        return True
+
+    def _notify(
+        self, match: Match, qntz_fb: int, positive: bool, creates: bool, rx_time: float | None
+    ) -> bool:
+        """A notification (a CNM's feedback, a CNP) for ``match``'s limiter, which it
+        creates if there is none and ``creates``; False if none took it."""
         lim = self.limiters.pop(match, None)
         if lim is not None:
             # Signalled now: to the end of the table's order (the least recent is first).
             self.limiters[match] = lim
-            lim.rules.on_cnm(cnm.qntz_fb, positive=cnm.fb_positive)
+            lim.rules.on_cnm(qntz_fb, positive=positive)
             self._mark(lim)
             if rx_time is not None:
                 self._pending_rx.append(rx_time)  # the rate goes to the kernel in apply()
-        elif cnm.fb_positive or self._reinforcement(cnm):
-            # An ECM CP's positive feedback, or three-point QCN's Fb = 0, raises a limiter's
-            # rate; neither creates one.
+            return True
+        if not creates:
             self.counters["positive_without_limiter"] += 1
             return False
-        else:
-            rules = RateLimiterRules(self.opt.params, self.clock, self.uniform)
-            rules.on_cnm(cnm.qntz_fb)
-            # Created at the cut rate: the CNM's work is done when the kernel has it.
-            if self._create(match, rules) is None:
-                return False
-            if rx_time is not None:
-                self.latencies.add(time.time() - rx_time)
-        self.counters["cnms_accepted"] += 1
+        rules = RateLimiterRules(self.opt.params, self.clock, self.uniform)
+        rules.on_cnm(qntz_fb)
+        # Created at the cut rate: the notification's work is done when the kernel has it.
+        if self._create(match, rules) is None:
+            return False
+        if rx_time is not None:
+            self.latencies.add(time.time() - rx_time)
         return True
+
+    # -- CNPs (DCQCN) ------------------------------------------------------------------------
+
+    def receive_cnps(self) -> None:
+        """Drain the CNP socket, then apply the resulting rates once (coalesced)."""
+        assert self._cnp_sock is not None
+        began = time.perf_counter()
+        handled = 0
+        for _ in range(RECV_BATCH):
+            try:
+                data, ancdata, _, (peer_ip, peer_port) = self._cnp_sock.recvmsg(
+                    2048, ANCILLARY_BYTES
+                )
+            except BlockingIOError:
+                break
+            except OSError as e:
+                # An ICMP error queued on the socket, a link going down: weather.
+                if e.errno not in (errno.ENETDOWN, errno.ECONNREFUSED, errno.EHOSTUNREACH):
+                    raise
+                continue
+            rx_time = rx_timestamp(ancdata)
+            if rx_time is not None:
+                self.read_delays.add(time.time() - rx_time)
+            handled += 1
+            self.handle_cnp(data, peer_ip, peer_port, _local_address(ancdata), rx_time)
+        self.apply()
+        self.busy_s += time.perf_counter() - began
+        self.frames_handled += handled
+
+    def handle_cnp(
+        self,
+        payload: bytes,
+        peer_ip: str,
+        peer_port: int,
+        local_ip: str | None,
+        rx_time: float | None = None,
+    ) -> bool:
+        """Validate one CNP (a UDP payload from ``peer_ip``:``peer_port`` to ``local_ip``)
+        and act on it; return True if a limiter took it."""
+        try:
+            qp = parse_cnp(payload)
+        except CnpRejectedError as e:
+            self.counters[f"dropped_cnp_{e.reason}"] += 1
+            return False
+        match = self._match_for_cnp(peer_ip, peer_port, local_ip, qp)
+        if match is None:
+            return False
+        # A CNP is a cut: DCQCN's rules read no QntzFb.
+        if not self._notify(match, 0, False, True, rx_time):
+            return False
+        self.counters["cnps_accepted"] += 1
+        return True
+
+    def _match_for_cnp(
+        self, peer_ip: str, peer_port: int, local_ip: str | None, qp: int
+    ) -> Match | None:
+        """The limiter a CNP names: its sender's (the destination's) by the MAC the
+        neighbour table maps it to, as a CNM's; per flow, the flow from ``local_ip`` to it,
+        UDP from the QP's port to the CNP's source port (qcn.topologies.sink)."""
+        assert self._neighbours is not None
+        mac = self._neighbours.mac(peer_ip)
+        if mac is None:
+            # Not a destination this host has resolved, so not one it sends to.
+            self.counters["dropped_cnp_unknown_destination"] += 1
+            return None
+        if self.opt.limit_by == "destination":
+            return DestinationMatch(mac, tuple(sorted(self._neighbour_ips(mac))))
+        if local_ip is None or not 1 <= qp <= UDP_PORT_MAX:
+            # A QP that is no UDP port names no flow of this host's.
+            self.counters["dropped_cnp_no_flow"] += 1
+            return None
+        return FlowMatch(local_ip, peer_ip, IP_PROTO_UDP, qp, peer_port)
 
     def _reinforcement(self, cnm: CnmInfo) -> bool:
         """Three-point QCN's "no congestion here" (QntzFb 0 with positive reinforcement)."""
@@ -866,6 +1005,15 @@ class StatusFileWriter(threading.Thread):
         self._halt = True
         self._ready.set()
         self.join(timeout=5)
+
+
+def _local_address(ancdata: list[tuple[int, int, bytes]]) -> str | None:
+    """The destination address of a datagram's IPv4 header (IP_PKTINFO), if told."""
+    for level, kind, data in ancdata:
+        if level == socket.IPPROTO_IP and kind == IP_PKTINFO and len(data) >= IN_PKTINFO.size:
+            _ifindex, _local, header_dst = IN_PKTINFO.unpack_from(data)
+            return socket.inet_ntoa(header_dst)
+    return None
 
 
 def _flow_of(msdu: bytes) -> FlowMatch | None:

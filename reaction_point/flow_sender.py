@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from qcn.core.ecmp import flow_port
+from qcn.core.ecmp import TRAFFIC_TOS, flow_port
 from qcn.core.flows import (
     COPY_SHIFT,
     ETH_IP_UDP_BYTES,
@@ -254,7 +254,8 @@ class FlowSender:
     def _connect(self, dst: str, flow_id: int) -> socket.socket:
         """Flow ``flow_id``'s socket, connected to ``dst`` (tcp: connecting); raises
         OSError.  A datagram flow sends from its own port (qcn.core.ecmp.flow_port), so
-        its path under per-flow ECMP is the one the simulator computes."""
+        its path under per-flow ECMP is the one the simulator computes, and ECN-capable
+        (qcn.core.ecmp.TRAFFIC_TOS)."""
         kind = socket.SOCK_STREAM if self.tcp else socket.SOCK_DGRAM
         sock = socket.socket(socket.AF_INET, kind)
         try:
@@ -270,6 +271,8 @@ class FlowSender:
                     raise OSError(code, os.strerror(code))
             else:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
+                # ECN-capable, for a switch that marks (DCQCN's); qcn.core.ecmp says why.
+                sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, TRAFFIC_TOS)
                 # (A flow 20,000 numbers before it may still hold the port: shared.)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 sock.bind(("", flow_port(flow_id)))

@@ -1,7 +1,8 @@
 """Which IPv4 addresses the kernel's neighbour table maps to a MAC, kept by netlink events.
 
 A CNM names the congested destination by its MAC; the daemon enforces a limiter on the
-destination's IPv4 addresses.  Re-reading the whole table every 0.5 s made a CNM's cost
+destination's IPv4 addresses.  A CNP (DCQCN) names it by its IPv4 address, the limiter's by
+the MAC the table maps it to.  Re-reading the whole table every 0.5 s made a CNM's cost
 grow with the table (p99 464 ms with 5,000 neighbours, issue 28): the table is now read
 once, then followed through the kernel's RTNLGRP_NEIGH notifications, which are drained
 whenever a lookup comes.  If the notifications overflow the socket (ENOBUFS) the table is
@@ -59,6 +60,11 @@ class NeighbourTable:
         """The addresses the table maps to ``mac`` now."""
         self._drain()
         return self._by_mac.get(mac, set())
+
+    def mac(self, ip: str) -> str | None:
+        """The MAC the table maps ``ip`` to now (None: not a resolved neighbour)."""
+        self._drain()
+        return self._by_ip.get(ip)
 
     def _reload(self) -> None:
         self.reloads += 1

@@ -9,7 +9,8 @@ Each frame goes to one destination, or to one drawn uniformly from a set.  Frame
 datagrams sized so that the Ethernet frame is ``frame_bytes``; they traverse the kernel's
 egress qdisc, so the reaction point's HTB limiters shape them like any application's.  Each
 payload starts with the frame's sequence number (:data:`SEQUENCE`), so a receiver counts
-losses exactly (:mod:`qcn.topologies.sink`).
+losses exactly (:mod:`qcn.topologies.sink`).  Every frame is ECN-capable, ECT(0)
+(:data:`qcn.core.ecmp.TRAFFIC_TOS`): a switch that marks ECN (DCQCN) may mark it CE.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from qcn.core import patterns as traffic_patterns
-from qcn.core.ecmp import DATA_PORT, SOURCE_PORT
+from qcn.core.ecmp import DATA_PORT, SOURCE_PORT, TRAFFIC_TOS
 from qcn.core.errors import QcnError
 from qcn.core.errors import report as report_error
 from qcn.core.patterns import Kind
@@ -153,6 +154,8 @@ def run_source(
     rng = rng or random.Random()
     report = SourceReport()
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        # ECN-capable, for a switch that marks (DCQCN's); qcn.core.ecmp says why always.
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, TRAFFIC_TOS)
         if spec.source_port:
             # Another source on the host may send from it too: nothing is received on it.
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

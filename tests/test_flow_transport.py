@@ -8,6 +8,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from qcn.core.ecmp import flow_port
+from qcn.core.ecmp import TRAFFIC_TOS, flow_port
 from qcn.core.flows import flow_frames
-from qcn.reaction_point.flow_sender import HostFlow, write_host_flows
+from qcn.reaction_point.flow_sender import FlowSender, HostFlow, write_host_flows
 from qcn.topologies.bmv2 import wait_until
 from qcn.topologies.netns import VethEnd, add_veth, namespaces, sh
 from tests.kit import small_disk
@@ -370,6 +371,20 @@ def test_tcp_flows_run_the_congestion_control_they_are_given(tmp_path: Path) -> 
                 sock.close()
                 sender.close()
     listener.close()
+
+
+def test_datagram_flows_are_ecn_capable(tmp_path: Path) -> None:
+    """A frames flow's socket sends ECT(0) (qcn.core.ecmp.TRAFFIC_TOS)."""
+    with (tmp_path / "log").open("w") as log:
+        sender = FlowSender(
+            [], dst="127.0.0.1", port=5001, frame_bytes=1500, rto_s=0.5, origin=0.0, log=log,
+        )  # fmt: skip
+        sock = sender._connect("127.0.0.1", 0)
+        try:
+            assert sock.getsockopt(socket.IPPROTO_IP, socket.IP_TOS) == TRAFFIC_TOS
+        finally:
+            sock.close()
+            sender.close()
 
 
 def test_a_frame_held_in_its_hosts_limiter_is_not_sent_again(

@@ -1,26 +1,40 @@
-"""CNM and CN-TAG layers against hand-written byte dumps."""
+"""CNM, CN-TAG, Fb tag and CNP layers against hand-written byte dumps."""
 
 from __future__ import annotations
 
+import struct
+import zlib
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from scapy.contrib.roce import BTH, CNPPadding
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from qcn.core.cp_model import CpDecision, FbTag
+from qcn.core.ecmp import ROCEV2_UDP_PORT
 from qcn.core.frames import (
+    BTH_BYTES,
+    BTH_OPCODE_CNP,
     CNM,
+    CNP_PAYLOAD_BYTES,
+    CNP_QP_MAX,
     FB_TAG_BYTES,
+    ICRC_BYTES,
     CnmRejectedError,
+    CnpRejectedError,
     CNTag,
     FbTagHeader,
+    cnp_packet,
+    cnp_payload,
+    decode_bth,
     decode_pdu,
     expected_cnm,
     expected_reflection,
     parse_cnm,
+    parse_cnp,
     pop_fb_tag,
     push_fb_tag,
 )
@@ -177,3 +191,99 @@ def test_reflection_cnm_encapsulates_the_frame_without_its_tag() -> None:
     assert cnm[CNM].msdu == frame[12:]
     assert (cnm[CNM].qntz_fb, cnm[CNM].cpid, cnm[CNM].qoff, cnm[CNM].qdelta) == (20, 0xAB, 3, 1)
     assert cnm.dst == "00:00:00:00:00:01"
+
+
+# -- RoCEv2's CNP ---------------------------------------------------------------------------
+
+# The CNP 10.0.0.2 (a receiver, from UDP port 5001) sends 10.0.0.1 for the flow whose
+# source port is 9999 (its QP).
+CNP_IP_UDP_HEX = (
+    "4500003c"  # IPv4, IHL 5, TOS 0, total length 60
+    "00014000"  # identification 1 (CNP_IP_ID), Don't Fragment
+    "401126ae"  # TTL 64, UDP, header checksum
+    "0a000002"  # source: the receiver
+    "0a000001"  # destination: the data's sender
+    "138912b7"  # UDP 5001 -> 4791 (RoCEv2)
+    "00283837"  # UDP length 40, checksum
+)
+CNP_PAYLOAD_HEX = (
+    "81"  # BTH opcode: CNP
+    "00"  # solicited 0, migreq 0, pad count 0, version 0
+    "ffff"  # P_Key: the default partition
+    "40"  # FECN 0, BECN 1, reserved
+    "00270f"  # destination QP 9999
+    "00000000"  # ack request 0, reserved, PSN 0
+    + "00" * 16  # the CNP's reserved bytes
+    + "f52dafe6"  # ICRC
+)
+
+
+def icrc_by_hand(ip_udp_bth_rest: bytes) -> bytes:
+    """RoCEv2's ICRC computed here without scapy: CRC-32 of eight 0xff bytes (the LRH it
+    stands for) and the packet with its variant fields all ones (IPv4 TOS, TTL and header
+    checksum, UDP checksum, BTH's FECN, BECN and reserved bits), least significant byte
+    first."""
+    masked = bytearray(ip_udp_bth_rest)
+    masked[1] = 0xFF  # TOS
+    masked[8] = 0xFF  # TTL
+    masked[10:12] = b"\xff\xff"  # IPv4 checksum
+    masked[26:28] = b"\xff\xff"  # UDP checksum
+    masked[32] = 0xFF  # FECN, BECN, reserved 6
+    return struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(masked)))
+
+
+def test_cnp_bytes_match_hand_dump() -> None:
+    pkt = cnp_packet("10.0.0.2", "10.0.0.1", 5001, 9999)
+    assert bytes(pkt).hex() == CNP_IP_UDP_HEX + CNP_PAYLOAD_HEX
+    assert cnp_payload("10.0.0.2", "10.0.0.1", 5001, 9999).hex() == CNP_PAYLOAD_HEX
+    assert len(bytes.fromhex(CNP_PAYLOAD_HEX)) == CNP_PAYLOAD_BYTES == 32
+    raw = bytes.fromhex(CNP_IP_UDP_HEX + CNP_PAYLOAD_HEX)
+    assert icrc_by_hand(raw[:-ICRC_BYTES]) == raw[-ICRC_BYTES:]
+    assert int(CNP_IP_UDP_HEX[44:48], 16) == ROCEV2_UDP_PORT
+    assert bytes.fromhex(CNP_PAYLOAD_HEX)[0] == BTH_OPCODE_CNP == 0x81
+
+
+@given(
+    st.ip_addresses(v=4),
+    st.ip_addresses(v=4),
+    st.integers(0, 65535),
+    st.integers(0, CNP_QP_MAX),
+)
+def test_every_cnp_carries_its_qp_and_a_valid_icrc(src: Any, dst: Any, sport: int, qp: int) -> None:
+    raw = bytes(cnp_packet(str(src), str(dst), sport, qp))
+    assert icrc_by_hand(raw[:-ICRC_BYTES]) == raw[-ICRC_BYTES:]
+    payload = cnp_payload(str(src), str(dst), sport, qp)
+    assert raw[28:] == payload
+    assert parse_cnp(payload) == qp
+    dissected: Any = Ether(bytes.fromhex("00000000000100000000000b0800") + raw)
+    assert (dissected[BTH].opcode, dissected[BTH].dqpn) == (BTH_OPCODE_CNP, qp)
+    assert dissected.haslayer(CNPPadding)
+
+
+@given(st.binary(min_size=BTH_BYTES, max_size=BTH_BYTES))
+def test_fast_bth_decoder_agrees_with_scapy_layer(bth: bytes) -> None:
+    fast = decode_bth(bth)
+    layer: Any = BTH(bth + bytes(ICRC_BYTES))
+    for f in BTH.fields_desc:
+        if f.name != "icrc":
+            assert fast[f.name] == getattr(layer, f.name), f.name
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (bytes.fromhex(CNP_PAYLOAD_HEX)[:-1], "bad_length"),
+        (bytes.fromhex(CNP_PAYLOAD_HEX) + b"x", "bad_length"),
+        (b"", "bad_length"),
+        (bytes.fromhex("04" + CNP_PAYLOAD_HEX[2:]), "not_cnp"),  # RC SEND_ONLY
+    ],
+)
+def test_what_is_not_a_cnp_is_rejected(payload: bytes, reason: str) -> None:
+    with pytest.raises(CnpRejectedError) as e:
+        parse_cnp(payload)
+    assert e.value.reason == reason
+
+
+def test_a_qp_beyond_24_bits_is_refused() -> None:
+    with pytest.raises(ValueError, match="24 bits"):
+        cnp_packet("10.0.0.2", "10.0.0.1", 5001, CNP_QP_MAX + 1)

@@ -52,11 +52,15 @@ def test_the_table_follows_the_kernels_changes(table: tuple[str, NeighbourTable]
     neigh(ns, "replace", "10.1.0.2", MAC_B)  # the address moves to another host
     assert wait_until(lambda: t.ips(MAC_B) == {"10.1.0.2"}, 2.0)
     assert t.ips(MAC_A) == {"10.1.0.3"}
+    # By address too (a CNP names its sender so): where each one is now.
+    assert (t.mac("10.1.0.2"), t.mac("10.1.0.3")) == (MAC_B, MAC_A)
     neigh(ns, "del", "10.1.0.3")
     assert wait_until(lambda: t.ips(MAC_A) == set(), 2.0)
+    assert t.mac("10.1.0.3") is None
     neigh(ns, "add", "10.1.0.4", MAC_A, dev="nb-b")  # another interface's: not ours
     neigh(ns, "add", "10.1.0.5", MAC_A)
     assert wait_until(lambda: t.ips(MAC_A) == {"10.1.0.5"}, 2.0)
+    assert t.mac("10.1.0.4") is None
     assert t.reloads == 1
 
 

@@ -1,6 +1,7 @@
 """The reaction-point daemon on real namespaces, veths, HTB and iperf3 (root, no BMv2).
 
-h1 runs the daemon; h2 plays the network, sending crafted CNMs into h1's interface.
+h1 runs the daemon; h2 plays the network, sending crafted CNMs (and DCQCN's CNPs) into
+h1's interface.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -22,10 +24,22 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyroute2 import NetNS
+from scapy.contrib.roce import BTH
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
+from scapy.packet import Raw
 
-from qcn.core.frames import CNM, pause_frame
+from qcn.core.ecmp import FLOW_PORT_BASE, ROCEV2_UDP_PORT, flow_port
+from qcn.core.flows import FLOW_HEADER
+from qcn.core.frames import (
+    BTH_OPCODE_CNP,
+    CNM,
+    CNP_IP_ID,
+    CNP_PAYLOAD_BYTES,
+    cnp_packet,
+    cnp_payload,
+    pause_frame,
+)
 from qcn.core.params import QcnParams, RpParams
 from qcn.reaction_point.daemon import StatusEncoder, StatusSnapshot, build_status, status_files
 from qcn.reaction_point.limiter_csv import MAX_OPEN_CSVS
@@ -86,15 +100,26 @@ class Daemon:
         *extra: str,
         iface: str | None = None,
         nofile: int | None = None,
+        preset: str | None = None,
     ) -> None:
-        """``nofile``: the daemon's file limit (``ulimit -n``), if not the default."""
+        """``nofile``: the daemon's file limit (``ulimit -n``), if not the default;
+        ``preset``: started with ``--preset`` and ``--line-rate-bps`` (``rp``'s line rate)
+        instead of a parameter file."""
         self.hosts = hosts
         self.iface = iface or hosts.if1
         self.dir = hosts.tmp / name
         self.dir.mkdir()
         params = self.dir / "params.toml"
-        QcnParams.from_dict({"rp": rp}).save(params)
-        self.params = QcnParams.load(params).rp
+        if preset is None:
+            QcnParams.from_dict({"rp": rp}).save(params)
+            self.params = QcnParams.load(params).rp
+            how = ["--params", str(params)]
+        else:
+            line = rp["line_rate_bps"]
+            self.params = QcnParams.from_dict(
+                {"rp": {"line_rate_bps": line}}, QcnParams.preset(preset)
+            ).rp
+            how = ["--preset", preset, "--line-rate-bps", f"{line:g}"]
         self.proc = subprocess.Popen(
             [
                 "ip",
@@ -109,8 +134,7 @@ class Daemon:
                 "start",
                 "--iface",
                 self.iface,
-                "--params",
-                str(params),
+                *how,
                 "--status-dir",
                 str(self.dir),
                 "--csv-dir",
@@ -167,8 +191,9 @@ def daemon_factory(hosts: Hosts) -> Iterator[Any]:
         *extra: str,
         iface: str | None = None,
         nofile: int | None = None,
+        preset: str | None = None,
     ) -> Daemon:
-        d = Daemon(hosts, rp, name, *extra, iface=iface, nofile=nofile)
+        d = Daemon(hosts, rp, name, *extra, iface=iface, nofile=nofile, preset=preset)
         started.append(d)
         return d
 
@@ -264,6 +289,261 @@ def test_positive_reinforcement_raises_only_an_existing_limiter(
         )
     # 51 Mb/s after the cut, then two fast-recovery steps towards TR = 100 Mb/s: 87.7
     assert kernel_rates(hosts) == [88e6]
+
+
+# -- DCQCN: CNPs ----------------------------------------------------------------------------
+
+DCQCN_HOLD = {
+    **HOLD,
+    "scheme": "dcqcn",
+    "shorten_cycles_after_fr": False,
+    "dcqcn": {"alpha_initial": 0.5, "alpha_timer_s": 60.0},
+}
+"""DCQCN whose rate holds still between CNPs (no cycle ends, alpha never decays), its first
+cut by a quarter."""
+
+
+def cnp(qp: int = 10_007, src: str = H2_IP, sport: int = 5001, **bth: Any) -> bytes:
+    """The CNP h2's notification point sends h1 for the flow from h1's UDP port ``qp`` to
+    h2's ``sport`` (``bth``: fields of the BTH changed)."""
+    packet = cnp_packet(src, H1_IP, sport, qp)
+    for name, value in bth.items():
+        setattr(packet[BTH], name, value)
+    return bytes(Ether(dst=H1_MAC, src=H2_MAC) / packet)
+
+
+def expected_dcqcn_rates(params: RpParams, cnps: int) -> list[float]:
+    """The kernel rates DcqcnRules gives after each of ``cnps`` CNPs (at one moment)."""
+    rules = RateLimiterRules(params, lambda: 0.0, lambda: 0.5)
+    rates = []
+    for _ in range(cnps):
+        rules.on_cnm(0)
+        rates.append(max(params.rate_unit_bps, round(rules.current_rate_bps / 1e6) * 1e6))
+    return rates
+
+
+def test_a_cnp_cuts_its_destinations_limiter_as_dcqcn_says(
+    daemon_factory: Any, hosts: Hosts
+) -> None:
+    d = daemon_factory(DCQCN_HOLD, "dcqcn")
+    first, second = expected_dcqcn_rates(d.params, 2)
+    assert (first, second) == (75e6, 56e6)  # alpha 0.5, then 0.5 * (1 - g) + g
+    send_frames(hosts.h2, hosts.if2, [cnp()])
+    assert d.wait(lambda s: s["counters"].get("cnps_accepted") == 1), d.counters()
+    assert kernel_rates(hosts) == [first]
+    (limiter,) = d.status()["limiters"]
+    assert limiter["limiter"] == H2_MAC  # the destination's limiter, as a CNM's
+    send_frames(hosts.h2, hosts.if2, [cnp(qp=10_008)])  # another flow to it: the same one
+    assert d.wait(lambda s: s["counters"].get("cnps_accepted") == 2)
+    assert kernel_rates(hosts) == [second]
+    # A CNM about the same destination reaches the same limiter.
+    send_frames(hosts.h2, hosts.if2, [cnm(0)])
+    assert d.wait(lambda s: s["counters"].get("cnms_accepted") == 1)
+    assert d.counters()["limiters_created"] == 1
+
+
+def test_a_cnp_cuts_its_flows_limiter_and_names_no_other(daemon_factory: Any, hosts: Hosts) -> None:
+    d = daemon_factory(DCQCN_HOLD, "dcqcn-flow", "--per-flow")
+    (first,) = expected_dcqcn_rates(d.params, 1)
+    send_frames(hosts.h2, hosts.if2, [cnp(qp=10_007, sport=5001)])
+    assert d.wait(lambda s: s["counters"].get("cnps_accepted") == 1), d.counters()
+    (limiter,) = d.status()["limiters"]
+    # The flow h1:10007 -> h2:5001: the QP is its source port, the CNP's its destination.
+    assert limiter["limiter"] == f"{H1_IP}:10007-{H2_IP}:5001/17"
+    assert kernel_rates(hosts) == [first]
+    # A CNP for another flow has a limiter of its own.
+    send_frames(hosts.h2, hosts.if2, [cnp(qp=9999, sport=5001)])
+    assert d.wait(lambda s: s["counters"].get("cnps_accepted") == 2)
+    assert kernel_rates(hosts) == [first, first]
+    # QP 0 and a QP beyond a port's 16 bits name no flow: counted, no limiter.
+    send_frames(hosts.h2, hosts.if2, [cnp(qp=0), cnp(qp=0x10000)])
+    assert d.wait(lambda s: s["counters"].get("dropped_cnp_no_flow") == 2), d.counters()
+    assert d.counters()["limiters_created"] == 2
+
+
+def test_a_cnp_for_an_unknown_destination_or_not_a_cnp_is_counted_and_ignored(
+    daemon_factory: Any, hosts: Hosts
+) -> None:
+    d = daemon_factory(DCQCN_HOLD, "dcqcn-unknown")
+    stranger = cnp(src="10.0.0.77")  # no neighbour of h1's: no destination it sends to
+    ack = cnp(opcode=0x11)  # RC ACKNOWLEDGE, not a CNP
+    short = to_cnp_port(bytes(20))
+    send_frames(hosts.h2, hosts.if2, [stranger, ack, short])
+    expected = {
+        "dropped_cnp_unknown_destination": 1,
+        "dropped_cnp_not_cnp": 1,
+        "dropped_cnp_bad_length": 1,
+    }
+    assert d.wait(lambda s: all(s["counters"].get(k) == n for k, n in expected.items())), (
+        d.counters()
+    )
+    assert kernel_rates(hosts) == []
+    assert d.counters().get("cnps_accepted", 0) == 0
+
+
+def test_qcn_rp_start_preset_dcqcn_takes_cnps(daemon_factory: Any, hosts: Hosts) -> None:
+    """`qcn rp start --preset dcqcn`: the paper's parameters; a first CNP halves the rate
+    (alpha starts at 1), which its limiter's first CSV row says (the preset's 55 us timer
+    raises it again at once)."""
+    d = daemon_factory({"line_rate_bps": LINE}, "dcqcn-preset", preset="dcqcn")
+    assert d.params.scheme == "dcqcn"
+    send_frames(hosts.h2, hosts.if2, [cnp()])
+    assert d.wait(lambda s: s["counters"].get("cnps_accepted") == 1), d.counters()
+    (csv_file,) = d.dir.glob("rp-*.csv")
+    assert wait_until(lambda: len(csv_file.read_text().splitlines()) > 1, 5.0)
+    first_row = csv_file.read_text().splitlines()[1].split(",")
+    assert float(first_row[1]) == LINE / 2
+
+
+def test_a_qcn_daemon_leaves_port_4791_alone(daemon_factory: Any, hosts: Hosts) -> None:
+    daemon_factory(HOLD, "qcn-no-cnp")
+    listening = subprocess.run(
+        ["ip", "netns", "exec", hosts.h1, "ss", "-Hulpn", f"sport = {ROCEV2_UDP_PORT}"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert listening.strip() == ""
+
+
+def in_h(ns: str, *args: str) -> subprocess.Popen[str]:
+    """A Python module of the project running in ``ns``, its stdout a pipe."""
+    return subprocess.Popen(
+        ["ip", "netns", "exec", ns, sys.executable, "-m", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+
+
+def json_line_until(proc: subprocess.Popen[str], done: Any, timeout_s: float = 10.0) -> Any:
+    """The first of ``proc``'s JSON lines for which ``done(line)`` holds (None: none came)."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        text = proc.stdout.readline()
+        if not text:
+            break
+        line = json.loads(text)
+        if done(line):
+            return line
+    return None
+
+
+def test_the_sinks_cnps_reach_the_daemon_one_per_interval(
+    daemon_factory: Any, hosts: Hosts
+) -> None:
+    """End to end, without a switch: h1 sends 20 frames marked CE by hand (IP_TOS 3) and 5
+    ECN-capable ones; h2's sink, the notification point, answers with one CNP (its interval
+    is longer than the test); h1's daemon cuts the flow's limiter by it.  The CNP on the
+    wire is RoCEv2's, its ICRC right for the header as it arrived."""
+    d = daemon_factory(DCQCN_HOLD, "np-e2e", "--per-flow")
+    (first,) = expected_dcqcn_rates(d.params, 1)
+    capture = in_h(hosts.h1, "qcn.topologies.rawframes", "capture", hosts.if1,
+                   "--ethertype", "ipv4", "--seconds", "30")  # fmt: skip
+    sink = in_h(hosts.h2, "qcn.topologies.sink", "--port", "5001", "--interval", "0.02",
+                "--cnp-interval", "60")  # fmt: skip
+    try:
+        assert capture.stdout is not None
+        assert capture.stdout.readline() == "ready\n"
+        assert json_line_until(sink, lambda line: "cnp" in line) is not None
+        send = (
+            "import socket\n"
+            "for port, tos, n in ((9999, 3, 20), (9998, 2, 5)):\n"
+            "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+            "    s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)\n"
+            "    s.bind(('0.0.0.0', port))\n"
+            f"    for _ in range(n): s.sendto(bytes(100), ('{H2_IP}', 5001))\n"
+        )
+        subprocess.run(["ip", "netns", "exec", hosts.h1, sys.executable, "-c", send], check=True)
+        line = json_line_until(sink, lambda line: line["rx"].get(H1_IP, [0])[0] == 25)
+        assert line is not None
+        assert (line["ce"], line["cnp"]) == ({H1_IP: 20}, {H1_IP: 1})
+        assert d.wait(lambda s: s["counters"].get("cnps_accepted") == 1), d.counters()
+        (limiter,) = d.status()["limiters"]
+        assert limiter["limiter"] == f"{H1_IP}:9999-{H2_IP}:5001/17"
+        assert kernel_rates(hosts) == [first]
+    finally:
+        for proc in (sink, capture):
+            proc.terminate()
+        out, _ = capture.communicate(timeout=10)
+        sink.communicate(timeout=10)
+    frames = [Ether(bytes.fromhex(h)) for h in out.split()]
+    cnps = [f for f in frames if UDP in f and f[UDP].dport == ROCEV2_UDP_PORT]
+    assert len(cnps) == 1, [f.summary() for f in frames]
+    cnp_frame = cnps[0]
+    ip = cnp_frame[IP]
+    assert (ip.src, ip.dst, ip.id, str(ip.flags)) == (H2_IP, H1_IP, CNP_IP_ID, "DF")
+    assert (cnp_frame[UDP].sport, cnp_frame[BTH].dqpn) == (5001, 9999)
+    on_wire = bytes(cnp_frame[UDP].payload)
+    assert on_wire == cnp_payload(H2_IP, H1_IP, 5001, 9999)
+    rebuilt = cnp_frame.copy()
+    rebuilt[BTH].icrc = None  # scapy computes it again from the header as captured
+    assert bytes(rebuilt[UDP].payload) == on_wire
+
+
+def test_the_flow_receivers_cnps_cut_each_flows_own_limiter(
+    daemon_factory: Any, hosts: Hosts
+) -> None:
+    """End to end, per flow: h1 sends flows 7 and 8 marked CE by hand from their own ports
+    (qcn.core.ecmp.flow_port) and flow 9 unmarked; h2's flow receiver sends each marked
+    flow one CNP, and h1's daemon cuts each flow's own limiter."""
+    d = daemon_factory(DCQCN_HOLD, "np-flows", "--per-flow")
+    (first,) = expected_dcqcn_rates(d.params, 1)
+    receiver = in_h(hosts.h2, "qcn.topologies.flow_receiver", "--port", "5001",
+                    "--interval", "0.02", "--cnp-interval", "60",
+                    "--log", str(hosts.tmp / "np-flows.jsonl"))  # fmt: skip
+    try:
+        assert json_line_until(receiver, lambda line: "cnp" in line) is not None
+        send = (
+            "import socket, struct\n"
+            "for flow, tos in ((7, 3), (8, 3), (9, 2)):\n"
+            "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+            "    s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)\n"
+            f"    s.bind(('0.0.0.0', {FLOW_PORT_BASE} + flow))\n"
+            "    for frame in range(3):\n"
+            f"        header = struct.pack('{FLOW_HEADER.format}', flow, frame, 3 * 1400, 0)\n"
+            f"        s.sendto(header + bytes(100), ('{H2_IP}', 5001))\n"
+        )
+        subprocess.run(["ip", "netns", "exec", hosts.h1, sys.executable, "-c", send], check=True)
+        line = json_line_until(receiver, lambda line: line["rx"].get(H1_IP, [0])[0] == 9)
+        assert line is not None
+        assert (line["ce"], line["cnp"]) == ({H1_IP: 6}, {H1_IP: 2})
+        assert d.wait(lambda s: s["counters"].get("cnps_accepted") == 2), d.counters()
+        status = d.status()
+        assert status is not None
+        assert sorted(lim["limiter"] for lim in status["limiters"]) == [
+            f"{H1_IP}:{flow_port(flow)}-{H2_IP}:5001/17" for flow in (7, 8)
+        ]
+        assert kernel_rates(hosts) == [first, first]
+    finally:
+        receiver.terminate()
+        receiver.communicate(timeout=10)
+
+
+def test_port_4791_taken_is_one_line_and_leaves_no_tree(hosts: Hosts) -> None:
+    holder = subprocess.Popen(
+        ["ip", "netns", "exec", hosts.h1, sys.executable, "-c",
+         "import socket, sys; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+         f"s.bind(('0.0.0.0', {ROCEV2_UDP_PORT})); print('bound', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "bound\n"
+        r = qcn_in(hosts.h1, "rp", "start", "--iface", hosts.if1, "--preset", "dcqcn",
+                   "--status-dir", str(hosts.tmp / "cnp-port-taken"))  # fmt: skip
+    finally:
+        holder.kill()
+        holder.wait()
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert f"UDP port {ROCEV2_UDP_PORT} (RoCEv2, where CNPs come) is taken on" in r.stderr
+    assert kernel_rates(hosts) == []
+    shown = subprocess.run(
+        ["ip", "netns", "exec", hosts.h1, "tc", "qdisc", "show", "dev", hosts.if1],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "htb" not in shown
 
 
 def iperf_udp(hosts: Hosts, rate: str, seconds: int) -> float:
@@ -819,6 +1099,58 @@ def test_a_daemon_killed_under_a_live_agent(daemon_factory: Any, hosts: Hosts) -
 
 
 # -- fuzzing (last: its daemon lives for the rest of the module) -------------------------
+
+
+def to_cnp_port(payload: bytes, src: str = H2_IP) -> bytes:
+    """A frame from h2 carrying ``payload`` to h1's UDP port 4791, from ``src``."""
+    return bytes(
+        Ether(dst=H1_MAC, src=H2_MAC)
+        / IP(src=src, dst=H1_IP)
+        / UDP(sport=5001, dport=ROCEV2_UDP_PORT)
+        / Raw(payload)
+    )
+
+
+cnp_port_frames = st.one_of(
+    # Anything but a CNP's 32 bytes with the CNP opcode.
+    st.binary(max_size=100)
+    .filter(lambda p: len(p) != CNP_PAYLOAD_BYTES or p[0] != BTH_OPCODE_CNP)
+    .map(to_cnp_port),
+    st.builds(lambda op, qp: cnp(qp=qp, opcode=op), st.integers(0, 0x80), st.integers(0, 1 << 20)),
+    st.builds(lambda qp: cnp(qp=qp, src="10.0.0.99"), st.integers(0, 1 << 20)),
+)
+
+
+@pytest.fixture
+def cnp_fuzz_daemon(daemon_factory: Any) -> Daemon:
+    """One daemon for all of a fuzz test's examples, stopped after it (the CNM fuzz test's
+    daemon, below, lives to the module's end)."""
+    d: Daemon = daemon_factory(DCQCN_HOLD, "fuzz-cnp")
+    return d
+
+
+@settings(
+    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(cnp_port_frames, min_size=10, max_size=40))
+def test_fuzzed_cnps_never_crash_or_change_a_rate(
+    cnp_fuzz_daemon: Daemon, hosts: Hosts, frames: list[bytes]
+) -> None:
+    """What reaches port 4791 and is no CNP of a known destination is counted, each one,
+    and changes no rate."""
+    d = cnp_fuzz_daemon
+
+    def dropped(s: dict[str, Any]) -> int:
+        return sum(v for k, v in s["counters"].items() if k.startswith("dropped_cnp_"))
+
+    status = d.status()
+    assert status is not None
+    before = dropped(status)
+    send_frames(hosts.h2, hosts.if2, frames)
+    assert d.wait(lambda s: dropped(s) >= before + len(frames)), (d.counters(), d.output())
+    assert d.proc.poll() is None
+    assert d.counters().get("cnps_accepted", 0) == 0
+    assert kernel_rates(hosts) == []
 
 
 frame_bytes = st.one_of(

@@ -1,24 +1,34 @@
-"""The Mininet backend's own logic: the sink's counting (over loopback UDP) and how a
-recording becomes a Trace."""
+"""The Mininet backend's own logic: the sink's counting (over loopback UDP), the receivers'
+notification point (DCQCN's CNPs for CE-marked frames, over loopback), and how a recording
+becomes a Trace."""
 
 from __future__ import annotations
 
 import array
 import fcntl
+import json
+import shutil
 import socket
 import subprocess
 import sys
 import termios
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from scapy.layers.inet import UDP
 
 from qcn.core import scenario as scenarios
+from qcn.core.ecmp import ECN_CE, ECN_ECT0
+from qcn.core.flows import FLOW_HEADER
+from qcn.core.frames import cnp_packet, parse_cnp
 from qcn.reaction_point.sources import ETH_IP_UDP_HEADERS, SEQUENCE
 from qcn.topologies.bmv2 import wait_until
-from qcn.topologies.experiment import StreamExperiment
-from qcn.topologies.sink import RECEIVE_BUFFER_BYTES, Sink
+from qcn.topologies.experiment import FlowsExperiment, StreamExperiment
+from qcn.topologies.flow_receiver import FlowReceiver
+from qcn.topologies.sink import RECEIVE_BUFFER_BYTES, NotificationPoint, Sink
 from qcn.topologies.testbed import CAPTURE_PIPE_BYTES, widen_pipe
+from tests.kit import assert_one_line_error, qcn
 from tests.toolchain import requires_root
 
 
@@ -199,3 +209,210 @@ def test_a_multihop_recording_counts_what_the_hot_spot_lost(tmp_path: Path) -> N
     assert tr.extra["hotspot_throughput_bps"] == pytest.approx(17 * frame_bps / 3)
     assert tr.extra["innocent_throughput_bps"] == pytest.approx(10 * frame_bps / 3)
     assert tr.extra["innocent_ideal_bps"] == sc.workload.max_rate_bps
+
+
+# -- DCQCN's notification point (loopback; the CNPs to a port of the test's own) --------------
+
+
+class Clock:
+    """A clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def cnp_listener() -> Iterator[socket.socket]:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.settimeout(5.0)
+        yield sock
+
+
+def send_marked(port: int, frames: int, *, tos: int = ECN_CE, flow: int | None = None) -> int:
+    """``frames`` datagrams to ``port`` with the TOS byte ``tos`` (a flow's header if
+    ``flow`` is given, else a sequence number); returns the UDP port they came from."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        tx.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
+        tx.bind(("127.0.0.1", 0))
+        for i in range(frames):
+            payload = FLOW_HEADER.pack(flow, i, 100 * 1500, 0) if flow is not None else bytes(100)
+            tx.sendto(payload, ("127.0.0.1", port))
+        return int(tx.getsockname()[1])
+
+
+def drained(drain: Callable[[], None], counts: dict[str, list[int]], frames: int) -> None:
+    def all_in() -> bool:
+        drain()
+        return sum(c[0] for c in counts.values()) >= frames
+
+    assert wait_until(all_in, 5.0, interval_s=0.005)
+
+
+def expected_cnp(listener: socket.socket, data_port: int, qp: int) -> bytes:
+    """The CNP's UDP payload the test's listener gets (its port is in the ICRC)."""
+    packet = cnp_packet("127.0.0.1", "127.0.0.1", data_port, qp, listener.getsockname()[1])
+    return bytes(packet[UDP].payload)
+
+
+@requires_root()  # (the notification point's raw socket)
+def test_the_sink_answers_ce_with_one_cnp_per_interval(cnp_listener: socket.socket) -> None:
+    clock = Clock()
+    sink = Sink(port=0)
+    port = sink.sock.getsockname()[1]
+    np = sink.notification = NotificationPoint(
+        sink.sock, 0.010, cnp_port=cnp_listener.getsockname()[1], clock=clock
+    )
+    try:
+        sport = send_marked(port, 5)  # five marked frames at one moment: one CNP
+        send_marked(port, 3, tos=ECN_ECT0)  # ECN-capable, not marked: none
+        drained(sink.drain, sink.counts, 8)
+        cnp, (ip, from_port) = cnp_listener.recvfrom(100)
+        assert (ip, from_port) == ("127.0.0.1", port)  # from the data port
+        assert cnp == expected_cnp(cnp_listener, port, sport)
+        assert parse_cnp(cnp) == sport  # the QP: the data's source port
+        assert np.report() == {"ce": {"127.0.0.1": 5}, "cnp": {"127.0.0.1": 1}, "cnp_errors": 0}
+        clock.now += 0.009  # within the interval: none
+        send_marked(port, 1)
+        drained(sink.drain, sink.counts, 9)
+        clock.now += 0.002  # the interval over: one more
+        sport = send_marked(port, 2)
+        drained(sink.drain, sink.counts, 11)
+        cnp = cnp_listener.recv(100)
+        assert parse_cnp(cnp) == sport
+        assert np.report() == {"ce": {"127.0.0.1": 8}, "cnp": {"127.0.0.1": 2}, "cnp_errors": 0}
+        assert sink.counts["127.0.0.1"][0] == 11
+    finally:
+        sink.sock.close()
+        np.close()
+
+
+@requires_root()
+def test_the_flow_receiver_notifies_each_flow_on_its_own(
+    cnp_listener: socket.socket, tmp_path: Path
+) -> None:
+    clock = Clock()
+    with (tmp_path / "flows.jsonl").open("w") as log:
+        receiver = FlowReceiver(0, 1500, log, clock=clock, cnp_interval_s=0.050)
+        np = receiver.notification
+        assert np is not None
+        np.cnp_port = cnp_listener.getsockname()[1]
+        port = receiver.sock.getsockname()[1]
+        try:
+            sports = [send_marked(port, 3, flow=flow) for flow in (7, 8)]
+            send_marked(port, 2, flow=9, tos=ECN_ECT0)
+            drained(receiver.drain, receiver.counts, 8)
+            qps = sorted(parse_cnp(cnp_listener.recv(100)) for _ in sports)
+            assert qps == sorted(sports)  # one CNP per marked flow, each naming its own
+            assert np.report() == {"ce": {"127.0.0.1": 6}, "cnp": {"127.0.0.1": 2}, "cnp_errors": 0}
+            assert set(np.last_sent) == {("127.0.0.1", 7), ("127.0.0.1", 8)}
+        finally:
+            receiver.sock.close()
+            np.close()
+
+
+def test_a_receiver_without_the_option_reads_no_tos_and_says_nothing_new() -> None:
+    sink = Sink(port=0)
+    try:
+        assert sink.notification is None
+        assert sink.sock.getsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS) == 0
+        send_marked(sink.sock.getsockname()[1], 2)
+        drained(sink.drain, sink.counts, 2)
+    finally:
+        sink.sock.close()
+
+
+@requires_root()
+def test_the_receivers_lines_add_the_notification_points_counts() -> None:
+    """`qcn sink --cnp-interval`: its lines say, per source, the frames that came marked and
+    the CNPs sent; old readers take "t" and "rx" as before."""
+    sink = subprocess.Popen(
+        [sys.executable, "-m", "qcn", "sink", "--port", "0", "--interval", "0.05",
+         "--cnp-interval", "0.001"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert sink.stdout is not None
+    try:
+        first = json.loads(sink.stdout.readline())
+        assert (first["rx"], first["ce"], first["cnp"], first["cnp_errors"]) == ({}, {}, {}, 0)
+    finally:
+        sink.terminate()
+        sink.communicate(timeout=10)
+    assert sink.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("sink", "--cnp-interval", "-1"), "--cnp-interval must be in [0, 60] seconds (got -1)"),
+        (("sink", "--cnp-interval", "nan"), "--cnp-interval must be in [0, 60] seconds"),
+    ],
+)
+def test_a_wrong_cnp_interval_is_one_line(args: tuple[str, ...], expected: str) -> None:
+    assert_one_line_error(qcn(*args), expected)
+
+
+def test_the_flow_receiver_refuses_a_notification_point_over_tcp(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "qcn.topologies.flow_receiver", "--log", str(tmp_path / "log"),
+         "--transport", "tcp", "--cnp-interval", "0.001"],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        "flow receiver: error: --cnp-interval answers datagrams (--transport frames); TCP has "
+        "its own ECN"
+    ]
+
+
+@requires_root()  # (to become nobody)
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) not installed")
+def test_a_notification_point_without_root_is_one_line() -> None:
+    r = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+         sys.executable, "-m", "qcn", "sink", "--port", "0", "--cnp-interval", "0.001"],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert_one_line_error(r, "--cnp-interval needs root: CNPs leave by a raw socket")
+
+
+def test_a_dcqcn_runs_receivers_are_its_notification_points(tmp_path: Path) -> None:
+    """The Mininet runs' receivers take --cnp-interval (rp.dcqcn.cnp_interval_s) where the
+    scheme is dcqcn and the reaction points run; TCP flows and other schemes none."""
+    quick = {"duration_s": 0.03, "schedule": []}
+    dcqcn = {**quick, "qcn_preset": "dcqcn", "qcn.rp.dcqcn.cnp_interval_s": 0.0002}
+    stream = scenarios.load("transient").with_overrides({**dcqcn, "network.sources": 2})
+    flows = scenarios.load("fct").with_overrides(dcqcn)
+    tcp = scenarios.load("fct").with_overrides({**dcqcn, "workload.transport": "tcp"})
+    qcn = scenarios.load("transient").with_overrides({**quick, "network.sources": 2})
+
+    def args(
+        kind: type[StreamExperiment], sc: scenarios.Scenario, *, qcn: bool = True
+    ) -> list[str]:
+        out = tmp_path / str(len(list(tmp_path.iterdir())))
+        run = kind(sc, out, qcn=qcn, sample_hz=100.0, seed=1)
+        (host,) = run.destinations()[:1]
+        return [a for a in run.sink_command(host) if a.startswith("--cnp-interval")]
+
+    assert args(StreamExperiment, stream) == ["--cnp-interval=0.0002"]
+    assert args(FlowsExperiment, flows) == ["--cnp-interval=0.0002"]
+    assert args(FlowsExperiment, tcp) == []
+    assert args(StreamExperiment, qcn) == []
+    assert args(StreamExperiment, stream, qcn=False) == []
+
+
+@requires_root()
+def test_a_cnp_that_cannot_go_is_counted_not_raised() -> None:
+    sink = Sink(port=0, cnp_interval_s=0.0)
+    np = sink.notification
+    assert np is not None
+    try:
+        np.raw.close()  # every send fails from here on
+        send_marked(sink.sock.getsockname()[1], 2)
+        drained(sink.drain, sink.counts, 2)
+        assert np.report() == {"ce": {"127.0.0.1": 2}, "cnp": {}, "cnp_errors": 2}
+    finally:
+        sink.sock.close()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from qcn.core.ecmp import ECN_ECT0, ECN_MASK, TRAFFIC_TOS
 from qcn.reaction_point.sources import SourceReport, SourceSpec, run_source
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,3 +170,23 @@ def test_the_sources_module_is_qcn_rp_send() -> None:
         for how in (("-m", "qcn.reaction_point.sources"), ("-m", "qcn", "rp", "send"))
     ]
     assert helps[0].stdout == helps[1].stdout
+
+
+def test_every_frame_is_ecn_capable() -> None:
+    """The sources' datagrams carry ECT(0) (qcn.core.ecmp.TRAFFIC_TOS), as a receiver
+    reads each one's TOS byte (IP_RECVTOS)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+        sock.setblocking(False)
+        spec = SourceSpec(
+            ("127.0.0.1",), rate_bps=1.2e6, duration_s=0.05, port=sock.getsockname()[1]
+        )
+        report = run_source(spec)
+        assert report.sent_frames > 0
+        tos = []
+        for _ in range(report.sent_frames):
+            _, ancdata, _, _ = sock.recvmsg(9000, socket.CMSG_SPACE(4))
+            tos += [data[0] for level, kind, data in ancdata if kind == socket.IP_TOS]
+    assert tos == [TRAFFIC_TOS] * report.sent_frames
+    assert TRAFFIC_TOS & ECN_MASK == ECN_ECT0

@@ -1,6 +1,7 @@
 """The Wireshark dissector (qcn/wireshark/qcn.lua) read by the real tshark: every CNM field
 equals the scapy layer's value for the same bytes (qcn.wireshark.expected_fields), and
-malformed CNMs raise their expert warnings.  Frames here are built by the scapy layers;
+malformed CNMs raise their expert warnings; a CNP decodes as RoCEv2 by tshark's own
+dissector.  Frames here are built by the scapy layers;
 ptf_tests/test_wireshark.py decodes CNMs the real pipeline emitted."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +17,21 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
+from scapy.utils import wrpcap
 
 from qcn.core.cp_model import FbTag
-from qcn.core.frames import CNM, ETHERTYPE_CNM, CNTag, push_fb_tag
+from qcn.core.ecmp import ROCEV2_UDP_PORT
+from qcn.core.frames import (
+    BTH_BYTES,
+    BTH_OPCODE_CNP,
+    CNM,
+    CNP_PAYLOAD_BYTES,
+    ETHERTYPE_CNM,
+    ICRC_BYTES,
+    CNTag,
+    cnp_packet,
+    push_fb_tag,
+)
 from qcn.wireshark import PLUGIN, decode, install, mismatches
 from tests.kit import assert_one_line_error, qcn
 
@@ -167,3 +181,58 @@ def test_the_documented_ad_hoc_use_prints_the_path_alone() -> None:
     )  # fmt: skip
     assert r.stdout == f"{PLUGIN}\n"
     assert r.stderr == ""
+
+
+def test_tshark_decodes_a_cnp_as_rocev2() -> None:
+    """The CNP qcn.core.frames builds is RoCEv2's to tshark's own InfiniBand dissector (the
+    plugin adds nothing to it): UDP to 4791, the BTH with opcode 0x81 and the flow's QP,
+    then 16 reserved bytes and the ICRC (tshark 4.0 names no CNP: it shows them as the
+    opcode's unknown payload)."""
+    frame = Ether(src="00:00:00:00:00:0b", dst="00:00:00:00:00:01") / cnp_packet(
+        "10.0.0.11", "10.0.0.1", 5001, 0xABCDE
+    )
+    raw = bytes(frame)
+    with tempfile.TemporaryDirectory(prefix="qcn-cnp-") as tmp:
+        pcap = Path(tmp) / "cnp.pcap"
+        wrpcap(str(pcap), [frame])
+        names = [
+            "frame.protocols", "udp.dstport", "infiniband.bth.opcode", "infiniband.bth.destqp",
+            "infiniband.bth.p_key", "infiniband.bth.psn", "infiniband.vendor",
+        ]  # fmt: skip
+        r = subprocess.run(
+            ["tshark", "-r", str(pcap), "-T", "fields", "-E", "separator=;", "-E", "occurrence=l",
+             *(a for name in names for a in ("-e", name))],
+            capture_output=True, text=True, check=True, timeout=60,
+        )  # fmt: skip
+    got = dict(zip(names, r.stdout.strip().split(";"), strict=True))
+    assert got["frame.protocols"] == "eth:ethertype:ip:udp:infiniband"
+    assert int(got["udp.dstport"]) == ROCEV2_UDP_PORT
+    assert int(got["infiniband.bth.opcode"]) == BTH_OPCODE_CNP
+    assert int(got["infiniband.bth.destqp"], 16) == 0xABCDE
+    assert (got["infiniband.bth.p_key"], got["infiniband.bth.psn"]) == ("65535", "0")
+    # What follows the BTH: the reserved bytes and the ICRC, exactly as built.
+    assert got["infiniband.vendor"].replace(":", "") == raw[-CNP_PAYLOAD_BYTES + BTH_BYTES :].hex()
+    assert raw[-ICRC_BYTES:] != bytes(ICRC_BYTES)
+
+
+def test_the_plugin_names_what_follows_a_cnps_bth() -> None:
+    """tshark 4.0 leaves a CNP's reserved bytes and ICRC unnamed: the plugin names them,
+    and warns of a reserved byte set or a payload of another length."""
+    good = bytes(
+        Ether(src="00:00:00:00:00:0b", dst="00:00:00:00:00:01")
+        / cnp_packet("10.0.0.11", "10.0.0.1", 5001, 0xABCDE)
+    )
+    reserved = bytearray(good)
+    reserved[-ICRC_BYTES - 6] = 1
+    short = bytes(
+        Ether(src="00:00:00:00:00:0b", dst="00:00:00:00:00:01")
+        / IP(src="10.0.0.11", dst="10.0.0.1")
+        / UDP(sport=5001, dport=ROCEV2_UDP_PORT)
+        / Raw(good[-CNP_PAYLOAD_BYTES:-1])
+    )
+    ok, bad, cut = decode([good, bytes(reserved), short])
+    assert ok.fields["qcn.cnp.reserved"] == ":".join(["00"] * 16)
+    assert int(ok.fields["qcn.cnp.icrc"], 16) == int.from_bytes(good[-ICRC_BYTES:], "little")
+    assert ok.experts == set()
+    assert bad.experts == {"qcn.cnp.reserved.set"}
+    assert cut.experts == {"qcn.cnp.length"}

@@ -46,7 +46,13 @@ from qcn.core.ecmp import DATA_PORT
 from qcn.core.flows import FlowRecord, records_from_logs
 from qcn.core.frames import pause_quanta, pause_seconds
 from qcn.core.live import LiveFeed
-from qcn.core.params import PAUSE_QUANTA_MAX, CpParams, QcnParams
+from qcn.core.params import (
+    PAUSE_QUANTA_MAX,
+    CpParams,
+    DcqcnParams,
+    QcnParams,
+    RpScheme,
+)
 from qcn.core.patterns import Kind
 from qcn.core.results import write_csvs
 from qcn.core.scenario import Scenario
@@ -457,7 +463,16 @@ class StreamExperiment(Experiment):
         return [
             *(sys.executable, "-m", "qcn.topologies.sink"),
             *(f"--port={DATA_PORT}", f"--interval={self.sample_interval_s}"),
+            *self.notification_args(),
         ]
+
+    def notification_args(self) -> list[str]:
+        """The receivers' DCQCN notification point (``--cnp-interval``, N of ``rp.dcqcn``),
+        where the run's scheme is dcqcn and the run has its reaction points; else none."""
+        rp = self.sc.params.rp
+        if not self.qcn or rp.scheme != RpScheme.DCQCN:
+            return []
+        return [f"--cnp-interval={rp.own(DcqcnParams).cnp_interval_s!r}"]
 
     def receiver_name(self, host: str) -> str:
         return "sink" if len(self.destinations()) == 1 else f"sink {host}"
@@ -578,6 +593,8 @@ class FlowsExperiment(StreamExperiment):
             ),
             f"--transport={self.sc.workload.transport}",
             *([f"--ack-dir={self.ack_dir}"] if self.ack_dir else []),
+            # (TCP flows take the kernel's own ECN.)
+            *(self.notification_args() if self.sc.workload.transport == "frames" else []),
         ]
 
     def start_receivers(self, tb: Testbed) -> None:

@@ -26,6 +26,12 @@ twice (sent again after a late acknowledgement) is acknowledged again and counte
 duplicate.  A datagram whose flags have a bit no sender sets (qcn.core.flows.KNOWN_FLAGS)
 is malformed: counted, never acknowledged, and its copy count never taken as losses.
 
+With ``--cnp-interval N`` (frames) it is DCQCN's notification point, per flow: a frame
+marked CE is answered with a CNP to its sender, at most one per flow every N seconds
+(:class:`qcn.topologies.sink.NotificationPoint`); its lines then add, per source, the
+frames that came marked and the CNPs sent (``"ce"``, ``"cnp"``, ``"cnp_errors"``), as the
+sink's do.
+
 Its settings are checked before it listens (qcn.core.flows.check_transport); a mistake, a
 port in use or a log that cannot be written is one line on stderr and exit status 2.
 """
@@ -55,7 +61,16 @@ from qcn.core.flows import (
     check_transport,
     flow_frames,
 )
-from qcn.topologies.sink import receiving_socket, report_until_stopped
+from qcn.topologies.sink import (
+    TOS_ANCILLARY_BYTES,
+    CnpNeedsRootError,
+    NotificationPoint,
+    add_cnp_interval_argument,
+    check_cnp_interval,
+    is_marked,
+    receiving_socket,
+    report_until_stopped,
+)
 
 
 @dataclass
@@ -96,6 +111,7 @@ class FlowReceiver:
         clock: Callable[[], float] = time.monotonic,
         transport: str = "frames",
         ack_dir: Path | None = None,
+        cnp_interval_s: float | None = None,
     ) -> None:
         self.frame_bytes, self.log, self.clock = frame_bytes, log, clock
         self.ack_dir = ack_dir
@@ -119,6 +135,16 @@ class FlowReceiver:
         self.malformed = 0
         self.counts: dict[str, list[int]] = {}
         """Per source address: [frames, Ethernet bytes, lost], as the sink reports them."""
+        self.notification: NotificationPoint | None = None
+        """frames: DCQCN's notification point, per flow (None: no CNPs)."""
+        if cnp_interval_s is not None and not self.tcp:
+            try:
+                self.notification = NotificationPoint(self.sock, cnp_interval_s, clock=clock)
+            except BaseException:
+                for closing in (self.sock, self.selector, self.acks):
+                    if closing is not None:
+                        closing.close()
+                raise
 
     def on_ready(self, key: selectors.SelectorKey) -> None:
         if isinstance(key.data, Connection):
@@ -205,9 +231,15 @@ class FlowReceiver:
 
     def drain(self) -> None:
         """Acknowledge and count every frame waiting in the socket."""
+        np = self.notification
+        marked = False
         while True:
             try:
-                data, addr = self.sock.recvfrom(65536)
+                if np is None:
+                    data, addr = self.sock.recvfrom(65536)
+                else:
+                    data, ancdata, _, addr = self.sock.recvmsg(65536, TOS_ANCILLARY_BYTES)
+                    marked = bool(ancdata) and is_marked(ancdata)
             except BlockingIOError:
                 return
             arrived = self.clock()  # (before the acknowledgement goes back)
@@ -221,6 +253,9 @@ class FlowReceiver:
             if flags & FLAG_ACK or flags & ~KNOWN_FLAGS:
                 self.malformed += 1
                 continue
+            if marked:
+                assert np is not None
+                np.on_marked((addr[0], flow_id), addr[0], addr[1])
             self._acknowledge(FLOW_HEADER.pack(flow_id, frame, size, FLAG_ACK), addr)
             key = (addr[0], flow_id)
             flow = self.flows.get(key)
@@ -249,29 +284,41 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="frames: acknowledge out of band, to DIR/SENDER_IP.sock (the senders' --ack-socket)",
     )
+    add_cnp_interval_argument(ap)
     args = ap.parse_args(argv)
     try:
         check_transport(frame_bytes=args.frame_bytes, port=args.port, interval_s=args.interval)
     except FlowFieldError as e:
         print(f"flow receiver: error: {e}", file=sys.stderr)
         return 2
+    wrong = check_cnp_interval(args.cnp_interval)
+    if wrong is None and args.cnp_interval is not None and args.transport == "tcp":
+        wrong = "--cnp-interval answers datagrams (--transport frames); TCP has its own ECN"
+    if wrong:
+        print(f"flow receiver: error: {wrong}", file=sys.stderr)
+        return 2
     try:
         with args.log.open("a") as log:
             try:
                 receiver = FlowReceiver(
                     args.port, args.frame_bytes, log, transport=args.transport,
-                    ack_dir=args.ack_dir,
+                    ack_dir=args.ack_dir, cnp_interval_s=args.cnp_interval,
                 )  # fmt: skip
+            except CnpNeedsRootError as e:
+                print(f"flow receiver: error: {e}", file=sys.stderr)
+                return 2
             except OSError as e:
                 print(f"flow receiver: error: cannot listen on {args.transport} port "
                       f"{args.port}: {e.strerror or e}", file=sys.stderr)  # fmt: skip
                 return 2
+            np = receiver.notification
             report_until_stopped(
                 receiver.selector,
                 receiver.on_ready,
                 lambda: receiver.counts,
                 args.interval,
                 final=True,
+                more=None if np is None else np.report,
             )
     except OSError as e:
         # The log: a missing directory, a full disk.

@@ -18,8 +18,9 @@ arithmetic (p4src/control/forwarding.p4), the controller programs its groups
 
 The traffic's 5-tuples are fixed here too, so the simulator knows them: every source and
 flow sends UDP to :data:`DATA_PORT`; a source from :data:`SOURCE_PORT`; flow ``n`` from
-:func:`flow_port`.  (With ``workload.transport = "tcp"`` the kernel picks a connection's
-port, and a flow's path on BMv2 is its connection's.)
+:func:`flow_port`; every datagram ECN-capable (:data:`TRAFFIC_TOS`).  (With
+``workload.transport = "tcp"`` the kernel picks a connection's port, and a flow's path on
+BMv2 is its connection's.)
 """
 
 from __future__ import annotations
@@ -41,11 +42,24 @@ DATA_PORT = 5001
 """The UDP port the sources and the flows send to, and the sinks and receivers listen on."""
 SOURCE_PORT = 9999
 """The UDP port a host's source sends from (one socket for all its destinations)."""
+ROCEV2_UDP_PORT = 4791
+"""IANA's RoCEv2 port: DCQCN's CNPs go to it (qcn.core.frames builds them), where the
+reaction point listens."""
 FLOW_PORT_BASE = 10_000
 FLOW_PORT_SPAN = 20_000
 """Flow ``n`` sends from FLOW_PORT_BASE + n mod FLOW_PORT_SPAN: below the kernel's
 ephemeral ports (32768 on), above the sinks', receivers' and iperf's."""
 
+ECN_MASK = 0b11
+"""The ECN field: the IPv4 TOS byte's two low bits (RFC 3168)."""
+ECN_NOT_ECT, ECN_ECT1, ECN_ECT0, ECN_CE = 0b00, 0b01, 0b10, 0b11
+"""Its codepoints: not ECN-capable, ECT(1), ECT(0), Congestion Experienced."""
+TRAFFIC_TOS = ECN_ECT0
+"""The TOS byte of every datagram the sources and the flows send (DSCP 0, ECT(0)): always,
+whatever the scheme.  A switch port that marks ECN (``cp.signal = "ecn"``, DCQCN) marks
+only ECN-capable frames, and a port that does not ignores the field, so QCN's runs are the
+same with it; one traffic for every scheme keeps their runs comparable.  (TCP flows take
+the kernel's own ECN: Linux keeps a TCP socket's ECN bits its own.)"""
 HASH_WINDOW_BITS = 16
 """The bits of the hash a switch chooses by (the selector's one field, p4src)."""
 HASH_SHIFT_STEP = 8

@@ -1,9 +1,11 @@
 """802.1Qau frames as scapy layers: the CNM (EtherType 0x22E7) and the CN-TAG (0x22E9);
 seed 003's Fb tag (0x88B6, this project's format, ``docs/qcn.md``, "The Fb tag"); and
-802.3x PAUSE (MAC Control, 0x8808), scapy's own ``MACControlPause``.
+802.3x PAUSE (MAC Control, 0x8808), scapy's own ``MACControlPause``; and DCQCN's CNP as
+RoCEv2 sends it (IPv4/UDP to port 4791, the InfiniBand BTH with opcode CNP, 16 reserved
+bytes, the ICRC), scapy's own ``scapy.contrib.roce``.
 
-This is the Python side's one definition of the CNM and Fb tag layouts; the P4 side's is
-``p4src/include/headers.p4`` (a test checks both agree on sizes and EtherTypes).
+This is the Python side's one definition of the CNM, Fb tag and CNP layouts; the P4 side's
+is ``p4src/include/headers.p4`` (a test checks both agree on sizes and EtherTypes).
 
 CNM PDU, 24 bytes, network order::
 
@@ -26,6 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from scapy.contrib.mac_control import MACControlPause
+from scapy.contrib.roce import BTH
+from scapy.contrib.roce import CNP_OPCODE as SCAPY_CNP_OPCODE
+from scapy.contrib.roce import cnp as scapy_cnp
 from scapy.fields import (
     BitField,
     FieldLenField,
@@ -36,12 +41,13 @@ from scapy.fields import (
     XShortEnumField,
     XShortField,
 )
-from scapy.layers.inet import IP
+from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Packet, bind_layers
 
 from qcn.core.cp_model import CpDecision, FbTag
+from qcn.core.ecmp import ROCEV2_UDP_PORT
 from qcn.core.params import PAUSE_QUANTA_MAX, PAUSE_QUANTUM_BITS
 
 ETHERTYPE_CNM = 0x22E7
@@ -261,46 +267,67 @@ class CnmInfo:
         return _mac_bytes(self.encap_da)
 
 
-def _pdu_decoder() -> tuple[struct.Struct, list[tuple[str, int, int, int]]]:
-    """A struct view of the CNM PDU, derived from CNM.fields_desc (the one layout).
+def _struct_decoder(
+    fields: list[Any], size: int
+) -> tuple[struct.Struct, list[tuple[str, int, int, int]]]:
+    """A struct view of a fixed layout, derived from a scapy layer's ``fields_desc`` (the
+    one layout): the CNM's PDU, the BTH.
 
-    Returns the struct of the fixed 24 bytes and, per field, (name, struct item, shift,
-    mask): bit fields are grouped into the whole bytes they fill, then cut out.
+    Returns the struct of its ``size`` bytes and, per field, (name, struct item, shift,
+    mask): consecutive bit fields are grouped into the 1, 2 or 4 bytes they fill, then cut
+    out.  An FCS
+    field (the BTH's ICRC, at the packet's end) is not part of the view.
     """
-    codes = {"XLongField": "Q", "SignedShortField": "h", "MACField": "6s", "FieldLenField": "H"}
+    codes = {
+        "XLongField": "Q",
+        "SignedShortField": "h",
+        "MACField": "6s",
+        "FieldLenField": "H",
+        "ByteEnumField": "B",
+        "XShortField": "H",
+    }
     fmt, plan, bits, items = "!", [], 0, 0
     group: list[tuple[str, int]] = []
-    for f in CNM.fields_desc:
+    for i, f in enumerate(fields):
         if isinstance(f, BitField):
             group.append((f.name, f.size))
             bits += f.size
-            if bits % 8 == 0:
+            # A group ends where the bit fields do, or at 32 bits (the BTH's 24-bit QP
+            # shares its word with 8 bits of flags).
+            ends = i + 1 == len(fields) or not isinstance(fields[i + 1], BitField)
+            if ends or bits == 32:
                 fmt += {8: "B", 16: "H", 32: "I"}[bits]
                 shift = bits
-                for name, size in group:
-                    shift -= size
-                    plan.append((name, items, shift, (1 << size) - 1))
+                for name, bit_size in group:
+                    shift -= bit_size
+                    plan.append((name, items, shift, (1 << bit_size) - 1))
                 bits, group, items = 0, [], items + 1
         elif type(f).__name__ in codes:
             fmt += codes[type(f).__name__]
             plan.append((f.name, items, 0, -1))
             items += 1
-    pdu = struct.Struct(fmt)
-    assert pdu.size == CNM_PDU_BYTES, fmt
-    return pdu, plan
+    view = struct.Struct(fmt)
+    assert view.size == size, fmt
+    return view, plan
 
 
-_PDU, _PDU_PLAN = _pdu_decoder()
+def _decode(
+    view: struct.Struct, plan: list[tuple[str, int, int, int]], data: bytes
+) -> dict[str, Any]:
+    items = view.unpack_from(data)
+    out: dict[str, Any] = {}
+    for name, index, shift, mask in plan:
+        value = items[index]
+        out[name] = value if mask < 0 else (value >> shift) & mask
+    return out
+
+
+_PDU, _PDU_PLAN = _struct_decoder(CNM.fields_desc, CNM_PDU_BYTES)
 
 
 def decode_pdu(pdu: bytes) -> dict[str, Any]:
     """The fixed CNM PDU fields of ``pdu`` (at least 24 bytes), without scapy's dissector."""
-    items = _PDU.unpack_from(pdu)
-    out: dict[str, Any] = {}
-    for name, index, shift, mask in _PDU_PLAN:
-        value = items[index]
-        out[name] = value if mask < 0 else (value >> shift) & mask
-    return out
+    return _decode(_PDU, _PDU_PLAN, pdu)
 
 
 def parse_cnm(frame: bytes) -> CnmInfo:
@@ -392,3 +419,81 @@ def pause_quanta(seconds: float, line_rate_bps: float) -> int:
             f"quanta; a PAUSE carries at most {PAUSE_QUANTA_MAX}"
         )
     return int(quanta)
+
+
+# -- RoCEv2's CNP (DCQCN) ------------------------------------------------------------------
+# scapy.contrib.roce's layers are the layout (BTH, CNPPadding, the ICRC); what follows names
+# what the project needs of them (its UDP port is qcn.core.ecmp's, with the traffic's other
+# ports).  A CNP is an IPv4/UDP datagram to port 4791 whose payload
+# is the BTH (opcode CNP, the destination QP), 16 reserved bytes and the ICRC.
+BTH_OPCODE_CNP = SCAPY_CNP_OPCODE
+"""The BTH opcode of a Congestion Notification Packet (0x81)."""
+BTH_BYTES = 12
+CNP_RESERVED_BYTES = 16
+ICRC_BYTES = 4
+CNP_PAYLOAD_BYTES = BTH_BYTES + CNP_RESERVED_BYTES + ICRC_BYTES
+"""A CNP's UDP payload: what the notification point sends and the reaction point reads."""
+CNP_QP_MAX = (1 << 24) - 1
+"""The destination QP is 24 bits.  The project's QP is the data flow's UDP source port (its
+socket: a sender's queue pair), so that the reaction point knows the flow's 5-tuple from
+the CNP alone (``docs/dcqcn.md``, the hosts)."""
+
+
+CNP_IP_ID = 1
+"""The IPv4 identification of every CNP the project sends.  The ICRC covers it, so it must
+be known before the kernel sends the packet: CNPs go out of a raw socket with the header
+built here (the kernel fills in the checksum and total length, as here, and an
+identification only where it is 0); a UDP socket's datagrams carry an identification of
+the kernel's choice (not 0 with DF set, on Linux 6).  DF is set: the ID names no fragments
+(RFC 6864)."""
+
+
+def cnp_packet(
+    src_ip: str, dst_ip: str, sport: int, dest_qp: int, dport: int = ROCEV2_UDP_PORT
+) -> IP:
+    """The CNP the notification point at ``src_ip`` sends to ``dst_ip`` (UDP from ``sport``
+    to ``dport``, RoCEv2's port but in tests) for the flow ``dest_qp``: IPv4 (Don't
+    Fragment, :data:`CNP_IP_ID`) / UDP / BTH / reserved bytes / ICRC."""
+    if not 0 <= dest_qp <= CNP_QP_MAX:
+        raise ValueError(f"a destination QP is 24 bits (got {dest_qp})")
+    pkt: IP = (
+        IP(src=src_ip, dst=dst_ip, flags="DF", id=CNP_IP_ID)
+        / UDP(sport=sport, dport=dport)
+        / scapy_cnp(dest_qp)
+    )
+    return pkt
+
+
+def cnp_payload(src_ip: str, dst_ip: str, sport: int, dest_qp: int) -> bytes:
+    """The UDP payload of :func:`cnp_packet` (BTH, reserved bytes, ICRC)."""
+    payload = bytes(cnp_packet(src_ip, dst_ip, sport, dest_qp)[UDP].payload)
+    assert len(payload) == CNP_PAYLOAD_BYTES
+    return payload
+
+
+_BTH, _BTH_PLAN = _struct_decoder(BTH.fields_desc, BTH_BYTES)
+
+
+def decode_bth(data: bytes) -> dict[str, Any]:
+    """The BTH's fields (scapy's names) of ``data``'s first 12 bytes, without the dissector."""
+    return _decode(_BTH, _BTH_PLAN, data)
+
+
+class CnpRejectedError(ValueError):
+    """A UDP payload that is not a CNP; ``reason`` is a short counter name."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+def parse_cnp(payload: bytes) -> int:
+    """The destination QP of a CNP's UDP payload; CnpRejectedError(reason) for anything
+    else.  The ICRC is not checked: it covers the IP header's identification, which a UDP
+    socket does not see."""
+    if len(payload) != CNP_PAYLOAD_BYTES:
+        raise CnpRejectedError("bad_length", f"{len(payload)} bytes")
+    bth = _decode(_BTH, _BTH_PLAN, payload)
+    if bth["opcode"] != BTH_OPCODE_CNP:
+        raise CnpRejectedError("not_cnp", f"opcode 0x{bth['opcode']:02x}")
+    return int(bth["dqpn"])

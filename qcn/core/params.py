@@ -508,6 +508,9 @@ class EcmParams(SchemeParams):
 DCQCN_G = 1 / 256
 DCQCN_ALPHA_TIMER_S = 55e-6
 DCQCN_CNP_INTERVAL_S = 50e-6
+DCQCN_CNP_INTERVAL_MAX_S = 60.0
+"""The longest N a notification point takes (``rp.dcqcn.cnp_interval_s``, a receiver's
+``--cnp-interval``)."""
 DCQCN_TIMER_S = 55e-6
 DCQCN_BYTE_COUNTER_BYTES = 10_000_000
 DCQCN_R_AI_BPS = 40e6
@@ -532,7 +535,7 @@ class DcqcnParams(SchemeParams):
         _check_range(f"{where}.g", self.g, 0.0, 1.0, low_open=True)
         _check_range(f"{where}.alpha_timer_s", self.alpha_timer_s, 1e-7, 60.0)
         _check_range(f"{where}.alpha_initial", self.alpha_initial, 0.0, 1.0)
-        _check_range(f"{where}.cnp_interval_s", self.cnp_interval_s, 0.0, 60.0)
+        _check_range(f"{where}.cnp_interval_s", self.cnp_interval_s, 0.0, DCQCN_CNP_INTERVAL_MAX_S)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 -- Wireshark dissector for IEEE 802.1Qau (QCN) frames as qcn-p4 sends them:
 --   the Congestion Notification Message (CNM, EtherType 0x22E7), the CN-TAG (0x22E9), and
---   seed 003's Fb tag of three-point QCN (0x88B6; docs/qcn.md, "The Fb tag").
+--   seed 003's Fb tag of three-point QCN (0x88B6; docs/qcn.md, "The Fb tag"); and what
+--   follows the BTH of DCQCN's CNP (RoCEv2), which Wireshark's own dissector leaves unnamed.
 --
 -- Load it ad hoc with `tshark -X lua_script:qcn.lua ...` (or `wireshark -X ...`), or install it
 -- into Wireshark's personal plugin folder with `qcn wireshark --install`.
@@ -254,3 +255,65 @@ end
 ethertype_table:add(ETHERTYPE_CNM, cnm)
 ethertype_table:add(ETHERTYPE_CNTAG, cntag)
 ethertype_table:add(ETHERTYPE_FB_TAG, fbtag)
+
+-- RoCEv2's CNP (DCQCN) ----------------------------------------------------------------------
+-- Wireshark's own InfiniBand dissector decodes a CNP's BTH (UDP port 4791), but 4.0 knows no
+-- opcode 0x81: the 16 reserved bytes and the ICRC after it are an unknown payload to it.
+-- This postdissector names them (qcn/core/frames.py, scapy.contrib.roce, is the layout).
+
+local BTH_OPCODE_CNP = 0x81
+local CNP_RESERVED_BYTES = 16
+local ICRC_BYTES = 4
+local bth_opcode = Field.new("infiniband.bth.opcode")
+local ib_unknown_payload = Field.new("infiniband.vendor")
+
+local cnp = Proto("qcn.cnp", "RoCEv2 Congestion Notification Packet (DCQCN)")
+local pf = {
+    reserved = ProtoField.bytes("qcn.cnp.reserved", "Reserved"),
+    icrc = ProtoField.uint32("qcn.cnp.icrc", "Invariant CRC (ICRC)", base.HEX),
+}
+cnp.fields = { pf.reserved, pf.icrc }
+local pe = {
+    reserved = ProtoExpert.new("qcn.cnp.reserved.set", "A CNP reserved byte is not zero",
+        expert.group.PROTOCOL, expert.severity.WARN),
+    length = ProtoExpert.new("qcn.cnp.length",
+        "A CNP's BTH is followed by 16 reserved bytes and the ICRC, and nothing else",
+        expert.group.MALFORMED, expert.severity.ERROR),
+}
+cnp.experts = { pe.reserved, pe.length }
+
+function cnp.dissector(_tvb, pinfo, tree)
+    local opcode = bth_opcode()
+    if opcode == nil or opcode.value ~= BTH_OPCODE_CNP then
+        return
+    end
+    -- The payload item appears twice (a header and its subtree): the longer is all of it.
+    local payload = nil
+    for _, fi in ipairs({ ib_unknown_payload() }) do
+        if payload == nil or fi.range:len() > payload:len() then
+            payload = fi.range
+        end
+    end
+    if payload == nil then
+        return
+    end
+    local t = tree:add(cnp, payload)
+    pinfo.cols.protocol:set("CNP")
+    if payload:len() ~= CNP_RESERVED_BYTES + ICRC_BYTES then
+        t:add_proto_expert_info(pe.length,
+            string.format("A CNP's BTH is followed by %d bytes, not %d", payload:len(),
+                CNP_RESERVED_BYTES + ICRC_BYTES))
+        return
+    end
+    local reserved_item = t:add(pf.reserved, payload(0, CNP_RESERVED_BYTES))
+    for i = 0, CNP_RESERVED_BYTES - 1 do
+        if payload(i, 1):uint() ~= 0 then
+            reserved_item:add_proto_expert_info(pe.reserved)
+            break
+        end
+    end
+    -- Sent least significant byte first (RoCEv2, as scapy.contrib.roce packs it).
+    t:add_le(pf.icrc, payload(CNP_RESERVED_BYTES, ICRC_BYTES))
+end
+
+register_postdissector(cnp)
