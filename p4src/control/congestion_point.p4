@@ -118,6 +118,7 @@ control CongestionPoint(inout headers_t hdr,
     action admit_to_queue(bit<32> limit_pkts, bit<32> limit_bytes, bit<1> bytes_unit) {
         bit<64> occupied;
         occupancy.read(occupied, port);
+        meta.cp.q_bytes = occupied[31:0];   // ECN marking's q (control/ecn_marking.p4)
         meta.cp.q = occupied[63:32];
         if (bytes_unit == 1) {
             meta.cp.q = occupied[31:0];

@@ -39,7 +39,7 @@ from qcn.core.live import (
     demote_this_thread,
     shown,
 )
-from qcn.core.params import CpJudge, CpParams
+from qcn.core.params import CpJudge, CpParams, CpSignal
 
 UPDATE_MS = 100
 """How often a page pulls new rows: at most 10 updates a second ..."""
@@ -98,6 +98,7 @@ def knob_css(port: str, knob: str) -> str:
 SELECT_KNOBS: dict[str, tuple[str, dict[str, Any]]] = {
     "positive_feedback": ("mode", FEEDBACK_MODES),
     "judge": ("judge", {j.value: j.value for j in CpJudge}),
+    "signal": ("signal", {s.value: s.value for s in CpSignal}),
 }
 """The knobs the page shows as a choice: their title and options (an option's name on the
 page: the value `qcn ctl set` gives the field)."""

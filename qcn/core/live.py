@@ -37,9 +37,10 @@ KNOBS_HEADER = ("time_s", "port", "field", "old", "new")
 QNTZ_LEVELS = 64
 """QntzFb takes 0..63: the histogram's bins."""
 
-KNOB_FIELDS = ("q_eq_pkts", "w", "p_base", "p_scale", "positive_feedback", "judge")
+KNOB_FIELDS = ("q_eq_pkts", "w", "p_base", "p_scale", "positive_feedback", "judge", "signal")
 """The CpParams fields the page turns (positive_feedback: the CP's mode, qcn or ecm; judge:
-whether the CP judges the frames its full queue drops)."""
+whether the CP judges the frames its full queue drops; signal: CNMs, ECN marks or
+nothing)."""
 
 PUBLISH_INTERVAL_S = 0.01
 """The simulator publishes a row per 10 ms simulated: 100 rows a second of a run watched
