@@ -83,6 +83,9 @@ from qcn.core.pipeline import (
 #: p4src/include/defines.p4: FLOOD_GROUP_BASE, CNM_SESSION_BASE.
 FLOOD_GROUP_BASE = 1
 CNM_SESSION_BASE = 1
+SIGNAL_CODES: dict[CpSignal, int] = {CpSignal.CNM: 0, CpSignal.ECN: 1, CpSignal.NONE: 2}
+"""A port's signal as cp_config holds it (its `signal` parameter): defines.p4's SIGNAL_CNM
+is CNM's, the only one that samples; the others the controller reads back."""
 
 #: Each sampling mode's stage-1 action: in the admission table (the arrival CP), and in
 #: cp_sampling (the departure CP).
@@ -229,10 +232,10 @@ def cp_config_entry(cp: CpPort) -> P4TableEntry:
     """Stage 2 of the CP (sampling candidates): feedback, sampling probability, identity."""
     cfg = cp.encoded
     # The data-plane integers carry the action parameters' own names; the identity is the
-    # port's.  One name per quantity, so no mapping to keep in step.
-    identity = {"cpid": cp.cpid, "cp_mac": cp.cp_mac}
+    # port's, and the signal its code.  One name per quantity, so no mapping to keep in step.
+    held = {"cpid": cp.cpid, "cp_mac": cp.cp_mac, "signal": SIGNAL_CODES[cfg.signal]}
     args = {
-        name: identity[name] if name in identity else int(getattr(cfg, name))
+        name: held[name] if name in held else int(getattr(cfg, name))
         for name in CP_ACTION_PARAMS[CP_ACTION_COMPUTE_FEEDBACK]
     }
     return P4TableEntry(
@@ -304,8 +307,7 @@ def decode_cp(
     """The CP parameters and CPID that ``entries`` hold for ``port`` (None: no CP there):
     the inverse of :func:`cp_entries`, for entries read back from a switch.  The fields the
     switch does not hold for the port's signal (:data:`SIGNAL_FIELDS`) are ``configured``'s
-    (default: the defaults).  A port that neither marks nor can sample (Bernoulli with
-    zero probabilities) signals nothing: CpParams.never_sampling's, or a NONE port's."""
+    (default: the defaults)."""
     held: dict[str, list[P4TableEntry]] = {}
     for e in entries:
         if _match_field(e, "eg_port") == port:
@@ -352,21 +354,18 @@ def decode_cp(
         reflect_p_base=args["reflect_p_base_fixed"] / PROB_ONE,
         reflect_p_scale=args["reflect_p_scale_fixed"] / PROB_ONE,
     )
+    signal = {code: signal for signal, code in SIGNAL_CODES.items()}[args["signal"]]
+    params = replace(params, signal=signal)
     marking = held.get(TABLE_ECN_MARKING, [])
     if marking:
         curve = _action_args(marking[0])
         kmin, kmax = curve["kmin_bytes"], curve["kmax_bytes"]
         params = replace(
             params,
-            signal=CpSignal.ECN,
             kmin_bytes=kmin,
             kmax_bytes=kmax,
             pmax=decode_pmax(kmin, kmax, curve["ecn_slope"]),
         )
-    elif params.sampling is SamplingMode.BERNOULLI and not (
-        args["p_base_fixed"] or args["p_scale_fixed"]
-    ):
-        params = replace(params, signal=CpSignal.NONE)
     base = configured if configured is not None else CpParams()
     params = replace(
         params,

@@ -256,6 +256,7 @@ def test_cp_entry_fixed_point_encoding() -> None:
         "three_point": 0,  # two-point QCN
         "reflect_p_base_fixed": 1 << 24,  # three-point: reflect every sampled Fb < 0
         "reflect_p_scale_fixed": 0,
+        "signal": 0,  # CNMs (SIGNAL_CODES)
     }
     ecm = CpPort.with_default_cpid(3, QcnParams.preset("ecm").cp, "02:00:00:00:01:00")
     assert args(cp_config_entry(ecm))["positive_feedback"] == 1
@@ -427,6 +428,7 @@ edge = true
         CpParams(signal=CpSignal.ECN, kmin_bytes=0, kmax_bytes=1, pmax=1.0),
         CpParams(signal=CpSignal.ECN, kmin_bytes=10_000, kmax_bytes=16_000_000, pmax=0.3),
         CpParams().never_sampling(),
+        CpParams(p_base=0.0, p_scale=0.0),
     ],
 )
 def test_decoding_the_entries_gives_back_the_parameters(params: CpParams) -> None:
@@ -475,11 +477,13 @@ def test_an_ecn_port_marks_on_its_curve_and_samples_nothing() -> None:
         0,
         0,
     )
+    assert args(cp_config_entry(cp))["signal"] == 1
     assert entry in cp_entries(cp)
     assert cp_entries(cp)[-1] == admission_entry(cp)  # the port admits frames last
     silent = CpPort.with_default_cpid(3, replace(curve, signal=CpSignal.NONE), "02:00:00:00:01:00")
     assert ecn_marking_entry(silent) is None
     assert args(admission_entry(silent))["p_max_fixed"] == 0
+    assert args(cp_config_entry(silent))["signal"] == 2
     assert ecn_marking_entry(CpPort.with_default_cpid(3, CpParams(), "02:00:00:00:01:00")) is None
 
 

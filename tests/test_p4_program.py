@@ -56,6 +56,7 @@ def p4_constants() -> dict[str, int]:
         ("ECN_NOT_ECT", frames.ECN_NOT_ECT),
         ("ECN_CE", frames.ECN_CE),
         ("ECN_SLOPE_SHIFT", params.ECN_SLOPE_SHIFT),
+        ("SIGNAL_CNM", entries.SIGNAL_CODES[params.CpSignal.CNM]),
     ],
 )
 def test_constant_agrees(p4_name: str, python_value: int) -> None:

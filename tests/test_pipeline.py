@@ -53,7 +53,7 @@ def test_counters_and_registers(compiled: Compiled) -> None:
 def test_cp_port_integers_carry_the_action_parameter_names() -> None:
     """One name per quantity: the data-plane integers are the action's parameters."""
     cfg = vars(CpPortConfig.from_params(CpParams()))
-    identity = {"cpid", "cp_mac"}
+    identity = {"cpid", "cp_mac"}  # (the port's; the signal is CpPortConfig's, by its code)
     params = pipeline.CP_ACTION_PARAMS[pipeline.CP_ACTION_COMPUTE_FEEDBACK]
     assert set(params) - identity <= set(cfg)
 

@@ -21,6 +21,9 @@ const bit<8> IP_PROTO_UDP = 17;
 // neither of these) CE (control/ecn_marking.p4); qcn/core/frames.py's ECN_*.
 const bit<2> ECN_NOT_ECT = 0;
 const bit<2> ECN_CE = 3;
+// A CP port's signal (cp_config's `signal`): QCN's CNMs.  The controller's other codes
+// (ECN marks, nothing; qcn.controller.entries.SIGNAL_CODES) sample nothing.
+const bit<2> SIGNAL_CNM = 0;
 // Seed 003's three-point QCN: the Fb tag data frames carry between the edges (docs/qcn.md,
 // "The Fb tag"), under IEEE 802's Local Experimental EtherType 2.
 const bit<16> ETHERTYPE_FB_TAG = 0x88B6;

@@ -65,7 +65,6 @@ ECN_NOT_ECT = 0b00
 ECN_ECT1 = 0b01
 ECN_ECT0 = 0b10
 ECN_CE = 0b11
-ECN_MASK = 0b11
 
 
 class CNM(Packet):

@@ -476,9 +476,10 @@ class LiveModel(Protocol):
     def set_port_cp(self, port: str, cfg: CpPortConfig) -> None: ...
 
 
-SIM_KNOBS = frozenset(KNOB_FIELDS) | {"q_eq_bytes", "sampling", "sample_jitter"}
+SIM_KNOBS = (frozenset(KNOB_FIELDS) - {"signal"}) | {"q_eq_bytes", "sampling", "sample_jitter"}
 """What the simulator changes at a port mid-run (its queue unit, where q is taken and
-three-point mode are the whole network's)."""
+three-point mode are the whole network's; a port's signal is BMv2's knob only until the
+simulator marks ECN)."""
 
 
 class SimulatedKnobs:

@@ -114,6 +114,7 @@ CP_ACTION_PARAMS: dict[str, tuple[str, ...]] = {
         "three_point",
         "reflect_p_base_fixed",
         "reflect_p_scale_fixed",
+        "signal",
     ),
     CP_ACTION_SET_SAMPLE_INTERVAL: ("base_bytes", "jitter_span_bytes"),
 }
