@@ -5,8 +5,8 @@
 //          congestion point judges it on arrival, in the same table (control/
 //          congestion_point.p4: arrival_cp, the standard's CP; a sampled frame's I2E clone
 //          becomes its CNM); on a port whose signal is ECN, DCQCN's CP marks an admitted
-//          ECN-capable IPv4 frame CE by the queue it found (control/ecn_marking.p4), and its
-//          checksum is computed again (include/parser.p4).  Before that, the input port's one lookup (control/
+//          ECN-capable IPv4 frame CE by the queue it found (control/ecn_marking.p4).
+//          Before that, the input port's one lookup (control/
 //          input_port.p4): on an input PAUSE guards, the frame is counted into that input's
 //          buffer, and past its high watermark an I2E clone becomes a PAUSE out of it
 //          (control/pause.p4); on a three-point host port, a data frame gets an Fb tag,

@@ -16,7 +16,7 @@ import math
 from dataclasses import replace
 from functools import partial
 
-from scapy.layers.inet import IP, UDP
+from scapy.layers.inet import IP, UDP, IPOption_Router_Alert
 from scapy.layers.l2 import Ether
 
 from qcn.controller.entries import PauseWatermarks, input_port_entry, pause_honour_entry
@@ -52,16 +52,24 @@ SIGMAS = 5.0
 FRAME_BYTES = 200
 
 
-def ecn_frame(seq: int, ecn: int) -> bytes:
-    """A UDP frame to the bottleneck with ``ecn`` in its IPv4 ECN field, told apart by its IP
-    id and first payload bytes (``seq``)."""
-    pkt = (
-        Ether(src=HOST_MAC[SENDER], dst=HOST_MAC[BOTTLENECK])
-        / IP(src=HOST_IP[SENDER], dst=HOST_IP[BOTTLENECK], id=seq & 0xFFFF, tos=0xB8 | ecn)
-        / UDP(sport=10000, dport=5001)
-    )
+def ecn_frame(seq: int, ecn: int, *, options: bool = False) -> bytes:
+    """A UDP frame to the bottleneck with ``ecn`` in its IPv4 ECN field (and a DSCP, which a
+    mark keeps), told apart by its IP id and first payload bytes (``seq``); ``options``:
+    its IPv4 header carries a Router Alert option (24 bytes, IHL 6)."""
+    ip = IP(src=HOST_IP[SENDER], dst=HOST_IP[BOTTLENECK], id=seq & 0xFFFF, tos=0xB8 | ecn)
+    if options:
+        ip.options = [IPOption_Router_Alert()]
+    pkt = Ether(src=HOST_MAC[SENDER], dst=HOST_MAC[BOTTLENECK]) / ip / UDP(sport=10000, dport=5001)
     payload = seq.to_bytes(4, "big")
     return bytes(pkt / (payload + bytes(FRAME_BYTES - len(pkt) - len(payload))))
+
+
+def checksum_valid(frame: bytes) -> bool:
+    """The IPv4 header's checksum as scapy computes it from the rest of the header."""
+    ip = Ether(frame)[IP]
+    held = ip.chksum
+    del ip.chksum
+    return bool(IP(bytes(ip)).chksum == held)
 
 
 def as_marked(frame: bytes) -> bytes:
@@ -90,27 +98,27 @@ class EcnTest(QcnTest):
         """The port's queue as the next frame finds it: ``q_bytes`` (the pipeline's count)."""
         self.thrift.register_write(REGISTER_OCCUPANCY, BOTTLENECK, q_bytes)
 
-    def through(self, ecn: int) -> tuple[bytes, bytes]:
+    def through(self, ecn: int, *, options: bool = False) -> tuple[bytes, bytes]:
         """(sent, received): one frame through the bottleneck, sent once every frame before
         it has left (so the queue it finds is the one set)."""
         EcnTest.seq += 1
-        sent = ecn_frame(EcnTest.seq, ecn)
+        sent = ecn_frame(EcnTest.seq, ecn, options=options)
         self.send(SENDER, sent)
         res = self.dataplane.poll(port_number=BOTTLENECK, timeout=2.0)
         self.assertIsNotNone(res.packet, f"frame {EcnTest.seq} did not come out")
         return sent, bytes(res.packet)
 
-    def marks(self, q_bytes: int, n: int, ecn: int = ECN_ECT0) -> int:
+    def marks(self, q_bytes: int, n: int, ecn: int = ECN_ECT0, *, options: bool = False) -> int:
         """How many of ``n`` frames finding ``q_bytes`` queued came out marked; each frame
         out is the one sent, marked (only its ECN bits and a valid checksum changed) or not."""
         self.at_depth(q_bytes)
         marked = 0
         for _ in range(n):
-            sent, got = self.through(ecn)
+            sent, got = self.through(ecn, options=options)
             if got == sent:
                 continue
             self.assertEqual(got.hex(), as_marked(sent).hex(), f"at q = {q_bytes}")
-            self.assertEqual(Ether(got)[IP].chksum, Ether(as_marked(sent))[IP].chksum)
+            self.assertTrue(checksum_valid(got), f"at q = {q_bytes}")
             marked += 1
         self.assertEqual(self.occupancy(), (0, q_bytes), "a frame stayed counted")
         return marked
@@ -151,15 +159,17 @@ class RampMarksWithModelProbabilityTest(EcnTest):
 
 
 class AboveKmaxEveryEctFrameMarkedTest(EcnTest):
-    """Above kmax every ECT(0) and ECT(1) frame is marked CE (certain); CE stays CE."""
+    """Above kmax every ECT(0) and ECT(1) frame is marked CE (certain), one with IPv4
+    options too (its checksum covers them); CE stays CE."""
 
     def runTest(self) -> None:
         self.enable_cp(CURVE)
         for q in (KMAX_BYTES + 1, 10 * KMAX_BYTES):
             for ecn in (ECN_ECT0, ECN_ECT1):
                 self.assertEqual(self.marks(q, 25, ecn), 25, f"q = {q}, ECN field {ecn}")
+                self.assertEqual(self.marks(q, 5, ecn, options=True), 5, f"q = {q}, options")
         self.assertEqual(self.marks(10 * KMAX_BYTES, 10, ECN_CE), 0, "a CE frame was changed")
-        self.assertEqual(self.counters(BOTTLENECK)["ecn_marks"], 100)
+        self.assertEqual(self.counters(BOTTLENECK)["ecn_marks"], 120)
         self.assert_no_cnm()
 
 

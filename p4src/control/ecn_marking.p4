@@ -12,22 +12,24 @@
 // controller's encoding is CpPortConfig.from_params (ecn_slope = pmax * PROB_ONE *
 // 2^ECN_SLOPE_SHIFT / (kmax - kmin)).  On the ramp q - kmin < 2^24 and ecn_slope <= 2^40,
 // so the product fits 64 bits.
-// A marked frame's IPv4 checksum is computed again (include/parser.p4, QcnComputeChecksum),
-// over the 20-byte header the parser reads: a frame with IPv4 options is not marked (the
-// caller's condition), nor a non-ECT one, and a CE one stays as it is.  The port's CP still
-// counts its frames but samples none (CpPortConfig.from_params: zero probabilities), so an
-// ECN port never sends a CNM.  The parser reads IPv4 where the controller put IPv4's
-// EtherType in flow_ethertypes: with per-flow ECMP or an ECN port (qcn.controller.agent).
+// A marked frame's IPv4 checksum is updated for the one 16-bit word the mark changes
+// (RFC 1624, eqn. 3), here, for the marked frames alone: v1model's update_checksum, even
+// conditional, costs BMv2 work on every frame of every port, marked or not (measured
+// 2026-11-28, bench/pipeline_bench.py --instructions: 334,000 instructions per frame of a
+// QCN port with it, 300,000 without), and it could not cover a header with options.  A
+// non-ECT frame is not marked, and a CE one stays as it is.  The port's CP still counts its
+// frames but samples none (zero probabilities, and cp_config's signal), so an ECN port never
+// sends a CNM.  The parser reads IPv4 where the controller put IPv4's EtherType in
+// flow_ethertypes: with per-flow ECMP or an ECN port (qcn.controller.agent).
 #ifndef __ECN_MARKING_P4__
 #define __ECN_MARKING_P4__
 
 #include "../include/headers.p4"
 #include "../include/size.p4"
 
-// The frames the pipeline may mark: admitted (counted into its port's queue), IPv4 without
-// options, ECN-capable.
-#define ECN_CAPABLE_FRAME (hdr.ipv4.isValid() && meta.cp.admitted \
-                           && hdr.ipv4.ihl == IPV4_IHL_NO_OPTIONS \
+// The frames the pipeline may mark, of those its port's queue admitted (qcn_cp.p4): IPv4,
+// ECN-capable and not yet marked.
+#define ECN_CAPABLE_FRAME (hdr.ipv4.isValid() \
                            && hdr.ipv4.ecn != ECN_NOT_ECT && hdr.ipv4.ecn != ECN_CE)
 
 // Ingress, after the arrival CP (the admission found the queue): the port is egress_spec.
@@ -47,8 +49,15 @@ control EcnMarking(inout headers_t hdr,
             mark = (bit<64>)meta.cp.rand < threshold;
         }
         if (mark) {
+            // HC' = ~(~HC + ~m + m') in ones' complement, m the header's first word.
+            bit<16> word = hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.dscp ++ hdr.ipv4.ecn;
             hdr.ipv4.ecn = ECN_CE;
-            meta.cp.ecn_marked = true;
+            bit<32> sum = (bit<32>)(~hdr.ipv4.checksum) + (bit<32>)(~word)
+                          + (bit<32>)(hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.dscp
+                                      ++ hdr.ipv4.ecn);
+            sum = (bit<32>)sum[15:0] + (bit<32>)sum[31:16];
+            sum = (bit<32>)sum[15:0] + (bit<32>)sum[31:16];
+            hdr.ipv4.checksum = ~sum[15:0];
             ecn_marks.count(standard_metadata.egress_spec);
         }
     }

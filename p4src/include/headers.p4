@@ -125,7 +125,6 @@ struct cp_state_t {
     bool    three_point;     // the port's CP is in three-point mode (control/three_point.p4)
     bit<32> reflect_below;   // three-point: a negative Fb is reflected iff a draw is below
     bool    reflect;         // the end reflection point sends this frame's CNM
-    bool    ecn_marked;      // marked CE here: its IPv4 checksum is computed again
 }
 
 // What 802.3x PAUSE computed for this frame (control/pause.p4).

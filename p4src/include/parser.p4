@@ -120,17 +120,10 @@ control QcnVerifyChecksum(inout headers_t hdr, inout local_metadata_t meta) {
     apply { }
 }
 
-// Frames are forwarded unmodified but for a CE mark (control/ecn_marking.p4), after which the
-// IPv4 header's checksum is computed again (a frame with options is never marked: this is
-// the whole header).
+// Frames are forwarded unmodified but for a CE mark, which updates the IPv4 checksum itself
+// (control/ecn_marking.p4): there is no checksum to recompute here.
 control QcnComputeChecksum(inout headers_t hdr, inout local_metadata_t meta) {
-    apply {
-        update_checksum(meta.cp.ecn_marked,
-                        { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
-                          hdr.ipv4.len_to_ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr,
-                          hdr.ipv4.dst_addr },
-                        hdr.ipv4.checksum, HashAlgorithm.csum16);
-    }
+    apply { }
 }
 
 #endif  // __PARSER_P4__
