@@ -650,3 +650,25 @@ def test_switch_ports_sit_below_the_range_of_outgoing_connections() -> None:
     ports = [p for s in switches for p in (address(s).grpc_port, address(s).thrift_port)]
     assert len(set(ports)) == len(ports)
     assert max(ports) < low
+
+
+def test_a_network_file_s_ecn_port_gets_its_curve_and_the_parser_reads_ipv4(
+    tmp_path: Path,
+) -> None:
+    """A port whose `qcn` table says signal = "ecn": `qcn ctl up` writes its marking entry
+    and makes the parser read IPv4 (SwitchAgent.marks_ecn); the network's other CP port
+    marks nothing."""
+    plain = SwitchAgent(config.load(write(tmp_path, NETWORK)), "s1")
+    assert not plain.marks_ecn()
+    text = NETWORK.replace(
+        "qcn = { w = 1.5 }",
+        'qcn = { w = 1.5, signal = "ecn", kmin_bytes = 3000, kmax_bytes = 30000, pmax = 0.1 }',
+    )
+    agent = SwitchAgent(config.load(write(tmp_path, text)), "s1")
+    assert agent.marks_ecn()
+    marking = [e for e in agent.desired_table_entries() if str(e.table_id) == "ecn_marking"]
+    assert [
+        (dict(e.match or {}), args(e)["kmin_bytes"], args(e)["kmax_bytes"]) for e in marking
+    ] == [({"eg_port": 3}, 3000, 30000)]
+    with pytest.raises(ConfigError, match=r"kmax_bytes"):
+        config.load(write(tmp_path, text.replace("kmax_bytes = 30000", "kmax_bytes = 3000")))
