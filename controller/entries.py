@@ -86,6 +86,7 @@ CNM_SESSION_BASE = 1
 SIGNAL_CODES: dict[CpSignal, int] = {CpSignal.CNM: 0, CpSignal.ECN: 1, CpSignal.NONE: 2}
 """A port's signal as cp_config holds it (its `signal` parameter): defines.p4's SIGNAL_CNM
 is CNM's, the only one that samples; the others the controller reads back."""
+SIGNAL_OF_CODE = {code: signal for signal, code in SIGNAL_CODES.items()}
 
 #: Each sampling mode's stage-1 action: in the admission table (the arrival CP), and in
 #: cp_sampling (the departure CP).
@@ -354,8 +355,7 @@ def decode_cp(
         reflect_p_base=args["reflect_p_base_fixed"] / PROB_ONE,
         reflect_p_scale=args["reflect_p_scale_fixed"] / PROB_ONE,
     )
-    signal = {code: signal for signal, code in SIGNAL_CODES.items()}[args["signal"]]
-    params = replace(params, signal=signal)
+    params = replace(params, signal=SIGNAL_OF_CODE[args["signal"]])
     marking = held.get(TABLE_ECN_MARKING, [])
     if marking:
         curve = _action_args(marking[0])
@@ -371,8 +371,8 @@ def decode_cp(
         params,
         **{
             name: getattr(base, name)
-            for signal, names in SIGNAL_FIELDS.items()
-            if signal is not params.signal
+            for other, names in SIGNAL_FIELDS.items()
+            if other is not params.signal
             for name in names
         },
     )

@@ -6,14 +6,14 @@
 //          congestion_point.p4: arrival_cp, the standard's CP; a sampled frame's I2E clone
 //          becomes its CNM); on a port whose signal is ECN, DCQCN's CP marks an admitted
 //          ECN-capable IPv4 frame CE by the queue it found (control/ecn_marking.p4).
-//          Before that, the input port's one lookup (control/
-//          input_port.p4): on an input PAUSE guards, the frame is counted into that input's
-//          buffer, and past its high watermark an I2E clone becomes a PAUSE out of it
-//          (control/pause.p4); on a three-point host port, a data frame gets an Fb tag,
-//          which a frame towards a host loses at the end reflection point, after the CP
-//          (control/three_point.p4).  MAC Control frames are counted and dropped; a
-//          PAUSE holds the port it came in on, if that port honours PAUSE, and a frame
-//          going round a held port's queue is sent straight back (control/port_hold.p4).
+//          Before that, the input port's one lookup (control/input_port.p4): on an input
+//          PAUSE guards, the frame is counted into that input's buffer, and past its high
+//          watermark an I2E clone becomes a PAUSE out of it (control/pause.p4); on a
+//          three-point host port, a data frame gets an Fb tag, which a frame towards a host
+//          loses at the end reflection point, after the CP (control/three_point.p4).  MAC
+//          Control frames are counted and dropped; a PAUSE holds the port it came in on, if
+//          that port honours PAUSE, and a frame going round a held port's queue is sent
+//          straight back (control/port_hold.p4).
 // Egress:  at a held port's head a counted frame goes round instead of leaving
 //          (control/port_hold.p4); otherwise the frame leaves its port's queue
 //          (admission.p4); on a port configured to judge departing frames, departure_cp

@@ -49,7 +49,8 @@ control EcnMarking(inout headers_t hdr,
             mark = (bit<64>)meta.cp.rand < threshold;
         }
         if (mark) {
-            // HC' = ~(~HC + ~m + m') in ones' complement, m the header's first word.
+            // HC' = ~(~HC + ~m + m') in ones' complement: m the header's first 16 bits
+            // before the mark, m' after.
             bit<16> word = hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.dscp ++ hdr.ipv4.ecn;
             hdr.ipv4.ecn = ECN_CE;
             bit<32> sum = (bit<32>)(~hdr.ipv4.checksum) + (bit<32>)(~word)

@@ -17,8 +17,9 @@ const bit<16> ETHERTYPE_MAC_CONTROL = 0x8808;   // 802.3 MAC Control (PAUSE)
 const bit<4> IPV4_IHL_NO_OPTIONS = 5;
 const bit<8> IP_PROTO_TCP = 6;
 const bit<8> IP_PROTO_UDP = 17;
-// IPv4's ECN field (RFC 3168): DCQCN's CP marks an ECN-capable frame (ECT(0) or ECT(1),
-// neither of these) CE (control/ecn_marking.p4); qcn/core/frames.py's ECN_*.
+// IPv4's ECN field (RFC 3168): DCQCN's CP marks CE a frame that is ECN-capable and not yet
+// marked, i.e. neither of these: ECT(0) or ECT(1) (control/ecn_marking.p4);
+// qcn/core/frames.py's ECN_*.
 const bit<2> ECN_NOT_ECT = 0;
 const bit<2> ECN_CE = 3;
 // A CP port's signal (cp_config's `signal`): QCN's CNMs.  The controller's other codes

@@ -16,8 +16,8 @@ parser QcnParser(packet_in packet,
                  out headers_t hdr,
                  inout local_metadata_t meta,
                  inout standard_metadata_t standard_metadata) {
-    // ETHERTYPE_IPV4 where per-flow ECMP is on or a port marks ECN, else empty (BMv2's Thrift API fills it:
-    // PI does not write value sets).
+    // ETHERTYPE_IPV4 where per-flow ECMP is on or a port marks ECN, else empty (BMv2's
+    // Thrift API fills it: PI does not write value sets).
     value_set<bit<16>>(1) flow_ethertypes;
 
     state start {
@@ -98,9 +98,9 @@ parser QcnParser(packet_in packet,
 
 // Headers are re-emitted unchanged, so a data frame leaves byte for byte as it came in (but
 // for the Fb tag three-point edge ports push and remove, control/three_point.p4, and a CE
-// mark, control/ecn_marking.p4); a
-// CNM clone emits its new Ethernet and CNM headers, then the sampled frame from its
-// EtherType on (msdu_ethertype, then the headers that followed it, then the payload).
+// mark, control/ecn_marking.p4); a CNM clone emits its new Ethernet and CNM headers, then
+// the sampled frame from its EtherType on (msdu_ethertype, then the headers that followed
+// it, then the payload).
 control QcnDeparser(packet_out packet, in headers_t hdr) {
     apply {
         packet.emit(hdr.ethernet);
