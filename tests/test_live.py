@@ -720,9 +720,10 @@ def test_the_judge_knob_turns_the_cps_judging_of_dropped_frames_on_both_engines(
 
 
 @needs_bokeh
-def test_the_signal_knob_offers_ctl_set_s_signals_and_the_simulator_refuses_it() -> None:
-    """The page's signal knob (docs/live.md): `qcn ctl set --signal`'s values; the
-    simulator does not mark ECN yet, so it refuses the change in one line on the page."""
+def test_the_ecn_knobs_offer_ctl_set_s_values_and_the_simulator_refuses_them() -> None:
+    """The page's signal knob (docs/live.md): `qcn ctl set --signal`'s values, and the
+    marking curve's; the simulator does not mark ECN yet, so it refuses a change of them in
+    one line on the page."""
     from bokeh.document import Document  # noqa: PLC0415
 
     from qcn.cli.live import knob_name, make_document  # noqa: PLC0415
@@ -737,6 +738,10 @@ def test_the_signal_knob_offers_ctl_set_s_signals_and_the_simulator_refuses_it()
     signal.value = "ecn"
     assert "mid-run, not signal" in doc.get_model_by_name("knob log").text
     assert signal.value == "cnm"
+    kmin = doc.get_model_by_name(knob_name(feed.cp_ports[0], "kmin_bytes"))
+    assert (kmin.value, kmin.mode) == (sc.params.cp.kmin_bytes, "int")
+    kmin.value = 6000
+    assert "mid-run, not kmin_bytes" in doc.get_model_by_name("knob log").text
     assert feed.changes() == []
 
 

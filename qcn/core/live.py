@@ -37,10 +37,11 @@ KNOBS_HEADER = ("time_s", "port", "field", "old", "new")
 QNTZ_LEVELS = 64
 """QntzFb takes 0..63: the histogram's bins."""
 
-KNOB_FIELDS = ("q_eq_pkts", "w", "p_base", "p_scale", "positive_feedback", "judge", "signal")
+ECN_KNOBS = ("signal", "kmin_bytes", "kmax_bytes", "pmax")
+"""A port's signal (CNMs, ECN marks or nothing) and DCQCN's marking curve."""
+KNOB_FIELDS = ("q_eq_pkts", "w", "p_base", "p_scale", "positive_feedback", "judge", *ECN_KNOBS)
 """The CpParams fields the page turns (positive_feedback: the CP's mode, qcn or ecm; judge:
-whether the CP judges the frames its full queue drops; signal: CNMs, ECN marks or
-nothing)."""
+whether the CP judges the frames its full queue drops)."""
 
 PUBLISH_INTERVAL_S = 0.01
 """The simulator publishes a row per 10 ms simulated: 100 rows a second of a run watched
@@ -476,9 +477,9 @@ class LiveModel(Protocol):
     def set_port_cp(self, port: str, cfg: CpPortConfig) -> None: ...
 
 
-SIM_KNOBS = (frozenset(KNOB_FIELDS) - {"signal"}) | {"q_eq_bytes", "sampling", "sample_jitter"}
+SIM_KNOBS = (frozenset(KNOB_FIELDS) - set(ECN_KNOBS)) | {"q_eq_bytes", "sampling", "sample_jitter"}
 """What the simulator changes at a port mid-run (its queue unit, where q is taken and
-three-point mode are the whole network's; a port's signal is BMv2's knob only until the
+three-point mode are the whole network's; the ECN knobs are BMv2's only until the
 simulator marks ECN)."""
 
 
