@@ -274,6 +274,26 @@ def test_signal_change_reads_back_and_marks_instead_of_sampling(lab: Lab) -> Non
     assert lab.show()[2]["counters"]["ecn_marks"] == before["ecn_marks"]
 
 
+def test_the_departure_cp_hands_a_port_to_ecn_marking_and_takes_it_back(lab: Lab) -> None:
+    """One `qcn ctl set` moves a port from the departure CP to ECN marking (the arrival CP's
+    entries, then the curve), and one back (the curve gone first): each reads back whole."""
+    lab.ctl("up")
+    lab.ctl("set", "s1", "2", "--depth-at", "dequeue", "--judge", "admitted")
+    lab.ctl(
+        "set", "s1", "2", "--depth-at", "arrival", "--signal", "ecn", "--kmin-bytes", "0",
+        "--kmax-bytes", "1",
+    )  # fmt: skip
+    cp = lab.show()[2]["cp"]
+    assert (cp["depth_at"], cp["signal"], cp["kmax_bytes"]) == ("arrival", "ecn", 1)
+    lab.ctl("set", "s1", "2", "--depth-at", "dequeue", "--signal", "cnm")
+    cp = lab.show()[2]["cp"]
+    assert (cp["depth_at"], cp["signal"], cp["p_base"]) == ("dequeue", "cnm", 1.0)
+    before = lab.show()[2]["counters"]
+    send_frames(lab.ns, "h0", ect_frames(10), gap_s=0.0005)
+    assert wait_for(lambda: lab.show()[2]["counters"]["cp_samples"] == before["cp_samples"] + 10)
+    assert lab.show()[2]["counters"]["ecn_marks"] == before["ecn_marks"]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
