@@ -40,6 +40,7 @@ from qcn.controller.entries import (
     decode_edge,
     decode_input_port,
     default_cpid,
+    ecn_marking_entry,
     edge_entries,
     fb_tag_exit_entry,
     flood_groups,
@@ -54,6 +55,7 @@ from qcn.controller.errors import Bmv2ThriftError, ConfigError, P4RuntimeError
 from qcn.controller.p4runtime import P4RuntimeSwitch
 from qcn.core.params import (
     CpParams,
+    CpSignal,
     QcnParams,
 )
 from qcn.core.pipeline import (
@@ -68,11 +70,15 @@ from qcn.core.pipeline import (
     TABLE_ADMISSION,
     TABLE_CP_SAMPLING,
     TABLE_ECMP,
+    TABLE_ECN_MARKING,
     TABLE_FB_TAG_EXIT,
     TABLE_INPUT_PORT,
     TABLE_PAUSE_SOURCE,
     cp_name,
 )
+
+IPV4_PARSED = [ETHERTYPE_IPV4.to_bytes(2, "big")]
+"""The parser's flow_ethertypes where it reads IPv4 (per-flow ECMP, ECN marking)."""
 
 EDGE_SETTINGS = ("three_point", "reflect_p0", "reflect_p_base", "reflect_p_scale")
 """The CpParams fields a host-facing port's Fb tag and reflection point use."""
@@ -307,9 +313,13 @@ class SwitchAgent:
                 len(using) + len(groups) + len(members),
             )
         with self.thrift() as t:
-            flows = [ETHERTYPE_IPV4.to_bytes(2, "big")] if program.members else []
-            t.set_parse_vset(PARSE_VSET_FLOW_ETHERTYPES, flows)
+            reads_ipv4 = bool(program.members) or self.marks_ecn()
+            t.set_parse_vset(PARSE_VSET_FLOW_ETHERTYPES, IPV4_PARSED if reads_ipv4 else [])
         return report
+
+    def marks_ecn(self) -> bool:
+        """Some CP port of the configuration marks ECN: the parser reads IPv4."""
+        return any(p.cp and p.cp_params.signal is CpSignal.ECN for p in self.cfg.ports)
 
     def _reconcile_ids(
         self, sw: P4RuntimeSwitch, wildcard: Any, desired: list[Any], id_field: str
@@ -371,13 +381,14 @@ class SwitchAgent:
         wanted = [
             P4TableEntry(TABLE_ADMISSION, match=match),
             P4TableEntry(TABLE_CP_SAMPLING, match=match),
+            P4TableEntry(TABLE_ECN_MARKING, match=match),
         ]
         for instance in CP_INSTANCES:
             wanted += [
                 P4TableEntry(cp_name(instance, CP_TABLE_CONFIG), match=match),
                 P4TableEntry(cp_name(instance, CP_TABLE_SAMPLE_INTERVAL)),
             ]
-        return decode_cp(sw.read(wanted), port)
+        return decode_cp(sw.read(wanted), port, self.cfg.port(port).cp_params)
 
     def read_edge(self, port: int) -> dict[str, Any] | None:
         """The three-point settings of host-facing ``port`` as the switch holds them, as
@@ -456,23 +467,37 @@ class SwitchAgent:
     ) -> None:
         cp = self.cp_port(port, new)
         sw = self.connect()
+        if new.signal is CpSignal.ECN:
+            # Before the first mark can be asked for: the parser reads IPv4 (and goes on
+            # reading it until the next bring-up, whatever the port signals later).
+            with self.thrift() as t:
+                t.set_parse_vset(PARSE_VSET_FLOW_ETHERTYPES, IPV4_PARSED)
         if current is None:
             sw.insert(cp_entries(cp))
             return
         old = self.cp_port(port, current[0])
+        marking, was_marking = ecn_marking_entry(cp), ecn_marking_entry(old)
+        # A port never both marks and samples: marking stops before sampling may start, and
+        # starts after it stopped (ECN marking needs the arrival CP, so the curve is never
+        # there while the departure CP judges the port).
+        if marking is None and was_marking is not None:
+            sw.delete([was_marking])
         if old.instance != cp.instance:
             # Another CP judges the port now: its entries first, then the admission points
             # at it, then the old CP's entries go.
             sw.insert(stage2_entries(cp))
             sw.modify([admission_entry(cp)])
             sw.delete(stage2_entries(old)[::-1])
-            return
-        changed = [admission_entry(cp), cp_config_entry(cp)]
-        if cp.instance == CP_DEPARTURE:
-            changed.append(cp_sampling_entry(cp))
-        sw.modify(changed)
-        if old.params.sample_intervals_bytes != new.sample_intervals_bytes or (
-            old.params.sample_jitter != new.sample_jitter
+        else:
+            changed = [admission_entry(cp), cp_config_entry(cp)]
+            if cp.instance == CP_DEPARTURE:
+                changed.append(cp_sampling_entry(cp))
+            sw.modify(changed)
+        if marking is not None:
+            (sw.modify if was_marking is not None else sw.insert)([marking])
+        if old.instance == cp.instance and (
+            old.params.sample_intervals_bytes != new.sample_intervals_bytes
+            or old.params.sample_jitter != new.sample_jitter
         ):
             sw.modify(sample_interval_entries(cp))
 

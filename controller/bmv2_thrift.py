@@ -89,6 +89,9 @@ class Bmv2Thrift:
     def register_read(self, name: str, index: int) -> int:
         return int(self.standard.bm_register_read(0, name, index))
 
+    def register_write(self, name: str, index: int, value: int) -> None:
+        self.standard.bm_register_write(0, name, index, value)
+
     def occupancy(self, port: int) -> tuple[int, int]:
         """The pipeline's own count of a CP port's queue: (frames, bytes)."""
         return split_occupancy(self.register_read(REGISTER_OCCUPANCY, port))

@@ -17,6 +17,7 @@ from qcn.controller.errors import ConfigError
 from qcn.core.params import (
     CpJudge,
     CpParams,
+    CpSignal,
     ParamError,
     QueueDepth,
     QueueUnit,
@@ -52,6 +53,9 @@ SET_OPTIONS: dict[str, tuple[type, str]] = {
     "reflect_p_base": (float, "three-point: reflection probability of Fb < 0 at QntzFb 0"),
     "reflect_p_scale": (float, "three-point: added reflection probability per QntzFb step"),
     "reflect_p0": (float, "three-point, host-facing port: reflection probability of Fb = 0"),
+    "kmin_bytes": (int, "ECN marking: no mark while the queue holds at most this many bytes"),
+    "kmax_bytes": (int, "ECN marking: the probability reaches --pmax here; above it, every frame"),
+    "pmax": (float, "ECN marking: the mark probability at --kmax-bytes"),
 }
 
 
@@ -98,6 +102,12 @@ def register(sub: Any) -> None:
     for field, (kind, text) in SET_OPTIONS.items():
         st.add_argument("--" + field.replace("_", "-"), type=kind, help=text)
     st.add_argument("--sampling", choices=[m.value for m in SamplingMode], help="sampling mode")
+    st.add_argument(
+        "--signal",
+        choices=[m.value for m in CpSignal],
+        help="what the port signals congestion with: QCN's CNMs (cnm), DCQCN's ECN marks "
+        "of ECN-capable IPv4 frames (ecn; needs --depth-at arrival), or nothing (none)",
+    )
     st.add_argument(
         "--feedback",
         choices=list(FEEDBACK_MODES),
@@ -235,6 +245,8 @@ def _set(args: argparse.Namespace) -> int:
     }
     if args.sampling:
         changes["sampling"] = args.sampling
+    if args.signal:
+        changes["signal"] = args.signal
     if args.depth_at:
         changes["depth_at"] = args.depth_at
     if args.queue_unit:
@@ -255,8 +267,18 @@ def _set(args: argparse.Namespace) -> int:
         f"p_base={new.p_base:g} p_scale={new.p_scale:g} sampling={new.sampling.value} "
         f"depth_at={new.depth_at.value} judge={new.judge.value} "
         f"feedback={'ecm' if new.positive_feedback else 'qcn'}{three_point_text(new)}"
+        f"{signal_text(new)}"
     )
     return 0
+
+
+def signal_text(cp: CpParams) -> str:
+    """The port's signal where it is not QCN's CNMs, with ECN's marking curve."""
+    if cp.signal is CpSignal.CNM:
+        return ""
+    if cp.signal is CpSignal.NONE:
+        return " signal=none"
+    return f" signal=ecn kmin_bytes={cp.kmin_bytes} kmax_bytes={cp.kmax_bytes} pmax={cp.pmax:g}"
 
 
 def three_point_text(cp: CpParams) -> str:
@@ -288,6 +310,7 @@ def _show(args: argparse.Namespace) -> int:
         return 0
     print(
         f"{'switch':8} {'port':>4} {'CP':32} {'frames':>9} {'samples':>8} {'CNMs':>7} "
+        f"{'CE marks':>8} "
         f"{'tail drops':>10} {'edge drops':>10} {'queue':>6} {'PAUSE hi/lo KB':>14} "
         f"{'sent':>5} {'rcvd':>5} {'reflected':>12}"
     )
@@ -298,6 +321,7 @@ def _show(args: argparse.Namespace) -> int:
                 f"w={r.cp.w:g} {r.cp.sampling.value[:4]} "
                 f"{r.cp.depth_at.value[:3]}{' ecm' if r.cp.positive_feedback else ''}"
                 f"{' 3pt' if r.cp.three_point else ''}"
+                f"{'' if r.cp.signal is CpSignal.CNM else ' ' + r.cp.signal.value}"
                 f"{' admitted' if r.cp.judge is CpJudge.ADMITTED else ''}"
                 if r.cp
                 else "off"
@@ -313,7 +337,8 @@ def _show(args: argparse.Namespace) -> int:
             )
             print(
                 f"{name:8} {r.port:>4} {cp:32} {c['cp_frames']:>9} {c['cp_samples']:>8} "
-                f"{c['cp_cnms']:>7} {c['tail_drops']:>10} {c['cnm_edge_drops']:>10} {depth:>6} "
+                f"{c['cp_cnms']:>7} {c['ecn_marks']:>8} {c['tail_drops']:>10} "
+                f"{c['cnm_edge_drops']:>10} {depth:>6} "
                 f"{pause:>14} {c['pause_sent']:>5} {c['pause_received']:>5} {reflected:>12}"
             )
     return 0

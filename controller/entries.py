@@ -26,6 +26,7 @@ from finsy import (
 from qcn.core.cp_model import CpPortConfig
 from qcn.core.ecmp import hash_shift
 from qcn.core.params import (
+    ECN_SLOPE_SHIFT,
     PAUSE_QUANTA_MAX,
     PAUSE_QUANTUM_BITS,
     PROB_ONE,
@@ -33,6 +34,7 @@ from qcn.core.params import (
     W_ONE,
     CpJudge,
     CpParams,
+    CpSignal,
     ParamError,
     QueueDepth,
     QueueUnit,
@@ -45,6 +47,7 @@ from qcn.core.pipeline import (
     ACTION_FORWARD,
     ACTION_FORWARD_BY_FLOW,
     ACTION_HONOUR,
+    ACTION_MARK_ECN,
     ACTION_MARK_EDGE,
     ACTION_POP_FB_TAG,
     ACTION_PROFILE_ECMP,
@@ -62,10 +65,12 @@ from qcn.core.pipeline import (
     CP_DEPARTURE,
     CP_TABLE_CONFIG,
     CP_TABLE_SAMPLE_INTERVAL,
+    ECN_MARKING_PARAMS,
     PAUSE_PARAMS,
     TABLE_ADMISSION,
     TABLE_CP_SAMPLING,
     TABLE_ECMP,
+    TABLE_ECN_MARKING,
     TABLE_EDGE_PORT,
     TABLE_FB_TAG_EXIT,
     TABLE_INPUT_PORT,
@@ -78,6 +83,10 @@ from qcn.core.pipeline import (
 #: p4src/include/defines.p4: FLOOD_GROUP_BASE, CNM_SESSION_BASE.
 FLOOD_GROUP_BASE = 1
 CNM_SESSION_BASE = 1
+SIGNAL_CODES: dict[CpSignal, int] = {CpSignal.CNM: 0, CpSignal.ECN: 1, CpSignal.NONE: 2}
+"""A port's signal as cp_config holds it (its `signal` parameter): defines.p4's SIGNAL_CNM
+is CNM's, the only one that samples; the others the controller reads back."""
+SIGNAL_OF_CODE = {code: signal for signal, code in SIGNAL_CODES.items()}
 
 #: Each sampling mode's stage-1 action: in the admission table (the arrival CP), and in
 #: cp_sampling (the departure CP).
@@ -224,10 +233,10 @@ def cp_config_entry(cp: CpPort) -> P4TableEntry:
     """Stage 2 of the CP (sampling candidates): feedback, sampling probability, identity."""
     cfg = cp.encoded
     # The data-plane integers carry the action parameters' own names; the identity is the
-    # port's.  One name per quantity, so no mapping to keep in step.
-    identity = {"cpid": cp.cpid, "cp_mac": cp.cp_mac}
+    # port's, and the signal its code.  One name per quantity, so no mapping to keep in step.
+    held = {"cpid": cp.cpid, "cp_mac": cp.cp_mac, "signal": SIGNAL_CODES[cfg.signal]}
     args = {
-        name: identity[name] if name in identity else int(getattr(cfg, name))
+        name: held[name] if name in held else int(getattr(cfg, name))
         for name in CP_ACTION_PARAMS[CP_ACTION_COMPUTE_FEEDBACK]
     }
     return P4TableEntry(
@@ -253,9 +262,53 @@ def sample_interval_entries(cp: CpPort) -> list[P4TableEntry]:
     ]
 
 
-def decode_cp(entries: Iterable[P4TableEntry], port: int) -> tuple[CpParams, int] | None:
+def ecn_marking_entry(cp: CpPort) -> P4TableEntry | None:
+    """DCQCN's marking curve on a port whose signal is ECN (p4src/control/ecn_marking.p4);
+    None: the port marks nothing."""
+    cfg = cp.encoded
+    if cfg.signal is not CpSignal.ECN:
+        return None
+    return P4TableEntry(
+        TABLE_ECN_MARKING,
+        match=P4TableMatch(eg_port=cp.port),
+        action=P4TableAction(
+            ACTION_MARK_ECN, **{name: int(getattr(cfg, name)) for name in ECN_MARKING_PARAMS}
+        ),
+    )
+
+
+PMAX_DIGITS = 15
+"""Significant digits of a pmax read back: the fewest that encode to the slope held."""
+
+
+def decode_pmax(kmin_bytes: int, kmax_bytes: int, ecn_slope: int) -> float:
+    """The pmax a marking entry holds: the shortest decimal whose encoding
+    (CpPortConfig.from_params, the one encoder) is ``ecn_slope``."""
+    exact = ecn_slope * (kmax_bytes - kmin_bytes) / (PROB_ONE << ECN_SLOPE_SHIFT)
+    curve = CpParams(signal=CpSignal.ECN, kmin_bytes=kmin_bytes, kmax_bytes=kmax_bytes)
+    for digits in range(1, PMAX_DIGITS + 1):
+        pmax = min(1.0, float(f"{exact:.{digits}g}"))
+        if CpPortConfig.from_params(replace(curve, pmax=pmax)).ecn_slope == ecn_slope:
+            return pmax
+    return min(1.0, exact)
+
+
+SIGNAL_FIELDS: dict[CpSignal, tuple[str, ...]] = {
+    CpSignal.CNM: ("sampling", "p_base", "p_scale"),
+    CpSignal.ECN: ("kmin_bytes", "kmax_bytes", "pmax"),
+}
+"""The CpParams fields the switch holds only on a port of that signal (a port that sends no
+CNM samples nothing; one that does not mark has no curve): read back from another port, they
+are the configured ones."""
+
+
+def decode_cp(
+    entries: Iterable[P4TableEntry], port: int, configured: CpParams | None = None
+) -> tuple[CpParams, int] | None:
     """The CP parameters and CPID that ``entries`` hold for ``port`` (None: no CP there):
-    the inverse of :func:`cp_entries`, for entries read back from a switch."""
+    the inverse of :func:`cp_entries`, for entries read back from a switch.  The fields the
+    switch does not hold for the port's signal (:data:`SIGNAL_FIELDS`) are ``configured``'s
+    (default: the defaults)."""
     held: dict[str, list[P4TableEntry]] = {}
     for e in entries:
         if _match_field(e, "eg_port") == port:
@@ -302,6 +355,27 @@ def decode_cp(entries: Iterable[P4TableEntry], port: int) -> tuple[CpParams, int
         reflect_p_base=args["reflect_p_base_fixed"] / PROB_ONE,
         reflect_p_scale=args["reflect_p_scale_fixed"] / PROB_ONE,
     )
+    params = replace(params, signal=SIGNAL_OF_CODE[args["signal"]])
+    marking = held.get(TABLE_ECN_MARKING, [])
+    if marking:
+        curve = _action_args(marking[0])
+        kmin, kmax = curve["kmin_bytes"], curve["kmax_bytes"]
+        params = replace(
+            params,
+            kmin_bytes=kmin,
+            kmax_bytes=kmax,
+            pmax=decode_pmax(kmin, kmax, curve["ecn_slope"]),
+        )
+    base = configured if configured is not None else CpParams()
+    params = replace(
+        params,
+        **{
+            name: getattr(base, name)
+            for other, names in SIGNAL_FIELDS.items()
+            if other is not params.signal
+            for name in names
+        },
+    )
     if len(rows) == len(params.sample_intervals_bytes):
         bases = tuple(a["base_bytes"] for _, a in rows)
         half = rows[0][1]["jitter_span_bytes"] // 2
@@ -343,8 +417,9 @@ def stage2_entries(cp: CpPort) -> list[P4TableEntry]:
 
 def cp_entries(cp: CpPort) -> list[P4TableEntry]:
     """Everything that configures one CP port (its admission last: once a frame can be
-    sampled, stage 2 is there)."""
-    return [*stage2_entries(cp), admission_entry(cp)]
+    sampled, stage 2 is there; once one is admitted, its marking curve)."""
+    marking = ecn_marking_entry(cp)
+    return [*stage2_entries(cp), *([marking] if marking else []), admission_entry(cp)]
 
 
 def l2_entry(mac: str, port: int) -> P4TableEntry:

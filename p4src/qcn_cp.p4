@@ -4,14 +4,16 @@
 //          to that port's queue or tail-dropped (control/admission.p4), and the port's
 //          congestion point judges it on arrival, in the same table (control/
 //          congestion_point.p4: arrival_cp, the standard's CP; a sampled frame's I2E clone
-//          becomes its CNM).  Before that, the input port's one lookup (control/
-//          input_port.p4): on an input PAUSE guards, the frame is counted into that input's
-//          buffer, and past its high watermark an I2E clone becomes a PAUSE out of it
-//          (control/pause.p4); on a three-point host port, a data frame gets an Fb tag,
-//          which a frame towards a host loses at the end reflection point, after the CP
-//          (control/three_point.p4).  MAC Control frames are counted and dropped; a
-//          PAUSE holds the port it came in on, if that port honours PAUSE, and a frame
-//          going round a held port's queue is sent straight back (control/port_hold.p4).
+//          becomes its CNM); on a port whose signal is ECN, DCQCN's CP marks an admitted
+//          ECN-capable IPv4 frame CE by the queue it found (control/ecn_marking.p4).
+//          Before that, the input port's one lookup (control/input_port.p4): on an input
+//          PAUSE guards, the frame is counted into that input's buffer, and past its high
+//          watermark an I2E clone becomes a PAUSE out of it (control/pause.p4); on a
+//          three-point host port, a data frame gets an Fb tag, which a frame towards a host
+//          loses at the end reflection point, after the CP (control/three_point.p4).  MAC
+//          Control frames are counted and dropped; a PAUSE holds the port it came in on, if
+//          that port honours PAUSE, and a frame going round a held port's queue is sent
+//          straight back (control/port_hold.p4).
 // Egress:  at a held port's head a counted frame goes round instead of leaving
 //          (control/port_hold.p4); otherwise the frame leaves its port's queue
 //          (admission.p4); on a port configured to judge departing frames, departure_cp
@@ -30,6 +32,7 @@
 #include "control/forwarding.p4"
 #include "control/admission.p4"
 #include "control/congestion_point.p4"
+#include "control/ecn_marking.p4"
 #include "control/cnm_builder.p4"
 #include "control/pause.p4"
 #include "control/three_point.p4"
@@ -50,6 +53,7 @@ control QcnIngress(inout headers_t hdr,
     InputPort() input_port;
     PauseUncount() pause_uncount;
     CongestionPoint(true, CloneType.I2E) arrival_cp;
+    EcnMarking() ecn_cp;
     FbTagExit() fb_tag_exit;
     apply {
         if (standard_metadata.instance_type == INSTANCE_TYPE_RECIRC) {
@@ -73,6 +77,9 @@ control QcnIngress(inout headers_t hdr,
                         if (meta.pause.counted && standard_metadata.egress_spec == DROP_PORT) {
                             pause_uncount.apply(hdr, meta, standard_metadata);
                         }
+                    } else if (ECN_CAPABLE_FRAME) {
+                        // DCQCN's CP, by the queue the admission found.
+                        ecn_cp.apply(hdr, meta, standard_metadata);
                     }
                 }
             }

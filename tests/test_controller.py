@@ -27,7 +27,9 @@ from qcn.controller.entries import (
     cp_sampling_entry,
     decode_cp,
     decode_input_port,
+    decode_pmax,
     default_cpid,
+    ecn_marking_entry,
     edge_entries,
     flood_groups,
     input_port_entry,
@@ -40,6 +42,7 @@ from qcn.controller.errors import ConfigError
 from qcn.core.params import (
     CpJudge,
     CpParams,
+    CpSignal,
     ParamError,
     QcnParams,
     QueueDepth,
@@ -253,6 +256,7 @@ def test_cp_entry_fixed_point_encoding() -> None:
         "three_point": 0,  # two-point QCN
         "reflect_p_base_fixed": 1 << 24,  # three-point: reflect every sampled Fb < 0
         "reflect_p_scale_fixed": 0,
+        "signal": 0,  # CNMs (SIGNAL_CODES)
     }
     ecm = CpPort.with_default_cpid(3, QcnParams.preset("ecm").cp, "02:00:00:00:01:00")
     assert args(cp_config_entry(ecm))["positive_feedback"] == 1
@@ -420,6 +424,11 @@ edge = true
         ),
         CpParams(depth_at=QueueDepth.ENQUEUE, queue_unit=QueueUnit.PACKETS, judge=CpJudge.ADMITTED),
         QcnParams.preset("ecm").cp,
+        QcnParams.preset("dcqcn").cp,
+        CpParams(signal=CpSignal.ECN, kmin_bytes=0, kmax_bytes=1, pmax=1.0),
+        CpParams(signal=CpSignal.ECN, kmin_bytes=10_000, kmax_bytes=16_000_000, pmax=0.3),
+        CpParams().never_sampling(),
+        CpParams(p_base=0.0, p_scale=0.0),
     ],
 )
 def test_decoding_the_entries_gives_back_the_parameters(params: CpParams) -> None:
@@ -436,7 +445,82 @@ def test_decoding_the_entries_gives_back_the_parameters(params: CpParams) -> Non
     assert back.queue_unit is params.queue_unit
     assert back.depth_at is params.depth_at
     assert back.sampling is params.sampling
+    assert back.signal is params.signal
+    if params.signal is CpSignal.ECN:
+        assert (back.kmin_bytes, back.kmax_bytes, back.pmax) == (
+            params.kmin_bytes,
+            params.kmax_bytes,
+            params.pmax,
+        )
     assert decode_cp(entries, 4) is None
+
+
+def test_an_ecn_port_marks_on_its_curve_and_samples_nothing() -> None:
+    """signal = ecn: the marking entry holds CpPortConfig's integers (the one encoder), and
+    the port's CP samples nothing (p_max 0), so it sends no CNM; a cnm port has no curve."""
+    curve = CpParams(signal=CpSignal.ECN, kmin_bytes=5_000, kmax_bytes=200_000, pmax=0.01)
+    cp = CpPort.with_default_cpid(3, curve, "02:00:00:00:01:00")
+    entry = ecn_marking_entry(cp)
+    assert entry is not None
+    assert (entry.table_id, action_name(entry), dict(entry.match or {})) == (
+        "ecn_marking",
+        "mark_ecn",
+        {"eg_port": 3},
+    )
+    # ecn_slope = round(0.01 * 2^24 * 2^16 / 195,000)
+    assert args(entry) == {"kmin_bytes": 5_000, "kmax_bytes": 200_000, "ecn_slope": 56_385}
+    assert args(admission_entry(cp))["p_max_fixed"] == 0
+    assert (
+        args(cp_config_entry(cp))["p_base_fixed"],
+        args(cp_config_entry(cp))["p_scale_fixed"],
+    ) == (
+        0,
+        0,
+    )
+    assert args(cp_config_entry(cp))["signal"] == 1
+    assert entry in cp_entries(cp)
+    assert cp_entries(cp)[-1] == admission_entry(cp)  # the port admits frames last
+    silent = CpPort.with_default_cpid(3, replace(curve, signal=CpSignal.NONE), "02:00:00:00:01:00")
+    assert ecn_marking_entry(silent) is None
+    assert args(admission_entry(silent))["p_max_fixed"] == 0
+    assert args(cp_config_entry(silent))["signal"] == 2
+    assert ecn_marking_entry(CpPort.with_default_cpid(3, CpParams(), "02:00:00:00:01:00")) is None
+
+
+def test_what_the_switch_does_not_hold_is_read_back_as_configured() -> None:
+    """An ECN port holds no sampling probabilities and a CNM port no marking curve: read
+    back, those fields are the configured ones (so `qcn ctl set --signal cnm` on an ECN port
+    samples as the network file says, not at 0)."""
+    configured = CpParams(p_base=0.05, p_scale=0.001, kmin_bytes=7_000, kmax_bytes=70_000)
+    marking = CpPort.with_default_cpid(
+        5, replace(configured, signal=CpSignal.ECN), "02:00:00:00:01:00"
+    )
+    decoded = decode_cp(cp_entries(marking), 5, configured)
+    assert decoded is not None
+    back = decoded[0]
+    assert (back.signal, back.p_base, back.p_scale) == (CpSignal.ECN, 0.05, 0.001)
+    sampling = CpPort.with_default_cpid(
+        5, replace(configured, kmin_bytes=1_000, kmax_bytes=2_000), "02:00:00:00:01:00"
+    )
+    decoded = decode_cp(cp_entries(sampling), 5, configured)
+    assert decoded is not None
+    assert (decoded[0].signal, decoded[0].kmin_bytes, decoded[0].kmax_bytes) == (
+        CpSignal.CNM,
+        7_000,
+        70_000,
+    )
+
+
+@pytest.mark.parametrize(
+    ("kmin", "kmax", "pmax"),
+    [(5_000, 200_000, 0.01), (0, 1, 1.0), (0, 1 << 24, 0.5), (100, 101, 0.000123), (0, 3, 0.0)],
+)
+def test_pmax_reads_back_as_the_shortest_decimal_of_its_slope(
+    kmin: int, kmax: int, pmax: float
+) -> None:
+    params = CpParams(signal=CpSignal.ECN, kmin_bytes=kmin, kmax_bytes=kmax, pmax=pmax)
+    cp = CpPort.with_default_cpid(3, params, "02:00:00:00:01:00")
+    assert decode_pmax(kmin, kmax, cp.encoded.ecn_slope) == pmax
 
 
 @pytest.mark.parametrize(
@@ -566,3 +650,25 @@ def test_switch_ports_sit_below_the_range_of_outgoing_connections() -> None:
     ports = [p for s in switches for p in (address(s).grpc_port, address(s).thrift_port)]
     assert len(set(ports)) == len(ports)
     assert max(ports) < low
+
+
+def test_a_network_file_s_ecn_port_gets_its_curve_and_the_parser_reads_ipv4(
+    tmp_path: Path,
+) -> None:
+    """A port whose `qcn` table says signal = "ecn": `qcn ctl up` writes its marking entry
+    and makes the parser read IPv4 (SwitchAgent.marks_ecn); the network's other CP port
+    marks nothing."""
+    plain = SwitchAgent(config.load(write(tmp_path, NETWORK)), "s1")
+    assert not plain.marks_ecn()
+    text = NETWORK.replace(
+        "qcn = { w = 1.5 }",
+        'qcn = { w = 1.5, signal = "ecn", kmin_bytes = 3000, kmax_bytes = 30000, pmax = 0.1 }',
+    )
+    agent = SwitchAgent(config.load(write(tmp_path, text)), "s1")
+    assert agent.marks_ecn()
+    marking = [e for e in agent.desired_table_entries() if str(e.table_id) == "ecn_marking"]
+    assert [
+        (dict(e.match or {}), args(e)["kmin_bytes"], args(e)["kmax_bytes"]) for e in marking
+    ] == [({"eg_port": 3}, 3000, 30000)]
+    with pytest.raises(ConfigError, match=r"kmax_bytes"):
+        config.load(write(tmp_path, text.replace("kmax_bytes = 30000", "kmax_bytes = 3000")))

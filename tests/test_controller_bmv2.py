@@ -20,7 +20,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from qcn.core.frames import pause_seconds
+from qcn.core.frames import ECN_ECT0, pause_seconds
 from qcn.topologies.bmv2 import Bmv2Config, Bmv2Process, wait_until
 from qcn.topologies.errors import Bmv2Error
 from qcn.topologies.netns import VethEnd, add_veth, namespaces, send_frames, without_ipv6
@@ -226,6 +226,92 @@ def test_feedback_mode_change_reads_back(lab: Lab) -> None:
     assert (cp["positive_feedback"], cp["q_eq_pkts"]) == (True, 22)
     lab.ctl("set", "s1", "2", "--feedback", "qcn")
     assert lab.show()[2]["cp"]["positive_feedback"] is False
+
+
+def ect_frames(n: int) -> list[bytes]:
+    """frames(n), ECN-capable (ECT(0))."""
+    return [
+        bytes(
+            Ether(src=HOST_MAC[0], dst=HOST_MAC[2])
+            / IP(src="10.0.0.1", dst="10.0.0.3", id=i, tos=ECN_ECT0)
+            / UDP(sport=1, dport=2)
+            / bytes(200)
+        )
+        for i in range(n)
+    ]
+
+
+def test_signal_change_reads_back_and_marks_instead_of_sampling(lab: Lab) -> None:
+    """`qcn ctl set --signal ecn` with a curve: read back as set; frames queued behind
+    others are marked CE and none is sampled (the port samples every frame as configured,
+    p_base = 1); back to cnm, the port samples as its network file says again."""
+    lab.ctl("up")
+    out = lab.ctl(
+        "set", "s1", "2", "--signal", "ecn", "--kmin-bytes", "0", "--kmax-bytes", "1",
+        "--pmax", "0.25",
+    ).stdout  # fmt: skip
+    assert "signal=ecn kmin_bytes=0 kmax_bytes=1 pmax=0.25" in out
+    cp = lab.show()[2]["cp"]
+    assert (cp["signal"], cp["kmin_bytes"], cp["kmax_bytes"], cp["pmax"]) == ("ecn", 0, 1, 0.25)
+    assert " ecn" in lab.ctl("show").stdout
+    lab.ctl("queue", "s1", "2", "--rate-pps", "200")
+    try:
+        before = lab.show()[2]["counters"]
+        send_frames(lab.ns, "h0", ect_frames(30), gap_s=0.0005)
+        assert wait_for(lambda: lab.show()[2]["counters"]["cp_frames"] == before["cp_frames"] + 30)
+        after = lab.show()[2]["counters"]
+        # Every frame that found another queued ahead of it (all but the first few).
+        assert after["ecn_marks"] - before["ecn_marks"] >= 20
+        assert (after["cp_samples"], after["cp_cnms"]) == (before["cp_samples"], before["cp_cnms"])
+    finally:
+        lab.ctl("queue", "s1", "2", "--rate-pps", "0")
+    lab.ctl("set", "s1", "2", "--signal", "cnm")
+    cp = lab.show()[2]["cp"]
+    assert (cp["signal"], cp["p_base"]) == ("cnm", 1.0)
+    before = lab.show()[2]["counters"]
+    send_frames(lab.ns, "h0", ect_frames(10), gap_s=0.0005)
+    assert wait_for(lambda: lab.show()[2]["counters"]["cp_samples"] == before["cp_samples"] + 10)
+    assert lab.show()[2]["counters"]["ecn_marks"] == before["ecn_marks"]
+
+
+def test_the_departure_cp_hands_a_port_to_ecn_marking_and_takes_it_back(lab: Lab) -> None:
+    """One `qcn ctl set` moves a port from the departure CP to ECN marking (the arrival CP's
+    entries, then the curve), and one back (the curve gone first): each reads back whole."""
+    lab.ctl("up")
+    lab.ctl("set", "s1", "2", "--depth-at", "dequeue", "--judge", "admitted")
+    lab.ctl(
+        "set", "s1", "2", "--depth-at", "arrival", "--signal", "ecn", "--kmin-bytes", "0",
+        "--kmax-bytes", "1",
+    )  # fmt: skip
+    cp = lab.show()[2]["cp"]
+    assert (cp["depth_at"], cp["signal"], cp["kmax_bytes"]) == ("arrival", "ecn", 1)
+    lab.ctl("set", "s1", "2", "--depth-at", "dequeue", "--signal", "cnm")
+    cp = lab.show()[2]["cp"]
+    assert (cp["depth_at"], cp["signal"], cp["p_base"]) == ("dequeue", "cnm", 1.0)
+    before = lab.show()[2]["counters"]
+    send_frames(lab.ns, "h0", ect_frames(10), gap_s=0.0005)
+    assert wait_for(lambda: lab.show()[2]["counters"]["cp_samples"] == before["cp_samples"] + 10)
+    assert lab.show()[2]["counters"]["ecn_marks"] == before["ecn_marks"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--signal", "ecn", "--depth-at", "dequeue"), "cp.signal: ECN marking reads"),
+        (("--kmin-bytes", "5000", "--kmax-bytes", "4000"), "cp.kmax_bytes: must be"),
+        (("--signal", "ecn", "--pmax", "1.5"), "cp.pmax: must be in [0, 1]"),
+    ],
+)
+def test_a_bad_signal_or_curve_is_one_line_and_applies_nothing(
+    lab: Lab, args: tuple[str, ...], message: str
+) -> None:
+    lab.ctl("up")
+    before = lab.show()[2]["cp"]
+    r = lab.ctl("set", "s1", "2", *args, check=False)
+    assert r.returncode == 2
+    assert message in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert lab.show()[2]["cp"] == before
 
 
 def test_counters_increase_with_traffic(lab: Lab) -> None:

@@ -719,6 +719,32 @@ def test_the_judge_knob_turns_the_cps_judging_of_dropped_frames_on_both_engines(
     assert len(set(runs.values())) == 1
 
 
+@needs_bokeh
+def test_the_ecn_knobs_offer_ctl_set_s_values_and_the_simulator_refuses_them() -> None:
+    """The page's signal knob (docs/live.md): `qcn ctl set --signal`'s values, and the
+    marking curve's; the simulator does not mark ECN yet, so it refuses a change of them in
+    one line on the page."""
+    from bokeh.document import Document  # noqa: PLC0415
+
+    from qcn.cli.live import knob_name, make_document  # noqa: PLC0415
+
+    sc = transient(0.1)
+    feed = LiveFeed.of_scenario(sc, cp=sc.params.cp, speed=None)
+    SimulationLive(feed)
+    doc = Document()
+    make_document(feed)(doc)
+    signal = doc.get_model_by_name(knob_name(feed.cp_ports[0], "signal"))
+    assert (signal.value, signal.options) == ("cnm", ["cnm", "ecn", "none"])
+    signal.value = "ecn"
+    assert "mid-run, not signal" in doc.get_model_by_name("knob log").text
+    assert signal.value == "cnm"
+    kmin = doc.get_model_by_name(knob_name(feed.cp_ports[0], "kmin_bytes"))
+    assert (kmin.value, kmin.mode) == (sc.params.cp.kmin_bytes, "int")
+    kmin.value = 6000
+    assert "mid-run, not kmin_bytes" in doc.get_model_by_name("knob log").text
+    assert feed.changes() == []
+
+
 def test_a_page_message_bokeh_refuses_is_one_line(caplog: pytest.LogCaptureFixture) -> None:
     """A knob's value of the wrong type (a list, a dict) was a Bokeh validation traceback."""
     import logging  # noqa: PLC0415

@@ -53,6 +53,10 @@ def p4_constants() -> dict[str, int]:
         ("PAUSE_FRAME_BYTES", frames.PAUSE_FRAME_BYTES),
         ("PAUSE_DST_ADDR", int(frames.PAUSE_DST_MAC.replace(":", ""), 16)),
         ("IP_PROTO_UDP", ecmp.IP_PROTO_UDP),
+        ("ECN_NOT_ECT", frames.ECN_NOT_ECT),
+        ("ECN_CE", frames.ECN_CE),
+        ("ECN_SLOPE_SHIFT", params.ECN_SLOPE_SHIFT),
+        ("SIGNAL_CNM", entries.SIGNAL_CODES[params.CpSignal.CNM]),
     ],
 )
 def test_constant_agrees(p4_name: str, python_value: int) -> None:

@@ -13,7 +13,7 @@ from finsy import P4Schema
 
 from qcn.core import pipeline
 from qcn.core.cp_model import CpPortConfig
-from qcn.core.params import CpParams
+from qcn.core.params import CpParams, CpSignal
 from tests.toolchain import requires_tools
 
 Compiled = tuple[P4Schema, dict[str, Any]]
@@ -53,9 +53,14 @@ def test_counters_and_registers(compiled: Compiled) -> None:
 def test_cp_port_integers_carry_the_action_parameter_names() -> None:
     """One name per quantity: the data-plane integers are the action's parameters."""
     cfg = vars(CpPortConfig.from_params(CpParams()))
-    identity = {"cpid", "cp_mac"}
+    identity = {"cpid", "cp_mac"}  # (the port's; the signal is CpPortConfig's, by its code)
     params = pipeline.CP_ACTION_PARAMS[pipeline.CP_ACTION_COMPUTE_FEEDBACK]
     assert set(params) - identity <= set(cfg)
+
+
+def test_ecn_marking_integers_carry_the_action_parameter_names() -> None:
+    cfg = vars(CpPortConfig.from_params(CpParams(signal=CpSignal.ECN)))
+    assert set(pipeline.ACTION_PARAMS[pipeline.ACTION_MARK_ECN]) <= set(cfg)
 
 
 def test_build_dir_follows_configuration(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

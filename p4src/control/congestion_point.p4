@@ -118,6 +118,7 @@ control CongestionPoint(inout headers_t hdr,
     action admit_to_queue(bit<32> limit_pkts, bit<32> limit_bytes, bit<1> bytes_unit) {
         bit<64> occupied;
         occupancy.read(occupied, port);
+        meta.cp.q_bytes = occupied[31:0];   // ECN marking's q (control/ecn_marking.p4)
         meta.cp.q = occupied[63:32];
         if (bytes_unit == 1) {
             meta.cp.q = occupied[31:0];
@@ -184,7 +185,8 @@ control CongestionPoint(inout headers_t hdr,
                             bit<64> fb_multiplier, bit<32> p_base_fixed,
                             bit<32> p_scale_fixed, bit<64> cpid, mac_addr_t cp_mac,
                             bit<1> positive_feedback, bit<1> three_point,
-                            bit<32> reflect_p_base_fixed, bit<32> reflect_p_scale_fixed) {
+                            bit<32> reflect_p_base_fixed, bit<32> reflect_p_scale_fixed,
+                            bit<2> signal) {
         int<32> q = (int<32>)meta.cp.q;
         q_old.read(meta.cp.qdelta, port);
         meta.cp.qoff = q - (int<32>)q_eq;
@@ -214,9 +216,12 @@ control CongestionPoint(inout headers_t hdr,
             congestion = 0;
         }
         meta.cp.interval_idx = congestion[5:3];
-        // Bernoulli mode: p = p_base + QntzFb * p_scale, in 24-bit fixed point.
-        meta.cp.sample = meta.cp.byte_interval
-                         || meta.cp.rand < p_base_fixed + (bit<32>)congestion * p_scale_fixed;
+        // Bernoulli mode: p = p_base + QntzFb * p_scale, in 24-bit fixed point.  Only a
+        // port whose signal is CNM samples (an ECN or silent one has p_max 0 as well, so
+        // no frame of it comes here; the signal is held here for the controller too).
+        meta.cp.sample = signal == SIGNAL_CNM
+                         && (meta.cp.byte_interval
+                             || meta.cp.rand < p_base_fixed + (bit<32>)congestion * p_scale_fixed);
         // request_cnm adds the per-sample fields; the positive flag travels here too, so
         // the frame needs no metadata field of its own for it.
         meta.cnm_fields = positive ++ cp_mac ++ cpid ++ 38w0;

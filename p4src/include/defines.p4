@@ -17,6 +17,14 @@ const bit<16> ETHERTYPE_MAC_CONTROL = 0x8808;   // 802.3 MAC Control (PAUSE)
 const bit<4> IPV4_IHL_NO_OPTIONS = 5;
 const bit<8> IP_PROTO_TCP = 6;
 const bit<8> IP_PROTO_UDP = 17;
+// IPv4's ECN field (RFC 3168): DCQCN's CP marks CE a frame that is ECN-capable and not yet
+// marked, i.e. neither of these: ECT(0) or ECT(1) (control/ecn_marking.p4);
+// qcn/core/frames.py's ECN_*.
+const bit<2> ECN_NOT_ECT = 0;
+const bit<2> ECN_CE = 3;
+// A CP port's signal (cp_config's `signal`): QCN's CNMs.  The controller's other codes
+// (ECN marks, nothing; qcn.controller.entries.SIGNAL_CODES) sample nothing.
+const bit<2> SIGNAL_CNM = 0;
 // Seed 003's three-point QCN: the Fb tag data frames carry between the edges (docs/qcn.md,
 // "The Fb tag"), under IEEE 802's Local Experimental EtherType 2.
 const bit<16> ETHERTYPE_FB_TAG = 0x88B6;
@@ -41,11 +49,15 @@ const bit<4>  CNM_VERSION = 0;
 const bit<16> MSDU_OFFSET_UNTAGGED = 12;
 const bit<16> MSDU_OFFSET_TAGGED = 16;
 
-// Fixed-point formats shared with qcn/core/params.py (W_FRAC_BITS, QNTZ_SHIFT, PROB_FRAC_BITS).
+// Fixed-point formats shared with qcn/core/params.py (W_FRAC_BITS, QNTZ_SHIFT, PROB_FRAC_BITS,
+// ECN_SLOPE_SHIFT).
 const bit<8>  W_FRAC_BITS = 4;
 const bit<8>  QNTZ_SHIFT = 48;   // BMv2 takes shift amounts of at most 8 bits
 const bit<64> QNTZ_FB_MAX = 63;
 const bit<32> PROB_ONE = 0x1000000;   // 2^24
+// ECN marking's ramp: ((q - kmin) * ecn_slope) >> ECN_SLOPE_SHIFT, in PROB_ONE's fixed
+// point (qcn/core/params.py's ECN_SLOPE_SHIFT).
+const bit<8>  ECN_SLOPE_SHIFT = 16;
 
 // v1model instance types (behavioral-model's simple_switch documentation).
 const bit<32> INSTANCE_TYPE_INGRESS_CLONE = 1;

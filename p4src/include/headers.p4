@@ -71,12 +71,15 @@ header msdu_ethertype_t {
     bit<16> ether_type;
 }
 
-// IPv4, split only where per-flow ECMP reads it (BMv2 extracts and re-emits field by
-// field): the flow's addresses and protocol.
+// IPv4, split only where the pipeline reads or writes it (BMv2 extracts and re-emits field
+// by field): the flow's addresses and protocol (per-flow ECMP), the ECN field (DCQCN's
+// marking, control/ecn_marking.p4).
 header ipv4_t {
     bit<4>  version;
     bit<4>  ihl;
-    bit<64> tos_to_ttl;        // type of service, length, id, flags, offset, TTL: untouched
+    bit<6>  dscp;
+    bit<2>  ecn;               // ECN_* (defines.p4)
+    bit<56> len_to_ttl;        // total length, id, flags, offset, TTL: untouched
     bit<8>  protocol;
     bit<16> checksum;
     bit<32> src_addr;
@@ -110,6 +113,7 @@ struct cp_state_t {
     bool    admitted;        // counted into its port's occupancy (egress takes it off again)
     bool    refused;         // its port's queue had no room: tail-dropped after the CP
     bool    at_departure;    // the port's CP judges departing frames (enqueue/dequeue depth)
+    bit<32> q_bytes;         // the port's queue in bytes, found on arrival (ECN marking's q)
     bit<32> rand;            // Bernoulli: the draw, shared by both stages; byte interval: jitter
     bool    sample;          // stage 1: may be sampled; stage 2: is sampled
     bool    byte_interval;   // the port samples by byte interval

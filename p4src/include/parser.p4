@@ -1,9 +1,10 @@
 // Parser and deparser.  Only what the pipeline reads is parsed: Ethernet, the 802.1Q tag,
 // the Fb tag, the CN-TAG, the CNM and MAC Control, and IPv4 with the TCP or UDP ports that
-// per-flow ECMP hashes; everything after them is payload (the CNM's MSDU is the frame's own
-// bytes either way).  BMv2 extracts, re-emits and logs each parsed field per frame: IPv4 and
-// its ports cost a frame about a tenth more (bench/pipeline_bench.py), so they are parsed
-// only where the controller put IPv4's EtherType in flow_ethertypes (per-flow ECMP on).
+// per-flow ECMP hashes (and whose ECN field DCQCN's CP marks); everything after them is
+// payload (the CNM's MSDU is the frame's own bytes either way).  BMv2 extracts, re-emits and
+// logs each parsed field per frame: IPv4 and its ports cost a frame about a tenth more
+// (bench/pipeline_bench.py), so they are parsed only where the controller put IPv4's
+// EtherType in flow_ethertypes (per-flow ECMP on, or a port marking ECN).
 // Nothing here drops a frame: an unknown EtherType ends parsing and a short frame ends it
 // with a parser error, which L2 forwarding ignores and the CP treats as "not a data frame".
 #ifndef __PARSER_P4__
@@ -15,8 +16,8 @@ parser QcnParser(packet_in packet,
                  out headers_t hdr,
                  inout local_metadata_t meta,
                  inout standard_metadata_t standard_metadata) {
-    // ETHERTYPE_IPV4 where per-flow ECMP is on, else empty (BMv2's Thrift API fills it:
-    // PI does not write value sets).
+    // ETHERTYPE_IPV4 where per-flow ECMP is on or a port marks ECN, else empty (BMv2's
+    // Thrift API fills it: PI does not write value sets).
     value_set<bit<16>>(1) flow_ethertypes;
 
     state start {
@@ -96,9 +97,10 @@ parser QcnParser(packet_in packet,
 }
 
 // Headers are re-emitted unchanged, so a data frame leaves byte for byte as it came in (but
-// for the Fb tag three-point edge ports push and remove, control/three_point.p4); a
-// CNM clone emits its new Ethernet and CNM headers, then the sampled frame from its
-// EtherType on (msdu_ethertype, then the headers that followed it, then the payload).
+// for the Fb tag three-point edge ports push and remove, control/three_point.p4, and a CE
+// mark, control/ecn_marking.p4); a CNM clone emits its new Ethernet and CNM headers, then
+// the sampled frame from its EtherType on (msdu_ethertype, then the headers that followed
+// it, then the payload).
 control QcnDeparser(packet_out packet, in headers_t hdr) {
     apply {
         packet.emit(hdr.ethernet);
@@ -118,7 +120,8 @@ control QcnVerifyChecksum(inout headers_t hdr, inout local_metadata_t meta) {
     apply { }
 }
 
-// Frames are forwarded unmodified, so there is no checksum to recompute.
+// Frames are forwarded unmodified but for a CE mark, which updates the IPv4 checksum itself
+// (control/ecn_marking.p4): there is no checksum to recompute here.
 control QcnComputeChecksum(inout headers_t hdr, inout local_metadata_t meta) {
     apply { }
 }

@@ -39,7 +39,7 @@ from qcn.core.live import (
     demote_this_thread,
     shown,
 )
-from qcn.core.params import CpJudge, CpParams
+from qcn.core.params import ECN_QUEUE_MAX_BYTES, CpJudge, CpParams, CpSignal
 
 UPDATE_MS = 100
 """How often a page pulls new rows: at most 10 updates a second ..."""
@@ -73,8 +73,13 @@ KNOB_STEPS: dict[str, tuple[float, float, float]] = {
     "w": (0, 64, 0.25),
     "p_base": (0, 1, 0.005),
     "p_scale": (0, 1, 0.0005),
+    "kmin_bytes": (0, ECN_QUEUE_MAX_BYTES - 1, 1000),
+    "kmax_bytes": (1, ECN_QUEUE_MAX_BYTES, 1000),
+    "pmax": (0, 1, 0.01),
 }
 """The number knobs: (low, high, step) of their spinners (the checks are ctl set's)."""
+WHOLE_KNOBS = frozenset({"q_eq_pkts", "kmin_bytes", "kmax_bytes"})
+"""The number knobs that take whole numbers (their spinners count in steps of 1 or more)."""
 PALETTE = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
@@ -98,6 +103,7 @@ def knob_css(port: str, knob: str) -> str:
 SELECT_KNOBS: dict[str, tuple[str, dict[str, Any]]] = {
     "positive_feedback": ("mode", FEEDBACK_MODES),
     "judge": ("judge", {j.value: j.value for j in CpJudge}),
+    "signal": ("signal", {s.value: s.value for s in CpSignal}),
 }
 """The knobs the page shows as a choice: their title and options (an option's name on the
 page: the value `qcn ctl set` gives the field)."""
@@ -116,8 +122,8 @@ class KnobValueError(QcnError):
 
 
 def requested(knob: str, value: Any) -> Any:
-    """The page's value as `qcn ctl set` gives it (a whole q_eq as an int, so that any
-    other is ctl set's own "must be a whole number").  The mode is one of its options: a
+    """The page's value as `qcn ctl set` gives it (a whole q_eq or threshold as an int, so
+    that any other is ctl set's own "must be a whole number").  The mode is one of its options: a
     page's message can send any text ("bogus", ""), which was a KeyError on the run's
     stderr."""
     if knob in SELECT_KNOBS:
@@ -125,7 +131,7 @@ def requested(knob: str, value: Any) -> Any:
         if not isinstance(value, str) or value not in options:
             raise KnobValueError(f"{title}: must be {' or '.join(options)} (got {value!r:.40})")
         return options[value]
-    if knob == "q_eq_pkts" and isinstance(value, float) and value.is_integer():
+    if knob in WHOLE_KNOBS and isinstance(value, float) and value.is_integer():
         return int(value)
     return value
 
@@ -458,7 +464,7 @@ def _knob_rows(feed: LiveFeed, state: PageState, log: Any) -> list[Any]:
                 low, high, step = KNOB_STEPS[knob]
                 widget = Spinner(
                     title=knob, low=low, high=high, step=step, value=widget_value(cp, knob),
-                    name=name, width=110, mode="float" if knob != "q_eq_pkts" else "int",
+                    name=name, width=110, mode="int" if knob in WHOLE_KNOBS else "float",
                     css_classes=[knob_css(port, knob)],
                 )  # fmt: skip
             state.knobs[(port, knob)] = widget

@@ -37,7 +37,9 @@ KNOBS_HEADER = ("time_s", "port", "field", "old", "new")
 QNTZ_LEVELS = 64
 """QntzFb takes 0..63: the histogram's bins."""
 
-KNOB_FIELDS = ("q_eq_pkts", "w", "p_base", "p_scale", "positive_feedback", "judge")
+ECN_KNOBS = ("signal", "kmin_bytes", "kmax_bytes", "pmax")
+"""A port's signal (CNMs, ECN marks or nothing) and DCQCN's marking curve."""
+KNOB_FIELDS = ("q_eq_pkts", "w", "p_base", "p_scale", "positive_feedback", "judge", *ECN_KNOBS)
 """The CpParams fields the page turns (positive_feedback: the CP's mode, qcn or ecm; judge:
 whether the CP judges the frames its full queue drops)."""
 
@@ -475,9 +477,10 @@ class LiveModel(Protocol):
     def set_port_cp(self, port: str, cfg: CpPortConfig) -> None: ...
 
 
-SIM_KNOBS = frozenset(KNOB_FIELDS) | {"q_eq_bytes", "sampling", "sample_jitter"}
+SIM_KNOBS = (frozenset(KNOB_FIELDS) - set(ECN_KNOBS)) | {"q_eq_bytes", "sampling", "sample_jitter"}
 """What the simulator changes at a port mid-run (its queue unit, where q is taken and
-three-point mode are the whole network's)."""
+three-point mode are the whole network's; the ECN knobs are BMv2's only until the
+simulator marks ECN)."""
 
 
 class SimulatedKnobs:

@@ -691,10 +691,18 @@ class QcnParams:
             raise ParamError(f"{path}: {e.field}", str(e).split(": ", 1)[1]) from None
 
 
-PORT_CP_FIELDS = ("q_eq_pkts", "w", "p_base", "p_scale")
+PORT_CP_FIELDS = (
+    "q_eq_pkts", "w", "p_base", "p_scale", "signal", "kmin_bytes", "kmax_bytes", "pmax",
+)  # fmt: skip
 """The CP fields a port may hold of its own (a scenario's ``port_cp``): those BMv2's scaling
-leaves alone (q_eq in frames, the rest without a unit), so a port's own value means the same
-on both backends."""
+leaves alone (q_eq in frames, ECN marking's thresholds in bytes, the rest without a unit), so
+a port's own value means the same on both backends."""
+
+
+def port_cp_values(values: dict[str, Any]) -> dict[str, Any]:
+    """A port's own CP fields as CpParams takes them (a signal's name as its CpSignal);
+    a value of the wrong type is a ParamError naming ``cp.FIELD``."""
+    return _coerce(CpParams, "cp", values)
 
 
 def _two_qcn_check(rp: RpParams) -> None:

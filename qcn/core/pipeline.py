@@ -56,6 +56,11 @@ TABLE_ADMISSION = "admission"
 ACTION_ADMIT = "admit"
 ACTION_ADMIT_SAMPLE_BERNOULLI = "admit_sample_bernoulli"
 ACTION_ADMIT_SAMPLE_BYTE_INTERVAL = "admit_sample_byte_interval"
+#: DCQCN's CP (p4src/control/ecn_marking.p4): a port whose signal is ECN marks ECN-capable
+#: frames CE on its curve (the data-plane integers of qcn.core.cp_model.CpPortConfig).
+TABLE_ECN_MARKING = "ecn_marking"
+ACTION_MARK_ECN = "mark_ecn"
+ECN_MARKING_PARAMS = ("kmin_bytes", "kmax_bytes", "ecn_slope")
 #: The departure CP's stage 1: its sampling mode and depth source.
 TABLE_CP_SAMPLING = "cp_sampling"
 ACTION_SAMPLE_BERNOULLI = "sample_bernoulli"
@@ -109,6 +114,7 @@ CP_ACTION_PARAMS: dict[str, tuple[str, ...]] = {
         "three_point",
         "reflect_p_base_fixed",
         "reflect_p_scale_fixed",
+        "signal",
     ),
     CP_ACTION_SET_SAMPLE_INTERVAL: ("base_bytes", "jitter_span_bytes"),
 }
@@ -151,6 +157,7 @@ ACTION_PARAMS: dict[str, tuple[str, ...]] = {
         "judge_dropped",
     ),
     ACTION_ADMIT_SAMPLE_BYTE_INTERVAL: ("limit_pkts", "limit_bytes", "bytes_unit", "judge_dropped"),
+    ACTION_MARK_ECN: ECN_MARKING_PARAMS,
     ACTION_SAMPLE_BERNOULLI: ("p_max_fixed", "dequeue_depth"),
     ACTION_SAMPLE_BYTE_INTERVAL: ("dequeue_depth",),
     ACTION_WATCH: PAUSE_PARAMS,
@@ -178,6 +185,7 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("eg_port",),
         (ACTION_ADMIT, ACTION_ADMIT_SAMPLE_BERNOULLI, ACTION_ADMIT_SAMPLE_BYTE_INTERVAL),
     ),
+    TABLE_ECN_MARKING: (("eg_port",), (ACTION_MARK_ECN,)),
     TABLE_CP_SAMPLING: (("eg_port",), (ACTION_SAMPLE_BERNOULLI, ACTION_SAMPLE_BYTE_INTERVAL)),
     TABLE_INPUT_PORT: (
         ("ig_port",),
@@ -198,6 +206,7 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 COUNTERS: dict[str, str] = {
     **{cp_name(i, c): cp_full_name(i, c) for i in CP_INSTANCES for c in CP_COUNTERS},
     "tail_drops": "tail_drops",
+    "ecn_marks": "QcnIngress.ecn_cp.ecn_marks",
     "cnm_edge_drops": "QcnIngress.l2.cnm_edge_drops",
     "pause_sent": "pause_sent",
     "pause_drops": "QcnIngress.input_port.pause_drops",

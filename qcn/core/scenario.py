@@ -122,6 +122,7 @@ from qcn.core.params import (
     ParamError,
     QcnParams,
     RpParams,
+    port_cp_values,
     scheme_def,
     scheme_names,
 )
@@ -348,7 +349,7 @@ class Scenario:
     def cp_for(self, port: str) -> CpParams:
         """The CP parameters of the port named ``port`` (``params.cp`` unless overridden)."""
         own = dict(self.port_cp).get(port)
-        return replace(self.params.cp, **dict(own)) if own else self.params.cp
+        return replace(self.params.cp, **port_cp_values(dict(own))) if own else self.params.cp
 
     @cached_property
     def topology(self) -> Topology:
@@ -913,6 +914,10 @@ def _port_cp(raw: Any) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
                 raise ScenarioError(
                     f"port_cp.{port}.{name}: a port's own CP fields are {', '.join(PORT_CP_FIELDS)}"
                 )
+        try:
+            port_cp_values(fields_)
+        except ParamError as e:
+            raise ScenarioError(f"port_cp.{port}.{str(e).removeprefix('cp.')}") from None
         out.append((str(port), tuple(sorted(fields_.items()))))
     return tuple(out)
 
@@ -921,15 +926,12 @@ def _validate_port_cp(s: Scenario) -> None:
     if not s.port_cp:
         return
     cps = {str(p) for p in s.topology.cp_ports}
-    for port, own in s.port_cp:
+    for port, _own in s.port_cp:
         if port not in cps:
             raise ScenarioError(
                 f"port_cp.{port}: not a CP port of the network (its CP ports: "
                 f"{', '.join(sorted(cps)) or 'none'})"
             )
-        for name, value in own:
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ScenarioError(f"port_cp.{port}.{name}: must be a number (got {value!r:.40})")
         try:
             s.cp_for(port).validate()
         except ParamError as e:
