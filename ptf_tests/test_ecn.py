@@ -21,7 +21,8 @@ from scapy.layers.l2 import Ether
 
 from qcn.controller.entries import PauseWatermarks, input_port_entry, pause_honour_entry
 from qcn.core.cp_model import ecn_mark_threshold
-from qcn.core.frames import ECN_CE, ECN_ECT0, ECN_ECT1, ECN_NOT_ECT, pause_frame
+from qcn.core.ecmp import ECN_CE, ECN_ECT0, ECN_ECT1, ECN_NOT_ECT
+from qcn.core.frames import pause_frame
 from qcn.core.params import PROB_ONE, CpParams, CpSignal, QueueUnit
 from qcn.core.pipeline import (
     ETHERTYPE_IPV4,

@@ -20,7 +20,8 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from qcn.core.frames import ECN_ECT0, pause_seconds
+from qcn.core.ecmp import ECN_ECT0
+from qcn.core.frames import pause_seconds
 from qcn.topologies.bmv2 import Bmv2Config, Bmv2Process, wait_until
 from qcn.topologies.errors import Bmv2Error
 from qcn.topologies.netns import VethEnd, add_veth, namespaces, send_frames, without_ipv6

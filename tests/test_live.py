@@ -107,6 +107,22 @@ def test_a_knob_changes_the_model_at_its_simulated_instant_the_same_on_both_engi
 
 
 @needs_core
+def test_a_marking_curve_changes_mid_run_the_same_on_both_engines() -> None:
+    sc = transient(0.3).with_overrides({"qcn_preset": "dcqcn"})
+    changes = {"kmin_bytes": 1_000, "kmax_bytes": 30_000, "pmax": 0.5}
+    python, _ = run_turning(sc, "python", 0.1, changes)
+    core, feed = run_turning(sc, "compiled", 0.1, changes)
+    untouched, _ = run_turning(sc, "compiled", None, {})
+    assert python.queue_pkts == core.queue_pkts
+    assert python.source_current_rate_bps == core.source_current_rate_bps
+    assert python.extra["marks"] == core.extra["marks"]
+    assert core.extra["marks"] > 10 * untouched.extra["marks"]  # the change mattered
+    assert [c.field for c in feed.changes()] == ["kmin_bytes", "kmax_bytes", "pmax"]
+    with pytest.raises(LiveError, match="signal"):
+        feed.tune(feed.cp_ports[0], {"signal": "cnm"})
+
+
+@needs_core
 def test_q_eq_from_22_to_44_in_the_hot_spot_settles_the_queue_within_a_simulated_second() -> None:
     sc = transient(4.0)  # the hot spot is 2-4 s
     # (The CP judging the onset's dropped frames too, the queue is 31 frames at 2.2-2.5 s,
@@ -720,10 +736,10 @@ def test_the_judge_knob_turns_the_cps_judging_of_dropped_frames_on_both_engines(
 
 
 @needs_bokeh
-def test_the_ecn_knobs_offer_ctl_set_s_values_and_the_simulator_refuses_them() -> None:
+def test_the_ecn_knobs_offer_ctl_set_s_values_and_the_simulator_refuses_a_new_signal() -> None:
     """The page's signal knob (docs/live.md): `qcn ctl set --signal`'s values, and the
-    marking curve's; the simulator does not mark ECN yet, so it refuses a change of them in
-    one line on the page."""
+    marking curve's; whether a port marks is fixed for a simulated run, so the simulator
+    refuses a new signal in one line on the page, and takes a new curve."""
     from bokeh.document import Document  # noqa: PLC0415
 
     from qcn.cli.live import knob_name, make_document  # noqa: PLC0415
@@ -740,9 +756,10 @@ def test_the_ecn_knobs_offer_ctl_set_s_values_and_the_simulator_refuses_them() -
     assert signal.value == "cnm"
     kmin = doc.get_model_by_name(knob_name(feed.cp_ports[0], "kmin_bytes"))
     assert (kmin.value, kmin.mode) == (sc.params.cp.kmin_bytes, "int")
-    kmin.value = 6000
-    assert "mid-run, not kmin_bytes" in doc.get_model_by_name("knob log").text
     assert feed.changes() == []
+    kmin.value = 6000  # taken: applied at the model's next sample
+    assert "not kmin_bytes" not in doc.get_model_by_name("knob log").text
+    assert kmin.value == 6000
 
 
 def test_a_page_message_bokeh_refuses_is_one_line(caplog: pytest.LogCaptureFixture) -> None:

@@ -65,12 +65,6 @@ CNM_MAX_MSDU_BYTES = 64
 CNM_VERSION = 0
 #: The CNM header as the switch emits it: Ethernet + PDU (the MSDU follows).
 CNM_HEADER_BYTES = ETH_HEADER_BYTES + CNM_PDU_BYTES
-#: IPv4's ECN field (RFC 3168, the low two bits of the TOS byte): DCQCN's CP marks an
-#: ECN-capable frame (ECT(0) or ECT(1)) CE (p4src/control/ecn_marking.p4).
-ECN_NOT_ECT = 0b00
-ECN_ECT1 = 0b01
-ECN_ECT0 = 0b10
-ECN_CE = 0b11
 
 
 class CNM(Packet):

@@ -477,10 +477,10 @@ class LiveModel(Protocol):
     def set_port_cp(self, port: str, cfg: CpPortConfig) -> None: ...
 
 
-SIM_KNOBS = (frozenset(KNOB_FIELDS) - set(ECN_KNOBS)) | {"q_eq_bytes", "sampling", "sample_jitter"}
+SIM_KNOBS = (frozenset(KNOB_FIELDS) - {"signal"}) | {"q_eq_bytes", "sampling", "sample_jitter"}
 """What the simulator changes at a port mid-run (its queue unit, where q is taken and
-three-point mode are the whole network's; the ECN knobs are BMv2's only until the
-simulator marks ECN)."""
+three-point mode are the whole network's, and so is whether a port marks ECN: its
+marking curve changes, its signal does not)."""
 
 
 class SimulatedKnobs:
