@@ -5,6 +5,7 @@ directory."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from dataclasses import replace
@@ -106,8 +107,12 @@ def test_a_scenario_says_how_it_runs_another_scheme() -> None:
     assert rp.own(DcqcnParams).alpha_timer_s == 50e-6
     assert dcqcn.schemes == ()  # applied: DCQCN is now its own scheme
     assert scenarios.parse(fat.to_dict()).schemes == fat.schemes
-    # Scaled for BMv2, the table's times and rates scale as the scenario's own fields do.
+    # Scaled for BMv2, the table's times and rates scale as the scenario's own fields do,
+    # and the scenario's own table stays as it was (its nested table once scaled in place).
+    before = copy.deepcopy(fat.schemes)
     scaled = dict(dict(fat.scaled_for_bmv2().schemes)["dcqcn"])
+    fat.scaled_for_bmv2()
+    assert fat.schemes == before
     assert scaled["qcn.rp.r_ai_bps"] == pytest.approx(20e6 * fat.bmv2.rate_scale)
     assert scaled["qcn.cp.kmax_bytes"] == 1_600_000  # a queue's size: unscaled
 

@@ -88,6 +88,7 @@ Validation names the file and the field.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections.abc import Collection
@@ -743,7 +744,7 @@ def scheme_overrides(sc: Scenario, scheme: str) -> dict[str, Any]:
             dotted = f"qcn.{section}.{key}"
             if dotted not in NETWORK_PARAMS:
                 out[dotted] = base[section][key]
-    out.update(dict(sc.schemes).get(scheme, ()))
+    out.update(copy.deepcopy(dict(dict(sc.schemes).get(scheme, ()))))
     return out
 
 
@@ -884,7 +885,7 @@ def _schemes(
         except ParamError as e:
             raise ScenarioError(f"{where}.{e}") from None
         flat = [
-            (f"qcn.{section}.{key}", value)
+            (f"qcn.{section}.{key}", copy.deepcopy(value))
             for section, fields_ in sorted(table.items())
             for key, value in sorted(fields_.items())
         ]
@@ -898,7 +899,8 @@ def _schemes_dict(schemes: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]) 
     for name, flat in schemes:
         for dotted, value in flat:
             _qcn, section, key = dotted.split(".", 2)
-            out.setdefault(name, {}).setdefault(section, {})[key] = value
+            # (a copy: a scheme's own table is a dict, which scaling would change in place)
+            out.setdefault(name, {}).setdefault(section, {})[key] = copy.deepcopy(value)
     return out
 
 
