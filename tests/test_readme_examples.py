@@ -38,6 +38,7 @@ VENV_BIN = Path(sys.executable).parent
 
 HERE = {
     "qcn run transient --backend sim --set qcn.rp.fb_hat=true --out results/fb-hat",
+    "qcn run fct --scheme qcn,dcqcn,none --backend sim",
     "qcn params --preset 2-qcn",
     "qcn net draw parking-lot:3 -o pl.png",
     "qcn net show leaf-spine:2,2,2",
