@@ -681,6 +681,22 @@ def test_fct_every_started_flow_finishes_or_is_counted(tmp_path: Path) -> None:
     assert leftovers() == ("", "")
 
 
+def test_dcqcn_on_bmv2_marks_and_its_cnps_reach_the_senders(tmp_path: Path) -> None:
+    """DCQCN end to end on BMv2: the switch marks CE, the flow receivers answer with CNPs,
+    the senders' daemons take them (docs/dcqcn.md)."""
+    s = qcn_run(tmp_path, "fct", "--scheme", "dcqcn", "--backend", "mininet", "--duration", "0.06")
+    assert s["marks"] > 0
+    assert s["cnms"] == 0  # no CP sends a CNM
+    taken = [
+        int(m.group(1))
+        for log in (tmp_path / "logs").glob("rp-*.log")
+        for m in re.finditer(r"'cnps_accepted': (\d+)", log.read_text())
+    ]
+    assert sum(taken) > 0
+    assert sum(taken) <= s["marks"]  # at most one CNP a marked frame
+    assert leftovers() == ("", "")
+
+
 def test_an_interrupted_fct_run_keeps_every_flows_record(tmp_path: Path) -> None:
     command = (*QCN_RUN, "fct", "--backend", "mininet", "--duration", "0.08")  # 20 s
     ack_dirs = set(Path(tempfile.gettempdir()).glob("qcn-acks-*"))

@@ -49,6 +49,7 @@ from qcn.core.live import LiveFeed
 from qcn.core.params import (
     PAUSE_QUANTA_MAX,
     CpParams,
+    CpSignal,
     DcqcnParams,
     QcnParams,
     RpScheme,
@@ -264,6 +265,10 @@ class Experiment:
         # where the receivers' counts are estimates (docs/fct.md, "BMv2's drops").
         switch_drops = sum(c["tail_drops"] + c["pause_drops"] for c in self.port_counters.values())
         trace.extra["switch_drops"] = switch_drops
+        marking = [p for p in self.topo.cp_ports if self.sc.cp_for(str(p)).signal is CpSignal.ECN]
+        if self.qcn and marking:
+            # DCQCN's switches: the frames they marked CE, as the simulator counts them.
+            trace.extra["marks"] = sum(self.port_counters[p]["ecn_marks"] for p in marking)
         if sc.workload.declared.kind is Kind.FLOWS and sc.workload.transport == "tcp":
             # A TCP receiver sees a stream, not the frames lost: the switch's count is all.
             trace.drops = switch_drops
@@ -365,6 +370,12 @@ class Experiment:
             }
             if self.qcn and self.sc.params.cp.three_point and self.topo.is_edge(ref):
                 counts |= {k: c[k] for k in REFLECTION_COUNTERS}
+            if (
+                self.qcn
+                and ref in self.topo.cp_ports
+                and (self.sc.cp_for(str(ref)).signal is CpSignal.ECN)
+            ):
+                counts["marks"] = c["ecn_marks"]
             if any(counts.values()) or str(ref) in trace.port_queue_pkts:
                 trace.port_counts[str(ref)] = counts
 
