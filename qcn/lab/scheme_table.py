@@ -21,7 +21,8 @@ from typing import Any
 from qcn.core.errors import QcnError
 from qcn.core.params import SCHEMES
 from qcn.core.publish import write_atomic
-from qcn.core.results import json_safe
+from qcn.core.results import headline, headline_view, json_safe, warmup_row
+from qcn.core.scenario import Scenario
 from qcn.core.stats import percentile
 from qcn.core.trace import Trace
 
@@ -56,17 +57,27 @@ def parse_schemes(text: str, *, single: bool = False) -> tuple[str, ...]:
     return names
 
 
-def scheme_row(scheme: str, run_dir: Path, summary: dict[str, Any], trace: Trace) -> dict[str, Any]:
-    """One scheme's figures: its headline port's queue (mean and p99 over the run), the
-    network's drops, Jain's index over fair shares, the flows' slowdown, and the
-    notifications its scheme sent (CNMs from the CPs, CNPs from the receivers)."""
+def headline_queue(sc: Scenario, trace: Trace) -> Trace:
+    """The run's trace with its headline port's queue as the queue (summary.json's
+    headline: the port its figures describe)."""
+    return headline_view(sc, trace, headline(sc, trace).port)
+
+
+def scheme_row(
+    scheme: str, run_dir: Path, summary: dict[str, Any], sc: Scenario, trace: Trace
+) -> dict[str, Any]:
+    """One scheme's figures: its headline port's queue after the warm-up (mean, as
+    summary.json gives it, and p99 of the same samples), the network's drops, Jain's index
+    over fair shares, the flows' slowdown, and the notifications its scheme sent (CNMs
+    from the CPs, CNPs from the receivers)."""
     flows = summary.get("flows")
+    view = headline_queue(sc, trace)
     row: dict[str, Any] = {
         "scheme": scheme,
         "run": str(run_dir),
         "port": summary["headline_port"],
         "queue_mean_pkts": summary["queue_mean_pkts"],
-        "queue_p99_pkts": percentile(trace.queue_pkts, 0.99),
+        "queue_p99_pkts": percentile(view.queue_pkts[warmup_row(sc, view) :] or [0], 0.99),
         "drops": summary["drops"],
         "jain_fairness": summary.get("jain_fairness"),
         "cnms": summary.get("cnms", 0),
@@ -101,9 +112,10 @@ def format_table(scenario: str, backend: str, rows: Sequence[dict[str, Any]]) ->
     lines = [
         f"# {scenario} under each scheme ({backend})",
         "",
-        f"The figures are port {rows[0]['port']}'s queue (the run's headline port) and the "
-        "whole network's drops; slowdown is FCT over the ideal FCT (docs/fct.md); each "
-        "row's run is in its directory.",
+        "The queue is each run's headline port's after the warm-up (summary.json's "
+        "headline_port: the first row's is " + rows[0]["port"] + "), drops the whole "
+        "network's; slowdown is FCT over the ideal FCT (docs/fct.md); each row's run is in "
+        "its directory.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
