@@ -1389,24 +1389,17 @@ class Simulation:
                         self._send(s)
             elif kind == ARRIVE:
                 self._next_hop(ports[src].pipe.popleft())
-            elif kind in (CNM, CNM_POSITIVE):
+            elif kind in (CNM, CNM_POSITIVE, CNP):
+                # A CNM's version is its QntzFb; a CNP's is 0: it carries no feedback
+                # (DCQCN's cut is alpha's).
                 lim = self._limiter(src)
-                if lim is None:  # the flow finished while the CNM was on its way
+                if lim is None:  # the flow finished while the message was on its way
                     extra = self.trace.extra
-                    extra["cnms_after_finish"] = extra.get("cnms_after_finish", 0) + 1
+                    late = "cnps_after_finish" if kind == CNP else "cnms_after_finish"
+                    extra[late] = extra.get(late, 0) + 1
                     continue
                 assert lim.rules is not None
                 lim.rules.on_cnm(version, positive=kind == CNM_POSITIVE)
-                self._schedule_timer(lim)
-                self._rate_changed(lim)
-            elif kind == CNP:
-                lim = self._limiter(src)
-                if lim is None:  # the flow finished while the CNP was on its way
-                    extra = self.trace.extra
-                    extra["cnps_after_finish"] = extra.get("cnps_after_finish", 0) + 1
-                    continue
-                assert lim.rules is not None
-                lim.rules.on_cnm(0)  # (a CNP carries no feedback: DCQCN's cut is alpha's)
                 self._schedule_timer(lim)
                 self._rate_changed(lim)
             elif kind == TIMER:

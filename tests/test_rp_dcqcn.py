@@ -15,17 +15,10 @@ import pytest
 
 from qcn.core.params import DcqcnParams, ParamError, QcnParams, RpParams
 from qcn.reaction_point.rules import DcqcnRules, RateLimiterRules, Stage
+from tests.test_rp_schemes import Clock
 
 DCQCN = QcnParams.preset("dcqcn").rp
 LINE = DCQCN.line_rate_bps
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @dataclass

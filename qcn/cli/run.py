@@ -379,8 +379,9 @@ def _run_schemes(args: argparse.Namespace, names: tuple[str, ...]) -> int:
         backend_name = run.backend.name  # every scheme on the backend the first ran on
         done = execute(run, out / name, force=args.force, quiet=args.quiet)
         report(done, run)
-        rows.append(scheme_table.scheme_row(name, out / name, done.summary, run.sc, done.trace))
-        traces.append(scheme_table.headline_queue(run.sc, done.trace))
+        view = scheme_table.headline_queue(run.sc, done.trace, done.summary)
+        rows.append(scheme_table.scheme_row(name, out / name, done.summary, run.sc, view))
+        traces.append(view)
     written = scheme_table.write(out, base.name, backend_name, rows, traces)
     print(scheme_table.format_table(base.name, backend_name, rows))
     for path in written:

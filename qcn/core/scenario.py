@@ -718,8 +718,9 @@ def _port_ref(text: str) -> PortRef:
     return PortRef(switch, int(port))
 
 
-#: The parameters a scenario's network sets, which every scheme it runs under keeps.
-NETWORK_PARAMS = frozenset({"qcn.rp.line_rate_bps", "qcn.rp.rate_unit_bps"})
+#: The reaction point's fields a scenario's network sets, which every scheme it runs under
+#: keeps.
+NETWORK_RP_FIELDS = ("line_rate_bps", "rate_unit_bps")
 """(The line rate is the host links'; the rate unit, the hosts' limiters' granularity: both
 scale with the network's rates on BMv2.)"""
 
@@ -731,7 +732,7 @@ def scheme_overrides(sc: Scenario, scheme: str) -> dict[str, Any]:
     scheme a scenario runs as it is: no override.  Switching presets alone keeps the fields
     the scenario set over its own preset (``with_overrides``); here each of those goes back
     to the new preset's value, so a QCN scenario's R_AI does not become DCQCN's, except the
-    fields of :data:`NETWORK_PARAMS`."""
+    fields of :data:`NETWORK_RP_FIELDS`."""
     if scheme == sc.preset:
         return {}
     try:
@@ -741,9 +742,8 @@ def scheme_overrides(sc: Scenario, scheme: str) -> dict[str, Any]:
     out: dict[str, Any] = {"qcn_preset": scheme}
     for section, fields_ in _deviations(sc.params, sc.preset).items():
         for key in fields_:
-            dotted = f"qcn.{section}.{key}"
-            if dotted not in NETWORK_PARAMS:
-                out[dotted] = base[section][key]
+            if not (section == "rp" and key in NETWORK_RP_FIELDS):
+                out[f"qcn.{section}.{key}"] = base[section][key]
     out.update(copy.deepcopy(dict(dict(sc.schemes).get(scheme, ()))))
     return out
 
@@ -877,10 +877,7 @@ def _schemes(
             raise ScenarioError(f"{where}: must hold tables of parameters ([{where}.rp])")
         try:
             base = QcnParams.preset(name)
-            network = {
-                dotted.rsplit(".", 1)[1]: getattr(params.rp, dotted.rsplit(".", 1)[1])
-                for dotted in NETWORK_PARAMS
-            }
+            network = {key: getattr(params.rp, key) for key in NETWORK_RP_FIELDS}
             QcnParams.from_dict({**table, "rp": {**network, **table.get("rp", {})}}, base)
         except ParamError as e:
             raise ScenarioError(f"{where}.{e}") from None

@@ -21,7 +21,7 @@ from typing import Any
 from qcn.core.errors import QcnError
 from qcn.core.params import SCHEMES
 from qcn.core.publish import write_atomic
-from qcn.core.results import headline, headline_view, json_safe, warmup_row
+from qcn.core.results import headline_view, json_safe, warmup_row
 from qcn.core.scenario import Scenario
 from qcn.core.stats import percentile
 from qcn.core.trace import Trace
@@ -57,21 +57,20 @@ def parse_schemes(text: str, *, single: bool = False) -> tuple[str, ...]:
     return names
 
 
-def headline_queue(sc: Scenario, trace: Trace) -> Trace:
-    """The run's trace with its headline port's queue as the queue (summary.json's
-    headline: the port its figures describe)."""
-    return headline_view(sc, trace, headline(sc, trace).port)
+def headline_queue(sc: Scenario, trace: Trace, summary: dict[str, Any]) -> Trace:
+    """The run's trace with its headline port's queue as the queue: the port summary.json's
+    figures describe (its ``headline_port``, chosen once, when the run was summarised)."""
+    return headline_view(sc, trace, summary["headline_port"])
 
 
 def scheme_row(
-    scheme: str, run_dir: Path, summary: dict[str, Any], sc: Scenario, trace: Trace
+    scheme: str, run_dir: Path, summary: dict[str, Any], sc: Scenario, view: Trace
 ) -> dict[str, Any]:
     """One scheme's figures: its headline port's queue after the warm-up (mean, as
     summary.json gives it, and p99 of the same samples), the network's drops, Jain's index
     over fair shares, the flows' slowdown, and the notifications its scheme sent (CNMs
-    from the CPs, CNPs from the receivers)."""
+    from the CPs, CNPs from the receivers); ``view``: the run's :func:`headline_queue`."""
     flows = summary.get("flows")
-    view = headline_queue(sc, trace)
     row: dict[str, Any] = {
         "scheme": scheme,
         "run": str(run_dir),
