@@ -78,7 +78,7 @@ bench: venv  ## benchmarks (each prints its figures and ratios against a same-ru
 	$(PY) -m bench.tune_bench
 	$(PY) -m bench.import_costs
 	@if command -v p4c >/dev/null && command -v simple_switch_grpc >/dev/null; then \
-	    $(PY) -m bench.pipeline_bench && $(PY) -m bench.ctl_bench && $(PY) -m bench.hold_bench; \
+	    $(PY) -m bench.pipeline_bench && $(PY) -m bench.bmv2_builds && $(PY) -m bench.ctl_bench && $(PY) -m bench.hold_bench; \
 	else echo "bench: pipeline, controller and hold benchmarks skipped: p4lang toolchain missing"; fi
 
 run: venv  ## the main job: the transient experiment (seed 000), results and plots in results/

@@ -32,7 +32,6 @@ Target (issue 20): qcn / l2 >= 0.85 with the arrival CP on every frame.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
 import shutil
@@ -52,10 +51,9 @@ from qcn.controller.p4runtime import P4RuntimeSwitch
 from qcn.core.params import CpParams
 from qcn.core.pipeline import compile_program
 from qcn.topologies.bmv2 import SIMPLE_SWITCH_GRPC
+from qcn.topologies.calibration import cpu_seconds, offer
 
 H0_MAC, H1_MAC = "00:00:00:00:00:01", "00:00:00:00:00:02"
-
-RAWFRAMES = (sys.executable, "-m", "qcn.topologies.rawframes")
 
 
 def measure(rate_pps: float, duration_s: float) -> tuple[int, float]:
@@ -63,32 +61,8 @@ def measure(rate_pps: float, duration_s: float) -> tuple[int, float]:
     frame = bytes(
         Ether(src=H0_MAC, dst=H1_MAC) / IP(src="10.0.0.1", dst="10.0.0.2") / UDP() / bytes(58)
     )
-    counter = subprocess.Popen(
-        [*RAWFRAMES, "count", "h1", "--ethertype", "ipv4", "--idle", "2"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert counter.stdout is not None
-    counter.stdout.readline()
-    sent = subprocess.run(
-        [*RAWFRAMES, "pace", "h0", "--rate", str(rate_pps), "--duration", str(duration_s)],
-        input=frame.hex(),
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    received, pps = counter.communicate(timeout=120)[0].split()
-    return int(sent), float(pps) if int(received) > 0.5 * int(sent) else 0.0
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time of a process, all its threads, from the scheduler's nanosecond accounting
-    (/proc/PID/task/TID/schedstat), not the 10 ms ticks of /proc/PID/stat."""
-    total_ns = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(FileNotFoundError):  # a thread that just ended
-            total_ns += int((task / "schedstat").read_text().split()[0])
-    return total_ns / 1e9
+    sent, received, pps = offer(frame, rate_pps, duration_s)
+    return sent, pps if received > 0.5 * sent else 0.0
 
 
 #: Issue 20's and 31's target: the CP pipeline at this fraction of plain L2's packets per

@@ -10,8 +10,22 @@ from pathlib import Path
 
 import pytest
 
+from qcn.topologies.calibration import CACHE_DIR_VARIABLE
 from qcn.topologies.netns import VethEnd, add_veth, namespaces
 from tests.kit import DASK, Cluster, Link, free_port
+
+
+@pytest.fixture(scope="session", autouse=True)
+def calibration_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The suite keeps its own BMv2 calibration (measured once, by the first BMv2 run that
+    needs it), not the user's: every run the tests start, and their children, use it."""
+    was = os.environ.get(CACHE_DIR_VARIABLE)
+    os.environ[CACHE_DIR_VARIABLE] = str(tmp_path_factory.mktemp("calibration"))
+    yield
+    if was is None:
+        del os.environ[CACHE_DIR_VARIABLE]
+    else:
+        os.environ[CACHE_DIR_VARIABLE] = was
 
 
 @pytest.fixture

@@ -29,9 +29,11 @@ class FakeThrift:
     def set_queue_rate(self, pps: int, port: int) -> None:
         self.rates.append((pps, port))
 
-    def occupancies(self, ports: list[int]) -> list[tuple[int, int]]:
-        assert ports == [11, 4]  # the bottleneck (transient's sink port) and another
+    def ask_occupancies(self) -> None:
         self.reads += 1
+
+    def asked_occupancies(self, ports: list[int]) -> list[tuple[int, int]]:
+        assert ports == [11, 4]  # the bottleneck (transient's sink port) and another
         return [(self.reads % 7, 1500 * (self.reads % 7)), (2 * (self.reads % 7), 0)]
 
 
@@ -78,7 +80,7 @@ def test_a_switch_that_stops_answering_is_one_error_naming_it() -> None:
     from qcn.topologies.errors import ExperimentError  # noqa: PLC0415
 
     class DeadThrift(FakeThrift):
-        def occupancies(self, _ports: list[int]) -> list[tuple[int, int]]:
+        def asked_occupancies(self, _ports: list[int]) -> list[tuple[int, int]]:
             raise TTransportException(TTransportException.END_OF_FILE, "TSocket read 0 bytes")
 
     live = measurement.read_depths({"s1": FakeThrift()}, {"s1": [11, 4]}, 3.0)
@@ -134,7 +136,10 @@ def test_the_bottleneck_capacity_is_its_own_links_and_utilization_is_taken_again
     assert str(slow) == "s1:3"
 
     class Full:
-        def occupancies(self, ports: list[int]) -> list[tuple[int, int]]:
+        def ask_occupancies(self) -> None:
+            pass
+
+        def asked_occupancies(self, ports: list[int]) -> list[tuple[int, int]]:
             return [(100, 150_000)] * len(ports)
 
     hooks = Hooks(start_traffic=lambda _t: None, on_sample=lambda _e, _t: None,

@@ -171,10 +171,16 @@ def assert_captured_cnms_decode(out: Path, summary: dict[str, Any]) -> None:
 
 
 def test_transient_without_qcn_fills_the_buffer_and_drops(tmp_path: Path) -> None:
-    s = qcn_run(tmp_path, *TRANSIENT, "--duration", "0.6", "--no-qcn")
+    """With the switch pinned (--cpus pinned: qcn.topologies.placement), which the run
+    records; the queue is the traffic's either way."""
+    s = qcn_run(tmp_path, *TRANSIENT, "--duration", "0.6", "--no-qcn", "--cpus", "pinned")
     assert s["cnms"] == 0
     assert s["queue_mean_settled_pkts"] >= 0.9 * 100, s  # the buffer is 100 packets
     assert s["drops_settled"] > 1000, s
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) >= 2:
+        where = f"switches pinned (CPU {cpus[1]}: 1 switch); hosts on CPU {cpus[0]}"
+        assert s["noise"]["switch_scheduling"].endswith(where), s["noise"]
     assert leftovers() == ("", "")
 
 

@@ -60,6 +60,7 @@ NETWORK = {
     "qcn schemes --runs 2",
     "qcn build",
     "qcn ptf test_cp.NoCnmBelowQeqTest",
+    "qcn net calibrate",  # (tests/test_placement.py)
 }
 #: The live run starts when its page opens: tests/test_live_browser.py opens it in Chromium.
 BROWSER = {"qcn run transient --backend sim --live --out results/live"}

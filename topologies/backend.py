@@ -91,6 +91,18 @@ class MininetOptions:
         is_boolean,
         "true or false",
     )
+    pinned: bool = backend_option(
+        False,
+        Flag(
+            "every process where the kernel puts it (any, the default), or each switch on "
+            "one CPU and the hosts' processes on another (pinned: less CPU a frame, but a "
+            "switch that fills its CPU stalls; docs/bmv2.md, 'Pinned switches')",
+            choices={"pinned": True, "any": False},
+            name="cpus",
+        ),
+        is_boolean,
+        "true or false",
+    )
     inject_stalls: tuple[float, float] | None = backend_option(
         None,
         Flag(
@@ -181,6 +193,7 @@ class Mininet:
         own: MininetOptions = options.options_of(self)
         emulation = Emulation(
             realtime_switch=own.realtime_switch,
+            pinned=own.pinned,
             inject_stalls=own.inject_stalls,
             pcap=own.pcap,
         )

@@ -23,6 +23,7 @@ from pyroute2 import netns
 from qcn.core.pipeline import BMV2_DEVICE_ID, BMV2_GRPC_PORT, BMV2_THRIFT_PORT
 from qcn.core.signals import interrupts_deferred
 from qcn.topologies.errors import Bmv2Error
+from qcn.topologies.placement import taskset_prefix
 
 SIMPLE_SWITCH_GRPC = "simple_switch_grpc"
 
@@ -49,6 +50,9 @@ class Bmv2Config:
     """Scheduling niceness of the switch and all its threads (negative: first call on the
     CPU).  An emulated network gives its switch priority: a real switch has hardware of its
     own, and a switch kept waiting releases frames in bursts that the CP then punishes."""
+    cpus: tuple[int, ...] = ()
+    """The CPUs the switch and every thread it starts run on (empty: any;
+    qcn.topologies.placement)."""
     realtime_priority: int = 0
     """> 0: run the switch and every thread it starts under SCHED_FIFO at this priority
     (docs/bmv2.md, "Noise"): no ordinary process, a CPU hog included, can then keep it
@@ -66,6 +70,7 @@ class Bmv2Config:
 
     def command(self) -> list[str]:
         prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
+        prefix = [*taskset_prefix(self.cpus), *prefix]
         if self.nice:
             prefix = ["nice", "-n", str(self.nice), *prefix]
         if self.realtime_priority:

@@ -42,6 +42,7 @@ from typing import Any
 from qcn.controller import config as network_file
 from qcn.controller.config import NetworkConfig
 from qcn.controller.entries import PauseWatermarks
+from qcn.core import capacity
 from qcn.core.ecmp import DATA_PORT
 from qcn.core.flows import FlowRecord, records_from_logs
 from qcn.core.frames import pause_quanta, pause_seconds
@@ -209,7 +210,7 @@ class Experiment:
     def _emulate(self, sc: Scenario) -> Testbed:
         """The network up, programmed, measured, and down again; the testbed it ran on."""
         with self.testbed() as tb:
-            tb.start(self.topo)
+            tb.start(self.topo, capacity.switch_load(sc).frames_per_s)
             self.agents = tb.program(self.network_config())
             cps = ", ".join(str(p) for p in self.topo.cp_ports) or "none"
             # A bottleneck only where something names one (the topology, or a schedule that

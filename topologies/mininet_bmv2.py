@@ -24,6 +24,7 @@ from qcn.core.frames import FB_TAG_BYTES
 from qcn.topologies.bmv2 import Bmv2Config, Bmv2Process
 from qcn.topologies.netns import IPV6_CONFS
 from qcn.topologies.network import address
+from qcn.topologies.placement import UNPINNED, CpuPlan
 
 SWITCH_NICE = -10
 """The switches' niceness in Mininet runs (docs/bmv2.md, "CPU"): first on the CPU, ahead of
@@ -54,10 +55,12 @@ class Bmv2Switch(Switch):  # type: ignore[misc]
         log_dir: Path = Path("/tmp"),
         trace: bool = False,
         realtime_priority: int = 0,
+        cpu_plan: CpuPlan = UNPINNED,
         **params: Any,
     ) -> None:
         super().__init__(name, **params)
         self.realtime_priority = realtime_priority
+        self.cpus = cpu_plan.cpus_of(name)
         addr = address(name)
         self.device_id = addr.device_id
         self.grpc_port = addr.grpc_port
@@ -85,6 +88,7 @@ class Bmv2Switch(Switch):  # type: ignore[misc]
                 log_level="trace" if self.trace else "warn",
                 nice=SWITCH_NICE,
                 realtime_priority=self.realtime_priority,
+                cpus=self.cpus,
             )
         )
         self.process.start()

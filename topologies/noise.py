@@ -61,18 +61,23 @@ def cpu_times() -> tuple[int, int]:
     return steal, sum(fields[:8])
 
 
+NO_CPUS: frozenset[int] = frozenset()
+"""A thread whose CPUs were not read (it ended first)."""
+
+
 class _Group:
     """One group's open schedstat files and last readings."""
 
     def __init__(self, pids: Callable[[], list[int]], one_device: bool = False) -> None:
         self.pids = pids
         self.one_device = one_device
-        """Each process is one device whose threads wait for each other (a switch): those
-        waits are left out of its stalls (qcn.core.noise.wait_not_behind_own_threads)."""
+        """The processes are devices whose threads wait for each other (switches): a
+        thread's waits behind the group's threads that run on the same CPUs (its own
+        switch's, and those of the switches pinned with it) are left out of its stalls
+        (qcn.core.noise.wait_not_behind_own_threads)."""
         self.fds: dict[int, int] = {}
         self.last: dict[int, tuple[int, int]] = {}  # (on a CPU, waiting) ns
-        self.process: dict[int, int] = {}  # thread -> its process
-        self.cpus: dict[int, int] = {}  # thread -> how many CPUs it may use
+        self.cpus: dict[int, frozenset[int]] = {}  # thread -> the CPUs it may use
         self.waits = GroupWaits()
         self.tracker = StallTracker()
 
@@ -81,7 +86,7 @@ class _Group:
             for tid in threads_of(pid):
                 if self.one_device:
                     with contextlib.suppress(OSError):  # (a stall injector pins them later)
-                        self.cpus[tid] = len(os.sched_getaffinity(tid))
+                        self.cpus[tid] = frozenset(os.sched_getaffinity(tid))
                 if tid in self.fds:
                     continue
                 try:
@@ -89,7 +94,6 @@ class _Group:
                 except OSError:
                     continue
                 self.fds[tid] = fd
-                self.process[tid] = pid
                 self.last[tid] = self._read(fd) or (0, 0)
         self.waits.threads = max(self.waits.threads, len(self.fds))
 
@@ -105,28 +109,28 @@ class _Group:
     def sample(self, k: int) -> None:
         """Sample ``k``: each thread's wait since the last one."""
         deltas: dict[int, tuple[float, float]] = {}  # thread -> (ran, waited) s
-        ran_by_process: dict[int, float] = {}
+        ran_on: dict[frozenset[int], float] = {}  # the group's threads' time, by CPU set
         for tid, fd in list(self.fds.items()):
             now = self._read(fd)
             if now is None:
                 os.close(fd)
                 del self.fds[tid], self.last[tid]
-                self.process.pop(tid, None)
                 self.cpus.pop(tid, None)
                 self.tracker.add(tid, k, 0.0)  # ends a stall it was in
                 continue
             ran_s = (now[0] - self.last[tid][0]) / 1e9
             deltas[tid] = (ran_s, (now[1] - self.last[tid][1]) / 1e9)
             self.last[tid] = now
-            pid = self.process[tid]
-            ran_by_process[pid] = ran_by_process.get(pid, 0.0) + ran_s
+            cpus = self.cpus.get(tid, NO_CPUS)
+            ran_on[cpus] = ran_on.get(cpus, 0.0) + ran_s
         for tid, (ran_s, wait_s) in deltas.items():
             self.waits.ran_s += ran_s
             self.waits.waited_s += wait_s
             stalled_s = wait_s
             if self.one_device:
-                others_s = ran_by_process[self.process[tid]] - ran_s
-                stalled_s = wait_not_behind_own_threads(wait_s, others_s, self.cpus.get(tid, 1))
+                cpus = self.cpus.get(tid, NO_CPUS)
+                others_s = ran_on[cpus] - ran_s
+                stalled_s = wait_not_behind_own_threads(wait_s, others_s, len(cpus))
                 self.waits.behind_own_s += wait_s - stalled_s
             self.tracker.add(tid, k, stalled_s)
 

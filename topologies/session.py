@@ -23,6 +23,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from qcn.controller import config as network_file
+from qcn.core.capacity import full_line_rate_load
 from qcn.core.live import LiveFeed, write_knobs
 from qcn.core.params import CpParams, QcnParams
 from qcn.core.topology import Topology
@@ -103,7 +104,7 @@ class NetworkSession:
 
     def _start(self) -> None:
         tb = self.testbed
-        tb.start(self.topo)
+        tb.start(self.topo, full_line_rate_load(self.topo, self.frame_bytes).frames_per_s)
         config = network_config(self.topo, cp_params=self.cp_params, frame_bytes=self.frame_bytes)
         self.agents = tb.program(config)
         self.started = time.monotonic()

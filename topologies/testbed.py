@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import os
 import re
 import shutil
@@ -19,7 +20,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -39,6 +40,7 @@ from qcn.topologies.bmv2 import SIMPLE_SWITCH_GRPC, wait_until
 from qcn.topologies.errors import ExperimentError
 from qcn.topologies.measurement import Hooks, Recording, measure
 from qcn.topologies.noise import NoiseMonitor, StallInjector, realtime_available, threads_of
+from qcn.topologies.placement import UNPINNED, plan_cpus, taskset_prefix, usable_cpus
 
 SWITCH_INTERFACE = re.compile(r"^s\d+-eth\d+$")
 """Switch-side veths of a Mininet run (sK-ethP)."""
@@ -69,6 +71,11 @@ def _set_scheduler(tid: int, policy: int, param: os.sched_param) -> None:
         os.sched_setscheduler(tid, policy, param)
 
 
+def _set_affinity(tid: int, cpus: set[int]) -> None:
+    with contextlib.suppress(OSError):  # a thread that ended meanwhile
+        os.sched_setaffinity(tid, cpus)
+
+
 def widen_pipe(fd: int, size: int = CAPTURE_PIPE_BYTES) -> int:
     """Make the pipe ``fd`` belongs to hold ``size`` bytes (within ``fs.pipe-max-size``
     unless root); the size it now has."""
@@ -92,6 +99,9 @@ class Emulation:
     """(stall, period) in seconds: stall the switch on purpose, to see the noise verdict."""
     pcap: bool = False
     """Capture the CP port and one source's port (bounded ring buffers, :data:`CAPTURE`)."""
+    pinned: bool = False
+    """Each switch on one CPU, the hosts' processes on another (qcn.topologies.placement);
+    else the kernel places every process (the default: docs/bmv2.md, "Pinned switches")."""
 
 
 @dataclass(frozen=True)
@@ -306,6 +316,8 @@ class Testbed:
         self.progress = progress
         self.emulation = emulation or Emulation()
         self.switch_scheduling = ""
+        self.cpu_plan = UNPINNED
+        """Where the switches and the hosts' processes run (qcn.topologies.placement)."""
         self.switch_priority = 0
         """The switches' SCHED_FIFO priority (0: none); the reaction points run below it."""
         self.rp_scheduling = ""
@@ -344,10 +356,13 @@ class Testbed:
 
     # -- bring-up ----------------------------------------------------------------------------
 
-    def start(self, topo: Topology) -> None:
+    def start(self, topo: Topology, switch_frames: Mapping[str, float] | None = None) -> None:
         """Compile the pipeline if it changed, then start ``topo`` with static ARP, no IPv6
         on any interface (every frame a switch sees is the run's), its links' delays where
-        it asks for them, and every host reaching every other on-link."""
+        it asks for them, and every host reaching every other on-link.  Where the
+        emulation pins them, each switch runs on one CPU (``switch_frames``: each one's
+        predicted frames a second, which spreads them; unknown, all count alike), the
+        hosts' processes on another (qcn.topologies.placement)."""
         from mininet.log import setLogLevel  # noqa: PLC0415
         from mininet.net import Mininet  # noqa: PLC0415
 
@@ -375,10 +390,16 @@ class Testbed:
         for note in topo.notes:
             self.progress(f"qcn run: {note}")
         priority = self.switch_priority = self._switch_priority()
+        if self.emulation.pinned:
+            frames = switch_frames or dict.fromkeys(topo.switches, 1.0)
+            self.cpu_plan = plan_cpus(frames, usable_cpus())
+        self.progress(f"qcn run: CPUs: {self.cpu_plan.why}")
         self.topology = topo
         self.net = Mininet(
             topo=MininetTopology(topo).build(),
-            switch=partial(Bmv2Switch, log_dir=self.out, realtime_priority=priority),
+            switch=partial(
+                Bmv2Switch, log_dir=self.out, realtime_priority=priority, cpu_plan=self.cpu_plan
+            ),
             host=QcnHost,
             controller=None,
             autoSetMacs=False,
@@ -390,7 +411,8 @@ class Testbed:
         for line in emulate_links(topo):
             self.progress(f"qcn run: link delays: {line}")
         reach_every_host(self.net, topo)
-        self.switch_scheduling = self.net.switches[0].process.config.scheduling()
+        scheduling = self.net.switches[0].process.config.scheduling()
+        self.switch_scheduling = f"{scheduling}; {self.cpu_plan.why}"
 
     def _switch_priority(self) -> int:
         """The switches' SCHED_FIFO priority (0: none), saying why when it is refused."""
@@ -442,6 +464,8 @@ class Testbed:
         logs.mkdir(exist_ok=True)
         log = (logs / f"{name.replace(' ', '-')}.log").open("w")
         start = subprocess.Popen if host is None else self.net.get(host).popen
+        if host is not None:
+            command = [*taskset_prefix(self.cpu_plan.host_cpus), *command]
         env = None if host is None else {**os.environ, HOST_HELPER_MARK: str(self.out)}
         proc: subprocess.Popen[str] = start(
             command,
@@ -491,13 +515,26 @@ class Testbed:
         return ["chrt", "-f", str(RP_REALTIME_PRIORITY)] if self.switch_priority else []
 
     def _runner_in_real_time(self) -> contextlib.ExitStack:
-        """Every thread of this process under SCHED_FIFO (RUNNER_REALTIME_PRIORITY; what it
-        starts runs as usual) until the stack is closed, when the switches run in real time:
-        the runner samples the queue, and an ordinary process beside ten busy senders waited
-        up to 1.3 s for the CPU (docs/bmv2.md, "The runner's samples")."""
+        """Until the stack is closed: no garbage collection; every thread of this process on
+        the hosts' CPUs where the switches are pinned; and, when the switches run in real
+        time, those threads under SCHED_FIFO (RUNNER_REALTIME_PRIORITY; what it starts runs
+        as usual).  The runner samples the queue, and an ordinary process beside ten busy
+        senders waited up to 1.3 s for the CPU (docs/bmv2.md, "The runner's samples")."""
         from qcn.topologies.mininet_bmv2 import RUNNER_REALTIME_PRIORITY  # noqa: PLC0415
 
         restore = contextlib.ExitStack()
+        if gc.isenabled():
+            # Python's full collections scan every object the run's records hold: 0.76 and
+            # 0.82 s with the runner's loop held, 80 and 102 s into a leaf-spine run.  The
+            # records are tuples of numbers, which make no cycles.
+            gc.disable()
+            restore.callback(gc.enable)
+        if self.cpu_plan.host_cpus:
+            for tid in threads_of(os.getpid()):
+                with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                    mine = os.sched_getaffinity(tid)
+                    os.sched_setaffinity(tid, self.cpu_plan.host_cpus)
+                    restore.callback(_set_affinity, tid, mine)
         if not self.switch_priority:
             return restore
         self.runner_scheduling = f"SCHED_FIFO {RUNNER_REALTIME_PRIORITY}"
@@ -633,7 +670,8 @@ class Testbed:
             )
             injector = None
             if self.emulation.inject_stalls:
-                injector = StallInjector(*self.emulation.inject_stalls, self.switch_pids())
+                cpu = min(self.cpu_plan.switch_cpu.values(), default=0)  # the switches' own
+                injector = StallInjector(*self.emulation.inject_stalls, self.switch_pids(), cpu)
                 self.progress(f"qcn run: injecting switch stalls: {injector.describe()}")
                 injector.start()
             thrifts = {sw: agents[sw].thrift() for sw in sorted({p.switch for p in ports})}

@@ -146,6 +146,16 @@ def register(sub: Any) -> None:
     add_set(show, "with --scenario: override a field of it, as qcn run's --set; repeatable")
     show.set_defaults(func=_show)
 
+    calibrate = cmds.add_parser(
+        "calibrate",
+        help="measure what a frame costs the BMv2 on the PATH (the capacity model's figure)",
+        description="Measure the CPU a frame costs the simple_switch_grpc on the PATH, as "
+        "the runs use it (one switch on its own CPU, 1500-byte frames at a steady pace), "
+        "and keep it for the capacity model, keyed by the binary, the CPU and the pipeline. "
+        "The first BMv2 run on a machine does it; this does it again (docs/bmv2.md).",
+    )
+    calibrate.set_defaults(func=_calibrate)
+
 
 def _topology_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -193,7 +203,9 @@ def topology_of(args: argparse.Namespace, line_rate_bps: float | None = None) ->
     return topo if topo.ecmp == args.ecmp else replace(topo, ecmp=args.ecmp)
 
 
-def chosen_topology(args: argparse.Namespace) -> tuple[Topology, float, str]:
+def chosen_topology(
+    args: argparse.Namespace, cost: capacity.FrameCost = capacity.BUILT_IN_COST
+) -> tuple[Topology, float, str]:
     """``qcn net up``'s network and its scale in words: rate-less links at --line-rate if
     given, else at the default or, where every host sending at it would take the switches
     past their budget of the cores (qcn.core.capacity), at the rate that keeps them within
@@ -203,10 +215,13 @@ def chosen_topology(args: argparse.Namespace) -> tuple[Topology, float, str]:
     parameters' time scale and the choice in words."""
     topo = topology_of(args)
     budget = capacity.SWITCH_BUDGET_CORES
-    cores = capacity.full_line_rate_load(topo, SEED_FRAME_BYTES).cores
+    load = capacity.full_line_rate_load(topo, SEED_FRAME_BYTES, cost)
+    cores = load.cores
     at = f"every host sending at its line rate would take the switches {cores:.2f} of a core"
     if args.line_rate is None and cores > budget:
-        rate = _two_digits_down(NET_LINE_RATE_BPS * budget / cores)
+        # (the switches' share at rest stays what it is at any rate)
+        at_rest = min(load.at_rest_cores, budget / 2)
+        rate = _two_digits_down(NET_LINE_RATE_BPS * (budget - at_rest) / (cores - at_rest))
         time_scale = NET_TIME_SCALE * NET_LINE_RATE_BPS / rate
         if time_scale > MAX_TIME_SCALE:
             raise NetError(
@@ -216,7 +231,7 @@ def chosen_topology(args: argparse.Namespace) -> tuple[Topology, float, str]:
                 f"x{MAX_TIME_SCALE:g}: a smaller network, or --line-rate to run it anyway"
             )
         slowed = topology_of(args, rate)
-        slowed_cores = capacity.full_line_rate_load(slowed, SEED_FRAME_BYTES).cores
+        slowed_cores = capacity.full_line_rate_load(slowed, SEED_FRAME_BYTES, cost).cores
         if slowed_cores < cores:
             within = "within" if slowed_cores <= budget * 1.001 else "still over"
             return (
@@ -268,7 +283,8 @@ def net_params(
 
 
 def _up(args: argparse.Namespace) -> int:
-    topo, time_scale, scale = chosen_topology(args)
+    cost = backends.bmv2_cost(print) if args.line_rate is None else capacity.BUILT_IN_COST
+    topo, time_scale, scale = chosen_topology(args, cost)
     params = net_params(topo, args.params, time_scale)
     if args.out.exists() and not args.out.is_dir():
         raise NetError(f"--out {args.out}: not a directory")
@@ -288,6 +304,8 @@ def _up(args: argparse.Namespace) -> int:
                 serving(feed, args.live_port, lambda url: print(f"qcn net: live view at {url}"))
             )
         print(f"qcn net: {scale}")
+        if args.line_rate is None:
+            print(f"qcn net: {cost.describe()}")
         backends.network_up(
             topo,
             args.out,
@@ -299,6 +317,13 @@ def _up(args: argparse.Namespace) -> int:
             live=feed,
         )
     return 0
+
+
+def _calibrate(_args: argparse.Namespace) -> int:
+    backends.require_mininet("qcn net calibrate", NetError)
+    cost = backends.calibrate_bmv2(print)
+    print(f"qcn net: {cost.describe()}")
+    return 0 if cost.source.startswith("calibrated") else 1
 
 
 def _down(_args: argparse.Namespace) -> int:
@@ -377,7 +402,7 @@ def backend_views(args: argparse.Namespace) -> BackendViews:
         )
         sim = replace(load_topology(args.topology, link_defaults(net)), ecmp=args.ecmp)
         try:
-            topo, _, scale = chosen_topology(args)
+            topo, _, scale = chosen_topology(args, backends.bmv2_cost(measure=False))
         except NetError as e:
             return BackendViews(sim, sim_how, None, f"BMv2: qcn net up would not run it: {e}")
         return BackendViews(sim, sim_how, topo, f"BMv2: as qcn net up runs it; {scale}")
@@ -390,7 +415,7 @@ def backend_views(args: argparse.Namespace) -> BackendViews:
     given = [*overrides, "network.topology"]
     sim_how = f"sim: {sc.name} on the simulator"
     try:
-        chosen, scale = capacity.with_chosen_scale(sc, given)
+        chosen, scale = capacity.with_chosen_scale(sc, given, backends.bmv2_cost(measure=False))
         scaled = chosen.scaled_for_bmv2(keep=given)
     except ScenarioError as e:
         return BackendViews(sc.topology, sim_how, None, f"BMv2: {sc.name} would not run there: {e}")

@@ -406,6 +406,14 @@ class Prepared:
     (BMv2's), so that advice in its terms is given in the user's."""
 
 
+def _cost(*, measure: bool = True) -> capacity.FrameCost:
+    """This machine's BMv2 cost (calibrated once, :func:`backends.bmv2_cost`); calibrating
+    it says so on stderr."""
+    return backends.bmv2_cost(
+        lambda line: print(line, file=sys.stderr, flush=True), measure=measure
+    )
+
+
 def _choose(
     requested: str, sc: scenarios.Scenario, overridden: Collection[str]
 ) -> tuple[backends.Backend, str, tuple[scenarios.Scenario, str] | None]:
@@ -424,7 +432,7 @@ def _choose(
     if not backend.in_bmv2_units:
         return backend, why, None
     try:
-        return backend, why, capacity.with_chosen_scale(sc, overridden)
+        return backend, why, capacity.with_chosen_scale(sc, overridden, _cost())
     except ScenarioError as e:  # no scale fits this machine: the simulator runs it
         anywhere = backends.ANYWHERE
         return anywhere, f"{anywhere.title} (BMv2 on this machine: {e})", None
@@ -446,10 +454,11 @@ def fresh_run(args: argparse.Namespace) -> Prepared:
     if args.scale is not None and not backend.in_bmv2_units and not args.scaled:
         raise ScenarioError("--scale needs the Mininet backend, or --scaled on the simulator")
     if backend.in_bmv2_units or args.scaled:
-        sc, chosen = chosen_scale or capacity.with_chosen_scale(sc, overrides.keys())
+        cost = _cost(measure=backend.in_bmv2_units)
+        sc, chosen = chosen_scale or capacity.with_chosen_scale(sc, overrides.keys(), cost)
         scale = sc.bmv2
         sc = sc.scaled_for_bmv2(keep=overrides.keys())
-        why += f"; {chosen}: {sc.duration_s:g} s"
+        why += f"; {chosen}: {sc.duration_s:g} s; {cost.describe()}"
     options = backends.RunOptions(
         qcn=not args.no_qcn,
         scaled_by=scale.time_scale if args.scaled else None,

@@ -27,6 +27,7 @@ from qcn.core.backend import (
     flag_of,
     options_from_flags,
 )
+from qcn.core.capacity import BUILT_IN_COST, FrameCost
 from qcn.core.errors import QcnError
 from qcn.core.live import LiveFeed
 from qcn.core.params import QcnParams
@@ -112,6 +113,26 @@ def choose_backend(requested: str) -> tuple[Backend, str]:
             return backend, backend.title
         why = f"{missing}; --backend {anywhere.name} to choose it"
     return anywhere, f"{anywhere.title} ({why})"
+
+
+def bmv2_cost(say: Callable[[str], None] = print, *, measure: bool = True) -> FrameCost:
+    """What a frame costs this machine's BMv2, for the capacity model: its calibration
+    (measured the first time, with a progress line, where ``measure``: qcn.topologies.
+    calibration), or the built-in figure where BMv2 cannot run here, saying why."""
+    missing = MININET.missing()
+    if missing:
+        return BUILT_IN_COST.because(missing)
+    from qcn.topologies.calibration import frame_cost  # noqa: PLC0415 - BMv2's machinery
+
+    return frame_cost(say, measure=measure)
+
+
+def calibrate_bmv2(say: Callable[[str], None] = print) -> FrameCost:
+    """Measure this machine's BMv2 again (qcn net calibrate): its new figures, or the
+    built-in ones where the measurement failed, saying why."""
+    from qcn.topologies.calibration import frame_cost  # noqa: PLC0415 - BMv2's machinery
+
+    return frame_cost(say, redo=True)
 
 
 def run_scenario(sc: Scenario, backend: Backend, out: Path, options: RunOptions) -> Trace:

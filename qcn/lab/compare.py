@@ -229,8 +229,10 @@ def run_compare(
     for backend in backends.BACKENDS.values():
         backends.require(sc, backend, CompareError, "qcn compare runs both backends: ")
     require_mininet("qcn compare", CompareError)
-    sc, chosen = capacity.with_chosen_scale(sc, keep)
+    cost = backends.bmv2_cost(say)
+    sc, chosen = capacity.with_chosen_scale(sc, keep, cost)
     say(f"qcn compare: {sc.name}: {chosen}")
+    say(f"qcn compare: {cost.describe()}")
     scaled = sc.scaled_for_bmv2(keep=keep)
     figures = figures_for(sc)
     make_results_dir(out, "compare", CompareError)
