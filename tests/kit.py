@@ -213,7 +213,7 @@ def largest_gap(
     gap_s: float = 0.0,
     rp_tree: bool = False,
 ) -> float:
-    """Pace frames out of the host's interface under the agent for 1.5 s, send PAUSEs of
+    """Pace frames out of the host's interface under the agent for 3 s, send PAUSEs of
     these quanta from the peer 0.5 s in, ``gap_s`` apart, and return the longest silence
     seen.
     ``rp_tree``: the reaction point's HTB tree (line-rate class) hangs under the gate."""
@@ -246,7 +246,7 @@ def largest_gap(
 
 def paced_silence(link: Link, pauses: list[int], *, gap_s: float = 0.0) -> float:
     """Pace full-size frames from ``link.source_if`` (or its gated interface) to its peer
-    for 1.5 s, send PAUSEs of these quanta from the peer 0.5 s in, ``gap_s`` apart, and
+    for 3 s, send PAUSEs of these quanta from the peer 0.5 s in, ``gap_s`` apart, and
     return the longest silence the peer saw (whatever honours the PAUSEs: an agent's gate,
     or a switch port)."""
     rx = started(
@@ -259,7 +259,7 @@ def paced_silence(link: Link, pauses: list[int], *, gap_s: float = 0.0) -> float
             "--ethertype",
             str(DATA_ETHERTYPE),
             "--seconds",
-            "2.2",
+            "5.5",  # the pacer's start-up (up to a second beside busy loops) and its 3 s
         ),
         "ready",
     )
@@ -267,16 +267,23 @@ def paced_silence(link: Link, pauses: list[int], *, gap_s: float = 0.0) -> float
     dst = bytes.fromhex(link.frame_dst.replace(":", ""))
     frame = dst + bytes.fromhex("02000000770188b5") + bytes(1486)
     source = link.source_if or link.host_if
-    pace = ["pace", source, "--rate", str(PACE_PPS), "--duration", "1.5"]
+    # 3 s: the PAUSEs' own helper takes up to a second and more to start beside busy loops,
+    # and its PAUSE must land while the frames still flow.
+    pace = ["pace", source, "--rate", str(PACE_PPS), "--duration", "3"]
     pacer = subprocess.Popen(
         in_ns(link.host_ns, "-m", "qcn.topologies.rawframes", *pace),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
     assert pacer.stdin is not None
+    assert pacer.stderr is not None
     pacer.stdin.write(frame.hex())
     pacer.stdin.close()
+    # The PAUSEs go 0.5 s after the frames start, not after the pacer's start-up (a second
+    # beside a busy loop: the frames then came too late for the window, 1 run in 6).
+    assert pacer.stderr.readline() == "pacing\n"
     began = time.monotonic()
     time.sleep(max(0.0, began + 0.5 - time.monotonic()))
     if pauses:

@@ -134,7 +134,8 @@ def test_every_run_option_is_declared_for_again_and_provenance() -> None:
     options = backends.RunOptions(seed=7, own=own)
     recorded = options.recorded(backends.MININET)
     assert list(recorded) == [
-        "qcn", "seed", "scaled_by", "sample_hz", "realtime_switch", "inject_stalls", "pcap",
+        "qcn", "seed", "scaled_by", "sample_hz", "realtime_switch", "pinned", "inject_stalls",
+        "pcap",
     ]  # fmt: skip
     assert backends.RunOptions.from_recorded(recorded, backends.MININET) == options
     assert list(backends.RunOptions().recorded(backends.SIMULATOR)) == list(backends.RECORDED)

@@ -109,6 +109,9 @@ def pace(iface: str, rate_pps: float, duration_s: float) -> None:
     sent = 0
     with _sender(iface) as s:
         frame = _frames_from_stdin()[0]
+        # Said on stderr (stdout is the count): a harness starts its clock here, not when it
+        # started this process, whose imports take a second on a busy machine.
+        print("pacing", file=sys.stderr, flush=True)
         began = time.perf_counter()
         while (now := time.perf_counter() - began) < duration_s:
             due = int(now * rate_pps)
