@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -32,6 +31,7 @@ from pathlib import Path
 from qcn.core.capacity import BUILT_IN_COST, FrameCost
 from qcn.core.params import CpParams
 from qcn.core.pipeline import compile_program
+from qcn.core.provenance import file_sha256
 from qcn.topologies.bmv2 import SIMPLE_SWITCH_GRPC, Bmv2Config, Bmv2Process
 from qcn.topologies.noise import realtime_available, threads_of
 from qcn.topologies.placement import UNPINNED, plan_cpus, taskset_prefix, usable_cpus
@@ -86,14 +86,6 @@ def cache_path() -> Path:
     return (Path(own) if own else Path(base) / "qcn-p4") / "bmv2-calibration.json"
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def cpu_model() -> str:
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -103,7 +95,7 @@ def cpu_model() -> str:
 
 
 def cache_key(binary: Path, program: Path) -> str:
-    return f"v{CACHE_VERSION}:{sha256_of(binary)}:{cpu_model()}:{sha256_of(program)}"
+    return f"v{CACHE_VERSION}:{file_sha256(binary)}:{cpu_model()}:{file_sha256(program)}"
 
 
 def read_cache() -> dict[str, dict[str, object]]:
@@ -288,9 +280,9 @@ def measure_here(
         frame_cost_s=busy / received,
         idle_cores=idle,
         binary=binary,
-        binary_sha256=sha256_of(Path(binary)),
+        binary_sha256=file_sha256(Path(binary)),
         cpu_model=cpu_model(),
-        program_sha256=sha256_of(program),
+        program_sha256=file_sha256(program),
         measured_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         frames=received,
         scheduling=f"{config.scheduling()}; {plan.why}",
