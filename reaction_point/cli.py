@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections import Counter
@@ -68,6 +69,12 @@ def register(sub: Any) -> None:
     )
     st.add_argument("--csv-dir", type=Path, help="write one CSV time series per limiter here")
     st.add_argument(
+        "--late-after-ms",
+        type=float,
+        help="count the notifications applied later than this after their arrival "
+        "(notifications_late in the status; a run passes its tolerable latency)",
+    )
+    st.add_argument(
         "--status-dir",
         type=Path,
         default=DEFAULT_STATUS_DIR,
@@ -101,6 +108,9 @@ def register(sub: Any) -> None:
 
 
 def _start(args: argparse.Namespace) -> int:
+    late = args.late_after_ms
+    if late is not None and not (math.isfinite(late) and late > 0):
+        raise RpUsageError(f"--late-after-ms {late:g}: give a positive number of milliseconds")
     if os.geteuid() != 0:
         raise RpUsageError("qcn rp start needs root (raw sockets and traffic control)")
     base = QcnParams.preset(args.preset)
@@ -130,6 +140,7 @@ def _start(args: argparse.Namespace) -> int:
         status_dir=args.status_dir,
         max_limiters=args.max_limiters,
         replace_qdisc=args.replace_qdisc,
+        late_after_s=None if args.late_after_ms is None else args.late_after_ms / 1e3,
     )
     daemon = ReactionPoint(options)
     try:

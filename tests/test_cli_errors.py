@@ -407,6 +407,11 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("rp", "start", "--iface", "lo", "--max-limiters", "0"),
         ("--max-limiters",),
     ),
+    (
+        "late after",
+        ("rp", "start", "--iface", "lo", "--late-after-ms", "-3"),
+        ("--late-after-ms -3: give a positive number of milliseconds",),
+    ),
 ]
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from qcn.core import scenario as scenarios
+from qcn.core.noise import reaction_points_late
 from qcn.topologies.bmv2 import wait_until
 from qcn.topologies.testbed import host_helper_pids
 from tests.kit import Cluster
@@ -613,7 +614,7 @@ def test_transient_with_a_core_taken_carries_its_load_in_both_uncongested_phases
     assert noise["switch_scheduling"].startswith("SCHED_FIFO"), noise
     rp = noise["reaction_points"]
     assert (rp["scheduling"], rp["daemons"]) == ("SCHED_FIFO 10", 10), rp
-    assert rp["latency_p99_ms"] <= rp["tolerable_latency_ms"], rp
+    assert not reaction_points_late(rp), rp
     # The hog may still make the switch stall more often than the verdict allows (0-23
     # stalls over 3.1 ms in 150 s measured, 15 allowed): the run must then say so, and
     # nothing else may be wrong (the queue, the senders, the reaction points).

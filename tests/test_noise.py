@@ -16,8 +16,16 @@ from qcn.core import noise, results
 from qcn.core import scenario as scenarios
 from qcn.core.noise import GroupWaits, NoiseRecording
 from qcn.core.trace import Trace
+from qcn.reaction_point.daemon import NotificationLatencies
+from qcn.topologies.bmv2 import wait_until
 from qcn.topologies.mininet_bmv2 import RUNNER_REALTIME_PRIORITY
-from qcn.topologies.noise import NoiseMonitor, StallInjector, realtime_available
+from qcn.topologies.noise import (
+    NoiseMonitor,
+    StallInjector,
+    realtime_available,
+    thread_name,
+    threads_of,
+)
 from tests.toolchain import requires_root
 
 
@@ -161,6 +169,55 @@ def test_late_reaction_points_make_the_run_noisy() -> None:
     assert "reaction_points" not in noise.report(sc, recording([0.0]), QUIET)  # no QCN
 
 
+def test_the_reaction_points_are_judged_by_the_share_of_all_their_notifications_late() -> None:
+    """Where the daemons counted their late notifications, the verdict takes the share of
+    all of them: `make run`'s ten daemons of 161 CNMs each, three of which had two CNMs
+    past 31 ms in one scheduling hiccup (their p99 63 ms), are 6 of 1,610 late: ok.  One
+    daemon whose every CNM was late makes it 167 of 1,610: noisy, whatever the others did."""
+    sc = transient_on_bmv2()
+    p99s = [13.8, 61.6, 23.3, 9.2, 18.1, 19.5, 62.7, 63.5, 13.7, 24.4]
+    latencies = [(0.45, p99) for p99 in p99s]
+    hiccup = [(161, 2 if p99 > 31 else 0) for p99 in p99s]
+    report = noise.report(sc, recording([0.0], rp_latencies_ms=latencies, rp_late=hiccup), QUIET)
+    assert report["verdict"] == "ok", report["reasons"]
+    rp = report["reaction_points"]
+    assert (rp["notifications"], rp["late"]) == (1610, 6)
+    assert rp["late_fraction"] == pytest.approx(6 / 1610)
+    assert rp["late_fraction_worst_daemon"] == pytest.approx(2 / 161)
+    starved = [(161, 161), *hiccup[1:]]
+    report = noise.report(sc, recording([0.0], rp_latencies_ms=latencies, rp_late=starved), QUIET)
+    assert report["verdict"] == "noisy"
+    (reason,) = report["reasons"]
+    assert "applied 167 of 1610 notifications (10.4 %, allowed 1 %) later than 31 ms" in reason
+    # A daemon that did not count them (no threshold given): the worst p99 judges, as before.
+    report = noise.report(
+        sc, recording([0.0], rp_latencies_ms=latencies, rp_late=hiccup[1:]), QUIET
+    )
+    assert report["verdict"] == "noisy"
+    assert "up to 64 ms late" in report["reasons"][0]
+
+
+def test_a_daemon_counts_the_notifications_it_applied_late() -> None:
+    """The daemon's own count, over the whole run: past the threshold is late, at it is not;
+    without a threshold nothing is counted late (None in the status)."""
+    counted = NotificationLatencies(late_after_s=0.031)
+    for latency_s in (0.001, 0.031, 0.0311, 0.2):
+        counted.add(latency_s)
+    assert counted.counts() == {
+        "notifications_timed": 4,
+        "notifications_late": 2,
+        "late_after_ms": pytest.approx(31.0),
+    }
+    assert counted.window.quantile(0.5) == 0.0311
+    uncounted = NotificationLatencies()
+    uncounted.add(5.0)
+    assert uncounted.counts() == {
+        "notifications_timed": 1,
+        "notifications_late": None,
+        "late_after_ms": None,
+    }
+
+
 def test_the_runners_missed_samples_are_counted_from_its_gaps() -> None:
     """Samples every 10 ms with one gap of 50 ms (4 missed) and one of 14 ms (on time:
     the next is due 10 ms after it), the longest gap reported."""
@@ -223,6 +280,23 @@ def sample_for(monitor: NoiseMonitor, seconds: float) -> None:
         time.sleep(0.01)
 
 
+def sample_under_injected_stalls(
+    monitor: NoiseMonitor, target: subprocess.Popen[bytes]
+) -> StallInjector:
+    """1.5 s of ``monitor``'s samples while the injector keeps ``target`` from its CPU for
+    30 ms every 200 ms; ``target`` is killed afterwards."""
+    try:
+        injector = StallInjector(0.030, 0.200, [target.pid]).start()
+        try:
+            sample_for(monitor, 1.5)
+        finally:
+            injector.stop()
+    finally:
+        target.kill()
+        target.wait()
+    return injector
+
+
 @requires_root()
 @pytest.mark.skipif(not realtime_available(), reason="this machine refuses SCHED_FIFO")
 def test_the_monitor_reads_stalls_a_busier_process_makes() -> None:
@@ -233,17 +307,9 @@ def test_the_monitor_reads_stalls_a_busier_process_makes() -> None:
     target = subprocess.Popen(
         ["chrt", "-f", "1", sys.executable, "-c", "import time\nwhile 1: time.sleep(1e-3)"]
     )
-    try:
-        time.sleep(0.2)
-        monitor = NoiseMonitor({"target": lambda: [target.pid]}, 0.01, "test")
-        injector = StallInjector(0.030, 0.200, [target.pid]).start()
-        try:
-            sample_for(monitor, 1.5)
-        finally:
-            injector.stop()
-    finally:
-        target.kill()
-        target.wait()
+    time.sleep(0.2)
+    monitor = NoiseMonitor({"target": lambda: [target.pid]}, 0.01, "test")
+    injector = sample_under_injected_stalls(monitor, target)
     rec = monitor.finish()
     stalls = [s.length_s for s in rec.groups["target"].stalls]
     long_ones = [s for s in stalls if s > 0.015]
@@ -252,6 +318,38 @@ def test_the_monitor_reads_stalls_a_busier_process_makes() -> None:
     assert rec.run_s == pytest.approx(1.5, abs=0.05)
     assert rec.steal_fractions  # one a second
     assert injector.describe() == "30 ms every 200 ms on CPU 0"
+
+
+NAMED_HELPER = """import ctypes, threading, time
+def wake():
+    ctypes.CDLL(None).prctl(15, b"grpc_helper")  # PR_SET_NAME, as gRPC names its threads
+    while 1: time.sleep(1e-3)
+threading.Thread(target=wake, daemon=True).start()
+while 1: time.sleep(1e-3)
+"""
+
+
+@requires_root()
+@pytest.mark.skipif(not realtime_available(), reason="this machine refuses SCHED_FIFO")
+def test_a_device_thread_named_apart_from_its_process_is_counted_not_judged() -> None:
+    """A switch's gRPC threads (named apart from the process; they forward no frame) take
+    CPU that is counted, but their waits are not the switch's stalls: two threads kept from
+    their CPU alike, and only the one named as its process stalls."""
+    target = subprocess.Popen(["chrt", "-f", "1", sys.executable, "-c", NAMED_HELPER])
+
+    def named() -> bool:
+        return "grpc_helper" in {thread_name(target.pid, t) for t in threads_of(target.pid)}
+
+    if not wait_until(named, 5.0):
+        target.kill()
+        pytest.fail(f"the helper thread was not named: {threads_of(target.pid)}")
+    monitor = NoiseMonitor({"switch": lambda: [target.pid]}, 0.01, "test", frozenset({"switch"}))
+    sample_under_injected_stalls(monitor, target)
+    waits = monitor.finish().groups["switch"]
+    assert (waits.threads, waits.helper_threads) == (2, 1)
+    long_ones = [s.length_s for s in waits.stalls if s.length_s > 0.015]
+    assert 5 <= len(long_ones) <= 9, waits.stalls  # one thread's, not two threads'
+    assert waits.ran_s > 0
 
 
 def test_a_switch_thread_waiting_behind_its_own_threads_is_not_stalled() -> None:

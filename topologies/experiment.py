@@ -47,6 +47,7 @@ from qcn.core.ecmp import DATA_PORT
 from qcn.core.flows import FlowRecord, records_from_logs
 from qcn.core.frames import pause_quanta, pause_seconds
 from qcn.core.live import LiveFeed
+from qcn.core.noise import tolerances_s
 from qcn.core.params import (
     PAUSE_QUANTA_MAX,
     CpParams,
@@ -232,6 +233,7 @@ class Experiment:
                     self.sources,
                     QcnParams(rp=sc.params.rp, cp=sc.params.cp),
                     per_flow=self.per_flow_limiters,
+                    late_after_s=tolerances_s(sc)["senders"],
                 )
             self.progress("qcn run: receivers and reaction points up; starting the traffic")
             hooks = Hooks(

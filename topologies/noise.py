@@ -61,6 +61,14 @@ def cpu_times() -> tuple[int, int]:
     return steal, sum(fields[:8])
 
 
+def thread_name(pid: int, tid: int) -> str:
+    """A thread's name (its ``comm``; empty if it is gone)."""
+    try:
+        return (PROC / str(pid) / "task" / str(tid) / "comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 NO_CPUS: frozenset[int] = frozenset()
 """A thread whose CPUs were not read (it ended first)."""
 
@@ -78,15 +86,23 @@ class _Group:
         self.fds: dict[int, int] = {}
         self.last: dict[int, tuple[int, int]] = {}  # (on a CPU, waiting) ns
         self.cpus: dict[int, frozenset[int]] = {}  # thread -> the CPUs it may use
+        self.helpers: set[int] = set()
+        """A device's threads named apart from its process (gRPC's, which serve P4Runtime
+        and forward no frame): read once a second for the CPU they took, never judged for
+        stalls (docs/bmv2.md, "Which threads are judged")."""
         self.waits = GroupWaits()
         self.tracker = StallTracker()
 
     def refresh(self) -> None:
         for pid in self.pids():
+            process_name = thread_name(pid, pid) if self.one_device else ""
             for tid in threads_of(pid):
                 if self.one_device:
                     with contextlib.suppress(OSError):  # (a stall injector pins them later)
                         self.cpus[tid] = frozenset(os.sched_getaffinity(tid))
+                    # (named again each time: a thread may take its name after it starts)
+                    if tid not in self.helpers and thread_name(pid, tid) != process_name:
+                        self.helpers.add(tid)
                 if tid in self.fds:
                     continue
                 try:
@@ -96,6 +112,7 @@ class _Group:
                 self.fds[tid] = fd
                 self.last[tid] = self._read(fd) or (0, 0)
         self.waits.threads = max(self.waits.threads, len(self.fds))
+        self.waits.helper_threads = max(self.waits.helper_threads, len(self.helpers))
 
     @staticmethod
     def _read(fd: int) -> tuple[int, int] | None:
@@ -106,17 +123,27 @@ class _Group:
         except (OSError, ValueError):
             return None  # the thread has ended
 
-    def sample(self, k: int) -> None:
-        """Sample ``k``: each thread's wait since the last one."""
+    def sample(self, k: int, *, helpers: bool) -> None:
+        """Sample ``k``: each judged thread's wait since the last one (and, with
+        ``helpers``, the helper threads' time since they were last read)."""
         deltas: dict[int, tuple[float, float]] = {}  # thread -> (ran, waited) s
         ran_on: dict[frozenset[int], float] = {}  # the group's threads' time, by CPU set
         for tid, fd in list(self.fds.items()):
+            helper = tid in self.helpers
+            if helper and not helpers:
+                continue
             now = self._read(fd)
             if now is None:
                 os.close(fd)
                 del self.fds[tid], self.last[tid]
                 self.cpus.pop(tid, None)
+                self.helpers.discard(tid)
                 self.tracker.add(tid, k, 0.0)  # ends a stall it was in
+                continue
+            if helper:
+                self.waits.ran_s += (now[0] - self.last[tid][0]) / 1e9
+                self.waits.waited_s += (now[1] - self.last[tid][1]) / 1e9
+                self.last[tid] = now
                 continue
             ran_s = (now[0] - self.last[tid][0]) / 1e9
             deltas[tid] = (ran_s, (now[1] - self.last[tid][1]) / 1e9)
@@ -167,12 +194,13 @@ class NoiseMonitor:
         if self._started is None:
             self._started = self._steal_at = now
             self._steal_last = cpu_times()
-        if now >= self._next_refresh:
+        refresh = now >= self._next_refresh
+        if refresh:
             for g in self._groups.values():
                 g.refresh()
             self._next_refresh = now + REFRESH_PERIOD_S
         for g in self._groups.values():
-            g.sample(len(self.rec.times_s))
+            g.sample(len(self.rec.times_s), helpers=refresh)
         if now - self._steal_at >= STEAL_PERIOD_S:
             steal, total = cpu_times()
             d_total = total - self._steal_last[1]

@@ -290,9 +290,12 @@ def interrupt(procs: list[subprocess.Popen[str]], timeout_s: float) -> None:
             proc.wait()
 
 
-def reaction_point_latencies(status_dir: Path) -> list[tuple[float, float]]:
-    """(p50, p99) in ms of every daemon whose status file has them (one that took CNMs)."""
-    latencies = []
+def reaction_point_latencies(
+    status_dir: Path,
+) -> tuple[list[tuple[float, float]], list[tuple[int, int]]]:
+    """Of every daemon whose status file has them (one that took CNMs): (p50, p99) in ms,
+    and (notifications timed, of them late) where it was given a threshold."""
+    latencies, late = [], []
     for path in status_files(status_dir):
         try:
             status = read_status(path)
@@ -301,7 +304,9 @@ def reaction_point_latencies(status_dir: Path) -> list[tuple[float, float]]:
         p50, p99 = status.get("latency_p50_ms"), status["latency_p99_ms"]
         if p50 is not None and p99 is not None:
             latencies.append((float(p50), float(p99)))
-    return latencies
+            if status.get("notifications_late") is not None:
+                late.append((int(status["notifications_timed"]), int(status["notifications_late"])))
+    return latencies, late
 
 
 class Testbed:
@@ -547,10 +552,16 @@ class Testbed:
         return restore
 
     def start_reaction_points(
-        self, hosts: list[str], params: QcnParams, *, per_flow: bool = False
+        self,
+        hosts: list[str],
+        params: QcnParams,
+        *,
+        per_flow: bool = False,
+        late_after_s: float | None = None,
     ) -> None:
         """One ``qcn rp start`` per host on its eth0, CSVs in ``rp/``; waits until all run.
-        ``per_flow``: a limiter per IPv4 flow (the flows workload's), not per destination."""
+        ``per_flow``: a limiter per IPv4 flow (the flows workload's), not per destination;
+        ``late_after_s``: the latency past which the daemons count a notification late."""
         path = self.out / "params.toml"
         params.save(path)
         status_dir = self.out / RP_STATUS_DIR
@@ -569,6 +580,7 @@ class Testbed:
                     *(f"--params={path}", f"--csv-dir={self.out / 'rp'}"),
                     f"--status-dir={status_dir}",
                     *(["--per-flow"] if per_flow else []),
+                    *([f"--late-after-ms={1e3 * late_after_s!r}"] if late_after_s else []),
                 ],
             )
 
@@ -698,7 +710,9 @@ class Testbed:
                 self.noise.injected = injector.describe() if injector else ""
                 self.noise.rp_scheduling = self.rp_scheduling
                 self.noise.runner_scheduling = self.runner_scheduling
-                self.noise.rp_latencies_ms = reaction_point_latencies(self.out / RP_STATUS_DIR)
+                self.noise.rp_latencies_ms, self.noise.rp_late = reaction_point_latencies(
+                    self.out / RP_STATUS_DIR
+                )
         from mininet.cli import CLI  # noqa: PLC0415
 
         self.progress("qcn run: everything is running; 'exit' ends the run")
