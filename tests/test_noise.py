@@ -14,7 +14,7 @@ import pytest
 
 from qcn.core import noise, results
 from qcn.core import scenario as scenarios
-from qcn.core.noise import GroupWaits, NoiseRecording
+from qcn.core.noise import DaemonLatency, GroupWaits, NoiseRecording
 from qcn.core.trace import Trace
 from qcn.reaction_point.daemon import NotificationLatencies
 from qcn.topologies.bmv2 import wait_until
@@ -154,15 +154,15 @@ def test_late_reaction_points_make_the_run_noisy() -> None:
     q_eq at 8.5 Mb/s) makes the run noisy: what BMv2 runs with ordinary-priority daemons
     measured (p99 131-411 ms in every run whose recovery fell short, docs/bmv2.md)."""
     sc = transient_on_bmv2()
-    fast = [(0.27, 5.1), (0.30, 6.2), (0.25, 4.8)]
-    report = noise.report(sc, recording([0.0], rp_latencies_ms=fast), QUIET)
+    fast = [DaemonLatency(0.27, 5.1), DaemonLatency(0.30, 6.2), DaemonLatency(0.25, 4.8)]
+    report = noise.report(sc, recording([0.0], rp_latencies=fast), QUIET)
     assert report["verdict"] == "ok", report
     rp = report["reaction_points"]
     assert (rp["daemons"], rp["latency_p50_ms"], rp["latency_p99_ms"]) == (3, 0.27, 6.2)
     assert rp["tolerable_latency_ms"] == pytest.approx(1e3 * 8 * 33_000 / 8.5e6)
     assert noise.verdict_line(report).endswith("CNM to rate p99 6 ms")
-    slow = [*fast, (36.2, 339.0)]
-    report = noise.report(sc, recording([0.0], rp_latencies_ms=slow), QUIET)
+    slow = [*fast, DaemonLatency(36.2, 339.0)]
+    report = noise.report(sc, recording([0.0], rp_latencies=slow), QUIET)
     assert report["verdict"] == "noisy"
     (reason,) = report["reasons"]
     assert "the reaction points applied CNMs up to 339 ms late" in reason
@@ -176,23 +176,21 @@ def test_the_reaction_points_are_judged_by_the_share_of_all_their_notifications_
     daemon whose every CNM was late makes it 167 of 1,610: noisy, whatever the others did."""
     sc = transient_on_bmv2()
     p99s = [13.8, 61.6, 23.3, 9.2, 18.1, 19.5, 62.7, 63.5, 13.7, 24.4]
-    latencies = [(0.45, p99) for p99 in p99s]
-    hiccup = [(161, 2 if p99 > 31 else 0) for p99 in p99s]
-    report = noise.report(sc, recording([0.0], rp_latencies_ms=latencies, rp_late=hiccup), QUIET)
+    hiccup = [DaemonLatency(0.45, p99, 161, 2 if p99 > 31 else 0) for p99 in p99s]
+    report = noise.report(sc, recording([0.0], rp_latencies=hiccup), QUIET)
     assert report["verdict"] == "ok", report["reasons"]
     rp = report["reaction_points"]
     assert (rp["notifications"], rp["late"]) == (1610, 6)
     assert rp["late_fraction"] == pytest.approx(6 / 1610)
     assert rp["late_fraction_worst_daemon"] == pytest.approx(2 / 161)
-    starved = [(161, 161), *hiccup[1:]]
-    report = noise.report(sc, recording([0.0], rp_latencies_ms=latencies, rp_late=starved), QUIET)
+    starved = [DaemonLatency(0.45, p99s[0], 161, 161), *hiccup[1:]]
+    report = noise.report(sc, recording([0.0], rp_latencies=starved), QUIET)
     assert report["verdict"] == "noisy"
     (reason,) = report["reasons"]
     assert "applied 167 of 1610 notifications (10.4 %, allowed 1 %) later than 31 ms" in reason
     # A daemon that did not count them (no threshold given): the worst p99 judges, as before.
-    report = noise.report(
-        sc, recording([0.0], rp_latencies_ms=latencies, rp_late=hiccup[1:]), QUIET
-    )
+    uncounted = [DaemonLatency(0.45, p99s[0], 161), *hiccup[1:]]
+    report = noise.report(sc, recording([0.0], rp_latencies=uncounted), QUIET)
     assert report["verdict"] == "noisy"
     assert "up to 64 ms late" in report["reasons"][0]
 

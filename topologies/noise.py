@@ -140,14 +140,14 @@ class _Group:
                 self.helpers.discard(tid)
                 self.tracker.add(tid, k, 0.0)  # ends a stall it was in
                 continue
-            if helper:
-                self.waits.ran_s += (now[0] - self.last[tid][0]) / 1e9
-                self.waits.waited_s += (now[1] - self.last[tid][1]) / 1e9
-                self.last[tid] = now
-                continue
             ran_s = (now[0] - self.last[tid][0]) / 1e9
-            deltas[tid] = (ran_s, (now[1] - self.last[tid][1]) / 1e9)
+            wait_s = (now[1] - self.last[tid][1]) / 1e9
             self.last[tid] = now
+            if helper:  # counted, never judged
+                self.waits.ran_s += ran_s
+                self.waits.waited_s += wait_s
+                continue
+            deltas[tid] = (ran_s, wait_s)
             cpus = self.cpus.get(tid, NO_CPUS)
             ran_on[cpus] = ran_on.get(cpus, 0.0) + ran_s
         for tid, (ran_s, wait_s) in deltas.items():

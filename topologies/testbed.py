@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from qcn.controller.config import NetworkConfig
-from qcn.core.noise import NoiseRecording
+from qcn.core.noise import DaemonLatency, NoiseRecording
 from qcn.core.params import QcnParams
 from qcn.core.pipeline import build_dir, compile_program
 from qcn.core.scenario import Scenario
@@ -66,14 +66,35 @@ and past the pipe's size the sink blocks and its reports stop (it was judged sil
 4.6 s in 3 of 7 runs).  1 MiB, the default ``fs.pipe-max-size``, holds 28 s."""
 
 
-def _set_scheduler(tid: int, policy: int, param: os.sched_param) -> None:
-    with contextlib.suppress(OSError):  # a thread that ended meanwhile
-        os.sched_setscheduler(tid, policy, param)
+T = TypeVar("T")
 
 
-def _set_affinity(tid: int, cpus: set[int]) -> None:
+def _on_every_thread(
+    restore: contextlib.ExitStack,
+    get: Callable[[int], T],
+    put: Callable[[int, T], object],
+    value: T,
+) -> None:
+    """``put(tid, value)`` on every thread of this process, each one's ``get(tid)`` put back
+    when ``restore`` closes; a thread that ended meanwhile is passed over."""
+    for tid in threads_of(os.getpid()):
+        with contextlib.suppress(OSError):
+            before = get(tid)
+            put(tid, value)
+            restore.callback(_put_quietly, put, tid, before)
+
+
+def _put_quietly(put: Callable[[int, T], object], tid: int, value: T) -> None:
     with contextlib.suppress(OSError):  # a thread that ended meanwhile
-        os.sched_setaffinity(tid, cpus)
+        put(tid, value)
+
+
+def _get_scheduler(tid: int) -> tuple[int, os.sched_param]:
+    return os.sched_getscheduler(tid), os.sched_getparam(tid)
+
+
+def _put_scheduler(tid: int, scheduler: tuple[int, os.sched_param]) -> None:
+    os.sched_setscheduler(tid, *scheduler)
 
 
 def widen_pipe(fd: int, size: int = CAPTURE_PIPE_BYTES) -> int:
@@ -290,23 +311,30 @@ def interrupt(procs: list[subprocess.Popen[str]], timeout_s: float) -> None:
             proc.wait()
 
 
-def reaction_point_latencies(
-    status_dir: Path,
-) -> tuple[list[tuple[float, float]], list[tuple[int, int]]]:
-    """Of every daemon whose status file has them (one that took CNMs): (p50, p99) in ms,
-    and (notifications timed, of them late) where it was given a threshold."""
-    latencies, late = [], []
+def reaction_point_latencies(status_dir: Path) -> list[DaemonLatency]:
+    """The latency figures of every daemon whose status file has them (one that took
+    CNMs); its count of late notifications where it was given a threshold."""
+    latencies = []
     for path in status_files(status_dir):
         try:
             status = read_status(path)
         except RpUsageError:
             continue  # unreadable: that daemon's figures are lost, the others' still count
-        p50, p99 = status.get("latency_p50_ms"), status["latency_p99_ms"]
+        p50, p99, late = (
+            status.get("latency_p50_ms"),
+            status["latency_p99_ms"],
+            status.get("notifications_late"),
+        )
         if p50 is not None and p99 is not None:
-            latencies.append((float(p50), float(p99)))
-            if status.get("notifications_late") is not None:
-                late.append((int(status["notifications_timed"]), int(status["notifications_late"])))
-    return latencies, late
+            latencies.append(
+                DaemonLatency(
+                    float(p50),
+                    float(p99),
+                    int(status.get("notifications_timed") or 0),
+                    None if late is None else int(late),
+                )
+            )
+    return latencies
 
 
 class Testbed:
@@ -535,20 +563,13 @@ class Testbed:
             gc.disable()
             restore.callback(gc.enable)
         if self.cpu_plan.host_cpus:
-            for tid in threads_of(os.getpid()):
-                with contextlib.suppress(OSError):  # a thread that ended meanwhile
-                    mine = os.sched_getaffinity(tid)
-                    os.sched_setaffinity(tid, self.cpu_plan.host_cpus)
-                    restore.callback(_set_affinity, tid, mine)
+            cpus = set(self.cpu_plan.host_cpus)
+            _on_every_thread(restore, os.sched_getaffinity, os.sched_setaffinity, cpus)
         if not self.switch_priority:
             return restore
         self.runner_scheduling = f"SCHED_FIFO {RUNNER_REALTIME_PRIORITY}"
-        fifo = os.sched_param(RUNNER_REALTIME_PRIORITY)
-        for tid in threads_of(os.getpid()):
-            with contextlib.suppress(OSError):  # a thread that ended meanwhile
-                policy, param = os.sched_getscheduler(tid), os.sched_getparam(tid)
-                os.sched_setscheduler(tid, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, fifo)
-                restore.callback(_set_scheduler, tid, policy, param)
+        fifo = (os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(RUNNER_REALTIME_PRIORITY))
+        _on_every_thread(restore, _get_scheduler, _put_scheduler, fifo)
         return restore
 
     def start_reaction_points(
@@ -710,9 +731,7 @@ class Testbed:
                 self.noise.injected = injector.describe() if injector else ""
                 self.noise.rp_scheduling = self.rp_scheduling
                 self.noise.runner_scheduling = self.runner_scheduling
-                self.noise.rp_latencies_ms, self.noise.rp_late = reaction_point_latencies(
-                    self.out / RP_STATUS_DIR
-                )
+                self.noise.rp_latencies = reaction_point_latencies(self.out / RP_STATUS_DIR)
         from mininet.cli import CLI  # noqa: PLC0415
 
         self.progress("qcn run: everything is running; 'exit' ends the run")

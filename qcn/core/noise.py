@@ -215,6 +215,18 @@ class GroupWaits:
         }
 
 
+@dataclass(frozen=True)
+class DaemonLatency:
+    """One reaction-point daemon's latency figures (its status file's)."""
+
+    p50_ms: float
+    p99_ms: float
+    timed: int = 0
+    """Notifications timed over the whole run."""
+    late: int | None = None
+    """Of them, later than the senders' tolerable stall (None: not counted)."""
+
+
 @dataclass
 class NoiseRecording:
     """What a Mininet run measured of its own noise (raw; :func:`report` makes figures)."""
@@ -237,11 +249,8 @@ class NoiseRecording:
     """The CP port's queue (frames) at each sample."""
     rp_scheduling: str = ""
     """How the reaction-point daemons were scheduled (e.g. "SCHED_FIFO 10")."""
-    rp_latencies_ms: list[tuple[float, float]] = field(default_factory=list)
-    """(p50, p99) of each daemon that took CNMs: a CNM's arrival to its limiter's new rate."""
-    rp_late: list[tuple[int, int]] = field(default_factory=list)
-    """(notifications timed, of them later than the senders' tolerable stall) of each
-    daemon that took CNMs and was given that threshold."""
+    rp_latencies: list[DaemonLatency] = field(default_factory=list)
+    """Each daemon's that took CNMs: a CNM's arrival to its limiter's new rate."""
     sink_times_s: list[float] | None = None
     """When the sink reported, seconds into the run (None: the experiment has no sink's
     reports to judge)."""
@@ -519,23 +528,25 @@ def reaction_points(rec: NoiseRecording, tolerance_s: float) -> dict[str, Any] |
     tolerable stall: a CNM that late lets its source fill q_eq meanwhile), which the
     verdict judges where every daemon counted it (else the worst p99).  None if no daemon
     took a CNM."""
-    if not rec.rp_latencies_ms:
+    daemons = rec.rp_latencies
+    if not daemons:
         return None
     figures: dict[str, Any] = {
         "scheduling": rec.rp_scheduling,
-        "daemons": len(rec.rp_latencies_ms),
-        "latency_p50_ms": statistics.median(p50 for p50, _ in rec.rp_latencies_ms),
-        "latency_p99_ms": max(p99 for _, p99 in rec.rp_latencies_ms),
+        "daemons": len(daemons),
+        "latency_p50_ms": statistics.median(d.p50_ms for d in daemons),
+        "latency_p99_ms": max(d.p99_ms for d in daemons),
         "tolerable_latency_ms": 1e3 * tolerance_s,
     }
-    if len(rec.rp_late) == len(rec.rp_latencies_ms):
-        timed = sum(t for t, _ in rec.rp_late)
-        late = sum(n for _, n in rec.rp_late)
+    counted = [(d.timed, d.late) for d in daemons if d.late is not None]
+    if len(counted) == len(daemons):
+        timed = sum(t for t, _ in counted)
+        late = sum(n for _, n in counted)
         figures |= {
             "notifications": timed,
             "late": late,
             "late_fraction": late / timed if timed else 0.0,
-            "late_fraction_worst_daemon": max((n / t for t, n in rec.rp_late if t), default=0.0),
+            "late_fraction_worst_daemon": max((n / t for t, n in counted if t), default=0.0),
         }
     return figures
 
