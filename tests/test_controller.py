@@ -639,6 +639,29 @@ def test_a_taken_port_is_said_with_its_holder() -> None:
     assert port_taken("127.0.0.1", port) is None
 
 
+def test_a_port_whose_last_connection_waits_in_time_wait_is_free() -> None:
+    """A switch just stopped leaves its gRPC port's connections in TIME-WAIT for a minute
+    when it closed them first; BMv2's servers bind with SO_REUSEADDR, so the next switch
+    there starts (CI once refused nine BMv2 tests in a row for it: "taken (a process)")."""
+    import socket  # noqa: PLC0415
+
+    from qcn.topologies.bmv2 import port_taken  # noqa: PLC0415
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = listener.accept()
+        accepted.close()  # (the server's side closes first: its port waits in TIME-WAIT)
+        assert client.recv(1) == b""
+        client.close()
+    waiting = subprocess.run(
+        ["ss", "-Htan", "state", "time-wait", f"( sport = :{port} )"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert f":{port} " in waiting
+    assert port_taken("127.0.0.1", port) is None
+
+
 def test_switch_ports_sit_below_the_range_of_outgoing_connections() -> None:
     """Linux gives an outgoing connection a local port from ip_local_port_range (32768-60999
     by default); a switch's port there could be taken as the switch starts."""

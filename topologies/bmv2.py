@@ -109,6 +109,9 @@ def port_taken(host: str, port: int, namespace: str | None = None) -> str | None
         else:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         with sock:
+            # Bound as BMv2's gRPC and Thrift servers bind theirs: a port whose last
+            # connection waits out TIME-WAIT (a switch just stopped) is free to them.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, port))
     except OSError:
         return holder(port, namespace)
