@@ -48,12 +48,19 @@ fmt: venv  ## reformat the Python code
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
+# The tests that need neither root nor BMv2 run on every CPU at once (pytest-xdist, a file
+# to a worker), then the rest one at a time: they start switches and real-time processes
+# and measure their timing against the machine (tests/toolchain.py, ALONE). Both parts
+# always run; either failing fails the target.
+PYTEST_SUITE = $(VENV)/bin/pytest -n auto --dist loadfile -m 'not alone'; status=$$?; \
+	$(VENV)/bin/pytest -m alone || status=1; exit $$status
+
 unit: venv  ## the Python test suite only
-	$(VENV)/bin/pytest
+	$(PYTEST_SUITE)
 
 test: lint  ## the whole test suite (PTF/BMv2 parts skip in one line without the toolchain)
 	@scripts/install-deps.sh status
-	$(VENV)/bin/pytest
+	$(PYTEST_SUITE)
 
 test-long: venv  ## the long BMv2 tests the default suite leaves out (tests/toolchain.py)
 	QCN_LONG_TESTS=1 $(VENV)/bin/pytest tests/test_mininet_bmv2.py tests/test_control.py tests/test_net_bmv2.py tests/test_live_browser.py

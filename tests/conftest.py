@@ -13,6 +13,14 @@ import pytest
 from qcn.topologies.calibration import CACHE_DIR_VARIABLE
 from qcn.topologies.netns import VethEnd, add_veth, namespaces
 from tests.kit import DASK, Cluster, Link, free_port
+from tests.toolchain import ALONE, runs_alone
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests that run alone (tests.toolchain.ALONE): `make test` selects by it."""
+    for item in items:
+        if runs_alone(item):
+            item.add_marker(ALONE)
 
 
 @pytest.fixture(scope="session", autouse=True)

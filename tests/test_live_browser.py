@@ -65,7 +65,11 @@ def browser_missing() -> str:
     return ""
 
 
-pytestmark = pytest.mark.skipif(bool(browser_missing()), reason=browser_missing())
+# (alone: the page's rate is measured against the machine's clock; tests/toolchain.py)
+pytestmark = [
+    pytest.mark.skipif(bool(browser_missing()), reason=browser_missing()),
+    pytest.mark.alone,
+]
 
 # BokehJS, asked through the page's own document: a model by name, or None before it loads.
 MODEL_TEXT = """

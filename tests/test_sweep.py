@@ -31,6 +31,7 @@ from qcn.lab.sweep import (
     metric_cells,
     parse_grid,
     run_point,
+    scheduler_refused,
 )
 from tests.kit import (
     SLOW_SIM,
@@ -127,6 +128,19 @@ def test_sweep_mistakes_are_one_line(args: tuple[str, ...], expected: str, tmp_p
     # checkout's results/, where the next run's sweep of another grid was refused)
     out = () if "--out" in args else ("--out", str(tmp_path / "sweep"))
     assert_one_line_error(qcn("sweep", *args, *out, "--duration", "0.05", "--quiet"), expected)
+
+
+def test_a_scheduler_address_nothing_listens_on_is_refused_at_once() -> None:
+    """Connection refused is said before Dask's client would retry it for its 10 s; a
+    listening address, or one that is not TCP, is left to the client."""
+    import socket  # noqa: PLC0415
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        assert scheduler_refused(f"tcp://127.0.0.1:{port}") is None
+        assert scheduler_refused(f"127.0.0.1:{port}") is None
+    assert isinstance(scheduler_refused(f"tcp://127.0.0.1:{port}"), ConnectionRefusedError)
+    assert scheduler_refused(f"tls://127.0.0.1:{port}") is None
 
 
 # -- a real cluster ------------------------------------------------------------------------

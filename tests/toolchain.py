@@ -10,11 +10,13 @@ import pytest
 P4LANG_TOOLS = ("p4c", "simple_switch_grpc")
 
 
+TOOLS_REASON = "(p4lang toolchain: make deps)"
+ROOT_REASON = "needs root (namespaces, veths, tc)"
+
+
 def requires_tools(*tools: str) -> pytest.MarkDecorator:
     missing = [t for t in tools if shutil.which(t) is None]
-    return pytest.mark.skipif(
-        bool(missing), reason=f"missing {', '.join(missing)} (p4lang toolchain: make deps)"
-    )
+    return pytest.mark.skipif(bool(missing), reason=f"missing {', '.join(missing)} {TOOLS_REASON}")
 
 
 def requires_p4lang() -> pytest.MarkDecorator:
@@ -22,7 +24,23 @@ def requires_p4lang() -> pytest.MarkDecorator:
 
 
 def requires_root() -> pytest.MarkDecorator:
-    return pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, veths, tc)")
+    return pytest.mark.skipif(os.geteuid() != 0, reason=ROOT_REASON)
+
+
+ALONE = "alone"
+"""The mark of a test that runs by itself, after the others (`make test` runs the rest two or
+more at a time): one that needs root or the p4lang toolchain starts namespaces, switches and
+real-time processes, and its timing is measured against the machine (docs/reliability.md,
+"The suite's time")."""
+
+
+def runs_alone(item: pytest.Item) -> bool:
+    """Whether ``item`` needs root or the p4lang toolchain (one of the marks above), or is
+    marked to run alone in its own right."""
+    if item.get_closest_marker(ALONE) is not None:
+        return True
+    reasons = (str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif"))
+    return any(r == ROOT_REASON or r.endswith(TOOLS_REASON) for r in reasons)
 
 
 LONG_TESTS = "QCN_LONG_TESTS"

@@ -39,6 +39,7 @@ import logging
 import math
 import os
 import shutil
+import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -143,8 +144,12 @@ DASK_SCHEMES = ("tcp", "tls", "inproc", "ucx", "ws", "wss")
 
 def check_address(address: str | None) -> None:
     """``--address`` must name a Dask scheduler: [SCHEME://]HOST:PORT."""
-    if address is None:
-        return
+    if address is not None:
+        _address_parts(address)
+
+
+def _address_parts(address: str) -> tuple[str, str, int]:
+    """A scheduler address's scheme ("tcp" if none), host and port, or the one-line error."""
     scheme, sep, rest = address.partition("://")
     host, colon, port = (rest if sep else address).rpartition(":")
     if (sep and scheme not in DASK_SCHEMES) or not colon or not host or not port.isdigit():
@@ -154,6 +159,22 @@ def check_address(address: str | None) -> None:
         )
     if not 1 <= int(port) <= 65535:
         raise SweepError(f"--address {address!r}: port must be in [1, 65535]")
+    return (scheme if sep else "tcp"), host.strip("[]"), int(port)
+
+
+def scheduler_refused(address: str) -> OSError | None:
+    """A TCP scheduler address whose host refuses the connection (nothing listens there):
+    said at once, where Dask's client would retry it for its whole timeout."""
+    scheme, host, port = _address_parts(address)
+    if scheme != "tcp":
+        return None
+    try:
+        with socket.create_connection((host, port), timeout=SCHEDULER_TIMEOUT_S):
+            return None
+    except ConnectionRefusedError as e:
+        return e
+    except OSError:
+        return None  # (unreachable or slow: the client's own wait decides)
 
 
 @functools.cache
@@ -713,6 +734,9 @@ def _column(values: list[Any]) -> list[Any]:
 # -- the engine ----------------------------------------------------------------------------
 
 
+SCHEDULER_TIMEOUT_S = 10.0
+"""How long a scheduler given by ``--address`` may take to answer."""
+
 DASK_LOG = "dask.log"
 """Dask's own log, in a sweep's or a study's ``--out``: what its scheduler, nannies and
 workers say (a point's failure among it: "Compute Failed ... Traceback", 19-23 lines of it
@@ -734,7 +758,9 @@ def dask_client(address: str | None, workers: int, log: Path | None = None) -> I
         logging.getLogger(name).setLevel(logging.ERROR)
     if address:
         try:
-            client = Client(address, timeout="10s")
+            if (refused := scheduler_refused(address)) is not None:
+                raise refused
+            client = Client(address, timeout=f"{SCHEDULER_TIMEOUT_S:g}s")
         except OSError as e:
             raise SweepError(
                 f"--address {address}: no Dask scheduler answers there ({e})"
