@@ -559,6 +559,7 @@ def test_senders_that_wrote_no_report_make_the_run_noisy() -> None:
     assert noise.report(sc, recording([0.0], senders=10), QUIET)["verdict"] == "ok"
 
 
+@pytest.mark.alone  # (a core's share measured: another test's worker beside would take half)
 def test_the_monitor_adds_up_a_groups_time_on_a_cpu() -> None:
     """The switches' CPU the capacity model is held to: a process spinning for its whole
     life is counted as about one core, one that sleeps as almost none (once started: the

@@ -387,3 +387,29 @@ def test_a_mount_point_or_a_read_only_one_is_one_line(tmp_path: Path) -> None:
         with pytest.raises(ScenarioError, match=r"cannot write results there \(Read-only"):
             prepare_out(disk / "inside", "transient")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["disk", "link"]
+
+
+def test_auto_asks_for_the_bmv2_cost_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`qcn run` choosing Mininet/BMv2 by itself looks the machine's BMv2 cost up once (its
+    calibration: the binary and the pipeline hashed) and scales the run with that one."""
+    import argparse  # noqa: PLC0415
+
+    from qcn.cli import run as run_command  # noqa: PLC0415
+    from qcn.core.capacity import BUILT_IN_COST  # noqa: PLC0415
+    from qcn.lab import backends  # noqa: PLC0415
+
+    asked: list[bool] = []
+
+    def cost(*, measure: bool = True) -> object:
+        asked.append(measure)
+        return BUILT_IN_COST
+
+    monkeypatch.setattr(run_command, "_cost", cost)
+    monkeypatch.setattr(backends, "choose_backend", lambda _r: (backends.MININET, "BMv2"))
+    monkeypatch.setattr(backends, "require", lambda _sc, _b: None)
+    sub = argparse.ArgumentParser().add_subparsers()
+    run_command.register(sub)
+    prepared = run_command.fresh_run(sub.choices["run"].parse_args(["transient"]))
+    assert prepared.backend is backends.MININET
+    assert asked == [True]
+    assert BUILT_IN_COST.describe() in prepared.why

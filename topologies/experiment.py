@@ -119,6 +119,9 @@ def pause_watermarks(sc: Scenario) -> PauseWatermarks:
     )
 
 
+SINK_READER_JOIN_S = 5.0
+"""How long a stopped sink's last lines may take to be read (a pipe's worth, at once)."""
+
 NETWORK_FILE = "network.toml"
 """A live run's network, as the controller sees it (``qcn ctl -c DIR/network.toml``)."""
 
@@ -270,8 +273,10 @@ class Experiment:
         trace.extra["switch_drops"] = switch_drops
         marking = [p for p in self.topo.cp_ports if self.sc.cp_for(str(p)).signal is CpSignal.ECN]
         if self.qcn and marking:
-            # DCQCN's switches: the frames they marked CE, as the simulator counts them.
+            # DCQCN's switches: the frames they marked CE, and the CNPs the receivers sent
+            # for them, as the simulator counts them.
             trace.extra["marks"] = sum(self.port_counters[p]["ecn_marks"] for p in marking)
+            trace.extra["cnps"] = self.cnps_sent()
         if sc.workload.declared.kind is Kind.FLOWS and sc.workload.transport == "tcp":
             # A TCP receiver sees a stream, not the frames lost: the switch's count is all.
             trace.drops = switch_drops
@@ -346,6 +351,11 @@ class Experiment:
     def note_noise(self, trace: Trace) -> None:
         """What the senders say of their own stalls, into the noise record."""
 
+    def cnps_sent(self) -> int:
+        """DCQCN: the CNPs the receivers' notification points sent over the run (0 where the
+        receivers have none: TCP takes the kernel's own ECN)."""
+        return 0
+
     def _gather(self) -> None:
         """What the helpers logged, into the recording (after the measurement)."""
         self.rec.limiter_rows = read_limiter_logs(self.out / "rp", self.sources)
@@ -408,6 +418,9 @@ class StreamExperiment(Experiment):
     def setup(self) -> None:
         self._sink_rows: dict[str, list[tuple[float, dict[str, list[int]]]]] = {}
         """What each receiving host's sink reported (its reader thread appends)."""
+        self._sink_cnps: dict[str, dict[str, int]] = {}
+        """A notification point's sink: the CNPs sent so far, per source (its last line's)."""
+        self._sink_readers: list[threading.Thread] = []
 
     def _gather(self) -> None:
         super()._gather()
@@ -501,18 +514,34 @@ class StreamExperiment(Experiment):
             if proc.stdout is None or not proc.stdout.readline():
                 raise ExperimentError(f"the {name} did not start: {tb.last_log_line(name)}")
             rows = self._sink_rows.setdefault(host, [])
-            threading.Thread(
-                target=self._read_sink, args=(proc, rows), name=f"{name}-reader", daemon=True
-            ).start()
+            reader = threading.Thread(
+                target=self._read_sink,
+                args=(proc, rows, self._sink_cnps.setdefault(host, {})),
+                name=f"{name}-reader",
+                daemon=True,
+            )
+            reader.start()
+            self._sink_readers.append(reader)
+
+    def after_teardown(self) -> None:
+        # The sinks have stopped: their last lines (the final counts) are read to the end.
+        for reader in self._sink_readers:
+            reader.join(SINK_READER_JOIN_S)
 
     @staticmethod
-    def _read_sink(proc: Any, rows: list[tuple[float, dict[str, list[int]]]]) -> None:
+    def _read_sink(
+        proc: Any, rows: list[tuple[float, dict[str, list[int]]]], cnps: dict[str, int]
+    ) -> None:
         for line in proc.stdout:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError:
                 continue
             rows.append((row["t"], row["rx"]))
+            cnps.update(row.get("cnp", {}))
+
+    def cnps_sent(self) -> int:
+        return sum(sum(sent.values()) for sent in self._sink_cnps.values())
 
     def start_traffic(self, tb: Testbed, start: float) -> None:
         """Every source, told to start at monotonic time ``start`` (Python takes a moment

@@ -414,28 +414,37 @@ def _cost(*, measure: bool = True) -> capacity.FrameCost:
     )
 
 
-def _choose(
-    requested: str, sc: scenarios.Scenario, overridden: Collection[str]
-) -> tuple[backends.Backend, str, tuple[scenarios.Scenario, str] | None]:
+@dataclass(frozen=True)
+class _Choice:
+    """The backend ``qcn run`` runs on, why, and what choosing it already found: the
+    scale chosen and the BMv2 cost it was chosen with (None: not looked at yet)."""
+
+    backend: backends.Backend
+    why: str
+    scaled: tuple[scenarios.Scenario, str] | None = None
+    cost: capacity.FrameCost | None = None
+
+
+def _choose(requested: str, sc: scenarios.Scenario, overridden: Collection[str]) -> _Choice:
     """The backend for ``requested`` (``auto``: the first that can run here and runs
     ``sc``, at a scale this machine holds where it runs in BMv2's units), why, and the
     scale chosen on the way."""
     if requested != "auto":
-        backend, why = backends.choose_backend(requested)
-        return backend, why, None
+        return _Choice(*backends.choose_backend(requested))
     runs_it = [b for b in backends.AUTO_ORDER if not b.refusal(sc)]
     if len(runs_it) == 1:  # (real TCP and iperf3 run on Mininet only, PAUSE on one switch in
         (backend,) = runs_it  # the simulator only)
         backend.require("this run", ScenarioError)
-        return backend, f"{backend.title} (the only backend that runs this scenario)", None
+        return _Choice(backend, f"{backend.title} (the only backend that runs this scenario)")
     backend, why = backends.choose_backend(requested)
     if not backend.in_bmv2_units:
-        return backend, why, None
+        return _Choice(backend, why)
+    cost = _cost()
     try:
-        return backend, why, capacity.with_chosen_scale(sc, overridden, _cost())
+        return _Choice(backend, why, capacity.with_chosen_scale(sc, overridden, cost), cost)
     except ScenarioError as e:  # no scale fits this machine: the simulator runs it
         anywhere = backends.ANYWHERE
-        return anywhere, f"{anywhere.title} (BMv2 on this machine: {e})", None
+        return _Choice(anywhere, f"{anywhere.title} (BMv2 on this machine: {e})")
 
 
 def fresh_run(args: argparse.Namespace) -> Prepared:
@@ -447,15 +456,16 @@ def fresh_run(args: argparse.Namespace) -> Prepared:
     sc, overrides = scenario_of(args)
     # Options --again refuses when given at all: None said "not given" (their defaults here).
     args.backend = args.backend or "auto"
-    backend, why, chosen_scale = _choose(args.backend, sc, overrides.keys())
+    choice = _choose(args.backend, sc, overrides.keys())
+    backend, why = choice.backend, choice.why
     backends.require(sc, backend)
     scale = sc.bmv2
     own = backends.backend_options(backend, args)
     if args.scale is not None and not backend.in_bmv2_units and not args.scaled:
         raise ScenarioError("--scale needs the Mininet backend, or --scaled on the simulator")
     if backend.in_bmv2_units or args.scaled:
-        cost = _cost(measure=backend.in_bmv2_units)
-        sc, chosen = chosen_scale or capacity.with_chosen_scale(sc, overrides.keys(), cost)
+        cost = choice.cost or _cost(measure=backend.in_bmv2_units)
+        sc, chosen = choice.scaled or capacity.with_chosen_scale(sc, overrides.keys(), cost)
         scale = sc.bmv2
         sc = sc.scaled_for_bmv2(keep=overrides.keys())
         why += f"; {chosen}: {sc.duration_s:g} s; {cost.describe()}"

@@ -140,6 +140,8 @@ def grid_axis(key: str, values: list[Any]) -> tuple[str, list[Any]]:
 
 
 DASK_SCHEMES = ("tcp", "tls", "inproc", "ucx", "ws", "wss")
+SCHEDULER_TIMEOUT_S = 10.0
+"""How long a scheduler given by ``--address`` may take to answer."""
 
 
 def check_address(address: str | None) -> None:
@@ -733,9 +735,6 @@ def _column(values: list[Any]) -> list[Any]:
 
 # -- the engine ----------------------------------------------------------------------------
 
-
-SCHEDULER_TIMEOUT_S = 10.0
-"""How long a scheduler given by ``--address`` may take to answer."""
 
 DASK_LOG = "dask.log"
 """Dask's own log, in a sweep's or a study's ``--out``: what its scheduler, nannies and
